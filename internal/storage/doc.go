@@ -1,0 +1,20 @@
+// Package storage owns a node's pebble instance and its disk seam.
+//
+// Every file a node touches goes through one vfs.FS (pebble's), so tests can
+// run the whole node on memory, simulate a crash that drops unsynced writes
+// (vfs.NewCrashableMem + CrashClone) and inject errors (vfs/errorfs).
+//
+// # Keyspace map
+//
+// One pebble instance holds the state of every component of a node. The first
+// byte of a key says who owns it; nobody writes outside their prefix.
+//
+//	0x01 'r' rangeID(8, BE) suffix   replica: raft log, hard state, applied index
+//	0x02 'c' hash(32)                 segment: chunk index (hash -> segment, offset, length)
+//	0x02 's' ...                      segment: segment-store bookkeeping
+//	0x03 ...                          node-local: identity, format version
+//	'l'  object-key                   mvcc: transaction locks (intents)
+//	'v'  object-key ^ts               mvcc: version records
+//
+// Object keys (space | placement prefix | key) are built by package keys.
+package storage
