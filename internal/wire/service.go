@@ -1,0 +1,267 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Service is what a node offers over the native protocol. The server decodes
+// frames into calls on a Service; the node implements it. Every method may be
+// called concurrently.
+type Service interface {
+	// CreateSpace creates a space. CodeSpaceExists if it exists,
+	// CodeBadSpaceName if the name is invalid.
+	CreateSpace(ctx context.Context, name string, s SpaceSettings) (SpaceInfo, error)
+	// ListSpaces lists spaces in name order.
+	ListSpaces(ctx context.Context) ([]SpaceInfo, error)
+	// DeleteSpace deletes an empty space. CodeSpaceNotEmpty if it holds any
+	// live object, CodeSpaceNotFound if it does not exist.
+	DeleteSpace(ctx context.Context, name string) error
+
+	// Put writes a new version from body. body yields exactly req.Size bytes
+	// when req.Size >= 0; a body that ends early is CodeTruncated and writes
+	// nothing. With req.Mode WriteAt or Append the new version shares every
+	// untouched chunk with its parent.
+	Put(ctx context.Context, req *PutRequest, body io.Reader) (ObjectInfo, error)
+	// Get reads a version (latest, exact, or as of a time) and a byte range of
+	// it. The caller must Close the returned reader. Bytes are verified
+	// against their hashes as they are read; a mismatch surfaces as a read
+	// error with CodeCorrupt, never as wrong bytes.
+	Get(ctx context.Context, req *GetRequest) (ObjectInfo, io.ReadCloser, error)
+	// Stat is Get without the body.
+	Stat(ctx context.Context, req *GetRequest) (ObjectInfo, error)
+	// Delete writes a delete marker (or, with Version set, removes that one
+	// version) and returns the marker's info.
+	Delete(ctx context.Context, req *DeleteRequest) (ObjectInfo, error)
+	// List lists live objects in key order.
+	List(ctx context.Context, req *ListRequest) (ListResult, error)
+	// Versions lists the versions of one key, newest first, delete markers
+	// included.
+	Versions(ctx context.Context, req *VersionsRequest) (VersionsResult, error)
+}
+
+// PutMode says how a Put's body relates to the parent version.
+type PutMode uint8
+
+const (
+	// PutReplace makes the body the whole new content.
+	PutReplace PutMode = 0
+	// PutWriteAt overwrites [Offset, Offset+len(body)) of the parent's content,
+	// growing it if needed (a gap past the end reads as zeros).
+	PutWriteAt PutMode = 1
+	// PutAppend appends the body to the parent's content.
+	PutAppend PutMode = 2
+)
+
+// SpaceSettings are per-space options. Zero values mean the node's defaults.
+type SpaceSettings struct {
+	// Retention is "all" (default), "last" (keep KeepLast versions) or
+	// "duration" (keep noncurrent versions for KeepForSeconds).
+	Retention      string
+	KeepLast       uint32
+	KeepForSeconds uint64
+	// Ranges is how many ranges the space starts with.
+	Ranges uint32
+	// Placement is "ordered" (default) or "hash".
+	Placement string
+}
+
+// SpaceInfo describes a space.
+type SpaceInfo struct {
+	ID       uint32
+	Name     string
+	Created  int64 // Unix nanoseconds
+	Settings SpaceSettings
+}
+
+// ObjectInfo describes one version of an object.
+type ObjectInfo struct {
+	Space        string
+	Key          string
+	Version      uint64 // commit timestamp; see package tstamp
+	Parent       uint64 // 0 when the key had no earlier version
+	Size         int64
+	ETag         string   // S3 ETag, quoted-free hex MD5 (or "-N" form)
+	Hash         [32]byte // BLAKE3-256 of the content
+	ContentType  string
+	Modified     int64 // Unix nanoseconds of the commit
+	DeleteMarker bool
+	Meta         map[string]string
+	Tags         map[string]string
+}
+
+// PutRequest asks for a new version.
+type PutRequest struct {
+	Space, Key  string
+	Mode        PutMode
+	Offset      int64 // PutWriteAt only
+	Size        int64 // body length, or -1 if unknown (streamed to its end)
+	ContentType string
+	Meta        map[string]string
+	Tags        map[string]string
+	// IfMatch, when non-zero, requires the current latest version to be
+	// exactly this one; IfNoneMatch requires that no live version exist.
+	// Either failing is CodePreconditionFailed and writes nothing.
+	IfMatch     uint64
+	IfNoneMatch bool
+}
+
+// GetRequest selects a version and a byte range.
+type GetRequest struct {
+	Space, Key string
+	Version    uint64 // exact version; 0 = not set
+	AsOf       uint64 // newest version at or before this timestamp; 0 = latest
+	Offset     int64
+	Length     int64 // -1 = to the end
+}
+
+// DeleteRequest deletes a key (writes a delete marker) or one version.
+type DeleteRequest struct {
+	Space, Key string
+	Version    uint64 // 0 = write a delete marker
+}
+
+// ListRequest lists keys.
+type ListRequest struct {
+	Space      string
+	Prefix     string
+	StartAfter string
+	Limit      uint32 // 0 = server default (1000)
+	AsOf       uint64 // 0 = latest
+}
+
+// ListResult is one page of a listing.
+type ListResult struct {
+	Objects   []ObjectInfo
+	Truncated bool   // more keys follow
+	Next      string // pass as StartAfter for the next page
+}
+
+// VersionsRequest lists the versions of one key.
+type VersionsRequest struct {
+	Space, Key string
+	Before     uint64 // only versions older than this; 0 = from the newest
+	Limit      uint32 // 0 = server default (1000)
+}
+
+// VersionsResult is one page of versions, newest first.
+type VersionsResult struct {
+	Versions  []ObjectInfo
+	Truncated bool
+}
+
+// Code is a numbered error code of the protocol. Codes never change meaning.
+type Code uint16
+
+// The error table. Clients map codes to errors with errors.Is(err, wire.ErrX).
+const (
+	CodeOK                 Code = 0
+	CodeInternal           Code = 1  // a server bug or an unexpected I/O failure
+	CodeMalformed          Code = 2  // a frame or message could not be decoded
+	CodeUnknownOp          Code = 3  // the opcode is not known to this server
+	CodeTooLarge           Code = 4  // a frame, key or body exceeds a limit
+	CodeInvalidArgument    Code = 5  // a field has an invalid value
+	CodeBadSpaceName       Code = 6  // a space name breaks the naming rules
+	CodeKeyTooLong         Code = 7  // an object key is over 1024 bytes
+	CodeNotFound           Code = 8  // no such object or version
+	CodeSpaceNotFound      Code = 9  // no such space
+	CodeSpaceExists        Code = 10 // a space with that name exists
+	CodeSpaceNotEmpty      Code = 11 // the space still holds live objects
+	CodePreconditionFailed Code = 12 // IfMatch / IfNoneMatch did not hold
+	CodeTruncated          Code = 13 // a body ended before its declared size
+	CodeCorrupt            Code = 14 // stored bytes failed their checksum
+	CodeNotLeader          Code = 15 // retry elsewhere; the message may name the leader
+	CodeUnavailable        Code = 16 // temporarily unable to serve; retry
+	CodeCanceled           Code = 17 // the request was canceled
+	CodeDeleted            Code = 18 // the selected version is a delete marker
+	CodeInvalidRange       Code = 19 // a byte range lies outside the object
+)
+
+var codeNames = map[Code]string{
+	CodeOK: "ok", CodeInternal: "internal", CodeMalformed: "malformed",
+	CodeUnknownOp: "unknown op", CodeTooLarge: "too large",
+	CodeInvalidArgument: "invalid argument", CodeBadSpaceName: "bad space name",
+	CodeKeyTooLong: "key too long", CodeNotFound: "not found",
+	CodeSpaceNotFound: "space not found", CodeSpaceExists: "space exists",
+	CodeSpaceNotEmpty: "space not empty", CodePreconditionFailed: "precondition failed",
+	CodeTruncated: "truncated body", CodeCorrupt: "corrupt data",
+	CodeNotLeader: "not leader", CodeUnavailable: "unavailable",
+	CodeCanceled: "canceled", CodeDeleted: "delete marker",
+	CodeInvalidRange: "invalid range",
+}
+
+func (c Code) String() string {
+	if s, ok := codeNames[c]; ok {
+		return s
+	}
+	return fmt.Sprintf("code %d", uint16(c))
+}
+
+// Retryable reports whether an operation that failed with c may be retried
+// unchanged (it had no effect, or it is idempotent).
+func (c Code) Retryable() bool { return c == CodeNotLeader || c == CodeUnavailable }
+
+// Error is an error with a protocol code. Two Errors match under errors.Is
+// when their codes are equal, so errors.Is(err, wire.ErrNotFound) works.
+type Error struct {
+	Code    Code
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return "cairn: " + e.Code.String()
+	}
+	return "cairn: " + e.Code.String() + ": " + e.Message
+}
+
+// Is matches on the code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Errorf builds an *Error.
+func Errorf(c Code, format string, args ...any) *Error {
+	return &Error{Code: c, Message: fmt.Sprintf(format, args...)}
+}
+
+// Sentinels for errors.Is.
+var (
+	ErrInternal           = &Error{Code: CodeInternal}
+	ErrMalformed          = &Error{Code: CodeMalformed}
+	ErrTooLarge           = &Error{Code: CodeTooLarge}
+	ErrInvalidArgument    = &Error{Code: CodeInvalidArgument}
+	ErrBadSpaceName       = &Error{Code: CodeBadSpaceName}
+	ErrKeyTooLong         = &Error{Code: CodeKeyTooLong}
+	ErrNotFound           = &Error{Code: CodeNotFound}
+	ErrSpaceNotFound      = &Error{Code: CodeSpaceNotFound}
+	ErrSpaceExists        = &Error{Code: CodeSpaceExists}
+	ErrSpaceNotEmpty      = &Error{Code: CodeSpaceNotEmpty}
+	ErrPreconditionFailed = &Error{Code: CodePreconditionFailed}
+	ErrTruncated          = &Error{Code: CodeTruncated}
+	ErrCorrupt            = &Error{Code: CodeCorrupt}
+	ErrNotLeader          = &Error{Code: CodeNotLeader}
+	ErrUnavailable        = &Error{Code: CodeUnavailable}
+	ErrCanceled           = &Error{Code: CodeCanceled}
+	ErrDeleted            = &Error{Code: CodeDeleted}
+	ErrInvalidRange       = &Error{Code: CodeInvalidRange}
+)
+
+// CodeOf returns the protocol code for err: the code of an *Error in its
+// chain, CodeCanceled for context errors, CodeInternal otherwise.
+func CodeOf(err error) Code {
+	if err == nil {
+		return CodeOK
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return CodeCanceled
+	}
+	return CodeInternal
+}
