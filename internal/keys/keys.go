@@ -1,0 +1,257 @@
+package keys
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+)
+
+// MaxKeyLen is the largest user object key, in bytes (S3's limit).
+const MaxKeyLen = 1024
+
+// Key-space prefixes owned by this package (see the storage package's map).
+const (
+	// PrefixVersion starts every version key: 'v' | object | ^ts.
+	PrefixVersion byte = 'v'
+	// PrefixLock starts every lock (intent) key: 'l' | object.
+	PrefixLock byte = 'l'
+)
+
+// HashPrefixLen is the length of the placement prefix HashPrefix returns.
+const HashPrefixLen = 8
+
+var (
+	// ErrMalformedKey is returned by the decoders when their input is not a
+	// key this package produced: a bad escape, a missing terminator, a short
+	// or over-long key, or a wrong key-space prefix.
+	ErrMalformedKey = errors.New("keys: malformed key")
+	// ErrKeyTooLong is returned by CheckKey for a user key longer than
+	// MaxKeyLen.
+	ErrKeyTooLong = errors.New("keys: key longer than 1024 bytes")
+	// ErrEmptyKey is returned by CheckKey for an empty user key.
+	ErrEmptyKey = errors.New("keys: empty key")
+)
+
+const (
+	escByte  = 0x00 // introduces an escape or the terminator
+	escFF    = 0xFF // 0x00 0xFF is an escaped 0x00
+	escTerm  = 0x01 // 0x00 0x01 ends a string
+	spaceLen = 4
+	tsLen    = 8
+)
+
+// CheckKey reports whether key is an acceptable user object key: 1 to
+// MaxKeyLen bytes, any byte values.
+func CheckKey(key []byte) error {
+	switch {
+	case len(key) == 0:
+		return ErrEmptyKey
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: %d bytes", ErrKeyTooLong, len(key))
+	}
+	return nil
+}
+
+// appendEscapedBody appends b with every 0x00 escaped, without terminator.
+func appendEscapedBody(dst, b []byte) []byte {
+	for {
+		i := bytes.IndexByte(b, escByte)
+		if i < 0 {
+			return append(dst, b...)
+		}
+		dst = append(dst, b[:i+1]...)
+		dst = append(dst, escFF)
+		b = b[i+1:]
+	}
+}
+
+// AppendEscaped appends the order-preserving encoding of b to dst: every
+// 0x00 becomes 0x00 0xFF and the string ends with 0x00 0x01. The encoding of
+// a string sorts before the encoding of every longer string it prefixes, so
+// comparing encodings compares the strings.
+func AppendEscaped(dst, b []byte) []byte {
+	dst = appendEscapedBody(dst, b)
+	return append(dst, escByte, escTerm)
+}
+
+// DecodeEscaped decodes one escaped string from the front of b and returns
+// it and the bytes after its terminator. value aliases b when b[:len(value)]
+// holds no escape; otherwise it is a fresh slice. Callers must not modify it.
+func DecodeEscaped(b []byte) (value, rest []byte, err error) {
+	i := bytes.IndexByte(b, escByte)
+	if i < 0 || i+1 >= len(b) {
+		return nil, nil, ErrMalformedKey
+	}
+	if b[i+1] == escTerm {
+		return b[:i:i], b[i+2:], nil
+	}
+	// Slow path: at least one escaped 0x00.
+	out := make([]byte, 0, len(b))
+	for {
+		if i < 0 || i+1 >= len(b) {
+			return nil, nil, ErrMalformedKey
+		}
+		out = append(out, b[:i]...)
+		switch b[i+1] {
+		case escTerm:
+			return out, b[i+2:], nil
+		case escFF:
+			out = append(out, escByte)
+			b = b[i+2:]
+			i = bytes.IndexByte(b, escByte)
+		default:
+			return nil, nil, ErrMalformedKey
+		}
+	}
+}
+
+// HashPrefix returns the placement prefix of key in a "hash" space: the
+// 64-bit FNV-1a hash of key (hash/fnv's New64a), big-endian, 8 bytes. This is
+// a persistent format: changing it moves every object of every hash space.
+func HashPrefix(key []byte) []byte {
+	h := fnv.New64a()
+	h.Write(key)
+	return h.Sum(make([]byte, 0, HashPrefixLen))
+}
+
+// Object returns the object key of key in space spaceID with placement prefix
+// pprefix (empty for ordered spaces):
+//
+//	spaceID (4, BE) | escaped(pprefix) | escaped(key)
+//
+// Object keys are prefix-free: no object key is a proper prefix of another.
+func Object(spaceID uint32, pprefix, key []byte) []byte {
+	dst := make([]byte, 0, spaceLen+len(pprefix)+len(key)+6)
+	return AppendObject(dst, spaceID, pprefix, key)
+}
+
+// AppendObject appends Object(spaceID, pprefix, key) to dst.
+func AppendObject(dst []byte, spaceID uint32, pprefix, key []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, spaceID)
+	dst = AppendEscaped(dst, pprefix)
+	return AppendEscaped(dst, key)
+}
+
+// DecodeObject splits an object key into its parts. pprefix and key may
+// alias obj. Trailing bytes are an error.
+func DecodeObject(obj []byte) (spaceID uint32, pprefix, key []byte, err error) {
+	if len(obj) < spaceLen {
+		return 0, nil, nil, ErrMalformedKey
+	}
+	spaceID = binary.BigEndian.Uint32(obj)
+	pprefix, rest, err := DecodeEscaped(obj[spaceLen:])
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	key, rest, err = DecodeEscaped(rest)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if len(rest) != 0 {
+		return 0, nil, nil, ErrMalformedKey
+	}
+	return spaceID, pprefix, key, nil
+}
+
+// ObjectPrefix returns the prefix shared by the object keys of exactly those
+// objects of (spaceID, pprefix) whose user key starts with keyPrefix: the
+// space, the escaped placement prefix and the escaped keyPrefix without its
+// terminator. Use [ObjectPrefix, PrefixEnd(ObjectPrefix)) as a span.
+//
+// In a hash space the placement prefix depends on the whole key, so a key
+// prefix cannot be turned into one span; scan SpaceStart..SpaceEnd instead.
+func ObjectPrefix(spaceID uint32, pprefix, keyPrefix []byte) []byte {
+	dst := make([]byte, 0, spaceLen+len(pprefix)+len(keyPrefix)+4)
+	dst = binary.BigEndian.AppendUint32(dst, spaceID)
+	dst = AppendEscaped(dst, pprefix)
+	return appendEscapedBody(dst, keyPrefix)
+}
+
+// SpaceStart returns the smallest object key of space spaceID (inclusive).
+func SpaceStart(spaceID uint32) []byte {
+	return binary.BigEndian.AppendUint32(nil, spaceID)
+}
+
+// SpaceEnd returns the exclusive upper bound of the object keys of space
+// spaceID. For the largest space id it returns nil: no bound (the end of the
+// object keyspace), which VersionSpan accepts.
+func SpaceEnd(spaceID uint32) []byte {
+	if spaceID == ^uint32(0) {
+		return nil
+	}
+	return binary.BigEndian.AppendUint32(nil, spaceID+1)
+}
+
+// PrefixEnd returns the smallest key greater than every key that starts with
+// prefix, or nil if there is none (prefix is empty or all 0xFF).
+func PrefixEnd(prefix []byte) []byte {
+	for i := len(prefix) - 1; i >= 0; i-- {
+		if prefix[i] != 0xFF {
+			end := make([]byte, i+1)
+			copy(end, prefix)
+			end[i]++
+			return end
+		}
+	}
+	return nil
+}
+
+// Version returns the key of version ts of object obj:
+//
+//	'v' | obj | ^ts (8, BE)
+//
+// so that the versions of an object sort newest first.
+func Version(obj []byte, ts uint64) []byte {
+	return AppendVersion(make([]byte, 0, 1+len(obj)+tsLen), obj, ts)
+}
+
+// AppendVersion appends Version(obj, ts) to dst.
+func AppendVersion(dst, obj []byte, ts uint64) []byte {
+	dst = append(dst, PrefixVersion)
+	dst = append(dst, obj...)
+	return binary.BigEndian.AppendUint64(dst, ^ts)
+}
+
+// DecodeVersion splits a version key into its object key (aliasing k) and
+// timestamp. The object key is checked with DecodeObject.
+func DecodeVersion(k []byte) (obj []byte, ts uint64, err error) {
+	if len(k) < 1+spaceLen+4+tsLen || k[0] != PrefixVersion {
+		return nil, 0, ErrMalformedKey
+	}
+	obj = k[1 : len(k)-tsLen : len(k)-tsLen]
+	if _, _, _, err := DecodeObject(obj); err != nil {
+		return nil, 0, err
+	}
+	return obj, ^binary.BigEndian.Uint64(k[len(k)-tsLen:]), nil
+}
+
+// VersionPrefix returns 'v' | obj, the prefix of every version key of obj and
+// of no other object's (object keys are prefix-free).
+func VersionPrefix(obj []byte) []byte {
+	dst := make([]byte, 0, 1+len(obj))
+	dst = append(dst, PrefixVersion)
+	return append(dst, obj...)
+}
+
+// VersionSpan returns the span [lower, upper) of the version keys of every
+// object in [objStart, objEnd). A nil objStart means the first object; a nil
+// objEnd means past the last one (the end of the 'v' keyspace).
+func VersionSpan(objStart, objEnd []byte) (lower, upper []byte) {
+	lower = VersionPrefix(objStart)
+	if objEnd == nil {
+		upper = []byte{PrefixVersion + 1}
+	} else {
+		upper = VersionPrefix(objEnd)
+	}
+	return lower, upper
+}
+
+// Lock returns the key of obj's lock (transaction intent): 'l' | obj.
+// Reserved: nothing writes it yet.
+func Lock(obj []byte) []byte {
+	dst := make([]byte, 0, 1+len(obj))
+	dst = append(dst, PrefixLock)
+	return append(dst, obj...)
+}
