@@ -1,0 +1,152 @@
+package chunk
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// ErrCorrupt is returned by UnmarshalManifest when its input is not a valid
+// encoded manifest (bad magic, unknown version, wrong length, checksum
+// mismatch, empty chunk). It is also wrapped by WriteAt and Append when a
+// loaded chunk has the wrong size.
+var ErrCorrupt = errors.New("chunk: corrupt")
+
+// Ref names a stored chunk: its hash and its size in bytes.
+type Ref struct {
+	Hash Hash
+	Size uint32
+}
+
+// Manifest lists the chunks of an object's body in order. Its content is the
+// concatenation of its chunks. Every chunk has Size > 0; the empty object has
+// no chunks. A Manifest is a value: functions here never modify one in place.
+type Manifest struct {
+	Chunks []Ref
+}
+
+// Size returns the object size in bytes.
+func (m Manifest) Size() int64 {
+	var n int64
+	for _, r := range m.Chunks {
+		n += int64(r.Size)
+	}
+	return n
+}
+
+// Locate returns the index of the chunk holding byte off and the offset of
+// that byte within the chunk. For off >= Size() it returns
+// (len(m.Chunks), off-Size()); for off < 0 it returns (-1, off).
+func (m Manifest) Locate(off int64) (idx int, within int64) {
+	if off < 0 {
+		return -1, off
+	}
+	for i, r := range m.Chunks {
+		if off < int64(r.Size) {
+			return i, off
+		}
+		off -= int64(r.Size)
+	}
+	return len(m.Chunks), off
+}
+
+// Piece is the part of one chunk that a byte range covers: bytes
+// [Off, Off+Len) of the chunk Ref.
+type Piece struct {
+	Ref
+	Off, Len int64
+}
+
+// Span plans a read of length bytes at off: the pieces of chunks to read, in
+// order. The range is clipped to [0, Size()); an empty or out-of-range
+// request yields no pieces.
+func (m Manifest) Span(off, length int64) []Piece {
+	if off < 0 {
+		length += off
+		off = 0
+	}
+	if length <= 0 {
+		return nil
+	}
+	idx, within := m.Locate(off)
+	var out []Piece
+	for i := idx; i < len(m.Chunks) && length > 0; i++ {
+		r := m.Chunks[i]
+		n := int64(r.Size) - within
+		if n > length {
+			n = length
+		}
+		out = append(out, Piece{Ref: r, Off: within, Len: n})
+		length -= n
+		within = 0
+	}
+	return out
+}
+
+// Encoded manifest layout (all integers big-endian):
+//
+//	+-------------+---------+-----------+------------------------------+-----------+
+//	| magic (4)   | ver (1) | count (4) | count x ( hash (32) size (4) )| crc32c (4)|
+//	| "CRMF"      | 1       |           |                              |           |
+//	+-------------+---------+-----------+------------------------------+-----------+
+//
+// The CRC32C (Castagnoli) covers every preceding byte.
+const (
+	manifestMagic   = 0x43524d46 // "CRMF"
+	manifestVersion = 1
+	manifestHeader  = 4 + 1 + 4
+	manifestEntry   = HashSize + 4
+	manifestTrailer = 4
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Marshal encodes m (see the layout above).
+func (m Manifest) Marshal() []byte {
+	b := make([]byte, 0, manifestHeader+len(m.Chunks)*manifestEntry+manifestTrailer)
+	b = binary.BigEndian.AppendUint32(b, manifestMagic)
+	b = append(b, manifestVersion)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(m.Chunks)))
+	for _, r := range m.Chunks {
+		b = append(b, r.Hash[:]...)
+		b = binary.BigEndian.AppendUint32(b, r.Size)
+	}
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// UnmarshalManifest decodes what Marshal produced. Any malformed input yields
+// an error wrapping ErrCorrupt. The result does not alias b.
+func UnmarshalManifest(b []byte) (Manifest, error) {
+	if len(b) < manifestHeader+manifestTrailer {
+		return Manifest{}, fmt.Errorf("%w: manifest of %d bytes is too short", ErrCorrupt, len(b))
+	}
+	if magic := binary.BigEndian.Uint32(b); magic != manifestMagic {
+		return Manifest{}, fmt.Errorf("%w: manifest magic %#x", ErrCorrupt, magic)
+	}
+	if v := b[4]; v != manifestVersion {
+		return Manifest{}, fmt.Errorf("%w: manifest format version %d unknown", ErrCorrupt, v)
+	}
+	count := int64(binary.BigEndian.Uint32(b[5:]))
+	if want := manifestHeader + count*manifestEntry + manifestTrailer; int64(len(b)) != want {
+		return Manifest{}, fmt.Errorf("%w: manifest of %d chunks has %d bytes, want %d", ErrCorrupt, count, len(b), want)
+	}
+	body, sum := b[:len(b)-manifestTrailer], binary.BigEndian.Uint32(b[len(b)-manifestTrailer:])
+	if got := crc32.Checksum(body, castagnoli); got != sum {
+		return Manifest{}, fmt.Errorf("%w: manifest checksum %#x, want %#x", ErrCorrupt, got, sum)
+	}
+	var m Manifest
+	if count > 0 {
+		m.Chunks = make([]Ref, count)
+	}
+	p := body[manifestHeader:]
+	for i := range m.Chunks {
+		copy(m.Chunks[i].Hash[:], p)
+		m.Chunks[i].Size = binary.BigEndian.Uint32(p[HashSize:])
+		if m.Chunks[i].Size == 0 {
+			return Manifest{}, fmt.Errorf("%w: manifest chunk %d is empty", ErrCorrupt, i)
+		}
+		p = p[manifestEntry:]
+	}
+	return m, nil
+}
