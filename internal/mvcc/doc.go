@@ -1,0 +1,56 @@
+// Package mvcc keeps the versions of objects: writing a version, reading
+// the latest or as of a timestamp, listing what is visible, and pruning
+// history by a retention policy.
+//
+// It is pure: it reads and writes through the small Reader/Writer
+// interfaces (shaped like pebble's iterator and batch; MemKV is the
+// in-memory implementation), takes time as an argument (a tstamp timestamp),
+// starts no goroutines and does no I/O of its own. Put is deterministic, as
+// it must be inside a replicated state machine.
+//
+// # Keys
+//
+// A version of object obj (a keys.Object key) written at commit timestamp ts
+// is stored at
+//
+//	'v' | obj | ^ts (8, big-endian)
+//
+// so an object's versions are contiguous and newest first: Latest is one
+// seek to 'v'|obj, At(ts) one seek to keys.Version(obj, ts), and List moves
+// from one object to the next with one seek past 'v'|obj.
+//
+// # Record format (the value), format version 1
+//
+//	+------+------+-----+-------+--------+---------+--------+-----------+
+//	| 0xCA | 0x7E | 0x01| flags | parent | startTS |  size  | hash (32) |
+//	|    magic   | fmt |  (1)  | uvarint| uvarint | varint |  BLAKE3   |
+//	+------+------+-----+-------+--------+---------+--------+-----------+
+//	| etag | content type | meta map | tags map | inline | manifest | CRC32C |
+//	| str  |     str      |          |          | bytes  |  bytes   | (4,BE) |
+//	+------+--------------+----------+----------+--------+----------+--------+
+//
+//	flags    bit 0: delete marker; other bits must be 0
+//	str      uvarint length | bytes          (bytes alike)
+//	map      uvarint count  | count x (str key, str value), keys strictly
+//	         ascending
+//	varint   zig-zag (encoding/binary); every varint is minimal-length
+//	CRC32C   Castagnoli, over every byte before it
+//
+// The commit timestamp (Record.Version) is not in the value: it is in the
+// key. The encoding is canonical: a record has exactly one encoding, and a
+// value that is not some record's encoding fails with ErrCorrupt. A later
+// format gets a new format byte; readers keep decoding the old ones.
+//
+// # Visibility and retention
+//
+// A delete marker is a version. Latest/At/Exact return it (callers decide);
+// List hides objects whose visible version is one. Parent is the lineage at
+// write time and is not rewritten when versions are pruned or deleted, nor
+// when an older version is written out of order.
+//
+// Retention applies on Put to the key being written: KeepAll keeps every
+// version, KeepLast N the N newest (delete markers count), KeepFor D every
+// version that became noncurrent (its next newer version was written) less
+// than D before now. The newest version is never pruned, so a key whose
+// newest version is a delete marker keeps that marker.
+package mvcc

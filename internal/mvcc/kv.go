@@ -1,0 +1,160 @@
+package mvcc
+
+import (
+	"bytes"
+	"slices"
+	"sync"
+)
+
+// Iterator walks the keys of a Reader in ascending byte order within the
+// bounds it was created with. It is shaped like *pebble.Iterator. An
+// Iterator is used by one goroutine at a time.
+type Iterator interface {
+	// SeekGE positions at the first key >= key and reports Valid().
+	SeekGE(key []byte) bool
+	// Next moves to the following key and reports Valid().
+	Next() bool
+	// Valid reports whether the iterator is positioned at a key.
+	Valid() bool
+	// Key returns the current key; it is owned by the iterator and valid
+	// until the next positioning call or Close.
+	Key() []byte
+	// Value returns the current value, with the same ownership as Key.
+	Value() []byte
+	// Error returns the error, if any, that stopped the iteration.
+	Error() error
+	// Close releases the iterator and returns its error, if any.
+	Close() error
+}
+
+// Reader creates iterators over the half-open span [lower, upper). A nil
+// bound means unbounded on that side.
+type Reader interface {
+	NewIter(lower, upper []byte) (Iterator, error)
+}
+
+// Writer buffers or applies writes. Implementations copy key and value.
+type Writer interface {
+	Set(key, value []byte) error
+	Delete(key []byte) error
+}
+
+// ReadWriter is a Reader whose reads see the earlier writes made through it
+// (a pebble indexed batch, or MemKV).
+type ReadWriter interface {
+	Reader
+	Writer
+}
+
+// MemKV is an in-memory, sorted ReadWriter. It is safe for concurrent use.
+// Every positioning call of an iterator searches the current contents, so
+// an open iterator sees later writes and callers may interleave iteration
+// and writes.
+type MemKV struct {
+	mu struct {
+		sync.RWMutex
+		kvs []memEntry // sorted by key
+	}
+}
+
+type memEntry struct{ key, value []byte }
+
+// NewMemKV returns an empty MemKV.
+func NewMemKV() *MemKV { return &MemKV{} }
+
+func (m *MemKV) searchLocked(key []byte) (int, bool) {
+	return slices.BinarySearchFunc(m.mu.kvs, key, func(e memEntry, k []byte) int {
+		return bytes.Compare(e.key, k)
+	})
+}
+
+// Set implements Writer.
+func (m *MemKV) Set(key, value []byte) error {
+	e := memEntry{key: bytes.Clone(key), value: bytes.Clone(value)}
+	if e.value == nil {
+		e.value = []byte{}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i, found := m.searchLocked(key)
+	if found {
+		m.mu.kvs[i] = e
+		return nil
+	}
+	m.mu.kvs = slices.Insert(m.mu.kvs, i, e)
+	return nil
+}
+
+// Delete implements Writer. Deleting an absent key is not an error.
+func (m *MemKV) Delete(key []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if i, found := m.searchLocked(key); found {
+		m.mu.kvs = slices.Delete(m.mu.kvs, i, i+1)
+	}
+	return nil
+}
+
+// Len returns the number of keys.
+func (m *MemKV) Len() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.mu.kvs)
+}
+
+// NewIter implements Reader. The iterator is created unpositioned.
+func (m *MemKV) NewIter(lower, upper []byte) (Iterator, error) {
+	return &memIter{kv: m, lower: bytes.Clone(lower), upper: bytes.Clone(upper)}, nil
+}
+
+type memIter struct {
+	kv           *MemKV
+	lower, upper []byte
+	cur          memEntry // current entry; key nil when not valid
+	closed       bool
+}
+
+// seek positions at the first key >= key (or > key if strict) within
+// the bounds.
+func (it *memIter) seek(key []byte, strict bool) bool {
+	if it.closed {
+		it.cur = memEntry{}
+		return false
+	}
+	if it.lower != nil && bytes.Compare(key, it.lower) < 0 {
+		key, strict = it.lower, false
+	}
+	it.kv.mu.RLock()
+	defer it.kv.mu.RUnlock()
+	i, found := it.kv.searchLocked(key)
+	if found && strict {
+		i++
+	}
+	if i >= len(it.kv.mu.kvs) || (it.upper != nil && bytes.Compare(it.kv.mu.kvs[i].key, it.upper) >= 0) {
+		it.cur = memEntry{}
+		return false
+	}
+	// Entries are never mutated in place (Set replaces the whole entry), so
+	// the slices stay valid after the lock is released.
+	it.cur = it.kv.mu.kvs[i]
+	return true
+}
+
+func (it *memIter) SeekGE(key []byte) bool { return it.seek(key, false) }
+
+func (it *memIter) Next() bool {
+	if it.cur.key == nil {
+		return false
+	}
+	return it.seek(it.cur.key, true)
+}
+
+func (it *memIter) Valid() bool   { return it.cur.key != nil }
+func (it *memIter) Key() []byte   { return it.cur.key }
+func (it *memIter) Value() []byte { return it.cur.value }
+func (it *memIter) Error() error  { return nil }
+func (it *memIter) Close() error {
+	it.closed = true
+	it.cur = memEntry{}
+	return nil
+}

@@ -1,0 +1,108 @@
+package mvcc
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/cairn-db/cairn/internal/keys"
+)
+
+// ListOptions selects the objects List returns.
+type ListOptions struct {
+	// Lower and Upper bound the object keys scanned: [Lower, Upper). Nil
+	// means unbounded. A key prefix p of an ordered space is
+	// [keys.ObjectPrefix(s, nil, p), keys.PrefixEnd(keys.ObjectPrefix(s, nil, p))).
+	Lower, Upper []byte
+	// StartAfter, when set, lists only objects whose key is strictly
+	// greater (a continuation token: the last Obj of the previous page).
+	StartAfter []byte
+	// Limit caps the number of entries; <= 0 means no limit.
+	Limit int
+	// AsOf reads the newest version <= AsOf; 0 means the latest.
+	AsOf uint64
+}
+
+// Entry is one listed object.
+type Entry struct {
+	// Obj is the object key (owned by the Entry).
+	Obj []byte
+	// Rec is the visible version; never a delete marker.
+	Rec *Record
+}
+
+// List returns the objects in the span whose visible version (the latest,
+// or the newest <= AsOf) is not a delete marker, in object-key order. more
+// reports that at least one further entry exists past the last one
+// returned. Versions hidden behind the visible one are skipped with one
+// seek per object, not scanned.
+func List(r Reader, o ListOptions) (entries []Entry, more bool, err error) {
+	lower, upper := keys.VersionSpan(o.Lower, o.Upper)
+	it, err := r.NewIter(lower, upper)
+	if err != nil {
+		return nil, false, err
+	}
+	defer func() {
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+	}()
+
+	start := lower
+	if o.StartAfter != nil {
+		if s := keys.VersionPrefix(o.StartAfter); bytes.Compare(s, start) > 0 {
+			start = s
+		}
+	}
+	var objBuf, seekBuf []byte
+	ok := it.SeekGE(start)
+	for ok {
+		obj, ts, err := keys.DecodeVersion(it.Key())
+		if err != nil {
+			return nil, false, fmt.Errorf("%w: version key %x: %v", ErrCorrupt, it.Key(), err)
+		}
+		objBuf = append(objBuf[:0], obj...)
+		obj = objBuf
+		if o.StartAfter != nil && bytes.Compare(obj, o.StartAfter) <= 0 {
+			ok = it.SeekGE(nextObject(&seekBuf, obj))
+			continue
+		}
+		if o.AsOf != 0 && ts > o.AsOf {
+			// Jump over the versions newer than AsOf.
+			seekBuf = keys.AppendVersion(seekBuf[:0], obj, o.AsOf)
+			if !it.SeekGE(seekBuf) {
+				break
+			}
+			k := it.Key()
+			if len(k) != 1+len(obj)+tsLen || !bytes.Equal(k[1:1+len(obj)], obj) {
+				ok = true // no version <= AsOf; already at the next object
+				continue
+			}
+			if _, ts, err = keys.DecodeVersion(k); err != nil {
+				return nil, false, fmt.Errorf("%w: version key %x: %v", ErrCorrupt, k, err)
+			}
+		}
+		rec, err := decodeRecord(it.Value(), ts, obj)
+		if err != nil {
+			return nil, false, err
+		}
+		if !rec.DeleteMarker {
+			if o.Limit > 0 && len(entries) == o.Limit {
+				return entries, true, nil
+			}
+			entries = append(entries, Entry{Obj: bytes.Clone(obj), Rec: rec})
+		}
+		ok = it.SeekGE(nextObject(&seekBuf, obj))
+	}
+	return entries, false, it.Error()
+}
+
+// nextObject returns the first version key past every version of obj:
+// 'v' | obj with its last byte incremented (obj ends with the terminator
+// 0x01, so this never carries).
+func nextObject(buf *[]byte, obj []byte) []byte {
+	b := append((*buf)[:0], keys.PrefixVersion)
+	b = append(b, obj...)
+	b[len(b)-1]++
+	*buf = b
+	return b
+}

@@ -1,0 +1,300 @@
+package mvcc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cairn-db/cairn/internal/keys"
+)
+
+var (
+	// ErrNotFound is returned by Latest, At, Exact and DeleteVersion when no
+	// version matches. A delete marker is a version: it is returned, not
+	// ErrNotFound.
+	ErrNotFound = errors.New("mvcc: version not found")
+	// ErrCorrupt is returned when a stored record or version key fails to
+	// decode (bad magic, format version, checksum or length). It is a
+	// corruption-class error: the data must be repaired, not retried.
+	ErrCorrupt = errors.New("mvcc: corrupt version")
+	// ErrVersionExists is returned by Put when the key already has a
+	// version with the record's timestamp. Nothing is written.
+	ErrVersionExists = errors.New("mvcc: version already exists")
+	// ErrInvalidVersion is returned by Put for a record whose Version is 0
+	// (0 means "none" in Parent and "latest" in AsOf).
+	ErrInvalidVersion = errors.New("mvcc: version 0 is reserved")
+)
+
+const tsLen = 8
+
+// versionIter is an iterator over the versions of one object.
+type versionIter struct {
+	it     Iterator
+	prefix []byte // 'v' | obj
+}
+
+func newVersionIter(r Reader, obj []byte) (*versionIter, error) {
+	if _, _, _, err := keys.DecodeObject(obj); err != nil {
+		return nil, fmt.Errorf("mvcc: object key %x: %w", obj, err)
+	}
+	prefix := keys.VersionPrefix(obj)
+	it, err := r.NewIter(prefix, keys.PrefixEnd(prefix))
+	if err != nil {
+		return nil, err
+	}
+	return &versionIter{it: it, prefix: prefix}, nil
+}
+
+// seek positions at the newest version <= ts (ts = ^0 for the newest).
+func (v *versionIter) seek(ts uint64) bool {
+	return v.it.SeekGE(binary.BigEndian.AppendUint64(v.prefix[:len(v.prefix):len(v.prefix)], ^ts))
+}
+
+// ts returns the timestamp of the current version.
+func (v *versionIter) ts() (uint64, error) {
+	k := v.it.Key()
+	if len(k) != len(v.prefix)+tsLen || !bytes.HasPrefix(k, v.prefix) {
+		return 0, fmt.Errorf("%w: version key %x", ErrCorrupt, k)
+	}
+	return ^binary.BigEndian.Uint64(k[len(v.prefix):]), nil
+}
+
+// record decodes the current version.
+func (v *versionIter) record() (*Record, error) {
+	ts, err := v.ts()
+	if err != nil {
+		return nil, err
+	}
+	return decodeRecord(v.it.Value(), ts, v.prefix[1:])
+}
+
+// done returns the iterator's error, or def if it has none.
+func (v *versionIter) done(def error) error {
+	if err := v.it.Error(); err != nil {
+		return err
+	}
+	return def
+}
+
+func (v *versionIter) close(errp *error) {
+	if err := v.it.Close(); err != nil && *errp == nil {
+		*errp = err
+	}
+}
+
+func decodeRecord(value []byte, ts uint64, obj []byte) (*Record, error) {
+	rec, err := Unmarshal(value)
+	if err != nil {
+		return nil, fmt.Errorf("object %x version %d: %w", obj, ts, err)
+	}
+	rec.Version = ts
+	return rec, nil
+}
+
+// Latest returns the newest version of obj, which may be a delete marker,
+// or ErrNotFound if obj has no version.
+func Latest(r Reader, obj []byte) (_ *Record, err error) {
+	return At(r, obj, ^uint64(0))
+}
+
+// At returns the newest version of obj with Version <= ts, or ErrNotFound.
+func At(r Reader, obj []byte, ts uint64) (_ *Record, err error) {
+	v, err := newVersionIter(r, obj)
+	if err != nil {
+		return nil, err
+	}
+	defer v.close(&err)
+	if !v.seek(ts) {
+		return nil, v.done(ErrNotFound)
+	}
+	return v.record()
+}
+
+// Exact returns version ts of obj, or ErrNotFound.
+func Exact(r Reader, obj []byte, ts uint64) (_ *Record, err error) {
+	v, err := newVersionIter(r, obj)
+	if err != nil {
+		return nil, err
+	}
+	defer v.close(&err)
+	return v.exact(ts)
+}
+
+func (v *versionIter) exact(ts uint64) (*Record, error) {
+	if !v.seek(ts) {
+		return nil, v.done(ErrNotFound)
+	}
+	got, err := v.ts()
+	if err != nil {
+		return nil, err
+	}
+	if got != ts {
+		return nil, ErrNotFound
+	}
+	return v.record()
+}
+
+// Versions returns the versions of obj newest first, only those with
+// Version < before when before != 0, at most limit of them when limit > 0.
+// more reports whether further versions follow the last one returned.
+func Versions(r Reader, obj []byte, before uint64, limit int) (recs []*Record, more bool, err error) {
+	v, err := newVersionIter(r, obj)
+	if err != nil {
+		return nil, false, err
+	}
+	defer v.close(&err)
+	ok := v.seek(^uint64(0))
+	if before != 0 {
+		ok = v.seek(before - 1)
+	}
+	for ; ok; ok = v.it.Next() {
+		if limit > 0 && len(recs) == limit {
+			return recs, true, nil
+		}
+		rec, err := v.record()
+		if err != nil {
+			return nil, false, err
+		}
+		recs = append(recs, rec)
+	}
+	return recs, false, v.done(nil)
+}
+
+// Put writes rec as version rec.Version of obj and applies pol to obj's
+// history at time now (a timestamp). It sets rec.Parent to the newest
+// existing version older than rec.Version (0 if none) and rec.StartTS to
+// rec.Version if it is 0. It then deletes the versions pol no longer keeps
+// and returns them, newest first, so the caller can release their chunks.
+// The newest version is never pruned; rec itself is pruned (and not
+// written) when it is older than versions pol drops it behind.
+//
+// Put reads first (closing its iterator) and writes last, so an error from
+// the read phase leaves rw untouched; after an error from a write the caller
+// must discard rw (a batch). Put is deterministic: equal contents and
+// arguments produce equal writes, in the same order.
+func Put(rw ReadWriter, obj []byte, rec *Record, pol Retention, now uint64) (pruned []*Record, err error) {
+	if err := pol.Validate(); err != nil {
+		return nil, err
+	}
+	if rec.Version == 0 {
+		return nil, ErrInvalidVersion
+	}
+	dels, pruned, keepSelf, err := planPut(rw, obj, rec, pol, now)
+	if err != nil {
+		return nil, err
+	}
+	if keepSelf {
+		if err := rw.Set(keys.Version(obj, rec.Version), rec.Marshal()); err != nil {
+			return nil, err
+		}
+	}
+	for _, ts := range dels {
+		if err := rw.Delete(keys.Version(obj, ts)); err != nil {
+			return nil, err
+		}
+	}
+	return pruned, nil
+}
+
+// planPut is Put's read phase: it fills in rec.Parent and rec.StartTS and
+// returns the existing versions to delete, the records pruned (rec among
+// them if it goes) and whether rec is written.
+func planPut(r Reader, obj []byte, rec *Record, pol Retention, now uint64) (dels []uint64, pruned []*Record, keepSelf bool, err error) {
+	v, err := newVersionIter(r, obj)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	defer v.close(&err)
+
+	// history holds version timestamps newest first, rec's at index self.
+	history := []uint64{rec.Version}
+	self, exists := 0, false
+	if pol.Mode == KeepAll {
+		// Nothing is pruned, so only the next older version matters.
+		if v.seek(rec.Version) {
+			ts, err := v.ts()
+			if err != nil {
+				return nil, nil, false, err
+			}
+			exists = ts == rec.Version
+			history = append(history, ts)
+		}
+	} else {
+		history = history[:0]
+		for ok := v.seek(^uint64(0)); ok; ok = v.it.Next() {
+			ts, err := v.ts()
+			if err != nil {
+				return nil, nil, false, err
+			}
+			history = append(history, ts)
+		}
+		self, exists = slices.BinarySearchFunc(history, rec.Version, func(a, b uint64) int {
+			return cmpUint64(b, a) // newest first
+		})
+		if !exists {
+			history = slices.Insert(history, self, rec.Version)
+		}
+	}
+	if err := v.it.Error(); err != nil {
+		return nil, nil, false, err
+	}
+	if exists {
+		return nil, nil, false, fmt.Errorf("%w: object %x version %d", ErrVersionExists, obj, rec.Version)
+	}
+	rec.Parent = 0
+	if self+1 < len(history) {
+		rec.Parent = history[self+1]
+	}
+	if rec.StartTS == 0 {
+		rec.StartTS = rec.Version
+	}
+
+	drop := pol.Prune(history, now)
+	for i, ts := range history {
+		switch {
+		case !drop[i]:
+		case i == self:
+			pruned = append(pruned, rec)
+		default:
+			old, err := v.exact(ts)
+			if err != nil {
+				return nil, nil, false, err
+			}
+			pruned = append(pruned, old)
+			dels = append(dels, ts)
+		}
+	}
+	return dels, pruned, !drop[self], nil
+}
+
+func cmpUint64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// DeleteVersion removes version ts of obj and returns it, or ErrNotFound.
+// The Parent fields of other versions are left as written.
+func DeleteVersion(rw ReadWriter, obj []byte, ts uint64) (_ *Record, err error) {
+	v, err := newVersionIter(rw, obj)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := v.exact(ts)
+	if cerr := v.it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := rw.Delete(keys.Version(obj, ts)); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}

@@ -1,0 +1,245 @@
+package mvcc
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"slices"
+)
+
+// Record is one version of an object: the value stored at
+// keys.Version(obj, Version).
+type Record struct {
+	// Version is the commit timestamp. It lives in the key, not in the
+	// encoded value; the read functions fill it in.
+	Version uint64
+	// Parent is the newest version of the key older than this one when this
+	// one was written, 0 if none. Put sets it. It records lineage and is not
+	// rewritten when versions are pruned or deleted.
+	Parent uint64
+	// StartTS is the start timestamp of the writing transaction; Put sets it
+	// to Version when it is 0 (a plain write).
+	StartTS uint64
+	// DeleteMarker marks a delete: the object is absent at this version.
+	DeleteMarker bool
+	// Size is the content length in bytes.
+	Size int64
+	// Hash is the BLAKE3 hash of the content, computed by the caller.
+	Hash [32]byte
+	// ETag is the S3 entity tag.
+	ETag string
+	// ContentType is the MIME type.
+	ContentType string
+	// Meta is the user metadata.
+	Meta map[string]string
+	// Tags are the object tags.
+	Tags map[string]string
+	// Inline holds the content of small objects.
+	Inline []byte
+	// Manifest is the encoded chunk manifest of large objects (package chunk
+	// owns its format).
+	Manifest []byte
+}
+
+// Record encoding (see the package doc for the drawing).
+const (
+	recordMagic0  = 0xCA
+	recordMagic1  = 0x7E
+	recordFormat1 = 1
+	headerLen     = 3 // magic (2) + format version (1)
+	trailerLen    = 4 // CRC32C
+	flagDelete    = 1 << 0
+	knownFlags    = flagDelete
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Marshal encodes r (without Version, which lives in the key). Maps are
+// written in sorted key order, so equal records encode to equal bytes.
+func (r *Record) Marshal() []byte {
+	n := headerLen + 1 + 3*binary.MaxVarintLen64 + 32 + len(r.ETag) + len(r.ContentType) +
+		len(r.Inline) + len(r.Manifest) + 6*binary.MaxVarintLen64 + trailerLen
+	for k, v := range r.Meta {
+		n += len(k) + len(v) + 2*binary.MaxVarintLen64
+	}
+	for k, v := range r.Tags {
+		n += len(k) + len(v) + 2*binary.MaxVarintLen64
+	}
+	b := make([]byte, 0, n)
+	b = append(b, recordMagic0, recordMagic1, recordFormat1)
+	var flags byte
+	if r.DeleteMarker {
+		flags |= flagDelete
+	}
+	b = append(b, flags)
+	b = binary.AppendUvarint(b, r.Parent)
+	b = binary.AppendUvarint(b, r.StartTS)
+	b = binary.AppendVarint(b, r.Size)
+	b = append(b, r.Hash[:]...)
+	b = appendString(b, r.ETag)
+	b = appendString(b, r.ContentType)
+	b = appendMap(b, r.Meta)
+	b = appendMap(b, r.Tags)
+	b = appendString(b, string(r.Inline))
+	b = appendString(b, string(r.Manifest))
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendMap(b []byte, m map[string]string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(m)))
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	for _, k := range ks {
+		b = appendString(b, k)
+		b = appendString(b, m[k])
+	}
+	return b
+}
+
+// Unmarshal decodes a record written by Marshal. Version is left 0. The
+// result owns its memory (nothing aliases b). Any damage — bad magic, unknown
+// format version or flags, bad checksum, truncation, trailing bytes, or a
+// non-canonical encoding — is reported as ErrCorrupt.
+func Unmarshal(b []byte) (*Record, error) {
+	if len(b) < headerLen+trailerLen {
+		return nil, fmt.Errorf("%w: record of %d bytes is too short", ErrCorrupt, len(b))
+	}
+	if b[0] != recordMagic0 || b[1] != recordMagic1 {
+		return nil, fmt.Errorf("%w: bad record magic %#x %#x", ErrCorrupt, b[0], b[1])
+	}
+	if b[2] != recordFormat1 {
+		return nil, fmt.Errorf("%w: unknown record format version %d", ErrCorrupt, b[2])
+	}
+	body, sum := b[:len(b)-trailerLen], binary.BigEndian.Uint32(b[len(b)-trailerLen:])
+	if got := crc32.Checksum(body, castagnoli); got != sum {
+		return nil, fmt.Errorf("%w: record checksum %08x, want %08x", ErrCorrupt, got, sum)
+	}
+	d := decoder{b: body[headerLen:]}
+	r := &Record{}
+	flags := d.byte()
+	if flags&^knownFlags != 0 {
+		d.fail("unknown flags %#x", flags)
+	}
+	r.DeleteMarker = flags&flagDelete != 0
+	r.Parent = d.uvarint()
+	r.StartTS = d.uvarint()
+	r.Size = d.varint()
+	copy(r.Hash[:], d.bytes(32))
+	r.ETag = d.string()
+	r.ContentType = d.string()
+	r.Meta = d.stringMap()
+	r.Tags = d.stringMap()
+	r.Inline = d.clonedBytes()
+	r.Manifest = d.clonedBytes()
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return r, nil
+}
+
+// decoder reads the body of a record; the first error sticks.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: record: "+format, append([]any{ErrCorrupt}, args...)...)
+	}
+	d.b = nil
+}
+
+func (d *decoder) bytes(n int) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > len(d.b) {
+		d.fail("truncated")
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) byte() byte {
+	if v := d.bytes(1); v != nil {
+		return v[0]
+	}
+	return 0
+}
+
+// uvarint reads a minimal-length uvarint (so that decoding is one-to-one).
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 || (n > 1 && d.b[n-1] == 0) {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	u := d.uvarint()
+	return int64(u>>1) ^ -int64(u&1) // zig-zag, as binary.AppendVarint
+}
+
+func (d *decoder) length() int {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail("length %d exceeds the %d remaining bytes", n, len(d.b))
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) string() string { return string(d.bytes(d.length())) }
+
+func (d *decoder) clonedBytes() []byte {
+	n := d.length()
+	if n == 0 {
+		return nil
+	}
+	return slices.Clone(d.bytes(n))
+}
+
+func (d *decoder) stringMap() map[string]string {
+	n := d.uvarint()
+	if n == 0 || d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)/2) { // each entry takes at least two bytes
+		d.fail("map of %d entries exceeds the %d remaining bytes", n, len(d.b))
+		return nil
+	}
+	m := make(map[string]string, n)
+	var prev string
+	for i := range n {
+		k, v := d.string(), d.string()
+		if d.err != nil {
+			return nil
+		}
+		if i > 0 && k <= prev {
+			d.fail("map keys out of order")
+			return nil
+		}
+		m[k], prev = v, k
+	}
+	return m
+}
