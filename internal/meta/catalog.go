@@ -1,0 +1,292 @@
+package meta
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Space states.
+const (
+	SpaceActive   = "active"
+	SpaceDeleting = "deleting"
+)
+
+// Retention policies and placements.
+const (
+	RetainAll      = "all"
+	RetainLast     = "last"
+	RetainDuration = "duration"
+
+	PlaceOrdered = "ordered"
+	PlaceHash    = "hash"
+)
+
+// MaxInitialRanges bounds SpaceSettings.Ranges.
+const MaxInitialRanges = 4096
+
+// SpaceSettings are a space's user-chosen settings. The zero value means the
+// defaults (EnsureDefaults).
+type SpaceSettings struct {
+	// Retention is the history policy: "all" (default), "last" (keep the
+	// KeepLast newest versions of each key) or "duration" (keep versions
+	// newer than KeepFor).
+	Retention string `json:"retention"`
+	// KeepLast is the number of versions kept under "last"; at least 1.
+	KeepLast int `json:"keep_last,omitempty"`
+	// KeepFor is how long versions are kept under "duration"; positive.
+	KeepFor time.Duration `json:"keep_for,omitempty"`
+	// Ranges is how many ranges the space starts with. Default: 1.
+	Ranges int `json:"ranges"`
+	// Placement is "ordered" (default: key order, cheap listing) or "hash"
+	// (keys spread uniformly).
+	Placement string `json:"placement"`
+}
+
+// EnsureDefaults fills in zero fields.
+func (s *SpaceSettings) EnsureDefaults() {
+	if s.Retention == "" {
+		s.Retention = RetainAll
+	}
+	if s.Ranges == 0 {
+		s.Ranges = 1
+	}
+	if s.Placement == "" {
+		s.Placement = PlaceOrdered
+	}
+}
+
+// Validate reports every problem with s at once.
+func (s SpaceSettings) Validate() error {
+	var errs []error
+	switch s.Retention {
+	case RetainAll:
+		if s.KeepLast != 0 || s.KeepFor != 0 {
+			errs = append(errs, errors.New(`retention "all" takes neither keep_last nor keep_for`))
+		}
+	case RetainLast:
+		if s.KeepLast < 1 {
+			errs = append(errs, fmt.Errorf(`retention "last" needs keep_last >= 1, not %d`, s.KeepLast))
+		}
+		if s.KeepFor != 0 {
+			errs = append(errs, errors.New(`retention "last" does not take keep_for`))
+		}
+	case RetainDuration:
+		if s.KeepFor <= 0 {
+			errs = append(errs, fmt.Errorf(`retention "duration" needs a positive keep_for, not %v`, s.KeepFor))
+		}
+		if s.KeepLast != 0 {
+			errs = append(errs, errors.New(`retention "duration" does not take keep_last`))
+		}
+	default:
+		errs = append(errs, fmt.Errorf(`retention %q is not "all", "last" or "duration"`, s.Retention))
+	}
+	if s.Ranges < 1 || s.Ranges > MaxInitialRanges {
+		errs = append(errs, fmt.Errorf("ranges %d is not in [1, %d]", s.Ranges, MaxInitialRanges))
+	}
+	if s.Placement != PlaceOrdered && s.Placement != PlaceHash {
+		errs = append(errs, fmt.Errorf(`placement %q is not "ordered" or "hash"`, s.Placement))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("meta: space settings: %w", err)
+	}
+	return nil
+}
+
+// Space is one entry of the catalog.
+type Space struct {
+	ID       uint32
+	Name     string
+	Created  time.Time
+	Settings SpaceSettings
+	State    string // SpaceActive or SpaceDeleting
+}
+
+// Catalog is the space catalog and range table, kept in a Store. Its methods
+// may be called concurrently (from any number of nodes): every
+// read-modify-write is a compare-and-swap on the key's revision.
+type Catalog struct {
+	store Store
+	clock func() time.Time
+}
+
+// NewCatalog returns a Catalog over s.
+func NewCatalog(s Store) *Catalog { return &Catalog{store: s, clock: time.Now} }
+
+// spaceRecord is the value under /cairn/spaces/<name>.
+type spaceRecord struct {
+	V        int           `json:"v"`
+	ID       uint32        `json:"id"`
+	Name     string        `json:"name"`
+	Created  time.Time     `json:"created"`
+	Settings SpaceSettings `json:"settings"`
+	State    string        `json:"state"`
+}
+
+func encodeSpace(sp Space) []byte {
+	b, _ := json.Marshal(spaceRecord{V: formatVersionOne, ID: sp.ID, Name: sp.Name,
+		Created: sp.Created.UTC(), Settings: sp.Settings, State: sp.State})
+	return b
+}
+
+func decodeSpace(kv KV) (Space, error) {
+	var r spaceRecord
+	if err := json.Unmarshal(kv.Value, &r); err != nil {
+		return Space{}, fmt.Errorf("meta: decode %s: %w", kv.Key, err)
+	}
+	if r.V != formatVersionOne {
+		return Space{}, fmt.Errorf("meta: %s has format version %d, want %d", kv.Key, r.V, formatVersionOne)
+	}
+	return Space{ID: r.ID, Name: r.Name, Created: r.Created, Settings: r.Settings, State: r.State}, nil
+}
+
+// CreateSpace adds an active space. Zero settings take their defaults. It
+// returns ErrBadSpaceName, a settings error, or ErrSpaceExists. The space's
+// ID comes from a counter and is never reused, even after deletion.
+func (c *Catalog) CreateSpace(ctx context.Context, name string, set SpaceSettings) (Space, error) {
+	if err := ValidSpaceName(name); err != nil {
+		return Space{}, err
+	}
+	set.EnsureDefaults()
+	if err := set.Validate(); err != nil {
+		return Space{}, err
+	}
+	if _, err := c.store.Get(ctx, spaceKey(name)); err == nil {
+		return Space{}, fmt.Errorf("%w: %q", ErrSpaceExists, name)
+	} else if !errors.Is(err, ErrNotFound) {
+		return Space{}, err
+	}
+	first, err := c.allocIDs(ctx, keySpaceCounter, 1, 1<<32-1)
+	if err != nil {
+		return Space{}, err
+	}
+	sp := Space{ID: uint32(first), Name: name, Created: c.clock().UTC(), Settings: set, State: SpaceActive}
+	if _, err := c.store.Put(ctx, spaceKey(name), encodeSpace(sp), 0); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return Space{}, fmt.Errorf("%w: %q", ErrSpaceExists, name)
+		}
+		return Space{}, err
+	}
+	return sp, nil
+}
+
+// GetSpace returns the space called name, or ErrSpaceNotFound.
+func (c *Catalog) GetSpace(ctx context.Context, name string) (Space, error) {
+	sp, _, err := c.getSpace(ctx, name)
+	return sp, err
+}
+
+func (c *Catalog) getSpace(ctx context.Context, name string) (Space, int64, error) {
+	kv, err := c.store.Get(ctx, spaceKey(name))
+	if errors.Is(err, ErrNotFound) {
+		return Space{}, 0, fmt.Errorf("%w: %q", ErrSpaceNotFound, name)
+	}
+	if err != nil {
+		return Space{}, 0, err
+	}
+	sp, err := decodeSpace(kv)
+	return sp, kv.Rev, err
+}
+
+// ListSpaces returns every space in name order.
+func (c *Catalog) ListSpaces(ctx context.Context) ([]Space, error) {
+	kvs, err := c.store.List(ctx, keySpacePrefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Space, 0, len(kvs))
+	for _, kv := range kvs {
+		sp, err := decodeSpace(kv)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sp)
+	}
+	return out, nil
+}
+
+// SetSpaceState moves space name to state (SpaceActive or SpaceDeleting).
+func (c *Catalog) SetSpaceState(ctx context.Context, name, state string) error {
+	if state != SpaceActive && state != SpaceDeleting {
+		return fmt.Errorf("meta: space state %q is not %q or %q", state, SpaceActive, SpaceDeleting)
+	}
+	for {
+		sp, rev, err := c.getSpace(ctx, name)
+		if err != nil {
+			return err
+		}
+		if sp.State == state {
+			return nil
+		}
+		sp.State = state
+		_, err = c.store.Put(ctx, spaceKey(name), encodeSpace(sp), rev)
+		if !errors.Is(err, ErrConflict) {
+			return err
+		}
+		// Lost a race with another writer (or a delete): read again.
+	}
+}
+
+// DeleteSpace removes space name from the catalog (its ranges stay until
+// DeleteRanges). It returns ErrSpaceNotFound if there is none.
+func (c *Catalog) DeleteSpace(ctx context.Context, name string) error {
+	err := c.store.Delete(ctx, spaceKey(name), AnyRev)
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%w: %q", ErrSpaceNotFound, name)
+	}
+	return err
+}
+
+// allocIDs reserves n consecutive IDs from the counter at key (starting at 1)
+// with a compare-and-swap, and returns the first. IDs above limit are refused.
+func (c *Catalog) allocIDs(ctx context.Context, key string, n, limit uint64) (uint64, error) {
+	for {
+		var last uint64
+		var rev int64
+		kv, err := c.store.Get(ctx, key)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return 0, err
+		default:
+			if last, err = decodeCounter(kv); err != nil {
+				return 0, err
+			}
+			rev = kv.Rev
+		}
+		if last > limit || n > limit-last {
+			return 0, fmt.Errorf("meta: counter %s exhausted at %d", key, last)
+		}
+		_, err = c.store.Put(ctx, key, encodeCounter(last+n), rev)
+		if err == nil {
+			return last + 1, nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return 0, err
+		}
+	}
+}
+
+// counterRecord is the value of a counter key: the last ID handed out.
+type counterRecord struct {
+	V    int    `json:"v"`
+	Last uint64 `json:"last,string"` // a string: JSON numbers lose uint64 precision in many readers
+}
+
+func encodeCounter(last uint64) []byte {
+	b, _ := json.Marshal(counterRecord{V: formatVersionOne, Last: last})
+	return b
+}
+
+func decodeCounter(kv KV) (uint64, error) {
+	var r counterRecord
+	if err := json.Unmarshal(kv.Value, &r); err != nil {
+		return 0, fmt.Errorf("meta: decode %s: %w", kv.Key, err)
+	}
+	if r.V != formatVersionOne {
+		return 0, fmt.Errorf("meta: %s has format version %d, want %d", kv.Key, r.V, formatVersionOne)
+	}
+	return r.Last, nil
+}

@@ -1,0 +1,313 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
+	etcderrors "go.etcd.io/etcd/server/v3/etcdserver/errors"
+)
+
+// EtcdOptions configure OpenEtcd. The zero value of each field means its
+// default.
+type EtcdOptions struct {
+	// Dir is etcd's data directory. Required.
+	Dir string
+	// Name is this member's name. Default: "cairn".
+	Name string
+	// PeerURL is where this member listens for and advertises raft peers.
+	// Default: "http://127.0.0.1:7073".
+	PeerURL string
+	// ClientURL is etcd's client listener (for etcdctl; Cairn itself uses an
+	// in-process client). Default: the unix socket "unix://<Dir>/client.sock",
+	// or "http://127.0.0.1:7072" when that path is too long for a socket.
+	ClientURL string
+	// QuotaBytes is the backend quota; past it etcd raises the NOSPACE alarm
+	// and writes fail with ErrQuota. Default: 2 GiB.
+	QuotaBytes int64
+	// CompactionRetention is how much history periodic auto-compaction keeps.
+	// Default: 1h.
+	CompactionRetention time.Duration
+	// StartTimeout bounds the wait for the member to become ready.
+	// Default: 1 minute.
+	StartTimeout time.Duration
+	// Logger receives etcd's error-level messages. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// maxUnixSocketPath is a safe bound for sun_path (108 bytes on Linux).
+const maxUnixSocketPath = 100
+
+// EnsureDefaults fills in zero fields.
+func (o *EtcdOptions) EnsureDefaults() {
+	if o.Name == "" {
+		o.Name = "cairn"
+	}
+	if o.PeerURL == "" {
+		o.PeerURL = "http://127.0.0.1:7073"
+	}
+	if o.ClientURL == "" && o.Dir != "" {
+		sock := filepath.Join(o.Dir, "client.sock")
+		if abs, err := filepath.Abs(sock); err == nil {
+			sock = abs
+		}
+		if len(sock) <= maxUnixSocketPath {
+			o.ClientURL = "unix://" + sock
+		} else {
+			o.ClientURL = "http://127.0.0.1:7072"
+		}
+	}
+	if o.QuotaBytes == 0 {
+		o.QuotaBytes = 2 << 30
+	}
+	if o.CompactionRetention == 0 {
+		o.CompactionRetention = time.Hour
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports every problem with o at once.
+func (o *EtcdOptions) Validate() error {
+	var errs []error
+	if o.Dir == "" {
+		errs = append(errs, errors.New("Dir is required"))
+	}
+	for _, u := range []struct{ name, v string }{{"PeerURL", o.PeerURL}, {"ClientURL", o.ClientURL}} {
+		if _, err := url.Parse(u.v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", u.name, err))
+		}
+	}
+	if o.QuotaBytes < 0 {
+		errs = append(errs, fmt.Errorf("QuotaBytes %d is negative", o.QuotaBytes))
+	}
+	if o.CompactionRetention < 0 || o.StartTimeout < 0 {
+		errs = append(errs, errors.New("durations must not be negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("meta: etcd options: %w", err)
+	}
+	return nil
+}
+
+// EtcdStore is the production Store: an embedded etcd member reached through
+// an in-process client.
+type EtcdStore struct {
+	etcd   *embed.Etcd
+	client *clientv3.Client
+	name   string
+	log    *slog.Logger
+	mu     struct {
+		sync.Mutex
+		closed  bool
+		leaders map[*etcdLeadership]struct{}
+	}
+}
+
+var _ Store = (*EtcdStore)(nil)
+
+// OpenEtcd starts an embedded etcd member on o.Dir (a single-member cluster
+// when the directory is new; an existing directory recovers its data) and
+// waits until it is ready.
+func OpenEtcd(o EtcdOptions) (*EtcdStore, error) {
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("meta: create %s: %w", o.Dir, err)
+	}
+	peer, err := url.Parse(o.PeerURL)
+	if err != nil {
+		return nil, fmt.Errorf("meta: PeerURL: %w", err)
+	}
+	client, err := url.Parse(o.ClientURL)
+	if err != nil {
+		return nil, fmt.Errorf("meta: ClientURL: %w", err)
+	}
+
+	cfg := embed.NewConfig()
+	cfg.Dir = o.Dir
+	cfg.Name = o.Name
+	cfg.ListenPeerUrls = []url.URL{*peer}
+	cfg.AdvertisePeerUrls = []url.URL{*peer}
+	cfg.ListenClientUrls = []url.URL{*client}
+	cfg.AdvertiseClientUrls = []url.URL{*client}
+	cfg.InitialCluster = cfg.InitialClusterFromName(o.Name)
+	cfg.InitialClusterToken = "cairn-meta"
+	cfg.AutoCompactionMode = embed.CompactorModePeriodic
+	cfg.AutoCompactionRetention = o.CompactionRetention.String()
+	cfg.QuotaBackendBytes = o.QuotaBytes
+	cfg.EnableGRPCGateway = false
+	cfg.LogLevel = "error"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newZapSlog(o.Logger))
+
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("meta: start etcd in %s: %w", o.Dir, err)
+	}
+	timer := time.NewTimer(o.StartTimeout)
+	defer timer.Stop()
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("meta: etcd in %s failed while starting: %w", o.Dir, err)
+	case <-timer.C:
+		e.Server.Stop()
+		e.Close()
+		return nil, fmt.Errorf("meta: etcd in %s not ready after %v", o.Dir, o.StartTimeout)
+	}
+	s := &EtcdStore{etcd: e, client: v3client.New(e.Server), name: o.Name, log: o.Logger}
+	s.mu.leaders = make(map[*etcdLeadership]struct{})
+	return s, nil
+}
+
+// Client returns the in-process etcd client, for maintenance (alarms,
+// defragmentation) and for membership changes. It is closed by Close.
+func (s *EtcdStore) Client() *clientv3.Client { return s.client }
+
+// Get implements Store.
+func (s *EtcdStore) Get(ctx context.Context, key string) (KV, error) {
+	resp, err := s.client.Get(ctx, key)
+	if err != nil {
+		return KV{}, s.mapErr("get "+key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return KV{}, fmt.Errorf("get %s: %w", key, ErrNotFound)
+	}
+	kv := resp.Kvs[0]
+	return KV{Key: string(kv.Key), Value: kv.Value, Rev: kv.ModRevision}, nil
+}
+
+// List implements Store.
+func (s *EtcdStore) List(ctx context.Context, prefix string) ([]KV, error) {
+	resp, err := s.client.Get(ctx, prefix, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, s.mapErr("list "+prefix, err)
+	}
+	out := make([]KV, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		out = append(out, KV{Key: string(kv.Key), Value: kv.Value, Rev: kv.ModRevision})
+	}
+	return out, nil
+}
+
+// Put implements Store.
+func (s *EtcdStore) Put(ctx context.Context, key string, value []byte, expect int64) (int64, error) {
+	if expect == AnyRev {
+		resp, err := s.client.Put(ctx, key, string(value))
+		if err != nil {
+			return 0, s.mapErr("put "+key, err)
+		}
+		return resp.Header.Revision, nil
+	}
+	cmp := clientv3.Compare(clientv3.ModRevision(key), "=", expect)
+	if expect == 0 {
+		cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+	}
+	resp, err := s.client.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(value))).Commit()
+	if err != nil {
+		return 0, s.mapErr("put "+key, err)
+	}
+	if !resp.Succeeded {
+		return 0, fmt.Errorf("put %s at revision %d: %w", key, expect, ErrConflict)
+	}
+	return resp.Header.Revision, nil
+}
+
+// Delete implements Store.
+func (s *EtcdStore) Delete(ctx context.Context, key string, expect int64) error {
+	if expect == 0 {
+		return fmt.Errorf("meta: delete %s: expected revision 0 is invalid", key)
+	}
+	if expect == AnyRev {
+		resp, err := s.client.Delete(ctx, key)
+		if err != nil {
+			return s.mapErr("delete "+key, err)
+		}
+		if resp.Deleted == 0 {
+			return fmt.Errorf("delete %s: %w", key, ErrNotFound)
+		}
+		return nil
+	}
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", expect)).
+		Then(clientv3.OpDelete(key)).
+		Else(clientv3.OpGet(key, clientv3.WithCountOnly())).
+		Commit()
+	if err != nil {
+		return s.mapErr("delete "+key, err)
+	}
+	if !resp.Succeeded {
+		if r := resp.Responses[0].GetResponseRange(); r != nil && r.Count == 0 {
+			return fmt.Errorf("delete %s: %w", key, ErrNotFound)
+		}
+		return fmt.Errorf("delete %s at revision %d: %w", key, expect, ErrConflict)
+	}
+	return nil
+}
+
+// Close resigns the leaderships still held, then stops the etcd member and
+// waits for it. Idempotent.
+func (s *EtcdStore) Close() error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.closed = true
+	leaders := make([]*etcdLeadership, 0, len(s.mu.leaders))
+	for l := range s.mu.leaders {
+		leaders = append(leaders, l)
+	}
+	s.mu.Unlock()
+	for _, l := range leaders {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := l.Resign(ctx); err != nil {
+			s.log.Warn("meta: resign on close", "leadership", l.name, "err", err)
+		}
+		cancel()
+	}
+	err := s.client.Close()
+	s.etcd.Close() // stops the server and waits for its goroutines
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("meta: close etcd client: %w", err)
+	}
+	return nil
+}
+
+// mapErr wraps an etcd error with context, turning the NOSPACE alarm into
+// ErrQuota.
+func (s *EtcdStore) mapErr(op string, err error) error {
+	if isNoSpace(err) {
+		return fmt.Errorf("%s: %w (%v)", op, ErrQuota, err)
+	}
+	return fmt.Errorf("meta: %s: %w", op, err)
+}
+
+func isNoSpace(err error) bool {
+	if errors.Is(err, etcderrors.ErrNoSpace) || errors.Is(err, rpctypes.ErrGRPCNoSpace) {
+		return true
+	}
+	if rpctypes.Error(err) == rpctypes.ErrNoSpace {
+		return true
+	}
+	return strings.Contains(err.Error(), "database space exceeded")
+}

@@ -1,0 +1,45 @@
+package meta
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// ValidSpaceName checks name against the S3 bucket-name rules: 3 to 63
+// characters of lower-case letters, digits, '-' and '.', starting and ending
+// with a letter or digit, without "..", and not shaped like an IPv4 address.
+// The error wraps ErrBadSpaceName and says which rule broke.
+func ValidSpaceName(name string) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w %q: %s", ErrBadSpaceName, name, fmt.Sprintf(format, args...))
+	}
+	if len(name) < 3 || len(name) > 63 {
+		return bad("must be 3 to 63 characters long, not %d", len(name))
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '.':
+		case c >= 'A' && c <= 'Z':
+			return bad("must be lower case (%q at offset %d)", c, i)
+		default:
+			return bad("may hold only lower-case letters, digits, '-' and '.' (%q at offset %d)", c, i)
+		}
+	}
+	if !isAlnum(name[0]) {
+		return bad("must start with a letter or digit")
+	}
+	if !isAlnum(name[len(name)-1]) {
+		return bad("must end with a letter or digit")
+	}
+	if strings.Contains(name, "..") {
+		return bad("must not contain \"..\"")
+	}
+	if addr, err := netip.ParseAddr(name); err == nil && addr.Is4() {
+		return bad("must not be an IP address")
+	}
+	return nil
+}
+
+func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }

@@ -1,0 +1,160 @@
+package meta
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// RangeDesc describes one range of a space's object keys.
+type RangeDesc struct {
+	ID      uint64
+	SpaceID uint32
+	// Start and End bound the range's object keys: [Start, End). A nil End
+	// is the end of the space; an empty Start is its beginning.
+	Start, End []byte
+	// Replicas are the node ids holding the range.
+	Replicas []uint64
+	// Epoch increases on every change to the descriptor (split, merge,
+	// replica change); it starts at 1.
+	Epoch uint64
+}
+
+// rangeRecord is the value under /cairn/ranges/<space>/<range>. Byte strings
+// are base64 (encoding/json's []byte); a null end means the end of the space.
+type rangeRecord struct {
+	V        int      `json:"v"`
+	ID       uint64   `json:"id,string"`
+	SpaceID  uint32   `json:"space_id"`
+	Start    []byte   `json:"start"`
+	End      []byte   `json:"end"`
+	Replicas []uint64 `json:"replicas"`
+	Epoch    uint64   `json:"epoch,string"`
+}
+
+func encodeRange(r RangeDesc) []byte {
+	b, _ := json.Marshal(rangeRecord{V: formatVersionOne, ID: r.ID, SpaceID: r.SpaceID,
+		Start: r.Start, End: r.End, Replicas: r.Replicas, Epoch: r.Epoch})
+	return b
+}
+
+func decodeRange(kv KV) (RangeDesc, error) {
+	var r rangeRecord
+	if err := json.Unmarshal(kv.Value, &r); err != nil {
+		return RangeDesc{}, fmt.Errorf("meta: decode %s: %w", kv.Key, err)
+	}
+	if r.V != formatVersionOne {
+		return RangeDesc{}, fmt.Errorf("meta: %s has format version %d, want %d", kv.Key, r.V, formatVersionOne)
+	}
+	start := r.Start
+	if start == nil {
+		start = []byte{}
+	}
+	return RangeDesc{ID: r.ID, SpaceID: r.SpaceID, Start: start, End: r.End,
+		Replicas: r.Replicas, Epoch: r.Epoch}, nil
+}
+
+// validBounds checks that bounds are non-empty, each [Start, End) non-empty,
+// in order and not overlapping, with a nil End only in the last.
+func validBounds(bounds [][2][]byte) error {
+	if len(bounds) == 0 {
+		return errors.New("meta: no range bounds")
+	}
+	for i, b := range bounds {
+		if b[1] == nil {
+			if i != len(bounds)-1 {
+				return fmt.Errorf("meta: range %d has an open end but is not the last", i)
+			}
+		} else if bytes.Compare(b[0], b[1]) >= 0 {
+			return fmt.Errorf("meta: range %d is empty: start %q >= end %q", i, b[0], b[1])
+		}
+		if i > 0 && bytes.Compare(bounds[i-1][1], b[0]) > 0 {
+			return fmt.Errorf("meta: range %d starts at %q, before range %d ends at %q", i, b[0], i-1, bounds[i-1][1])
+		}
+	}
+	return nil
+}
+
+// CreateRanges records one range per bound ([Start, End), sorted, not
+// overlapping, a nil End only in the last) for space spaceID, each on the
+// given replicas at epoch 1. Range IDs come from a counter and are never
+// reused. The descriptors are written one by one: on an error some may exist.
+func (c *Catalog) CreateRanges(ctx context.Context, spaceID uint32, bounds [][2][]byte, replicas []uint64) ([]RangeDesc, error) {
+	if err := validBounds(bounds); err != nil {
+		return nil, err
+	}
+	if len(replicas) == 0 {
+		return nil, errors.New("meta: a range needs at least one replica")
+	}
+	first, err := c.allocIDs(ctx, keyRangeCounter, uint64(len(bounds)), ^uint64(0))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RangeDesc, 0, len(bounds))
+	for i, b := range bounds {
+		r := RangeDesc{
+			ID:       first + uint64(i),
+			SpaceID:  spaceID,
+			Start:    append([]byte{}, b[0]...),
+			Replicas: append([]uint64(nil), replicas...),
+			Epoch:    1,
+		}
+		if b[1] != nil {
+			r.End = append([]byte{}, b[1]...)
+		}
+		if _, err := c.store.Put(ctx, rangeKey(spaceID, r.ID), encodeRange(r), 0); err != nil {
+			return out, fmt.Errorf("meta: create range %d: %w", r.ID, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// ListRanges returns every range of every space, ordered by space ID, then
+// range ID.
+func (c *Catalog) ListRanges(ctx context.Context) ([]RangeDesc, error) {
+	return c.listRanges(ctx, keyRangePrefix)
+}
+
+// SpaceRanges returns the ranges of space spaceID, sorted by Start.
+func (c *Catalog) SpaceRanges(ctx context.Context, spaceID uint32) ([]RangeDesc, error) {
+	out, err := c.listRanges(ctx, spaceRangePrefix(spaceID))
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].Start, out[j].Start) < 0 })
+	return out, nil
+}
+
+func (c *Catalog) listRanges(ctx context.Context, prefix string) ([]RangeDesc, error) {
+	kvs, err := c.store.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RangeDesc, 0, len(kvs))
+	for _, kv := range kvs {
+		r, err := decodeRange(kv)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// DeleteRanges removes every range of space spaceID, unconditionally.
+func (c *Catalog) DeleteRanges(ctx context.Context, spaceID uint32) error {
+	kvs, err := c.store.List(ctx, spaceRangePrefix(spaceID))
+	if err != nil {
+		return err
+	}
+	for _, kv := range kvs {
+		if err := c.store.Delete(ctx, kv.Key, AnyRev); err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("meta: delete range %s: %w", kv.Key, err)
+		}
+	}
+	return nil
+}
