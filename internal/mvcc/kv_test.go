@@ -1,9 +1,13 @@
 package mvcc
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/keys"
 )
 
 func TestMemKV(t *testing.T) {
@@ -66,5 +70,25 @@ func TestMemKV(t *testing.T) {
 	}
 	if kv.Len() != 5 {
 		t.Fatalf("Len = %d", kv.Len())
+	}
+}
+
+func TestPutRejects(t *testing.T) {
+	kv := NewMemKV()
+	obj := keys.Object(1, nil, []byte("k"))
+	if _, err := Put(kv, obj, &Record{Version: 1}, Retention{Mode: KeepLast}, 1); err == nil {
+		t.Error("invalid retention accepted")
+	}
+	if _, err := Put(kv, obj, &Record{Version: 1}, Retention{Mode: 9, KeepFor: time.Second}, 1); err == nil {
+		t.Error("unknown mode accepted")
+	}
+	if _, err := Put(kv, []byte("not an object key"), &Record{Version: 1}, Retention{}, 1); !errors.Is(err, keys.ErrMalformedKey) {
+		t.Errorf("bad object key: %v", err)
+	}
+	if _, err := Latest(kv, obj[:3]); !errors.Is(err, keys.ErrMalformedKey) {
+		t.Errorf("bad object key: %v", err)
+	}
+	if kv.Len() != 0 {
+		t.Errorf("rejected puts wrote %d keys", kv.Len())
 	}
 }

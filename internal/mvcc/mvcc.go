@@ -95,7 +95,7 @@ func decodeRecord(value []byte, ts uint64, obj []byte) (*Record, error) {
 
 // Latest returns the newest version of obj, which may be a delete marker,
 // or ErrNotFound if obj has no version.
-func Latest(r Reader, obj []byte) (_ *Record, err error) {
+func Latest(r Reader, obj []byte) (*Record, error) {
 	return At(r, obj, ^uint64(0))
 }
 
@@ -145,10 +145,11 @@ func Versions(r Reader, obj []byte, before uint64, limit int) (recs []*Record, m
 		return nil, false, err
 	}
 	defer v.close(&err)
-	ok := v.seek(^uint64(0))
+	from := ^uint64(0)
 	if before != 0 {
-		ok = v.seek(before - 1)
+		from = before - 1
 	}
+	ok := v.seek(from)
 	for ; ok; ok = v.it.Next() {
 		if limit > 0 && len(recs) == limit {
 			return recs, true, nil
