@@ -1,0 +1,80 @@
+// Package segment stores a node's chunks: append-only segment files plus a
+// chunk index (hash -> segment, offset, length) in the node's pebble
+// instance.
+//
+// # Zone-append
+//
+// A Store appends only at the tail of its one open segment file,
+// seg-%016x.cairn (the segment number in hex). When the next record would
+// take it past Options.SegmentSize the segment is sealed and never written
+// again; numbers only grow. This is the zone-append discipline of zoned
+// storage, so the store could later run on raw zones.
+//
+// # Group commit and durability
+//
+// Put and PutAsync hash-check and encode the record in the caller's
+// goroutine and queue it. One writer goroutine takes everything queued,
+// appends it, issues one fsync of the segment, then commits every index
+// entry of the batch (and the segment's bookkeeping) in one synced pebble
+// batch, and only then releases the waiters. Segment data is therefore
+// durable before any index entry points at it, and an acknowledged Put
+// survives a crash. A chunk already indexed, or already queued by a
+// concurrent Put of the same hash, is not written again (dedup).
+//
+// Rotation syncs the old segment, creates the new file with its header,
+// syncs it and the directory; the seal is recorded in the same pebble batch
+// as the records that follow it.
+//
+// After a failed write or fsync the store refuses further writes (the state
+// of the file after a failed fsync is unknown); reads go on.
+//
+// # Recovery
+//
+// Open rescans every segment not marked sealed in the bookkeeping: the open
+// one, and one whose seal was lost by a crash during rotation. Each record is
+// validated (magic, version, length, CRC32C, BLAKE3); valid records missing
+// from the index are synced and re-indexed (their Put may have crashed after
+// the fsync but before the index commit). At the first bad record, if it
+// lies past the prefix the bookkeeping says was acknowledged it is a torn
+// tail and the file is truncated there; if it lies inside that prefix the
+// data was damaged after the fact, nothing is truncated, the segment is
+// sealed as it is and Get reports the damaged chunk as ErrCorrupt. Sealed
+// segments are not rescanned.
+//
+// # Formats
+//
+// All integers are big-endian. A segment file starts with a 20-byte header:
+//
+//	0        4     5         8                  16         20
+//	+--------+-----+---------+------------------+----------+
+//	| magic  | ver | 0 0 0   | segment number   | crc32c   |
+//	| "CRSG" |  1  |         |                  | of 0..16 |
+//	+--------+-----+---------+------------------+----------+
+//
+// followed by records, each a 48-byte header and the chunk data:
+//
+//	0        4     5       6     8          12                     44         48
+//	+--------+-----+-------+-----+----------+----------------------+----------+-------------+
+//	| magic  | ver | flags | 0 0 | data len | BLAKE3-256(data)     | crc32c   | data ...    |
+//	| "CRCK" |  1  |   0   |     | (uint32) | (32 bytes)           | (note)   | (data len)  |
+//	+--------+-----+-------+-----+----------+----------------------+----------+-------------+
+//
+//	note: CRC32C (Castagnoli) over header bytes 0..44 followed by the data.
+//
+// The chunk index lives in pebble under storage.PrefixChunkIndex:
+//
+//	"\x02c" hash(32) -> ver(1)=1 | segment(8) | record offset(8) | data len(4)
+//
+// and the segment bookkeeping under storage.PrefixSegment:
+//
+//	"\x02s" segment(8) -> ver(1)=1 | state(1: 1 open, 2 sealed) | size(8) | records(8)
+//
+// where size is the length of the synced, indexed prefix (for a sealed
+// segment, the file length).
+//
+// # Not yet
+//
+// Compaction (rewriting the live chunks out of segments that are mostly
+// garbage, then deleting them) comes with garbage collection, which decides
+// what is live; until then segments are never deleted.
+package segment

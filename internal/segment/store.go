@@ -1,0 +1,300 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cairn-db/cairn/internal/chunk"
+)
+
+// MaxChunkSize is the largest chunk Put accepts.
+const MaxChunkSize = chunk.MaxChunkSize
+
+var (
+	// ErrNotFound is returned by Get when the store holds no chunk with the
+	// hash.
+	ErrNotFound = errors.New("segment: chunk not found")
+	// ErrCorrupt is returned (wrapped, with detail) when stored bytes fail
+	// their checksum or hash, or a format field is invalid. Get never
+	// returns wrong bytes: it returns ErrCorrupt instead.
+	ErrCorrupt = errors.New("segment: corrupt")
+	// ErrHashMismatch is returned by Put when data does not hash to h.
+	ErrHashMismatch = errors.New("segment: data does not match its hash")
+	// ErrTooLarge is returned by Put for data over MaxChunkSize.
+	ErrTooLarge = errors.New("segment: chunk too large")
+	// ErrClosed is returned by operations on a closed Store.
+	ErrClosed = errors.New("segment: store closed")
+)
+
+// Options configures Open. The zero value of every field but Dir and DB
+// means its default.
+type Options struct {
+	// Dir is the directory of the segment files. Required.
+	Dir string
+	// FS is the disk seam. Default: vfs.Default (the real disk).
+	FS vfs.FS
+	// DB holds the chunk index and segment bookkeeping (under
+	// storage.PrefixChunkIndex and storage.PrefixSegment). Required; owned
+	// by the caller, who must close it after the Store.
+	DB *pebble.DB
+	// SegmentSize is the size at which the open segment is sealed and a new
+	// one started. A chunk larger than it gets a segment of its own.
+	// Default: 256 MiB.
+	SegmentSize int64
+	// Logger receives recovery and failure reports. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultSegmentSize is the default Options.SegmentSize.
+const DefaultSegmentSize = 256 << 20
+
+// EnsureDefaults fills in zero fields.
+func (o *Options) EnsureDefaults() {
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = DefaultSegmentSize
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports every problem with the options at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Dir == "" {
+		errs = append(errs, errors.New("segment: Dir is required"))
+	}
+	if o.DB == nil {
+		errs = append(errs, errors.New("segment: DB is required"))
+	}
+	if o.SegmentSize < 4096 {
+		errs = append(errs, fmt.Errorf("segment: SegmentSize %d is below 4096", o.SegmentSize))
+	}
+	return errors.Join(errs...)
+}
+
+// Stats are approximate counters for metrics.
+type Stats struct {
+	// Segments is the number of segment files, the open one included.
+	Segments int
+	// Bytes is the total size of the segment files.
+	Bytes int64
+	// Chunks is the number of records appended (live or not: garbage is
+	// counted until compaction exists).
+	Chunks int64
+}
+
+// Store is a node's chunk store: append-only segment files plus a chunk
+// index in pebble. All methods are safe for concurrent use; reads run
+// concurrently with the writer.
+type Store struct {
+	o   Options
+	db  *pebble.DB
+	fs  vfs.FS
+	log *slog.Logger
+
+	// files holds an open handle for every segment, for ReadAt. The writer
+	// adds to it on rotation; Close empties it.
+	files struct {
+		sync.RWMutex
+		m map[uint64]vfs.File
+	}
+
+	mu struct {
+		sync.Mutex
+		queue    []*Pending
+		inflight map[chunk.Hash]*Pending
+		closed   bool
+		// failed is the first write error; once set every Put fails with
+		// it (after a failed fsync the file's state is unknown).
+		failed error
+	}
+	wake      chan struct{} // capacity 1: "the queue is not empty"
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+
+	// w is owned by the writer goroutine (by Open before it starts).
+	w struct {
+		seg     uint64
+		f       vfs.File
+		tail    int64
+		records int64
+	}
+
+	stats struct {
+		segments atomic.Int64
+		bytes    atomic.Int64
+		chunks   atomic.Int64
+	}
+}
+
+// Open opens the store in o.Dir, creating it if needed, and recovers the
+// open segment (see the package doc). It starts the writer goroutine, which
+// Close stops.
+func Open(o Options) (*Store, error) {
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		o:    o,
+		db:   o.DB,
+		fs:   o.FS,
+		log:  o.Logger.With("component", "segment"),
+		wake: make(chan struct{}, 1),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	s.files.m = map[uint64]vfs.File{}
+	s.mu.inflight = map[chunk.Hash]*Pending{}
+	if err := s.recover(); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	go s.run()
+	return s, nil
+}
+
+// Close stops accepting writes, waits for queued writes to become durable
+// and the writer goroutine to exit, and closes the segment files. It is
+// idempotent. It does not close the DB.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.mu.closed = true
+		s.mu.Unlock()
+		close(s.stop)
+		<-s.done
+		err = s.closeFiles()
+	})
+	return err
+}
+
+func (s *Store) closeFiles() error {
+	s.files.Lock()
+	defer s.files.Unlock()
+	var errs []error
+	for seg, f := range s.files.m {
+		if err := f.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("segment: close %s: %w", segmentName(seg), err))
+		}
+	}
+	s.files.m = map[uint64]vfs.File{}
+	return errors.Join(errs...)
+}
+
+// Has reports whether the store's index holds h.
+func (s *Store) Has(h chunk.Hash) (bool, error) {
+	_, err := s.lookup(h)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (s *Store) lookup(h chunk.Hash) (location, error) {
+	v, c, err := s.db.Get(indexKey(h))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return location{}, ErrNotFound
+	}
+	if err != nil {
+		return location{}, fmt.Errorf("segment: index lookup %s: %w", h, err)
+	}
+	defer c.Close()
+	return decodeLocation(v)
+}
+
+// Get returns the chunk with hash h, verified against its CRC and hash. It
+// returns ErrNotFound if the store does not hold it and an error wrapping
+// ErrCorrupt if the stored bytes are damaged. The result uses dst's storage
+// when cap(dst) suffices and is owned by the caller.
+func (s *Store) Get(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	loc, err := s.lookup(h)
+	if err != nil {
+		return nil, err
+	}
+	n := int(loc.length)
+	if cap(dst) >= n {
+		dst = dst[:n]
+	} else {
+		dst = make([]byte, n)
+	}
+	var hdr [recordHeaderSize]byte
+	if err := s.readAt(loc.seg, hdr[:], dst, loc.off); err != nil {
+		return nil, fmt.Errorf("segment: get %s: %w", h, err)
+	}
+	rh, err := parseRecordHeader(hdr[:])
+	if err == nil && (rh.length != loc.length || rh.hash != h) {
+		err = fmt.Errorf("%w: record at %s:%d holds %s (%d bytes), index says %s (%d bytes)",
+			ErrCorrupt, segmentName(loc.seg), loc.off, rh.hash, rh.length, h, loc.length)
+	}
+	if err == nil {
+		err = verifyRecord(hdr[:], rh, dst)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("segment: get %s at %s:%d: %w", h, segmentName(loc.seg), loc.off, err)
+	}
+	return dst, nil
+}
+
+// readAt reads a record's header and data at off in segment seg.
+func (s *Store) readAt(seg uint64, hdr, data []byte, off int64) error {
+	s.files.RLock()
+	defer s.files.RUnlock()
+	f, ok := s.files.m[seg]
+	if !ok {
+		if s.isClosed() {
+			return ErrClosed
+		}
+		return fmt.Errorf("%w: index names missing segment %s", ErrCorrupt, segmentName(seg))
+	}
+	if _, err := f.ReadAt(hdr, off); err != nil {
+		return readErr(err)
+	}
+	if len(data) > 0 {
+		if _, err := f.ReadAt(data, off+recordHeaderSize); err != nil {
+			return readErr(err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.closed
+}
+
+// Stats returns approximate counters.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Segments: int(s.stats.segments.Load()),
+		Bytes:    s.stats.bytes.Load(),
+		Chunks:   s.stats.chunks.Load(),
+	}
+}
+
+// readErr classifies a failed ReadAt: a record cut short is corruption;
+// anything else is an I/O error, passed on.
+func readErr(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: record cut short: %v", ErrCorrupt, err)
+	}
+	return fmt.Errorf("segment: read: %w", err)
+}

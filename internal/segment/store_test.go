@@ -1,0 +1,485 @@
+package segment
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/storage"
+)
+
+// testNode is a store with its pebble instance on one FS.
+type testNode struct {
+	fs  vfs.FS
+	eng *storage.Engine
+	st  *Store
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func openNode(t testing.TB, fs vfs.FS, segSize int64) *testNode {
+	t.Helper()
+	return openNodeAt(t, fs, "", segSize)
+}
+
+// openNodeAt opens pebble in base/db and the store in base/seg.
+func openNodeAt(t testing.TB, fs vfs.FS, base string, segSize int64) *testNode {
+	t.Helper()
+	eng, err := storage.Open(storage.Options{Dir: fs.PathJoin(base, "db"), FS: fs, CacheSize: 1 << 20, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := Open(Options{Dir: fs.PathJoin(base, "seg"), FS: fs, DB: eng.DB(), SegmentSize: segSize, Logger: quietLogger()})
+	if err != nil {
+		eng.Close()
+		t.Fatal(err)
+	}
+	return &testNode{fs: fs, eng: eng, st: st}
+}
+
+func (n *testNode) close(t testing.TB) {
+	t.Helper()
+	if err := n.st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.st.Close(); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	if err := n.eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func randomChunk(rng *rand.Rand, n int) ([]byte, chunk.Hash) {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b, chunk.Sum(b)
+}
+
+func mustGet(t testing.TB, st *Store, h chunk.Hash, want []byte) {
+	t.Helper()
+	got, err := st.Get(context.Background(), h, nil)
+	if err != nil {
+		t.Fatalf("Get %s: %v", h, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("Get %s: wrong bytes", h)
+	}
+}
+
+func TestPutGetDedup(t *testing.T) {
+	ctx := context.Background()
+	n := openNode(t, vfs.NewMem(), 0)
+	defer n.close(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	data, h := randomChunk(rng, 5000)
+	if ok, err := n.st.Has(h); ok || err != nil {
+		t.Fatalf("Has before Put = %v, %v", ok, err)
+	}
+	if _, err := n.st.Get(ctx, h, nil); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get before Put = %v", err)
+	}
+	if err := n.st.Put(ctx, h, data); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := n.st.Has(h); !ok || err != nil {
+		t.Fatalf("Has after Put = %v, %v", ok, err)
+	}
+	mustGet(t, n.st, h, data)
+	before := n.st.Stats()
+	if err := n.st.Put(ctx, h, data); err != nil {
+		t.Fatal(err)
+	}
+	if after := n.st.Stats(); after != before {
+		t.Fatalf("second Put of the same chunk changed stats: %+v -> %+v", before, after)
+	}
+	if before.Chunks != 1 || before.Segments != 1 || before.Bytes != fileHeaderSize+recordHeaderSize+5000 {
+		t.Fatalf("stats %+v", before)
+	}
+	// dst is reused when large enough.
+	buf := make([]byte, 0, 8000)
+	got, err := n.st.Get(ctx, h, buf)
+	if err != nil || &got[0] != &buf[:1][0] {
+		t.Fatalf("Get did not use dst: %v", err)
+	}
+	// The empty chunk is a chunk like any other.
+	if err := n.st.Put(ctx, chunk.Sum(nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, n.st, chunk.Sum(nil), []byte{})
+
+	// (A Put of a hash already stored is a no-op and does not hash data.)
+	if err := n.st.Put(ctx, chunk.Sum([]byte("other")), data); !errors.Is(err, ErrHashMismatch) {
+		t.Fatalf("Put with the wrong hash = %v", err)
+	}
+	big := make([]byte, MaxChunkSize+1)
+	if err := n.st.Put(ctx, chunk.Hash{}, big); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Put of an oversized chunk = %v", err)
+	}
+	// PutAsync copies: scribbling on the buffer after it returns is safe.
+	data2, h2 := randomChunk(rng, 3000)
+	keep := bytes.Clone(data2)
+	p := n.st.PutAsync(h2, data2)
+	clear(data2)
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, n.st, h2, keep)
+}
+
+func TestConcurrentPutsOfOneHashWriteOnce(t *testing.T) {
+	n := openNode(t, vfs.NewMem(), 0)
+	defer n.close(t)
+	data, h := randomChunk(rand.New(rand.NewPCG(3, 4)), 10000)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			if err := n.st.Put(context.Background(), h, data); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if c := n.st.Stats().Chunks; c != 1 {
+		t.Fatalf("%d records written for one chunk", c)
+	}
+	mustGet(t, n.st, h, data)
+}
+
+func TestClosedStore(t *testing.T) {
+	n := openNode(t, vfs.NewMem(), 0)
+	data, h := randomChunk(rand.New(rand.NewPCG(5, 6)), 100)
+	n.close(t)
+	if err := n.st.Put(context.Background(), h, data); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Put after Close = %v", err)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	o := Options{SegmentSize: 10}
+	err := o.Validate()
+	if err == nil {
+		t.Fatal("validated")
+	}
+	for _, want := range []string{"Dir", "DB", "SegmentSize"} {
+		if !bytes.Contains([]byte(err.Error()), []byte(want)) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+}
+
+// flipByte flips one byte of a file on fs.
+func flipByte(t *testing.T, fs vfs.FS, name string, off int64) {
+	t.Helper()
+	f, err := fs.OpenReadWrite(name, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x40
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCorruptionDetected(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	n := openNode(t, fs, 0)
+	rng := rand.New(rand.NewPCG(7, 8))
+	var datas [][]byte
+	var hashes []chunk.Hash
+	for range 4 {
+		d, h := randomChunk(rng, 1000)
+		if err := n.st.Put(ctx, h, d); err != nil {
+			t.Fatal(err)
+		}
+		datas, hashes = append(datas, d), append(hashes, h)
+	}
+	name := fs.PathJoin("seg", segmentName(1))
+	rec := int64(recordHeaderSize + 1000)
+	// Record 1: a data byte. Record 2: a byte of the hash in the header.
+	flipByte(t, fs, name, fileHeaderSize+1*rec+recordHeaderSize+500)
+	flipByte(t, fs, name, fileHeaderSize+2*rec+20)
+	check := func(st *Store) {
+		for i, h := range hashes {
+			got, err := st.Get(ctx, h, nil)
+			if i == 1 || i == 2 {
+				if !errors.Is(err, ErrCorrupt) || got != nil {
+					t.Fatalf("Get of damaged chunk %d = %d bytes, %v", i, len(got), err)
+				}
+				continue
+			}
+			if err != nil || !bytes.Equal(got, datas[i]) {
+				t.Fatalf("Get of intact chunk %d: %v", i, err)
+			}
+		}
+	}
+	check(n.st)
+	// After a restart the damage is inside the acknowledged prefix: nothing
+	// is truncated, the segment is sealed, and new writes go elsewhere.
+	n.close(t)
+	n = openNode(t, fs, 0)
+	defer n.close(t)
+	check(n.st)
+	if s := n.st.Stats(); s.Segments != 2 {
+		t.Fatalf("damaged segment not sealed: %+v", s)
+	}
+	d, h := randomChunk(rng, 1000)
+	if err := n.st.Put(ctx, h, d); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, n.st, h, d)
+}
+
+func TestRotation(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	n := openNode(t, fs, 8<<10)
+	rng := rand.New(rand.NewPCG(9, 10))
+	chunks := map[chunk.Hash][]byte{}
+	for i := range 20 {
+		d, h := randomChunk(rng, 3000)
+		if err := n.st.Put(ctx, h, d); err != nil {
+			t.Fatal(err)
+		}
+		chunks[h] = d
+		if i == 10 {
+			// A chunk bigger than a segment gets one of its own.
+			d, h := randomChunk(rng, 20<<10)
+			if err := n.st.Put(ctx, h, d); err != nil {
+				t.Fatal(err)
+			}
+			chunks[h] = d
+		}
+	}
+	names, err := fs.List("seg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two 3000-byte records fit in 8 KiB.
+	if len(names) < 11 {
+		t.Fatalf("%d segment files: %v", len(names), names)
+	}
+	for _, name := range names {
+		fi, err := fs.Stat(fs.PathJoin("seg", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() > 8<<10 && fi.Size() != fileHeaderSize+recordHeaderSize+20<<10 {
+			t.Fatalf("%s has %d bytes", name, fi.Size())
+		}
+	}
+	stats := n.st.Stats()
+	if stats.Segments != len(names) || stats.Chunks != 21 {
+		t.Fatalf("stats %+v with %d files", stats, len(names))
+	}
+	for h, d := range chunks {
+		mustGet(t, n.st, h, d)
+	}
+	n.close(t)
+	n = openNode(t, fs, 8<<10)
+	defer n.close(t)
+	for h, d := range chunks {
+		mustGet(t, n.st, h, d)
+	}
+	if s := n.st.Stats(); s != stats {
+		t.Fatalf("stats after reopen %+v, before %+v", s, stats)
+	}
+}
+
+// TestRecoveryTornTail cuts the open segment mid-record and appends a valid
+// but unindexed record, on memory and on the real disk (whose files can be
+// truncated in place).
+func TestRecoveryTornTail(t *testing.T) {
+	for _, fsName := range []string{"mem", "disk"} {
+		t.Run(fsName, func(t *testing.T) {
+			ctx := context.Background()
+			var fs vfs.FS = vfs.NewMem()
+			base := ""
+			if fsName == "disk" {
+				fs, base = vfs.Default, t.TempDir()
+			}
+			n := openNodeAt(t, fs, base, 0)
+			rng := rand.New(rand.NewPCG(11, 12))
+			chunks := map[chunk.Hash][]byte{}
+			for range 5 {
+				d, h := randomChunk(rng, 2000)
+				if err := n.st.Put(ctx, h, d); err != nil {
+					t.Fatal(err)
+				}
+				chunks[h] = d
+			}
+			n.close(t)
+
+			name := fs.PathJoin(base, "seg", segmentName(1))
+			f, err := fs.OpenReadWrite(name, vfs.WriteCategoryUnspecified)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, _ := f.Stat()
+			good := fi.Size()
+			// A record whose Put crashed between fsync and index commit...
+			orphan, oh := randomChunk(rng, 1500)
+			rec := encodeRecord(oh, orphan)
+			f.WriteAt(rec, good)
+			// ...followed by half of another record.
+			torn, th := randomChunk(rng, 1500)
+			f.WriteAt(encodeRecord(th, torn)[:700], good+int64(len(rec)))
+			f.Sync()
+			f.Close()
+
+			n = openNodeAt(t, fs, base, 0)
+			fi, err = fs.Stat(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := good + int64(len(rec)); fi.Size() != want {
+				t.Fatalf("file size after recovery %d, want %d", fi.Size(), want)
+			}
+			for h, d := range chunks {
+				mustGet(t, n.st, h, d)
+			}
+			mustGet(t, n.st, oh, orphan) // re-indexed
+			if _, err := n.st.Get(ctx, th, nil); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Get of the torn record = %v", err)
+			}
+			// The store appends after the recovered tail.
+			if err := n.st.Put(ctx, th, torn); err != nil {
+				t.Fatal(err)
+			}
+			n.close(t)
+			n = openNodeAt(t, fs, base, 0)
+			defer n.close(t)
+			mustGet(t, n.st, th, torn)
+			if s := n.st.Stats(); s.Chunks != 7 || s.Segments != 1 {
+				t.Fatalf("stats %+v", s)
+			}
+		})
+	}
+}
+
+// TestRecoveryLostSeal simulates a crash during rotation after the new
+// segment was created but before the seal of the old one was committed.
+func TestRecoveryLostSeal(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	n := openNode(t, fs, 0)
+	d, h := randomChunk(rand.New(rand.NewPCG(13, 14)), 100)
+	if err := n.st.Put(ctx, h, d); err != nil {
+		t.Fatal(err)
+	}
+	n.close(t)
+	// An orphan record in segment 1 and an empty segment 2.
+	orphan, oh := randomChunk(rand.New(rand.NewPCG(15, 16)), 100)
+	f, _ := fs.OpenReadWrite(fs.PathJoin("seg", segmentName(1)), vfs.WriteCategoryUnspecified)
+	fi, _ := f.Stat()
+	f.WriteAt(encodeRecord(oh, orphan), fi.Size())
+	f.Close()
+	f, _ = fs.Create(fs.PathJoin("seg", segmentName(2)), vfs.WriteCategoryUnspecified)
+	f.Write(encodeFileHeader(2))
+	f.Close()
+
+	n = openNode(t, fs, 0)
+	defer n.close(t)
+	mustGet(t, n.st, h, d)
+	mustGet(t, n.st, oh, orphan)
+	d3, h3 := randomChunk(rand.New(rand.NewPCG(17, 18)), 100)
+	if err := n.st.Put(ctx, h3, d3); err != nil {
+		t.Fatal(err)
+	}
+	if s := n.st.Stats(); s.Segments != 2 || s.Chunks != 3 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestFormatRoundTrip(t *testing.T) {
+	data := []byte("chunk data")
+	h := chunk.Sum(data)
+	rec := encodeRecord(h, data)
+	rh, err := parseRecordHeader(rec)
+	if err != nil || rh.length != uint32(len(data)) || rh.hash != h {
+		t.Fatalf("parse: %+v, %v", rh, err)
+	}
+	if err := verifyRecord(rec, rh, rec[recordHeaderSize:]); err != nil {
+		t.Fatal(err)
+	}
+	for i := range rec {
+		c := bytes.Clone(rec)
+		c[i] ^= 1
+		rh, err := parseRecordHeader(c)
+		if err == nil {
+			err = verifyRecord(c, rh, c[recordHeaderSize:])
+		}
+		if err == nil && rh.length == uint32(len(data)) {
+			t.Fatalf("flip of byte %d undetected", i)
+		}
+	}
+	if err := checkFileHeader(encodeFileHeader(7), 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkFileHeader(encodeFileHeader(7), 8); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("wrong segment number: %v", err)
+	}
+	loc := location{seg: 3, off: 12345, length: 99}
+	if got, err := decodeLocation(loc.encode()); err != nil || got != loc {
+		t.Fatalf("location round trip: %+v, %v", got, err)
+	}
+	m := segMeta{state: stateSealed, size: 1 << 30, records: 77}
+	if got, err := decodeSegMeta(m.encode()); err != nil || got != m {
+		t.Fatalf("meta round trip: %+v, %v", got, err)
+	}
+	for _, name := range []string{segmentName(0), segmentName(1 << 40)} {
+		if _, ok := parseSegmentName(name); !ok {
+			t.Fatalf("parseSegmentName(%q) failed", name)
+		}
+	}
+	for _, name := range []string{"seg-1.cairn", "seg-000000000000000G.cairn", "x", fmt.Sprintf("seg-%016X.cairn", 0xab)} {
+		if _, ok := parseSegmentName(name); ok {
+			t.Fatalf("parseSegmentName(%q) succeeded", name)
+		}
+	}
+}
+
+// FuzzRecord feeds arbitrary bytes to the record, index and bookkeeping
+// decoders: they must not panic, and what they accept must be consistent.
+func FuzzRecord(f *testing.F) {
+	f.Add(encodeRecord(chunk.Sum([]byte("x")), []byte("x")))
+	f.Add(location{seg: 1, off: 20, length: 5}.encode())
+	f.Add(segMeta{state: stateOpen, size: 20}.encode())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		decodeLocation(b)
+		decodeSegMeta(b)
+		checkFileHeader(b, 1)
+		if len(b) < recordHeaderSize {
+			return
+		}
+		rh, err := parseRecordHeader(b)
+		if err != nil || int(rh.length) != len(b)-recordHeaderSize {
+			return
+		}
+		if verifyRecord(b, rh, b[recordHeaderSize:]) == nil {
+			if !bytes.Equal(encodeRecord(rh.hash, b[recordHeaderSize:]), b) {
+				t.Fatal("accepted record does not re-encode identically")
+			}
+		}
+	})
+}

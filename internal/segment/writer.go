@@ -1,0 +1,284 @@
+package segment
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cairn-db/cairn/internal/chunk"
+)
+
+// Pending is the outcome of a PutAsync. Several callers may share one
+// Pending (concurrent Puts of the same hash) and Wait on it concurrently.
+type Pending struct {
+	h    chunk.Hash
+	rec  []byte // the encoded record; the writer drops it once written
+	done chan struct{}
+	err  error
+}
+
+// Wait blocks until the chunk is durable (nil) or the write failed, or ctx
+// ends (ctx.Err(); the write itself goes on).
+func (p *Pending) Wait(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Done is closed when the outcome is known; Err then returns it.
+func (p *Pending) Done() <-chan struct{} { return p.done }
+
+// Err returns the outcome once Done is closed (nil before).
+func (p *Pending) Err() error {
+	select {
+	case <-p.done:
+		return p.err
+	default:
+		return nil
+	}
+}
+
+func finished(err error) *Pending {
+	p := &Pending{done: make(chan struct{}), err: err}
+	close(p.done)
+	return p
+}
+
+// Put stores data under its hash h and returns once it is durable: the
+// segment holding it has been fsync'd and its index entry committed with a
+// synced pebble batch. Storing a chunk the store already has is a no-op.
+// data must hash to h (ErrHashMismatch otherwise). Put does not retain
+// data.
+func (s *Store) Put(ctx context.Context, h chunk.Hash, data []byte) error {
+	return s.PutAsync(h, data).Wait(ctx)
+}
+
+// PutAsync starts storing data under h and returns at once; Wait on the
+// result for durability. data is copied before PutAsync returns, so the
+// caller may reuse it immediately (a streaming writer can hand over a
+// chunker's buffer). Hashing and checksumming run in the caller's
+// goroutine; the writer goroutine only appends and syncs. Callers bound
+// their own number of outstanding Pendings: the queue is not limited.
+func (s *Store) PutAsync(h chunk.Hash, data []byte) *Pending {
+	if len(data) > MaxChunkSize {
+		return finished(fmt.Errorf("%w: %d bytes", ErrTooLarge, len(data)))
+	}
+	if p, err := s.shared(h); p != nil || err != nil {
+		if err != nil {
+			return finished(err)
+		}
+		return p
+	}
+	// Fast dedup path; the writer checks again before appending.
+	if ok, err := s.Has(h); err != nil {
+		return finished(err)
+	} else if ok {
+		return finished(nil)
+	}
+	if got := chunk.Sum(data); got != h {
+		return finished(fmt.Errorf("%w: data hashes to %s, not %s", ErrHashMismatch, got, h))
+	}
+	rec := encodeRecord(h, data)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.unusableLocked(); err != nil {
+		return finished(err)
+	}
+	if p := s.mu.inflight[h]; p != nil {
+		return p
+	}
+	p := &Pending{h: h, rec: rec, done: make(chan struct{})}
+	s.mu.inflight[h] = p
+	s.mu.queue = append(s.mu.queue, p)
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return p
+}
+
+// shared returns the in-flight Pending for h, if any, or the reason the
+// store cannot take writes.
+func (s *Store) shared(h chunk.Hash) (*Pending, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.unusableLocked(); err != nil {
+		return nil, err
+	}
+	return s.mu.inflight[h], nil
+}
+
+func (s *Store) unusableLocked() error {
+	if s.mu.closed {
+		return ErrClosed
+	}
+	if s.mu.failed != nil {
+		return fmt.Errorf("segment: store failed earlier: %w", s.mu.failed)
+	}
+	return nil
+}
+
+// run is the writer goroutine: it takes every queued chunk, appends them,
+// syncs once, commits their index entries in one synced batch, and then
+// releases their waiters (group commit).
+func (s *Store) run() {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.wake:
+		case <-s.stop:
+			// Writes queued before Close still complete.
+			for s.commitQueued() {
+			}
+			return
+		}
+		s.commitQueued()
+	}
+}
+
+// commitQueued commits one batch and reports whether there was one.
+func (s *Store) commitQueued() bool {
+	s.mu.Lock()
+	batch := s.mu.queue
+	s.mu.queue = nil
+	failed := s.mu.failed
+	s.mu.Unlock()
+	if len(batch) == 0 {
+		return false
+	}
+	err := failed
+	if err == nil {
+		err = s.commit(batch)
+		if err != nil {
+			s.log.Error("segment write failed; refusing further writes", "err", err)
+		}
+	}
+	s.mu.Lock()
+	if err != nil && s.mu.failed == nil {
+		s.mu.failed = err
+	}
+	for _, p := range batch {
+		delete(s.mu.inflight, p.h)
+	}
+	s.mu.Unlock()
+	// Waiters are released only after the inflight entries are gone, so a
+	// later Put of the same hash finds it in the index.
+	for _, p := range batch {
+		p.err = err
+		p.rec = nil
+		close(p.done)
+	}
+	return true
+}
+
+// commit appends batch to the open segment (rotating as needed), syncs it,
+// and commits the index entries. Chunks already indexed are skipped.
+func (s *Store) commit(batch []*Pending) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	var records, bytes int64
+	for _, p := range batch {
+		if ok, err := s.Has(p.h); err != nil {
+			return err
+		} else if ok {
+			continue
+		}
+		if s.w.tail+int64(len(p.rec)) > s.o.SegmentSize && s.w.tail > fileHeaderSize {
+			if err := s.rotate(b); err != nil {
+				return err
+			}
+		}
+		loc := location{seg: s.w.seg, off: s.w.tail, length: uint32(len(p.rec) - recordHeaderSize)}
+		// NB: vfs.File.WriteAt may scribble on its argument; p.rec is not
+		// used afterwards.
+		if _, err := s.w.f.WriteAt(p.rec, s.w.tail); err != nil {
+			return fmt.Errorf("segment: append to %s: %w", segmentName(s.w.seg), err)
+		}
+		s.w.tail += int64(len(p.rec))
+		s.w.records++
+		records++
+		bytes += int64(len(p.rec))
+		if err := b.Set(indexKey(p.h), loc.encode(), nil); err != nil {
+			return err
+		}
+	}
+	if records == 0 {
+		return nil
+	}
+	// The data must be durable before the index entries that point at it.
+	if err := s.w.f.SyncData(); err != nil {
+		return fmt.Errorf("segment: sync %s: %w", segmentName(s.w.seg), err)
+	}
+	meta := segMeta{state: stateOpen, size: s.w.tail, records: s.w.records}
+	if err := b.Set(segKey(s.w.seg), meta.encode(), nil); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("segment: commit index: %w", err)
+	}
+	s.stats.chunks.Add(records)
+	s.stats.bytes.Add(bytes)
+	return nil
+}
+
+// rotate seals the open segment and starts the next one. The seal is
+// recorded in b, which the caller commits after the new segment's records;
+// until then recovery treats the old segment as unsealed and rescans it.
+func (s *Store) rotate(b *pebble.Batch) error {
+	if err := s.w.f.SyncData(); err != nil {
+		return fmt.Errorf("segment: sync %s: %w", segmentName(s.w.seg), err)
+	}
+	meta := segMeta{state: stateSealed, size: s.w.tail, records: s.w.records}
+	if err := b.Set(segKey(s.w.seg), meta.encode(), nil); err != nil {
+		return err
+	}
+	return s.startSegment(s.w.seg + 1)
+}
+
+// startSegment creates segment seg with its header, syncs it and the
+// directory, and makes it the open segment.
+func (s *Store) startSegment(seg uint64) error {
+	name := s.fs.PathJoin(s.o.Dir, segmentName(seg))
+	f, err := s.fs.OpenReadWrite(name, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("segment: create %s: %w", name, err)
+	}
+	err = func() error {
+		if _, err := f.WriteAt(encodeFileHeader(seg), 0); err != nil {
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			return err
+		}
+		return s.syncDir()
+	}()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("segment: create %s: %w", name, err)
+	}
+	s.files.Lock()
+	s.files.m[seg] = f
+	s.files.Unlock()
+	s.w.seg, s.w.f, s.w.tail, s.w.records = seg, f, fileHeaderSize, 0
+	s.stats.segments.Add(1)
+	s.stats.bytes.Add(fileHeaderSize)
+	return nil
+}
+
+func (s *Store) syncDir() error {
+	d, err := s.fs.OpenDir(s.o.Dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return err
+	}
+	return d.Close()
+}
