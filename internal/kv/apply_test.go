@@ -79,8 +79,8 @@ func TestPutConditions(t *testing.T) {
 
 func TestCommandRoundTrip(t *testing.T) {
 	c := &PutCmd{
-		Obj: keys.Object(7, nil, []byte("a/b")),
-		Rec: &mvcc.Record{Version: 99, StartTS: 99, Size: 3, Inline: []byte("abc"), Meta: map[string]string{"m": "1"}},
+		Obj:       keys.Object(7, nil, []byte("a/b")),
+		Rec:       &mvcc.Record{Version: 99, StartTS: 99, Size: 3, Inline: []byte("abc"), Meta: map[string]string{"m": "1"}},
 		Retention: mvcc.Retention{Mode: mvcc.KeepLast, KeepLast: 3}, IfMatch: 5, IfNoneMatch: true, IfAbsent: true,
 	}
 	got, err := decode(c.Encode())
