@@ -21,6 +21,10 @@ func (s *Store) recover() error {
 	if err := s.fs.MkdirAll(s.o.Dir, 0o755); err != nil {
 		return fmt.Errorf("segment: create %s: %w", s.o.Dir, err)
 	}
+	// A directory just created is durable only once its parent is synced.
+	if err := syncDir(s.fs, s.fs.PathDir(s.o.Dir)); err != nil {
+		return fmt.Errorf("segment: sync parent of %s: %w", s.o.Dir, err)
+	}
 	names, err := s.fs.List(s.o.Dir)
 	if err != nil {
 		return fmt.Errorf("segment: list %s: %w", s.o.Dir, err)
@@ -279,7 +283,7 @@ func (s *Store) truncate(seg uint64, f vfs.File, size int64) (vfs.File, error) {
 		err = s.fs.Rename(tmp, name)
 	}
 	if err == nil {
-		err = s.syncDir()
+		err = syncDir(s.fs, s.o.Dir)
 	}
 	if err == nil {
 		f, err = s.fs.OpenReadWrite(name, vfs.WriteCategoryUnspecified)

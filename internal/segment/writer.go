@@ -256,7 +256,7 @@ func (s *Store) startSegment(seg uint64) error {
 		if err := f.Sync(); err != nil {
 			return err
 		}
-		return s.syncDir()
+		return syncDir(s.fs, s.o.Dir)
 	}()
 	if err != nil {
 		f.Close()
@@ -271,8 +271,8 @@ func (s *Store) startSegment(seg uint64) error {
 	return nil
 }
 
-func (s *Store) syncDir() error {
-	d, err := s.fs.OpenDir(s.o.Dir)
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,77 @@
+package segment
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cairn-db/cairn/internal/chunk"
+)
+
+// BenchmarkPut stores distinct 1 MiB chunks on the real disk (fsync
+// included) from 1 and 8 concurrent writers; with 8, group commit shares
+// each fsync among the writers.
+//
+//	go test -run XXX -bench . ./internal/segment
+func BenchmarkPut(b *testing.B) {
+	for _, writers := range []int{1, 8} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			n := openNodeAt(b, vfs.Default, b.TempDir(), 0)
+			defer n.close(b)
+			base, _ := randomChunk(rand.New(rand.NewPCG(1, 2)), 1<<20)
+			var next atomic.Int64
+			b.SetBytes(1 << 20)
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for range writers {
+				wg.Go(func() {
+					data := make([]byte, len(base))
+					copy(data, base)
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						binary.BigEndian.PutUint64(data, uint64(i))
+						if err := n.st.Put(context.Background(), chunk.Sum(data), data); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}
+
+func BenchmarkGet(b *testing.B) {
+	n := openNodeAt(b, vfs.Default, b.TempDir(), 0)
+	defer n.close(b)
+	var hashes []chunk.Hash
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 16 {
+		d, h := randomChunk(rng, 1<<20)
+		if err := n.st.Put(context.Background(), h, d); err != nil {
+			b.Fatal(err)
+		}
+		hashes = append(hashes, h)
+	}
+	buf := make([]byte, 1<<20)
+	b.SetBytes(1 << 20)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		var err error
+		if buf, err = n.st.Get(context.Background(), hashes[i%len(hashes)], buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
