@@ -1,0 +1,168 @@
+package replica
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"google.golang.org/protobuf/proto"
+)
+
+// counterSM counts commands. A command is an 8-byte sequence number, which
+// must be exactly one more than the last applied one (so a command applied
+// twice, or out of order, is caught), or "reject". State lives in pebble
+// under "z" + rangeID, written through the apply batch.
+type counterSM struct {
+	rangeID uint64
+	applies atomic.Int64 // Apply calls on this instance
+}
+
+var errRejected = errors.New("rejected")
+
+func smKey(rangeID uint64, name string) []byte {
+	k := binary.BigEndian.AppendUint64([]byte("z"), rangeID)
+	return append(k, name...)
+}
+
+func readUint(r pebble.Reader, key []byte) uint64 {
+	v, c, err := r.Get(key)
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	return binary.BigEndian.Uint64(v)
+}
+
+func (c *counterSM) Apply(b *pebble.Batch, cmd []byte) any {
+	c.applies.Add(1)
+	if string(cmd) == "reject" {
+		return errRejected
+	}
+	seq := binary.BigEndian.Uint64(cmd)
+	last := readUint(b, smKey(c.rangeID, "last"))
+	if seq != last+1 {
+		_ = b.Set(smKey(c.rangeID, "bad"), fmt.Appendf(nil, "seq %d after %d", seq, last), nil)
+	}
+	n := readUint(b, smKey(c.rangeID, "count")) + 1
+	_ = b.Set(smKey(c.rangeID, "count"), binary.BigEndian.AppendUint64(nil, n), nil)
+	_ = b.Set(smKey(c.rangeID, "last"), binary.BigEndian.AppendUint64(nil, seq), nil)
+	return n
+}
+
+// checkSM returns the count and fails the test if a command was applied
+// twice or out of order.
+func checkSM(t testing.TB, db *pebble.DB, rangeID uint64) uint64 {
+	t.Helper()
+	if v, c, err := db.Get(smKey(rangeID, "bad")); err == nil {
+		t.Fatalf("range %d: state machine saw %s", rangeID, v)
+		c.Close()
+	}
+	n, last := readUint(db, smKey(rangeID, "count")), readUint(db, smKey(rangeID, "last"))
+	if n != last {
+		t.Fatalf("range %d: count %d but last sequence %d", rangeID, n, last)
+	}
+	return n
+}
+
+func seqCmd(i uint64) []byte { return binary.BigEndian.AppendUint64(nil, i) }
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func openEngine(t testing.TB, fs vfs.FS) *storage.Engine {
+	t.Helper()
+	e, err := storage.Open(storage.Options{Dir: "db", FS: fs, CacheSize: 8 << 20, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func testOptions(nodeID uint64, e *storage.Engine) Options {
+	return Options{
+		NodeID:       nodeID,
+		Engine:       e,
+		TickInterval: 10 * time.Millisecond,
+		Logger:       quietLogger(),
+	}
+}
+
+func newStore(t testing.TB, o Options) *Store {
+	t.Helper()
+	s, err := NewStore(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// waitFor polls cond until it holds; the deadline only bounds a hang.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func waitLeader(t testing.TB, r *Replica) {
+	t.Helper()
+	waitFor(t, "leadership", func() bool { return r.Status().IsLeader })
+}
+
+// proposeSeq proposes sequence numbers from..to and checks each result.
+func proposeSeq(t testing.TB, r *Replica, from, to uint64) {
+	t.Helper()
+	for i := from; i <= to; i++ {
+		v, err := r.Propose(context.Background(), seqCmd(i))
+		if err != nil {
+			t.Fatalf("propose %d: %v", i, err)
+		}
+		if v != i {
+			t.Fatalf("propose %d: result %v", i, v)
+		}
+	}
+}
+
+// memNet routes messages between Stores in one process, as a network would:
+// it copies every message.
+type memNet struct {
+	mu     sync.Mutex
+	stores map[uint64]*Store
+}
+
+func (n *memNet) set(id uint64, s *Store) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.stores == nil {
+		n.stores = map[uint64]*Store{}
+	}
+	if s == nil {
+		delete(n.stores, id)
+		return
+	}
+	n.stores[id] = s
+}
+
+func (n *memNet) Send(msgs []Message) {
+	for _, m := range msgs {
+		n.mu.Lock()
+		s := n.stores[m.Msg.GetTo()]
+		n.mu.Unlock()
+		if s != nil {
+			_ = s.Step(context.Background(), Message{RangeID: m.RangeID, Msg: proto.CloneOf(m.Msg)})
+		}
+	}
+}

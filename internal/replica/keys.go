@@ -1,0 +1,130 @@
+package replica
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/cairn-db/cairn/internal/storage"
+)
+
+// Key layout of one range's replica-local state (see doc.go for the drawing).
+const (
+	suffixApplied   = 'a' // applied index
+	suffixConfState = 'c' // raftpb.ConfState as of the applied index
+	suffixHardState = 'h' // raftpb.HardState
+	suffixLog       = 'l' // + index BE64: raftpb.Entry
+	suffixTruncated = 't' // index BE64 + term BE64 of the last truncated entry
+)
+
+// Value framing: every value is magic, version, payload, crc32c(magic..payload).
+const (
+	valueMagic   = 0xCA
+	valueVersion = 0x01
+	valueHeader  = 2
+	valueTrailer = 4
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// rangePrefix returns 0x01 'r' rangeID(8, BE).
+func rangePrefix(rangeID uint64) []byte {
+	k := make([]byte, 0, len(storage.PrefixRangeLocal)+8+1+8)
+	k = append(k, storage.PrefixRangeLocal...)
+	return binary.BigEndian.AppendUint64(k, rangeID)
+}
+
+func stateKey(prefix []byte, suffix byte) []byte {
+	k := make([]byte, len(prefix), len(prefix)+1)
+	copy(k, prefix)
+	return append(k, suffix)
+}
+
+func logKey(prefix []byte, index uint64) []byte {
+	k := make([]byte, len(prefix), len(prefix)+9)
+	copy(k, prefix)
+	k = append(k, suffixLog)
+	return binary.BigEndian.AppendUint64(k, index)
+}
+
+// logIndex decodes the index of a log key built by logKey for prefix.
+func logIndex(prefix, key []byte) (uint64, bool) {
+	if len(key) != len(prefix)+9 || key[len(prefix)] != suffixLog {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(key[len(prefix)+1:]), true
+}
+
+// encodeValue frames payload as magic | version | payload | crc32c.
+func encodeValue(payload []byte) []byte {
+	v := make([]byte, 0, valueHeader+len(payload)+valueTrailer)
+	v = append(v, valueMagic, valueVersion)
+	v = append(v, payload...)
+	return binary.BigEndian.AppendUint32(v, crc32.Checksum(v, crcTable))
+}
+
+// decodeValue checks the framing of v and returns its payload, which aliases v.
+func decodeValue(v []byte) ([]byte, error) {
+	if len(v) < valueHeader+valueTrailer {
+		return nil, fmt.Errorf("%w: value of %d bytes is too short", ErrCorrupt, len(v))
+	}
+	if v[0] != valueMagic {
+		return nil, fmt.Errorf("%w: bad magic %#x", ErrCorrupt, v[0])
+	}
+	if v[1] != valueVersion {
+		return nil, fmt.Errorf("%w: unknown format version %d", ErrCorrupt, v[1])
+	}
+	body := v[:len(v)-valueTrailer]
+	want := binary.BigEndian.Uint32(v[len(v)-valueTrailer:])
+	if got := crc32.Checksum(body, crcTable); got != want {
+		return nil, fmt.Errorf("%w: checksum %#x, want %#x", ErrCorrupt, got, want)
+	}
+	return body[valueHeader:], nil
+}
+
+func encodeUint64s(xs ...uint64) []byte {
+	b := make([]byte, 0, 8*len(xs))
+	for _, x := range xs {
+		b = binary.BigEndian.AppendUint64(b, x)
+	}
+	return encodeValue(b)
+}
+
+func decodeUint64s(v []byte, n int) ([]uint64, error) {
+	p, err := decodeValue(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(p) != 8*n {
+		return nil, fmt.Errorf("%w: want %d bytes, got %d", ErrCorrupt, 8*n, len(p))
+	}
+	xs := make([]uint64, n)
+	for i := range xs {
+		xs[i] = binary.BigEndian.Uint64(p[8*i:])
+	}
+	return xs, nil
+}
+
+// Command framing inside a raft entry's data: version | proposal id BE64 | cmd.
+// An entry with empty data is raft's own (a new leader's empty entry).
+const (
+	cmdVersion = 0x01
+	cmdHeader  = 9
+)
+
+func encodeCommand(id uint64, cmd []byte) []byte {
+	b := make([]byte, 0, cmdHeader+len(cmd))
+	b = append(b, cmdVersion)
+	b = binary.BigEndian.AppendUint64(b, id)
+	return append(b, cmd...)
+}
+
+func decodeCommand(data []byte) (id uint64, cmd []byte, err error) {
+	if len(data) < cmdHeader {
+		return 0, nil, fmt.Errorf("%w: command of %d bytes is too short", ErrCorrupt, len(data))
+	}
+	if data[0] != cmdVersion {
+		return 0, nil, fmt.Errorf("%w: unknown command version %d", ErrCorrupt, data[0])
+	}
+	return binary.BigEndian.Uint64(data[1:cmdHeader]), data[cmdHeader:], nil
+}

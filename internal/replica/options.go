@@ -1,0 +1,105 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/storage"
+)
+
+// Options configures NewStore. The zero value of every field but NodeID and
+// Engine means its default.
+type Options struct {
+	// NodeID is this node's raft id, the same in every range. Required, > 0.
+	NodeID uint64
+	// Engine is the node's pebble instance; every range's state lives in it.
+	// Required. The Store does not close it.
+	Engine *storage.Engine
+	// Transport carries raft messages to other nodes. Default: drops every
+	// message, which is right for a single node.
+	Transport Transport
+	// TickInterval is the raft tick. Default: 100ms.
+	TickInterval time.Duration
+	// ElectionTicks is the election timeout in ticks. Default: 10.
+	ElectionTicks int
+	// HeartbeatTicks is the leader's heartbeat interval in ticks. Default: 1.
+	HeartbeatTicks int
+	// LogKeep is how many applied entries stay in the log behind the applied
+	// index when it is truncated. Default: 1000.
+	LogKeep uint64
+	// TruncateEvery is how many applied entries the log may hold before it is
+	// truncated down to LogKeep. Default: 10000.
+	TruncateEvery uint64
+	// MaxClockOffset is the largest difference between two nodes' clocks that
+	// leases tolerate; it must be below the election timeout, and a lease
+	// lasts at most the difference. Default: 500ms, or half the election
+	// timeout if that is less.
+	MaxClockOffset time.Duration
+	// Clock returns the current time; it is read only for leases.
+	// Default: time.Now.
+	Clock func() time.Time
+	// Logger receives the Store's and raft's messages. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills in zero fields.
+func (o *Options) EnsureDefaults() {
+	if o.Transport == nil {
+		o.Transport = dropTransport{}
+	}
+	if o.TickInterval == 0 {
+		o.TickInterval = 100 * time.Millisecond
+	}
+	if o.ElectionTicks == 0 {
+		o.ElectionTicks = 10
+	}
+	if o.HeartbeatTicks == 0 {
+		o.HeartbeatTicks = 1
+	}
+	if o.LogKeep == 0 {
+		o.LogKeep = 1000
+	}
+	if o.TruncateEvery == 0 {
+		o.TruncateEvery = 10000
+	}
+	if o.MaxClockOffset == 0 {
+		o.MaxClockOffset = min(500*time.Millisecond, o.electionTimeout()/2)
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports every problem with the options at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.NodeID == 0 {
+		errs = append(errs, errors.New("replica: NodeID is required"))
+	}
+	if o.Engine == nil {
+		errs = append(errs, errors.New("replica: Engine is required"))
+	}
+	if o.TickInterval < 0 {
+		errs = append(errs, fmt.Errorf("replica: TickInterval %v is negative", o.TickInterval))
+	}
+	if o.HeartbeatTicks < 0 || o.ElectionTicks <= o.HeartbeatTicks {
+		errs = append(errs, fmt.Errorf("replica: need 0 < HeartbeatTicks (%d) < ElectionTicks (%d)", o.HeartbeatTicks, o.ElectionTicks))
+	}
+	if o.MaxClockOffset < 0 || o.MaxClockOffset >= o.electionTimeout() {
+		errs = append(errs, fmt.Errorf("replica: MaxClockOffset %v is not in [0, election timeout %v)", o.MaxClockOffset, o.electionTimeout()))
+	}
+	if o.TruncateEvery < o.LogKeep {
+		errs = append(errs, fmt.Errorf("replica: TruncateEvery (%d) is below LogKeep (%d)", o.TruncateEvery, o.LogKeep))
+	}
+	return errors.Join(errs...)
+}
+
+// electionTimeout is the election timeout as a duration.
+func (o *Options) electionTimeout() time.Duration {
+	return time.Duration(o.ElectionTicks) * o.TickInterval
+}

@@ -1,0 +1,379 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Bootstrap position of a new group: every replica of a range bootstrapped
+// from the same Descriptor starts with the same truncated log ending at
+// (bootstrapIndex, bootstrapTerm), so the group needs no initial entries.
+const (
+	bootstrapIndex = 5
+	bootstrapTerm  = 5
+)
+
+// raftStorage is raft.Storage over the node's pebble instance for one range.
+// pebble is the source of truth; the fields below mirror what is durable (or
+// committed to pebble) so raft's frequent Term/LastIndex calls stay in memory.
+//
+// Only the Store's loop goroutine touches a raftStorage after AddReplica has
+// handed it to the loop.
+type raftStorage struct {
+	db     *pebble.DB
+	prefix []byte
+
+	hs         *raftpb.HardState
+	cs         *raftpb.ConfState // as of applied
+	truncIndex uint64            // last entry removed from the log (0: none)
+	truncTerm  uint64
+	lastIndex  uint64 // truncIndex when the log is empty
+	applied    uint64
+
+	cache entryCache
+}
+
+var _ raft.Storage = (*raftStorage)(nil)
+
+// loadRaftStorage reads a range's persisted raft state. found is false when
+// the range has no hard state yet (it was never bootstrapped).
+func loadRaftStorage(db *pebble.DB, rangeID uint64) (s *raftStorage, found bool, err error) {
+	s = &raftStorage{db: db, prefix: rangePrefix(rangeID), cs: &raftpb.ConfState{}, cache: entryCache{maxEnts: 1024, maxBytes: 8 << 20}}
+	hs := &raftpb.HardState{}
+	if found, err = s.getProto(suffixHardState, hs); err != nil || !found {
+		return s, false, err
+	}
+	s.hs = hs
+	if _, err := s.getProto(suffixConfState, s.cs); err != nil {
+		return nil, false, err
+	}
+	if xs, ok, err := s.getUint64s(suffixTruncated, 2); err != nil {
+		return nil, false, err
+	} else if ok {
+		s.truncIndex, s.truncTerm = xs[0], xs[1]
+	}
+	if xs, ok, err := s.getUint64s(suffixApplied, 1); err != nil {
+		return nil, false, err
+	} else if ok {
+		s.applied = xs[0]
+	}
+	s.lastIndex = s.truncIndex
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: logKey(s.prefix, 0), UpperBound: stateKey(s.prefix, suffixLog+1)})
+	if err != nil {
+		return nil, false, err
+	}
+	if it.Last() {
+		idx, ok := logIndex(s.prefix, it.Key())
+		if !ok {
+			_ = it.Close()
+			return nil, false, fmt.Errorf("%w: bad log key %x", ErrCorrupt, it.Key())
+		}
+		s.lastIndex = idx
+	}
+	if err := it.Close(); err != nil {
+		return nil, false, err
+	}
+	if s.lastIndex < s.truncIndex || s.applied < s.truncIndex || s.applied > s.hs.GetCommit() || s.hs.GetCommit() > s.lastIndex {
+		return nil, false, fmt.Errorf("%w: range %x: truncated %d, applied %d, commit %d, last %d",
+			ErrCorrupt, s.prefix, s.truncIndex, s.applied, s.hs.GetCommit(), s.lastIndex)
+	}
+	return s, true, nil
+}
+
+// bootstrap writes the initial state of a new group with the given voters
+// into b: an empty log truncated at (bootstrapIndex, bootstrapTerm), which is
+// also the commit and applied index.
+func (s *raftStorage) bootstrap(b *pebble.Batch, voters []uint64) error {
+	s.hs = &raftpb.HardState{Term: new(uint64(bootstrapTerm)), Commit: new(uint64(bootstrapIndex))}
+	s.cs = &raftpb.ConfState{Voters: append([]uint64(nil), voters...)}
+	s.truncIndex, s.truncTerm = bootstrapIndex, bootstrapTerm
+	s.lastIndex, s.applied = bootstrapIndex, bootstrapIndex
+	if err := s.setProto(b, suffixHardState, s.hs); err != nil {
+		return err
+	}
+	if err := s.setProto(b, suffixConfState, s.cs); err != nil {
+		return err
+	}
+	if err := b.Set(stateKey(s.prefix, suffixTruncated), encodeUint64s(s.truncIndex, s.truncTerm), nil); err != nil {
+		return err
+	}
+	return b.Set(stateKey(s.prefix, suffixApplied), encodeUint64s(s.applied), nil)
+}
+
+// InitialState implements raft.Storage.
+func (s *raftStorage) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
+	return proto.CloneOf(s.hs), proto.CloneOf(s.cs), nil
+}
+
+// Entries implements raft.Storage.
+func (s *raftStorage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
+	if lo <= s.truncIndex {
+		return nil, raft.ErrCompacted
+	}
+	if hi > s.lastIndex+1 || lo > hi {
+		return nil, raft.ErrUnavailable
+	}
+	if lo == hi {
+		return nil, nil
+	}
+	if ents, ok := s.cache.get(lo, hi); ok {
+		return limitSize(ents, maxSize), nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: logKey(s.prefix, lo), UpperBound: logKey(s.prefix, hi)})
+	if err != nil {
+		return nil, err
+	}
+	var ents []*raftpb.Entry
+	var size uint64
+	want := lo
+	for ok := it.First(); ok; ok = it.Next() {
+		e, err := decodeEntry(it.Value())
+		if err != nil {
+			_ = it.Close()
+			return nil, err
+		}
+		if e.GetIndex() != want {
+			_ = it.Close()
+			return nil, fmt.Errorf("%w: log entry %d where %d was expected", ErrCorrupt, e.GetIndex(), want)
+		}
+		size += uint64(proto.Size(e))
+		if len(ents) > 0 && size > maxSize {
+			break
+		}
+		ents = append(ents, e)
+		want++
+	}
+	if err := it.Close(); err != nil {
+		return nil, err
+	}
+	if len(ents) == 0 {
+		return nil, raft.ErrUnavailable
+	}
+	return ents, nil
+}
+
+func limitSize(ents []*raftpb.Entry, maxSize uint64) []*raftpb.Entry {
+	var size uint64
+	for i, e := range ents {
+		size += uint64(proto.Size(e))
+		if i > 0 && size > maxSize {
+			return ents[:i:i]
+		}
+	}
+	return ents[:len(ents):len(ents)]
+}
+
+// Term implements raft.Storage.
+func (s *raftStorage) Term(i uint64) (uint64, error) {
+	switch {
+	case i == s.truncIndex:
+		return s.truncTerm, nil
+	case i < s.truncIndex:
+		return 0, raft.ErrCompacted
+	case i > s.lastIndex:
+		return 0, raft.ErrUnavailable
+	}
+	if t, ok := s.cache.term(i); ok {
+		return t, nil
+	}
+	v, closer, err := s.db.Get(logKey(s.prefix, i))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, fmt.Errorf("%w: log entry %d missing", ErrCorrupt, i)
+	} else if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	e, err := decodeEntry(v)
+	if err != nil {
+		return 0, err
+	}
+	return e.GetTerm(), nil
+}
+
+// LastIndex implements raft.Storage.
+func (s *raftStorage) LastIndex() (uint64, error) { return s.lastIndex, nil }
+
+// FirstIndex implements raft.Storage.
+func (s *raftStorage) FirstIndex() (uint64, error) { return s.truncIndex + 1, nil }
+
+// Snapshot implements raft.Storage. It returns the metadata of the applied
+// state (index, term and ConfState as of the applied index) with empty Data:
+// range state is not streamed yet, so the Store never sends it (see doc.go).
+func (s *raftStorage) Snapshot() (*raftpb.Snapshot, error) {
+	term, err := s.Term(s.applied)
+	if err != nil {
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	return &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
+		Index:     new(s.applied),
+		Term:      new(term),
+		ConfState: proto.CloneOf(s.cs),
+	}}, nil
+}
+
+// append writes ents (consecutive, from raft's Ready) into b, removing any
+// old tail they replace. Call appended after b commits.
+func (s *raftStorage) append(b *pebble.Batch, ents []*raftpb.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	for _, e := range ents {
+		if err := s.setProto(b, suffixLog, e); err != nil {
+			return err
+		}
+	}
+	if last := ents[len(ents)-1].GetIndex(); last < s.lastIndex {
+		return b.DeleteRange(logKey(s.prefix, last+1), logKey(s.prefix, s.lastIndex+1), nil)
+	}
+	return nil
+}
+
+func (s *raftStorage) appended(ents []*raftpb.Entry) {
+	if len(ents) == 0 {
+		return
+	}
+	s.lastIndex = ents[len(ents)-1].GetIndex()
+	s.cache.append(ents)
+}
+
+func (s *raftStorage) setHardState(b *pebble.Batch, hs *raftpb.HardState) error {
+	s.hs = proto.CloneOf(hs)
+	return s.setProto(b, suffixHardState, hs)
+}
+
+// truncate writes into b the removal of log entries up to and including
+// index, and the new truncated state. Call truncated after b commits.
+func (s *raftStorage) truncate(b *pebble.Batch, index uint64) (term uint64, err error) {
+	term, err = s.Term(index)
+	if err != nil {
+		return 0, err
+	}
+	if err := b.DeleteRange(logKey(s.prefix, s.truncIndex+1), logKey(s.prefix, index+1), nil); err != nil {
+		return 0, err
+	}
+	return term, b.Set(stateKey(s.prefix, suffixTruncated), encodeUint64s(index, term), nil)
+}
+
+func (s *raftStorage) truncated(index, term uint64) {
+	s.truncIndex, s.truncTerm = index, term
+	s.cache.dropBelow(index + 1)
+}
+
+func (s *raftStorage) setProto(b *pebble.Batch, suffix byte, m proto.Message) error {
+	p, err := proto.Marshal(m)
+	if err != nil {
+		return err
+	}
+	key := stateKey(s.prefix, suffix)
+	if e, ok := m.(*raftpb.Entry); ok {
+		key = logKey(s.prefix, e.GetIndex())
+	}
+	return b.Set(key, encodeValue(p), nil)
+}
+
+func (s *raftStorage) getProto(suffix byte, m proto.Message) (bool, error) {
+	v, closer, err := s.db.Get(stateKey(s.prefix, suffix))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	defer closer.Close()
+	p, err := decodeValue(v)
+	if err != nil {
+		return false, fmt.Errorf("key %x: %w", stateKey(s.prefix, suffix), err)
+	}
+	if err := proto.Unmarshal(p, m); err != nil {
+		return false, fmt.Errorf("%w: key %x: %v", ErrCorrupt, stateKey(s.prefix, suffix), err)
+	}
+	return true, nil
+}
+
+func (s *raftStorage) getUint64s(suffix byte, n int) ([]uint64, bool, error) {
+	v, closer, err := s.db.Get(stateKey(s.prefix, suffix))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	} else if err != nil {
+		return nil, false, err
+	}
+	defer closer.Close()
+	xs, err := decodeUint64s(v, n)
+	if err != nil {
+		return nil, false, fmt.Errorf("key %x: %w", stateKey(s.prefix, suffix), err)
+	}
+	return xs, true, nil
+}
+
+// decodeEntry decodes a log value. The result does not alias v.
+func decodeEntry(v []byte) (*raftpb.Entry, error) {
+	p, err := decodeValue(v)
+	if err != nil {
+		return nil, err
+	}
+	e := &raftpb.Entry{}
+	if err := proto.Unmarshal(p, e); err != nil {
+		return nil, fmt.Errorf("%w: log entry: %v", ErrCorrupt, err)
+	}
+	return e, nil
+}
+
+// entryCache holds the most recent log entries (consecutive indexes), so
+// followers' acks and the apply of just-written entries do not read pebble.
+type entryCache struct {
+	maxEnts  int
+	maxBytes int
+	first    uint64
+	ents     []*raftpb.Entry
+	bytes    int
+}
+
+func (c *entryCache) append(ents []*raftpb.Entry) {
+	lo := ents[0].GetIndex()
+	switch {
+	case len(c.ents) == 0 || lo < c.first || lo > c.first+uint64(len(c.ents)):
+		c.ents, c.bytes, c.first = nil, 0, lo
+	case lo < c.first+uint64(len(c.ents)):
+		for _, e := range c.ents[lo-c.first:] {
+			c.bytes -= proto.Size(e)
+		}
+		c.ents = c.ents[:lo-c.first]
+	}
+	for _, e := range ents {
+		c.ents = append(c.ents, e)
+		c.bytes += proto.Size(e)
+	}
+	for len(c.ents) > 1 && (len(c.ents) > c.maxEnts || c.bytes > c.maxBytes) {
+		c.bytes -= proto.Size(c.ents[0])
+		c.ents[0] = nil
+		c.ents = c.ents[1:]
+		c.first++
+	}
+}
+
+func (c *entryCache) get(lo, hi uint64) ([]*raftpb.Entry, bool) {
+	if len(c.ents) == 0 || lo < c.first || hi > c.first+uint64(len(c.ents)) {
+		return nil, false
+	}
+	return c.ents[lo-c.first : hi-c.first], true
+}
+
+func (c *entryCache) term(i uint64) (uint64, bool) {
+	if len(c.ents) == 0 || i < c.first || i >= c.first+uint64(len(c.ents)) {
+		return 0, false
+	}
+	return c.ents[i-c.first].GetTerm(), true
+}
+
+func (c *entryCache) dropBelow(i uint64) {
+	for len(c.ents) > 0 && c.first < i {
+		c.bytes -= proto.Size(c.ents[0])
+		c.ents[0] = nil
+		c.ents = c.ents[1:]
+		c.first++
+	}
+}

@@ -1,0 +1,487 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/protobuf/proto"
+)
+
+// StateMachine is a range's replicated state. The Store calls it from its
+// loop goroutine only, one command at a time, in log order.
+type StateMachine interface {
+	// Apply applies one committed command. b is a pebble indexed batch
+	// (reads through b see earlier writes of the same apply batch). The
+	// replica commits b atomically together with the new applied index.
+	// Apply must be deterministic (it runs on every replica). The returned
+	// value is handed to the Propose call that proposed cmd (only on the
+	// proposing node); returning an error value is fine and means "command
+	// rejected" — the StateMachine must then not have written to b. cmd is
+	// only valid during the call.
+	Apply(b *pebble.Batch, cmd []byte) any
+}
+
+// Descriptor names a range and the nodes that hold its replicas.
+type Descriptor struct {
+	RangeID    uint64
+	Start, End []byte
+	// Peers are the raft node ids of the range's voters.
+	Peers []uint64
+}
+
+func (d Descriptor) clone() Descriptor {
+	d.Start = slices.Clone(d.Start)
+	d.End = slices.Clone(d.End)
+	d.Peers = slices.Clone(d.Peers)
+	return d
+}
+
+// Status is a snapshot of a replica's raft state.
+type Status struct {
+	RangeID  uint64
+	Leader   uint64 // raft node id of the leader as this replica knows it; 0 if none
+	IsLeader bool
+	Term     uint64
+	Commit   uint64
+	Applied  uint64
+	// LeaseExpiration is when this replica's leader lease expires; zero if
+	// it holds none (see ReadReady).
+	LeaseExpiration time.Time
+}
+
+// Replica is one range's replica on this node. Its methods are safe for
+// concurrent use; all raft work happens on the Store's loop.
+type Replica struct {
+	s       *Store
+	rangeID uint64
+	sm      StateMachine
+
+	// Owned by the loop goroutine.
+	rn            *raft.RawNode
+	st            *raftStorage
+	waiters       map[uint64]*proposal // proposal id -> waiter, proposed on this node
+	proposed      []*proposal          // proposed in the current cycle
+	leader        uint64
+	isLeader      bool
+	term          uint64
+	appliedInTerm bool // an entry of the current term has been applied (leader only)
+	lease         lease
+	renewSent     time.Time // when the pending lease renewal was sent; zero if none
+	voteGrace     int       // ticks left during which vote requests are dropped
+	started       bool
+	campaign      bool // campaign on start (fresh group or single voter)
+	initTarget    uint64
+	initDone      chan struct{} // closed once entries up to initTarget are applied
+
+	mu struct {
+		sync.Mutex
+		status        Status
+		desc          Descriptor
+		lease         lease
+		appliedInTerm bool
+	}
+}
+
+func newReplica(s *Store, d Descriptor, sm StateMachine, st *raftStorage, fresh bool) (*Replica, error) {
+	r := &Replica{
+		s:          s,
+		rangeID:    d.RangeID,
+		sm:         sm,
+		st:         st,
+		waiters:    map[uint64]*proposal{},
+		initTarget: st.hs.GetCommit(),
+		initDone:   make(chan struct{}),
+	}
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID:                        s.opts.NodeID,
+		ElectionTick:              s.opts.ElectionTicks,
+		HeartbeatTick:             s.opts.HeartbeatTicks,
+		Storage:                   st,
+		Applied:                   st.applied,
+		MaxSizePerMsg:             1 << 20,
+		MaxCommittedSizePerReady:  16 << 20,
+		MaxUncommittedEntriesSize: 64 << 20,
+		MaxInflightMsgs:           256,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		ReadOnlyOption:            raft.ReadOnlySafe,
+		DisableProposalForwarding: true,
+		Logger:                    raftLogger{s.log.With("range", d.RangeID)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replica: range %d: %w", d.RangeID, err)
+	}
+	r.rn = rn
+	voters := st.cs.GetVoters()
+	singleVoter := len(voters) == 1 && voters[0] == s.opts.NodeID && len(st.cs.GetVotersOutgoing()) == 0
+	// A fresh group campaigns at once from its lowest voter instead of
+	// waiting out an election timeout; a restarted replica may have promised
+	// a lease to a leader it no longer remembers, so it refuses votes for an
+	// election timeout (see lease.go).
+	r.campaign = singleVoter || (fresh && slices.Min(voters) == s.opts.NodeID)
+	if !fresh && !singleVoter {
+		r.voteGrace = s.opts.ElectionTicks
+	}
+	d = d.clone()
+	if len(voters) > 0 {
+		d.Peers = slices.Clone(voters)
+	}
+	bs := rn.BasicStatus()
+	r.term = bs.GetTerm()
+	r.mu.desc = d
+	r.mu.status = Status{RangeID: d.RangeID, Term: bs.GetTerm(), Commit: st.hs.GetCommit(), Applied: st.applied}
+	if st.applied >= r.initTarget {
+		close(r.initDone)
+	}
+	return r, nil
+}
+
+func (r *Replica) isInitialized() bool {
+	select {
+	case <-r.initDone:
+		return true
+	default:
+		return false
+	}
+}
+
+// Propose proposes cmd to the range and blocks until it is applied, then
+// returns what StateMachine.Apply returned for it. It returns ErrNotLeader
+// if this replica is not the leader or raft dropped the command (it was not
+// applied), ErrClosed if the Store closed first, and ctx.Err() if ctx is
+// done first; in those last two cases the command may still apply.
+// cmd may be reused by the caller once Propose returns.
+func (r *Replica) Propose(ctx context.Context, cmd []byte) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	st := r.mu.status
+	r.mu.Unlock()
+	if !st.IsLeader {
+		return nil, fmt.Errorf("%w: range %d, leader %d", ErrNotLeader, r.rangeID, st.Leader)
+	}
+	id := r.s.nextID.Add(1)
+	p := &proposal{r: r, id: id, data: encodeCommand(id, cmd), done: make(chan proposalResult, 1)}
+	if err := r.s.enqueue(p); err != nil {
+		return nil, err
+	}
+	select {
+	case res := <-p.done:
+		return res.val, res.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// ReadReady returns nil if this replica may serve a linearizable read from
+// its applied state now: it is the leader, an entry of its term has been
+// applied (so everything committed by earlier leaders is applied), and its
+// lease is valid at the Store's clock (see lease.go for the timing).
+// Otherwise it returns an error wrapping ErrNotLeader.
+func (r *Replica) ReadReady() error {
+	r.mu.Lock()
+	st, l, ait := r.mu.status, r.mu.lease, r.mu.appliedInTerm
+	r.mu.Unlock()
+	o := &r.s.opts
+	switch {
+	case !st.IsLeader:
+		return fmt.Errorf("%w: range %d, leader %d", ErrNotLeader, r.rangeID, st.Leader)
+	case !ait:
+		return fmt.Errorf("%w: range %d: term %d has not applied an entry yet", ErrNotLeader, r.rangeID, st.Term)
+	case !l.valid(o.Clock(), st.Term, o.MaxClockOffset, o.electionTimeout()):
+		return fmt.Errorf("%w: range %d: no valid lease (term %d, expiration %v)", ErrNotLeader, r.rangeID, st.Term,
+			l.expiration(o.MaxClockOffset, o.electionTimeout()))
+	}
+	return nil
+}
+
+// Status returns the replica's raft state as of the last loop cycle.
+func (r *Replica) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.status
+}
+
+// Descriptor returns the range's descriptor; Peers are the current voters.
+func (r *Replica) Descriptor() Descriptor {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.desc.clone()
+}
+
+// proposal is one Propose call waiting for its command to apply.
+type proposal struct {
+	r           *Replica
+	id          uint64
+	data        []byte // encoded command
+	index, term uint64 // where the entry was appended; 0 until then
+	done        chan proposalResult
+}
+
+type proposalResult struct {
+	val any
+	err error
+}
+
+// finish delivers the result; done has room for exactly one.
+func (p *proposal) finish(val any, err error) {
+	p.done <- proposalResult{val: val, err: err}
+}
+
+// The methods below run on the loop goroutine only.
+
+func (r *Replica) start() {
+	if r.started {
+		return
+	}
+	r.started = true
+	if r.campaign {
+		if err := r.rn.Campaign(); err != nil {
+			r.s.log.Debug("campaign", "range", r.rangeID, "err", err)
+		}
+	}
+}
+
+func (r *Replica) step(m *raftpb.Message) {
+	if r.voteGrace > 0 && (m.GetType() == raftpb.MsgVote || m.GetType() == raftpb.MsgPreVote) {
+		return
+	}
+	if err := r.rn.Step(m); err != nil {
+		r.s.log.Debug("step", "range", r.rangeID, "type", m.GetType(), "from", m.GetFrom(), "err", err)
+	}
+}
+
+func (r *Replica) tick() {
+	r.rn.Tick()
+	if r.voteGrace > 0 {
+		r.voteGrace--
+	}
+}
+
+// maybeRenewLease asks a quorum to acknowledge a heartbeat round stamped
+// with the current time: on every tick, or at once when the lease is of an
+// older term; at most one renewal is pending at a time.
+func (r *Replica) maybeRenewLease(clock func() time.Time, tick bool) {
+	if !r.isLeader {
+		return
+	}
+	if !tick && (r.lease.term == r.term || !r.renewSent.IsZero()) {
+		return
+	}
+	now := clock()
+	if !r.renewSent.IsZero() && now.Sub(r.renewSent) < r.s.opts.electionTimeout() {
+		return
+	}
+	r.renewSent = now
+	r.rn.ReadIndex(encodeLeaseCtx(r.term, now))
+}
+
+func (r *Replica) handleReadStates(rss []raft.ReadState) {
+	for _, rs := range rss {
+		term, t, ok := decodeLeaseCtx(rs.RequestCtx)
+		if !ok || !r.isLeader || term != r.term {
+			continue
+		}
+		r.lease = r.lease.extend(term, t)
+		if !t.Before(r.renewSent) {
+			r.renewSent = time.Time{}
+		}
+	}
+}
+
+func (r *Replica) propose(p *proposal) {
+	if !r.isLeader {
+		p.finish(nil, fmt.Errorf("%w: range %d, leader %d", ErrNotLeader, r.rangeID, r.leader))
+		return
+	}
+	if err := r.rn.Propose(p.data); err != nil {
+		p.finish(nil, fmt.Errorf("%w: range %d: %v", ErrNotLeader, r.rangeID, err))
+		return
+	}
+	r.waiters[p.id] = p
+	r.proposed = append(r.proposed, p)
+}
+
+// noteReady records role and term changes and where this cycle's proposals
+// were appended, after the Ready's entries are durable.
+func (r *Replica) noteReady(rd raft.Ready) {
+	wasLeader, prevTerm := r.isLeader, r.term
+	if rd.SoftState != nil {
+		r.leader = rd.SoftState.Lead
+		r.isLeader = rd.SoftState.RaftState == raft.StateLeader
+	}
+	if !raft.IsEmptyHardState(rd.HardState) {
+		r.term = rd.HardState.GetTerm()
+	}
+	if r.isLeader != wasLeader || r.term != prevTerm {
+		// A new role or term: leases and the "applied in term" mark are
+		// per leadership term.
+		r.appliedInTerm = false
+		r.renewSent = time.Time{}
+		r.lease = lease{}
+	}
+	for _, e := range rd.Entries {
+		if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 {
+			continue
+		}
+		id, _, err := decodeCommand(e.GetData())
+		if err != nil {
+			continue
+		}
+		if p := r.waiters[id]; p != nil && p.index == 0 {
+			p.index, p.term = e.GetIndex(), e.GetTerm()
+		}
+	}
+	for _, p := range r.proposed {
+		if p.index == 0 {
+			// raft accepted the proposal but did not append it: dropped.
+			delete(r.waiters, p.id)
+			p.finish(nil, fmt.Errorf("%w: range %d: proposal dropped", ErrNotLeader, r.rangeID))
+		}
+	}
+	clear(r.proposed)
+	r.proposed = r.proposed[:0]
+}
+
+// apply applies committed entries in one indexed batch together with the
+// applied index (and ConfState, and log truncation), commits it without
+// sync (the log is durable, a lost apply is replayed), then answers waiters.
+func (r *Replica) apply(ents []*raftpb.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	type delivery struct {
+		p   *proposal
+		val any
+	}
+	var out []delivery
+	b := r.s.db.NewIndexedBatch()
+	defer b.Close()
+	confChanged := false
+	for _, e := range ents {
+		switch e.GetType() {
+		case raftpb.EntryNormal:
+			if len(e.GetData()) == 0 {
+				break // a new leader's empty entry
+			}
+			id, cmd, err := decodeCommand(e.GetData())
+			if err != nil {
+				return fmt.Errorf("entry %d: %w", e.GetIndex(), err)
+			}
+			val := r.sm.Apply(b, cmd)
+			if p := r.waiters[id]; p != nil && p.index == e.GetIndex() && p.term == e.GetTerm() {
+				out = append(out, delivery{p, val})
+				delete(r.waiters, id)
+			}
+		case raftpb.EntryConfChange:
+			cc := &raftpb.ConfChange{}
+			if err := proto.Unmarshal(e.GetData(), cc); err != nil {
+				return fmt.Errorf("%w: entry %d: conf change: %v", ErrCorrupt, e.GetIndex(), err)
+			}
+			r.st.cs = r.rn.ApplyConfChange(cc)
+			confChanged = true
+		case raftpb.EntryConfChangeV2:
+			cc := &raftpb.ConfChangeV2{}
+			if err := proto.Unmarshal(e.GetData(), cc); err != nil {
+				return fmt.Errorf("%w: entry %d: conf change: %v", ErrCorrupt, e.GetIndex(), err)
+			}
+			r.st.cs = r.rn.ApplyConfChange(cc)
+			confChanged = true
+		}
+		if r.isLeader && e.GetTerm() == r.term {
+			r.appliedInTerm = true
+		}
+	}
+	applied := ents[len(ents)-1].GetIndex()
+	if err := b.Set(stateKey(r.st.prefix, suffixApplied), encodeUint64s(applied), nil); err != nil {
+		return err
+	}
+	if confChanged {
+		if err := r.st.setProto(b, suffixConfState, r.st.cs); err != nil {
+			return err
+		}
+	}
+	truncIndex, truncTerm := r.truncation(applied), uint64(0)
+	if truncIndex > 0 {
+		var err error
+		if truncTerm, err = r.st.truncate(b, truncIndex); err != nil {
+			return err
+		}
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	r.st.applied = applied
+	if truncIndex > 0 {
+		r.st.truncated(truncIndex, truncTerm)
+	}
+	if confChanged {
+		r.mu.Lock()
+		r.mu.desc.Peers = slices.Clone(r.st.cs.GetVoters())
+		r.mu.Unlock()
+	}
+	for _, d := range out {
+		d.p.finish(d.val, nil)
+	}
+	// A waiter whose index is now applied under another entry lost its
+	// entry to a new leader's log.
+	for id, p := range r.waiters {
+		if p.index != 0 && p.index <= applied {
+			delete(r.waiters, id)
+			p.finish(nil, fmt.Errorf("%w: range %d: entry %d was replaced by another leader", ErrNotLeader, r.rangeID, p.index))
+		}
+	}
+	if !r.isInitialized() && applied >= r.initTarget {
+		close(r.initDone)
+	}
+	return nil
+}
+
+// truncation returns the index up to which the log should be truncated now,
+// or 0. A leader keeps what recently active followers still need.
+func (r *Replica) truncation(applied uint64) uint64 {
+	o := &r.s.opts
+	if applied-r.st.truncIndex <= o.TruncateEvery {
+		return 0
+	}
+	target := applied - o.LogKeep
+	if r.isLeader {
+		r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if id != o.NodeID && pr.RecentActive && pr.Match < target {
+				target = pr.Match
+			}
+		})
+	}
+	if target <= r.st.truncIndex {
+		return 0
+	}
+	return target
+}
+
+// publish copies the loop's view into the fields other goroutines read.
+func (r *Replica) publish() {
+	o := &r.s.opts
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mu.status = Status{
+		RangeID:  r.rangeID,
+		Leader:   r.leader,
+		IsLeader: r.isLeader,
+		Term:     r.term,
+		Commit:   r.st.hs.GetCommit(),
+		Applied:  r.st.applied,
+	}
+	if r.isLeader && r.lease.term == r.term {
+		r.mu.status.LeaseExpiration = r.lease.expiration(o.MaxClockOffset, o.electionTimeout())
+	}
+	r.mu.lease = r.lease
+	r.mu.appliedInTerm = r.appliedInTerm
+}

@@ -1,0 +1,404 @@
+package replica
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// maxInbound bounds the inbound message queue between two loop cycles.
+const maxInbound = 64 << 10
+
+// Store holds every replica of one node and drives all of them from one loop
+// goroutine (see doc.go). Its methods are safe for concurrent use.
+type Store struct {
+	opts   Options
+	db     *pebble.DB
+	log    *slog.Logger
+	nextID atomic.Uint64 // proposal ids; random start so ids of earlier runs are not reused
+
+	wake      chan struct{} // capacity 1: "there is work"
+	stopc     chan struct{}
+	done      chan struct{} // closed when the loop has exited
+	closeOnce sync.Once
+
+	mu struct {
+		sync.Mutex
+		closed   bool
+		err      error               // why the loop stopped, if it failed
+		replicas map[uint64]*Replica // copy-on-write: the loop reads a snapshot
+		props    []*proposal
+		msgs     []Message
+	}
+}
+
+// NewStore validates o and starts the Store's loop.
+func NewStore(o Options) (*Store, error) {
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		opts:  o,
+		db:    o.Engine.DB(),
+		log:   o.Logger.With("node", o.NodeID),
+		wake:  make(chan struct{}, 1),
+		stopc: make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	var seed [8]byte
+	_, _ = rand.Read(seed[:])
+	s.nextID.Store(binary.BigEndian.Uint64(seed[:]))
+	s.mu.replicas = map[uint64]*Replica{}
+	go s.run()
+	return s, nil
+}
+
+// Close stops the loop and waits for it. Proposers still waiting get
+// ErrClosed (their commands may still apply, here or on other replicas).
+// It is idempotent and returns the error that stopped the loop, if any.
+// It does not close the Engine.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.mu.closed = true
+		s.mu.Unlock()
+		close(s.stopc)
+	})
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.err
+}
+
+// Replica returns the replica of rangeID, or nil if this Store has none (or
+// it is still replaying its log in AddReplica).
+func (s *Store) Replica(rangeID uint64) *Replica {
+	s.mu.Lock()
+	r := s.mu.replicas[rangeID]
+	s.mu.Unlock()
+	if r == nil || !r.isInitialized() {
+		return nil
+	}
+	return r
+}
+
+// Step queues an inbound raft message from the transport for the loop.
+// It does not block on the loop. A raft snapshot without data is refused
+// with ErrSnapshotUnsupported (see doc.go).
+func (s *Store) Step(ctx context.Context, m Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if m.Msg == nil {
+		return errors.New("replica: Step of a nil message")
+	}
+	if m.Msg.GetType() == raftpb.MsgSnap && len(m.Msg.GetSnapshot().GetData()) == 0 {
+		return ErrSnapshotUnsupported
+	}
+	s.mu.Lock()
+	switch {
+	case s.mu.closed:
+		s.mu.Unlock()
+		return ErrClosed
+	case s.mu.replicas[m.RangeID] == nil:
+		s.mu.Unlock()
+		return fmt.Errorf("%w: range %d on node %d", ErrRangeNotFound, m.RangeID, s.opts.NodeID)
+	case len(s.mu.msgs) >= maxInbound:
+		s.mu.Unlock()
+		return ErrInboxFull
+	}
+	s.mu.msgs = append(s.mu.msgs, m)
+	s.mu.Unlock()
+	s.signal()
+	return nil
+}
+
+// AddReplica starts the replica of d.RangeID on this node. With no raft
+// state on disk it bootstraps a new group whose voters are d.Peers (every
+// replica of the range must be bootstrapped from the same d.Peers); otherwise
+// it restarts from the persisted state and d.Peers is ignored. Before it
+// returns, committed entries that were not applied yet are applied through
+// sm, exactly once.
+func (s *Store) AddReplica(d Descriptor, sm StateMachine) (*Replica, error) {
+	if sm == nil {
+		return nil, errors.New("replica: AddReplica needs a StateMachine")
+	}
+	st, found, err := loadRaftStorage(s.db, d.RangeID)
+	if err != nil {
+		return nil, fmt.Errorf("replica: load range %d: %w", d.RangeID, err)
+	}
+	fresh := !found
+	if fresh {
+		if len(d.Peers) == 0 {
+			return nil, fmt.Errorf("replica: bootstrap range %d: Descriptor has no Peers", d.RangeID)
+		}
+		if !slices.Contains(d.Peers, s.opts.NodeID) {
+			return nil, fmt.Errorf("replica: bootstrap range %d: node %d is not in Peers %v", d.RangeID, s.opts.NodeID, d.Peers)
+		}
+		b := s.db.NewBatch()
+		err := st.bootstrap(b, d.Peers)
+		if err == nil {
+			err = b.Commit(pebble.Sync)
+		}
+		_ = b.Close()
+		if err != nil {
+			return nil, fmt.Errorf("replica: bootstrap range %d: %w", d.RangeID, err)
+		}
+	}
+	r, err := newReplica(s, d, sm, st, fresh)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if s.mu.replicas[d.RangeID] != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: range %d", ErrReplicaExists, d.RangeID)
+	}
+	m := make(map[uint64]*Replica, len(s.mu.replicas)+1)
+	for k, v := range s.mu.replicas {
+		m[k] = v
+	}
+	m[d.RangeID] = r
+	s.mu.replicas = m
+	s.mu.Unlock()
+	s.signal()
+	select {
+	case <-r.initDone:
+		return r, nil
+	case <-s.done:
+		if err := s.loopErr(); err != nil {
+			return nil, err
+		}
+		return nil, ErrClosed
+	}
+}
+
+func (s *Store) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Store) enqueue(p *proposal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.err != nil {
+		return s.mu.err
+	}
+	if s.mu.closed {
+		return ErrClosed
+	}
+	s.mu.props = append(s.mu.props, p)
+	if len(s.mu.props) == 1 {
+		s.signal()
+	}
+	return nil
+}
+
+func (s *Store) loopErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.err
+}
+
+// run is the loop: it owns every RawNode and every raftStorage.
+func (s *Store) run() {
+	defer close(s.done)
+	ticker := time.NewTicker(s.opts.TickInterval)
+	defer ticker.Stop()
+	for {
+		tick := false
+		select {
+		case <-s.stopc:
+			s.shutdown(ErrClosed)
+			return
+		case <-ticker.C:
+			tick = true
+		case <-s.wake:
+		}
+		if err := s.cycle(tick); err != nil {
+			s.log.Error("replica loop stopped", "err", err)
+			s.mu.Lock()
+			s.mu.err = err
+			s.mu.closed = true
+			s.mu.Unlock()
+			s.shutdown(err)
+			return
+		}
+	}
+}
+
+// shutdown fails every queued and waiting proposal with err.
+func (s *Store) shutdown(err error) {
+	s.mu.Lock()
+	s.mu.closed = true
+	props := s.mu.props
+	s.mu.props, s.mu.msgs = nil, nil
+	reps := s.mu.replicas
+	s.mu.Unlock()
+	for _, p := range props {
+		p.finish(nil, err)
+	}
+	for _, r := range reps {
+		for id, p := range r.waiters {
+			p.finish(nil, err)
+			delete(r.waiters, id)
+		}
+	}
+}
+
+// ready is one replica's Ready in a cycle.
+type ready struct {
+	r  *Replica
+	rd raft.Ready
+}
+
+// cycle is one turn of the loop: step inbound messages, tick, propose, then
+// for every replica with a Ready persist (one synced batch for all), send,
+// apply, and advance.
+func (s *Store) cycle(tick bool) error {
+	s.mu.Lock()
+	props, msgs, reps := s.mu.props, s.mu.msgs, s.mu.replicas
+	s.mu.props, s.mu.msgs = nil, nil
+	s.mu.Unlock()
+
+	order := make([]*Replica, 0, len(reps))
+	for _, r := range reps {
+		order = append(order, r)
+	}
+	slices.SortFunc(order, func(a, b *Replica) int { return cmpUint64(a.rangeID, b.rangeID) })
+
+	for _, r := range order {
+		r.start()
+	}
+	for _, m := range msgs {
+		if r := reps[m.RangeID]; r != nil {
+			r.step(m.Msg)
+		}
+	}
+	for _, r := range order {
+		if tick {
+			r.tick()
+		}
+		r.maybeRenewLease(s.opts.Clock, tick)
+	}
+	for _, p := range props {
+		p.r.propose(p)
+	}
+
+	var rds []ready
+	for _, r := range order {
+		if r.rn.HasReady() {
+			rds = append(rds, ready{r: r, rd: r.rn.Ready()})
+		}
+	}
+	if len(rds) == 0 {
+		return nil
+	}
+
+	// Persist: every replica's entries and hard state in one batch, synced
+	// once if any of them must be.
+	b := s.db.NewBatch()
+	mustSync := false
+	for _, x := range rds {
+		if !raft.IsEmptySnap(x.rd.Snapshot) {
+			_ = b.Close()
+			return fmt.Errorf("replica: range %d: raft snapshot to install, which is not supported yet", x.r.rangeID)
+		}
+		if err := x.r.st.append(b, x.rd.Entries); err != nil {
+			_ = b.Close()
+			return err
+		}
+		if !raft.IsEmptyHardState(x.rd.HardState) {
+			if err := x.r.st.setHardState(b, x.rd.HardState); err != nil {
+				_ = b.Close()
+				return err
+			}
+		}
+		mustSync = mustSync || x.rd.MustSync
+	}
+	if !b.Empty() {
+		opt := pebble.NoSync
+		if mustSync {
+			opt = pebble.Sync
+		}
+		if err := b.Commit(opt); err != nil {
+			_ = b.Close()
+			return fmt.Errorf("replica: persist raft state: %w", err)
+		}
+	}
+	_ = b.Close()
+	for _, x := range rds {
+		x.r.st.appended(x.rd.Entries)
+		x.r.noteReady(x.rd)
+	}
+
+	// Send.
+	var out []Message
+	snapFailed := map[*Replica][]uint64{}
+	for _, x := range rds {
+		for _, m := range x.rd.Messages {
+			if m.GetType() == raftpb.MsgSnap && len(m.GetSnapshot().GetData()) == 0 {
+				// A follower is behind the truncated log; range state is
+				// not streamed yet, so tell raft the snapshot failed: it
+				// probes the follower again later instead of waiting.
+				snapFailed[x.r] = append(snapFailed[x.r], m.GetTo())
+				continue
+			}
+			out = append(out, Message{RangeID: x.r.rangeID, Msg: m})
+		}
+	}
+	if len(out) > 0 {
+		s.opts.Transport.Send(out)
+	}
+
+	// Apply.
+	for _, x := range rds {
+		if err := x.r.apply(x.rd.CommittedEntries); err != nil {
+			return fmt.Errorf("replica: range %d: apply: %w", x.r.rangeID, err)
+		}
+		x.r.handleReadStates(x.rd.ReadStates)
+	}
+
+	// Advance.
+	again := false
+	for _, x := range rds {
+		x.r.rn.Advance(x.rd)
+		for _, to := range snapFailed[x.r] {
+			x.r.rn.ReportSnapshot(to, raft.SnapshotFailure)
+		}
+		x.r.publish()
+		again = again || x.r.rn.HasReady()
+	}
+	if again {
+		s.signal()
+	}
+	return nil
+}
+
+func cmpUint64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
