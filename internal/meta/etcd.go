@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -112,7 +113,9 @@ type EtcdStore struct {
 	client *clientv3.Client
 	name   string
 	log    *slog.Logger
-	mu     struct {
+	// closing quiets etcd's shutdown noise (see newZapSlog).
+	closing *atomic.Bool
+	mu      struct {
 		sync.Mutex
 		closed  bool
 		leaders map[*etcdLeadership]struct{}
@@ -155,7 +158,8 @@ func OpenEtcd(o EtcdOptions) (*EtcdStore, error) {
 	cfg.QuotaBackendBytes = o.QuotaBytes
 	cfg.EnableGRPCGateway = false
 	cfg.LogLevel = "error"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newZapSlog(o.Logger))
+	closing := new(atomic.Bool)
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newZapSlog(o.Logger, closing))
 
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
@@ -166,14 +170,16 @@ func OpenEtcd(o EtcdOptions) (*EtcdStore, error) {
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
+		closing.Store(true)
 		e.Close()
 		return nil, fmt.Errorf("meta: etcd in %s failed while starting: %w", o.Dir, err)
 	case <-timer.C:
+		closing.Store(true)
 		e.Server.Stop()
 		e.Close()
 		return nil, fmt.Errorf("meta: etcd in %s not ready after %v", o.Dir, o.StartTimeout)
 	}
-	s := &EtcdStore{etcd: e, client: v3client.New(e.Server), name: o.Name, log: o.Logger}
+	s := &EtcdStore{etcd: e, client: v3client.New(e.Server), name: o.Name, log: o.Logger, closing: closing}
 	s.mu.leaders = make(map[*etcdLeadership]struct{})
 	return s, nil
 }
@@ -286,6 +292,7 @@ func (s *EtcdStore) Close() error {
 		cancel()
 	}
 	err := s.client.Close()
+	s.closing.Store(true)
 	s.etcd.Close() // stops the server and waits for its goroutines
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("meta: close etcd client: %w", err)

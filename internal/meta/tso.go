@@ -69,13 +69,13 @@ func (o *OracleOptions) Validate() error {
 type Oracle struct {
 	store   Store
 	opts    OracleOptions
-	optsErr error // reported by Start
-	kick  chan struct{} // asks the term goroutine to persist a new window
+	optsErr error         // reported by Start
+	kick    chan struct{} // asks the term goroutine to persist a new window
 
-	startMu sync.Mutex // serializes Start and Close
+	startMu sync.Mutex         // serializes Start and Close
 	stop    context.CancelFunc // ends the current term's goroutine
 	term    Leadership         // the current term's leadership, lost or not
-	wg      sync.WaitGroup // the term goroutine
+	wg      sync.WaitGroup     // the term goroutine
 
 	mu struct {
 		sync.Mutex

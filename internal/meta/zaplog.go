@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sort"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -12,19 +13,23 @@ import (
 // newZapSlog returns a zap logger for etcd that forwards error-level (and
 // worse) entries to logger and drops the rest: etcd is chatty, and nothing of
 // it goes to stdout.
-func newZapSlog(logger *slog.Logger) *zap.Logger {
-	return zap.New(&slogCore{log: logger.With("component", "etcd")})
+//
+// Once closing is set, errors are logged at debug level: stopping the member
+// makes its listeners report "use of closed network connection" and the like.
+func newZapSlog(logger *slog.Logger, closing *atomic.Bool) *zap.Logger {
+	return zap.New(&slogCore{log: logger.With("component", "etcd"), closing: closing})
 }
 
 type slogCore struct {
-	log    *slog.Logger
-	fields []zapcore.Field
+	log     *slog.Logger
+	closing *atomic.Bool
+	fields  []zapcore.Field
 }
 
 func (c *slogCore) Enabled(l zapcore.Level) bool { return l >= zapcore.ErrorLevel }
 
 func (c *slogCore) With(fields []zapcore.Field) zapcore.Core {
-	return &slogCore{log: c.log, fields: append(append([]zapcore.Field(nil), c.fields...), fields...)}
+	return &slogCore{log: c.log, closing: c.closing, fields: append(append([]zapcore.Field(nil), c.fields...), fields...)}
 }
 
 func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
@@ -51,7 +56,11 @@ func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	for _, k := range keys {
 		attrs = append(attrs, slog.Any(k, enc.Fields[k]))
 	}
-	c.log.LogAttrs(context.Background(), slog.LevelError, e.Message, attrs...)
+	level := slog.LevelError
+	if c.closing.Load() {
+		level = slog.LevelDebug
+	}
+	c.log.LogAttrs(context.Background(), level, e.Message, attrs...)
 	return nil
 }
 

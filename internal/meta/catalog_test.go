@@ -1,0 +1,298 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestValidSpaceName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rule string // a fragment of the error; "" = valid
+	}{
+		{"abc", ""},
+		{"my-space.v2", ""},
+		{"0day", ""},
+		{strings.Repeat("a", 63), ""},
+		{"1.2.3", ""}, // not an address: three parts
+		{"ab", "3 to 63"},
+		{strings.Repeat("a", 64), "3 to 63"},
+		{"MySpace", "lower case"},
+		{"my_space", "only lower-case letters"},
+		{"spa ce", "only lower-case letters"},
+		{"-abc", "start with"},
+		{".abc", "start with"},
+		{"abc-", "end with"},
+		{"abc.", "end with"},
+		{"a..b", `".."`},
+		{"192.168.1.1", "IP address"},
+		{"é-abc", "only lower-case letters"},
+	} {
+		err := ValidSpaceName(tc.name)
+		switch {
+		case tc.rule == "" && err != nil:
+			t.Errorf("ValidSpaceName(%q) = %v, want valid", tc.name, err)
+		case tc.rule != "" && err == nil:
+			t.Errorf("ValidSpaceName(%q) accepted, want %q", tc.name, tc.rule)
+		case tc.rule != "" && (!errors.Is(err, ErrBadSpaceName) || !strings.Contains(err.Error(), tc.rule)):
+			t.Errorf("ValidSpaceName(%q) = %v, want ErrBadSpaceName saying %q", tc.name, err, tc.rule)
+		}
+	}
+}
+
+func FuzzValidSpaceName(f *testing.F) {
+	for _, s := range []string{"abc", "a..b", "192.168.1.1", "-x-", "my.space-1", "A"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if ValidSpaceName(name) != nil {
+			return
+		}
+		// Whatever is accepted satisfies the rules checked independently.
+		if len(name) < 3 || len(name) > 63 || strings.Contains(name, "..") {
+			t.Fatalf("accepted %q", name)
+		}
+		for _, r := range name {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
+				t.Fatalf("accepted %q with %q", name, r)
+			}
+		}
+		if name[0] == '-' || name[0] == '.' || name[len(name)-1] == '-' || name[len(name)-1] == '.' {
+			t.Fatalf("accepted %q", name)
+		}
+	})
+}
+
+func TestSpaceSettingsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		set  SpaceSettings
+		want string // error fragments, ";"-separated; "" = valid
+	}{
+		{SpaceSettings{}, ""},
+		{SpaceSettings{Retention: RetainLast, KeepLast: 3, Ranges: 16, Placement: PlaceHash}, ""},
+		{SpaceSettings{Retention: RetainDuration, KeepFor: time.Hour}, ""},
+		{SpaceSettings{Retention: RetainLast}, "keep_last >= 1"},
+		{SpaceSettings{Retention: RetainDuration}, "positive keep_for"},
+		{SpaceSettings{Retention: RetainAll, KeepLast: 2}, "takes neither"},
+		{SpaceSettings{Retention: "some"}, `retention "some"`},
+		{SpaceSettings{Ranges: -1, Placement: "tag:x"}, "ranges -1;placement"},
+		{SpaceSettings{Ranges: MaxInitialRanges + 1}, "ranges 4097"},
+	} {
+		set := tc.set
+		set.EnsureDefaults()
+		err := set.Validate()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%+v: %v", tc.set, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%+v accepted, want %q", tc.set, tc.want)
+			continue
+		}
+		for _, frag := range strings.Split(tc.want, ";") {
+			if !strings.Contains(err.Error(), frag) {
+				t.Errorf("%+v: %v; want it to mention %q", tc.set, err, frag)
+			}
+		}
+	}
+}
+
+// testCatalog runs the catalog and range table through s.
+func testCatalog(t *testing.T, s Store) {
+	ctx := context.Background()
+	c := NewCatalog(s)
+
+	a, err := c.CreateSpace(ctx, "photos", SpaceSettings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ID == 0 || a.State != SpaceActive || a.Settings.Retention != RetainAll ||
+		a.Settings.Ranges != 1 || a.Settings.Placement != PlaceOrdered || a.Created.IsZero() {
+		t.Fatalf("created %+v", a)
+	}
+	if _, err := c.CreateSpace(ctx, "photos", SpaceSettings{}); !errors.Is(err, ErrSpaceExists) {
+		t.Fatalf("second CreateSpace: %v, want ErrSpaceExists", err)
+	}
+	if _, err := c.CreateSpace(ctx, "Bad_Name", SpaceSettings{}); !errors.Is(err, ErrBadSpaceName) {
+		t.Fatalf("CreateSpace with a bad name: %v", err)
+	}
+	if _, err := c.CreateSpace(ctx, "docs", SpaceSettings{Retention: RetainLast}); err == nil {
+		t.Fatal("CreateSpace with bad settings succeeded")
+	}
+	b, err := c.CreateSpace(ctx, "archive", SpaceSettings{Retention: RetainDuration, KeepFor: 90 * 24 * time.Hour, Ranges: 4, Placement: PlaceHash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.ID <= a.ID {
+		t.Fatalf("IDs not increasing: %d then %d", a.ID, b.ID)
+	}
+	got, err := c.GetSpace(ctx, "archive")
+	if err != nil || got.ID != b.ID || got.Settings != b.Settings || !got.Created.Equal(b.Created) || got.State != SpaceActive {
+		t.Fatalf("GetSpace = %+v, %v; want %+v", got, err, b)
+	}
+	if _, err := c.GetSpace(ctx, "nope"); !errors.Is(err, ErrSpaceNotFound) {
+		t.Fatalf("GetSpace of a missing space: %v", err)
+	}
+	list, err := c.ListSpaces(ctx)
+	if err != nil || len(list) != 2 || list[0].Name != "archive" || list[1].Name != "photos" {
+		t.Fatalf("ListSpaces = %+v, %v", list, err)
+	}
+
+	if err := c.SetSpaceState(ctx, "photos", SpaceDeleting); err != nil {
+		t.Fatal(err)
+	}
+	if sp, _ := c.GetSpace(ctx, "photos"); sp.State != SpaceDeleting || sp.ID != a.ID {
+		t.Fatalf("after SetSpaceState: %+v", sp)
+	}
+	if err := c.SetSpaceState(ctx, "photos", "gone"); err == nil {
+		t.Fatal("SetSpaceState accepted an unknown state")
+	}
+	if err := c.SetSpaceState(ctx, "nope", SpaceActive); !errors.Is(err, ErrSpaceNotFound) {
+		t.Fatalf("SetSpaceState of a missing space: %v", err)
+	}
+	if err := c.DeleteSpace(ctx, "photos"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteSpace(ctx, "photos"); !errors.Is(err, ErrSpaceNotFound) {
+		t.Fatalf("second DeleteSpace: %v", err)
+	}
+	// A re-created space gets a new ID: IDs are never reused.
+	a2, err := c.CreateSpace(ctx, "photos", SpaceSettings{})
+	if err != nil || a2.ID <= b.ID {
+		t.Fatalf("re-created space %+v, %v; want an ID above %d", a2, err, b.ID)
+	}
+
+	// Ranges.
+	bounds := [][2][]byte{{{}, []byte("g")}, {[]byte("g"), []byte("p")}, {[]byte("p"), nil}}
+	rs, err := c.CreateRanges(ctx, b.ID, bounds, []uint64{1, 2, 3})
+	if err != nil || len(rs) != 3 {
+		t.Fatalf("CreateRanges = %+v, %v", rs, err)
+	}
+	other, err := c.CreateRanges(ctx, a2.ID, [][2][]byte{{{}, nil}}, []uint64{7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other[0].ID != rs[2].ID+1 || rs[1].ID != rs[0].ID+1 {
+		t.Fatalf("range IDs not consecutive: %d %d %d then %d", rs[0].ID, rs[1].ID, rs[2].ID, other[0].ID)
+	}
+	for _, bad := range [][][2][]byte{
+		nil,
+		{{[]byte("b"), []byte("a")}},
+		{{[]byte("a"), nil}, {[]byte("b"), nil}},
+		{{[]byte("a"), []byte("m")}, {[]byte("c"), nil}},
+	} {
+		if _, err := c.CreateRanges(ctx, b.ID, bad, []uint64{1}); err == nil {
+			t.Errorf("CreateRanges accepted bounds %q", bad)
+		}
+	}
+	if _, err := c.CreateRanges(ctx, b.ID, bounds, nil); err == nil {
+		t.Error("CreateRanges accepted no replicas")
+	}
+	sr, err := c.SpaceRanges(ctx, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(describe(sr)) != fmt.Sprint(describe(rs)) {
+		t.Fatalf("SpaceRanges = %v, want %v", describe(sr), describe(rs))
+	}
+	if sr[2].End != nil || sr[0].Start == nil || len(sr[0].Start) != 0 || sr[0].Epoch != 1 {
+		t.Fatalf("bounds did not round-trip: %+v", sr)
+	}
+	all, err := c.ListRanges(ctx)
+	if err != nil || len(all) != 4 {
+		t.Fatalf("ListRanges = %v, %v", describe(all), err)
+	}
+	if err := c.DeleteRanges(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if sr, _ := c.SpaceRanges(ctx, b.ID); len(sr) != 0 {
+		t.Fatalf("ranges left after DeleteRanges: %v", describe(sr))
+	}
+	if all, _ := c.ListRanges(ctx); len(all) != 1 || all[0].SpaceID != a2.ID {
+		t.Fatalf("DeleteRanges touched another space: %v", describe(all))
+	}
+}
+
+func describe(rs []RangeDesc) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, fmt.Sprintf("r%d/s%d[%q,%q)%v@%d", r.ID, r.SpaceID, r.Start, r.End, r.Replicas, r.Epoch))
+	}
+	return out
+}
+
+func TestCatalog(t *testing.T) { testCatalog(t, NewMemStore(nil)) }
+
+// TestCatalogConcurrentCreate: racing creators of one name get one winner,
+// and racing creators of many names get distinct IDs.
+func TestCatalogConcurrentCreate(t *testing.T) {
+	ctx := context.Background()
+	c := NewCatalog(NewMemStore(nil))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins, ids := 0, map[uint32]string{}
+	for i := range 8 {
+		wg.Go(func() {
+			if _, err := c.CreateSpace(ctx, "same", SpaceSettings{}); err == nil {
+				mu.Lock()
+				wins++
+				mu.Unlock()
+			} else if !errors.Is(err, ErrSpaceExists) {
+				t.Error(err)
+			}
+			sp, err := c.CreateSpace(ctx, fmt.Sprintf("space-%d", i), SpaceSettings{})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			if prev, dup := ids[sp.ID]; dup {
+				t.Errorf("ID %d given to %s and %s", sp.ID, prev, sp.Name)
+			}
+			ids[sp.ID] = sp.Name
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if wins != 1 {
+		t.Fatalf("%d creators of one name won", wins)
+	}
+}
+
+// TestCatalogFormat pins the stored JSON of each record kind: a change here
+// is a format change and needs a new "v".
+func TestCatalogFormat(t *testing.T) {
+	sp := Space{ID: 7, Name: "photos", Created: time.Date(2026, 11, 21, 6, 30, 0, 0, time.UTC),
+		Settings: SpaceSettings{Retention: RetainLast, KeepLast: 3, Ranges: 2, Placement: PlaceHash}, State: SpaceActive}
+	want := `{"v":1,"id":7,"name":"photos","created":"2026-11-21T06:30:00Z","settings":{"retention":"last","keep_last":3,"ranges":2,"placement":"hash"},"state":"active"}`
+	if got := string(encodeSpace(sp)); got != want {
+		t.Errorf("space record\n got %s\nwant %s", got, want)
+	}
+	r := RangeDesc{ID: 1 << 60, SpaceID: 7, Start: []byte("a"), Replicas: []uint64{1, 2}, Epoch: 3}
+	want = `{"v":1,"id":"1152921504606846976","space_id":7,"start":"YQ==","end":null,"replicas":[1,2],"epoch":"3"}`
+	if got := string(encodeRange(r)); got != want {
+		t.Errorf("range record\n got %s\nwant %s", got, want)
+	}
+	want = `{"v":1,"last":"42"}`
+	if got := string(encodeCounter(42)); got != want {
+		t.Errorf("counter record\n got %s\nwant %s", got, want)
+	}
+	want = `{"v":1,"high":"469237760000000000","time":"2026-09-21T14:13:20Z"}`
+	if got := string(encodeTSO(uint64(1_790_000_000_000) << 18)); got != want {
+		t.Errorf("tso record\n got %s\nwant %s", got, want)
+	}
+	// A record from a future format is refused, not misread.
+	if _, err := decodeSpace(KV{Key: "k", Value: []byte(`{"v":2,"id":1}`)}); err == nil {
+		t.Error("decoded a v2 space record")
+	}
+	if _, err := decodeTSO([]byte(`{"v":2,"high":"1"}`)); err == nil {
+		t.Error("decoded a v2 tso record")
+	}
+}

@@ -1,0 +1,148 @@
+package meta
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// freePeerURL returns an http URL on a loopback port that was free a moment
+// ago, so the tests can run beside a server on the default ports.
+func freePeerURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return "http://" + l.Addr().String()
+}
+
+type testLogWriter struct{ t *testing.T }
+
+func (w testLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testLogWriter{t}, nil))
+}
+
+func openTestEtcd(t *testing.T, dir string, quota int64) *EtcdStore {
+	t.Helper()
+	s, err := OpenEtcd(EtcdOptions{Dir: dir, PeerURL: freePeerURL(t), QuotaBytes: quota, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatalf("OpenEtcd: %v", err)
+	}
+	return s
+}
+
+// TestEtcdStore runs the Store contract, the catalog and the oracle on a real
+// embedded etcd, then reopens the same directory: data and the oracle's
+// high-water mark survive, and timestamps keep increasing although the
+// oracle's clock was moved an hour back.
+func TestEtcdStore(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := openTestEtcd(t, dir, 0)
+	testStoreContract(t, s, "/cairn/test/")
+	testCatalog(t, s)
+
+	or := NewOracle(s, OracleOptions{Logger: testLogger(t), Window: 50 * time.Millisecond})
+	if err := or.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for i := range 200 {
+		ts, err := or.NextN(ctx, 1+i%4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ts <= last {
+			t.Fatalf("%s after %s", fmtTS(ts), fmtTS(last))
+		}
+		last = ts + uint64(i%4)
+	}
+	high := storedHigh(t, s)
+	if last >= high {
+		t.Fatalf("handed out %s, not below the stored H %s", fmtTS(last), fmtTS(high))
+	}
+	lead := or.term
+	if err := or.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-lead.Done()
+	if _, err := s.Get(ctx, leaderKey("tso")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("leader key after Close: %v", err)
+	}
+	spaces, _ := NewCatalog(s).ListSpaces(ctx)
+	// A leadership still held at Close is resigned by the store.
+	held, err := s.Campaign(ctx, "other", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-held.Done()
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+
+	s = openTestEtcd(t, dir, 0)
+	defer s.Close()
+	if h := storedHigh(t, s); h != high {
+		t.Fatalf("high-water mark after reopen: %s, want %s", fmtTS(h), fmtTS(high))
+	}
+	again, err := NewCatalog(s).ListSpaces(ctx)
+	if err != nil || fmt.Sprint(again) != fmt.Sprint(spaces) || len(again) == 0 {
+		t.Fatalf("spaces after reopen = %v, %v; want %v", again, err, spaces)
+	}
+	if _, err := s.Get(ctx, leaderKey("other")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("leader key of a leadership resigned at Close: %v", err)
+	}
+	back := func() time.Time { return time.Now().Add(-time.Hour) }
+	or = NewOracle(s, OracleOptions{Clock: back, Logger: testLogger(t)})
+	if err := or.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer or.Close()
+	ts, err := or.Next(ctx)
+	if err != nil || ts < high {
+		t.Fatalf("first timestamp after reopen with the clock an hour back: %s, %v; want >= %s", fmtTS(ts), err, fmtTS(high))
+	}
+	if h := storedHigh(t, s); h <= ts {
+		t.Fatalf("window not persisted before use: H %s, served %s", fmtTS(h), fmtTS(ts))
+	}
+}
+
+// TestEtcdQuota fills a tiny backend quota: writes fail with ErrQuota, reads
+// still work.
+func TestEtcdQuota(t *testing.T) {
+	s := openTestEtcd(t, t.TempDir(), 1<<20)
+	defer s.Close()
+	ctx := context.Background()
+	val := bytes.Repeat([]byte("x"), 64<<10)
+	var err error
+	i := 0
+	for ; i < 2000 && err == nil; i++ {
+		_, err = s.Put(ctx, fmt.Sprintf("/cairn/fill/%03d", i), val, AnyRev)
+	}
+	if !errors.Is(err, ErrQuota) {
+		t.Fatalf("filling the quota ended with %v after %d writes, want ErrQuota", err, i)
+	}
+	t.Logf("quota hit after %d writes: %v", i, err)
+	if _, err := s.Put(ctx, "/cairn/small", []byte("1"), 0); !errors.Is(err, ErrQuota) {
+		t.Fatalf("conditional Put under the alarm: %v, want ErrQuota", err)
+	}
+	if _, err := s.Get(ctx, "/cairn/fill/000"); err != nil {
+		t.Fatalf("Get under the alarm: %v", err)
+	}
+}
