@@ -70,15 +70,31 @@ func TestEtcdStore(t *testing.T) {
 		}
 		last = ts + uint64(i%4)
 	}
+	// The lease vanishes (as when etcd expires it): the leadership ends and
+	// the oracle refuses; a new Start re-campaigns and serves above H.
+	lead := or.term.(*etcdLeadership)
+	if _, err := s.Client().Revoke(ctx, lead.lease); err != nil {
+		t.Fatal(err)
+	}
+	<-lead.Done()
+	if _, err := or.Next(ctx); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("Next after the lease was revoked: %v, want ErrNotLeader", err)
+	}
+	if err := or.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ts, err := or.Next(ctx); err != nil || ts <= last {
+		t.Fatalf("Next after re-campaign: %s, %v; want above %s", fmtTS(ts), err, fmtTS(last))
+	}
 	high := storedHigh(t, s)
 	if last >= high {
 		t.Fatalf("handed out %s, not below the stored H %s", fmtTS(last), fmtTS(high))
 	}
-	lead := or.term
+	term := or.term
 	if err := or.Close(); err != nil {
 		t.Fatal(err)
 	}
-	<-lead.Done()
+	<-term.Done()
 	if _, err := s.Get(ctx, leaderKey("tso")); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("leader key after Close: %v", err)
 	}

@@ -72,6 +72,9 @@ type Oracle struct {
 	optsErr error         // reported by Start
 	kick    chan struct{} // asks the term goroutine to persist a new window
 
+	closeCh   chan struct{} // closed by Close; interrupts a Start that waits to win
+	closeOnce sync.Once
+
 	startMu sync.Mutex         // serializes Start and Close
 	stop    context.CancelFunc // ends the current term's goroutine
 	term    Leadership         // the current term's leadership, lost or not
@@ -92,7 +95,8 @@ type Oracle struct {
 // NewOracle returns a stopped Oracle on s; call Start to serve.
 func NewOracle(s Store, o OracleOptions) *Oracle {
 	o.EnsureDefaults()
-	or := &Oracle{store: s, opts: o, optsErr: o.Validate(), kick: make(chan struct{}, 1)}
+	or := &Oracle{store: s, opts: o, optsErr: o.Validate(), kick: make(chan struct{}, 1),
+		closeCh: make(chan struct{})}
 	or.mu.w.span = o.Window.Milliseconds()
 	or.mu.renewed = make(chan struct{})
 	return or
@@ -147,6 +151,18 @@ func (o *Oracle) Start(ctx context.Context) error {
 	}
 	o.endTermLocked()
 
+	// Close cancels the campaign, which may wait for another member's term.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	started := make(chan struct{})
+	defer close(started)
+	go func() {
+		select {
+		case <-o.closeCh:
+			cancel()
+		case <-started:
+		}
+	}()
 	lead, err := o.store.Campaign(ctx, "tso", o.opts.LeaseTTL)
 	if err != nil {
 		return fmt.Errorf("meta: oracle campaign: %w", err)
@@ -230,6 +246,7 @@ func (o *Oracle) endTermLocked() {
 // Close stops serving, stops the background renewal and resigns the
 // leadership. Idempotent.
 func (o *Oracle) Close() error {
+	o.closeOnce.Do(func() { close(o.closeCh) })
 	o.startMu.Lock()
 	defer o.startMu.Unlock()
 	o.endTermLocked()

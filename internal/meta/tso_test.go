@@ -315,3 +315,27 @@ func BenchmarkOracleNext(b *testing.B) {
 		})
 	})
 }
+
+// TestOracleCloseInterruptsStart: a Start waiting for another member's term
+// returns when the oracle is closed.
+func TestOracleCloseInterruptsStart(t *testing.T) {
+	s := NewMemStore(nil)
+	ctx := context.Background()
+	holder, err := s.Campaign(ctx, "tso", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Resign(ctx)
+	or := NewOracle(s, OracleOptions{Logger: slog.New(slog.DiscardHandler)})
+	res := make(chan error)
+	go func() { res <- or.Start(ctx) }()
+	if err := or.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; err == nil {
+		t.Fatal("Start won while another member held the leadership")
+	}
+	if _, err := or.Next(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+}
