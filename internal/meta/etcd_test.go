@@ -98,6 +98,22 @@ func TestEtcdStore(t *testing.T) {
 	if _, err := s.Get(ctx, leaderKey("tso")); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("leader key after Close: %v", err)
 	}
+	// Keepalives push the lease deadline forward (etcd's shortest lease is
+	// 2s here, renewed every 2s/3).
+	ka, err := s.Campaign(ctx, "keepalive", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v0 := ka.ValidUntil()
+	for i := 0; !ka.ValidUntil().After(v0); i++ {
+		if i == 2000 {
+			t.Fatal("lease deadline did not move in 20s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := ka.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
 	spaces, _ := NewCatalog(s).ListSpaces(ctx)
 	// A leadership still held at Close is resigned by the store.
 	held, err := s.Campaign(ctx, "other", 5*time.Second)
