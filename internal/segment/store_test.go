@@ -483,3 +483,56 @@ func FuzzRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestConcurrentReadsAndWrites reads acknowledged chunks while writers
+// append and rotate segments.
+func TestConcurrentReadsAndWrites(t *testing.T) {
+	ctx := context.Background()
+	n := openNode(t, vfs.NewMem(), 8<<10)
+	defer n.close(t)
+	var (
+		mu    sync.Mutex
+		acked []chunk.Hash
+		data  = map[chunk.Hash][]byte{}
+	)
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 99))
+			for range 40 {
+				d, h := randomChunk(rng, 1+rng.IntN(3000))
+				if err := n.st.Put(ctx, h, d); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				acked, data[h] = append(acked, h), d
+				mu.Unlock()
+			}
+		})
+	}
+	for r := range 2 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(r), 7))
+			for range 200 {
+				mu.Lock()
+				if len(acked) == 0 {
+					mu.Unlock()
+					continue
+				}
+				h := acked[rng.IntN(len(acked))]
+				want := data[h]
+				mu.Unlock()
+				got, err := n.st.Get(ctx, h, nil)
+				if err != nil || !bytes.Equal(got, want) {
+					t.Errorf("Get %s during writes: %v", h, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if s := n.st.Stats(); s.Chunks != 120 || s.Segments < 10 {
+		t.Fatalf("stats %+v", s)
+	}
+}
