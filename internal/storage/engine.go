@@ -70,8 +70,8 @@ func Open(opts Options) (*Engine, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("storage: create %s: %w", opts.Dir, err)
+	if err := MkdirAllSync(opts.FS, opts.Dir); err != nil {
+		return nil, err
 	}
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref()
@@ -127,4 +127,30 @@ func (p pebbleLogger) Errorf(format string, args ...interface{}) {
 func (p pebbleLogger) Fatalf(format string, args ...interface{}) {
 	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
 	panic(fmt.Sprintf(format, args...))
+}
+
+// MkdirAllSync creates dir and any missing parents, and fsyncs each parent
+// of what it created, so that the new directories survive a crash.
+func MkdirAllSync(fs vfs.FS, dir string) error {
+	if _, err := fs.Stat(dir); err == nil {
+		return nil
+	}
+	parent := fs.PathDir(dir)
+	if parent != dir && parent != "" {
+		if err := MkdirAllSync(fs, parent); err != nil {
+			return err
+		}
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("storage: create %s: %w", dir, err)
+	}
+	d, err := fs.OpenDir(parent)
+	if err != nil {
+		return fmt.Errorf("storage: open %s: %w", parent, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("storage: sync %s: %w", parent, err)
+	}
+	return nil
 }
