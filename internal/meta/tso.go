@@ -179,11 +179,11 @@ func (o *Oracle) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	tctx, cancel := context.WithCancel(context.Background())
-	o.stop = cancel
+	termCtx, stopTerm := context.WithCancel(context.Background())
+	o.stop = stopTerm
 	o.term = lead
 	o.wg.Add(1)
-	go o.run(tctx, lead)
+	go o.run(termCtx, lead)
 	o.opts.Logger.Info("meta: timestamp oracle serving")
 	return nil
 }

@@ -339,3 +339,57 @@ func TestOracleCloseInterruptsStart(t *testing.T) {
 		t.Fatalf("Next after Close: %v", err)
 	}
 }
+
+// failStore fails the next n writes to /cairn/tso.
+type failStore struct {
+	Store
+	mu   sync.Mutex
+	fail int
+}
+
+var errInjected = errors.New("injected write failure")
+
+func (f *failStore) Put(ctx context.Context, key string, value []byte, expect int64) (int64, error) {
+	f.mu.Lock()
+	fail := key == keyTSO && f.fail > 0
+	if fail {
+		f.fail--
+	}
+	f.mu.Unlock()
+	if fail {
+		return 0, errInjected
+	}
+	return f.Store.Put(ctx, key, value, expect)
+}
+
+// TestOracleRenewalRetries: failed window writes are retried in the
+// background; callers see the failure at most, never a wrong timestamp.
+func TestOracleRenewalRetries(t *testing.T) {
+	clock := newManualClock()
+	mem := NewMemStore(clock.Now)
+	s := &failStore{Store: mem}
+	ctx := context.Background()
+	or := startOracle(t, s, OracleOptions{Clock: clock.Now})
+	defer or.Close()
+	first, err := or.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.fail = 3
+	s.mu.Unlock()
+	clock.Add(time.Minute) // past the window: Next needs the renewal
+	var ts uint64
+	for failures := 0; ; failures++ {
+		ts, err = or.Next(ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errInjected) || failures > 3 {
+			t.Fatalf("Next while renewals fail: %v (after %d failures)", err, failures)
+		}
+	}
+	if ts <= first || ts >= storedHigh(t, mem) {
+		t.Fatalf("after retried renewal: %s (first %s, H %s)", fmtTS(ts), fmtTS(first), fmtTS(storedHigh(t, mem)))
+	}
+}
