@@ -3,10 +3,12 @@ package replica
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 type testNode struct {
@@ -160,4 +162,72 @@ func TestFollowerRestartCatchesUp(t *testing.T) {
 	if c := checkSM(t, f.engine.DB(), 1); c != 10 {
 		t.Fatalf("restarted follower count %d, want 10", c)
 	}
+}
+
+// TestChangeReplicas removes a follower through a conf change: every
+// remaining replica applies it (through RawNode.ApplyConfChange), the pair
+// keeps committing without the removed node, the ConfState is persisted,
+// and invalid changes are refused before raft sees them.
+func TestChangeReplicas(t *testing.T) {
+	net := &memNet{}
+	nodes := startCluster(t, net, 1, 2, 3)
+	leader := leaderOf(t, nodes)
+	proposeSeq(t, leader.rep, 1, 2)
+	var removed, kept *testNode
+	for _, n := range nodes {
+		if n == leader {
+			continue
+		}
+		if removed == nil {
+			removed = n
+		} else {
+			kept = n
+		}
+	}
+	ctx := context.Background()
+	if err := kept.rep.ChangeReplicas(ctx, removeNode(removed.id)); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("ChangeReplicas on a follower: %v", err)
+	}
+	if err := leader.rep.ChangeReplicas(ctx, removeNode(removed.id)); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*testNode{leader, kept} {
+		waitFor(t, "conf change applied", func() bool { return len(n.rep.Descriptor().Peers) == 2 })
+		if slices.Contains(n.rep.Descriptor().Peers, removed.id) {
+			t.Fatalf("node %d still lists %d: %v", n.id, removed.id, n.rep.Descriptor().Peers)
+		}
+	}
+	net.set(removed.id, nil)
+	_ = removed.store.Close()
+	proposeSeq(t, leader.rep, 3, 5)
+
+	// Two voters changed at once need a joint configuration.
+	two := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{
+		{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(leader.id)},
+		{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(kept.id)},
+	}}
+	if err := leader.rep.ChangeReplicas(ctx, two); !errors.Is(err, ErrConfChangeRefused) {
+		t.Fatalf("removing both voters: %v", err)
+	}
+	waitFor(t, "apply on the kept follower", func() bool { return kept.rep.Status().Applied >= leader.rep.Status().Applied })
+
+	for _, n := range []*testNode{leader, kept} {
+		if err := n.store.Close(); err != nil {
+			t.Fatal(err)
+		}
+		st, _, err := loadRaftStorage(n.engine.DB(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := st.cs.GetVoters(); len(v) != 2 || slices.Contains(v, removed.id) {
+			t.Fatalf("node %d persisted voters %v", n.id, v)
+		}
+		if c := checkSM(t, n.engine.DB(), 1); c != 5 {
+			t.Fatalf("node %d count %d", n.id, c)
+		}
+	}
+}
+
+func removeNode(id uint64) *raftpb.ConfChangeV2 {
+	return &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(id)}}}
 }

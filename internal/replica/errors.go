@@ -27,6 +27,11 @@ var (
 	// faster than the loop consumes them; the message is dropped (raft
 	// retransmits).
 	ErrInboxFull = errors.New("replica: inbound message queue full")
+	// ErrConfChangeRefused is returned by ChangeReplicas when the change is
+	// invalid for the current configuration (e.g. it removes every voter)
+	// or raft refused it (another change is pending, or the group is in a
+	// joint configuration that must be left first). Nothing was changed.
+	ErrConfChangeRefused = errors.New("replica: membership change refused")
 	// ErrCorrupt is returned when persisted replica state fails its checksum
 	// or does not decode. It is a corruption-class error: do not retry.
 	ErrCorrupt = errors.New("replica: corrupt persisted state")

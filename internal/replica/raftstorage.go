@@ -42,28 +42,31 @@ var _ raft.Storage = (*raftStorage)(nil)
 
 // loadRaftStorage reads a range's persisted raft state. found is false when
 // the range has no hard state yet (it was never bootstrapped).
+// It reads one consistent snapshot of pebble.
 func loadRaftStorage(db *pebble.DB, rangeID uint64) (s *raftStorage, found bool, err error) {
+	snap := db.NewSnapshot()
+	defer snap.Close()
 	s = &raftStorage{db: db, prefix: rangePrefix(rangeID), cs: &raftpb.ConfState{}, cache: entryCache{maxEnts: 1024, maxBytes: 8 << 20}}
 	hs := &raftpb.HardState{}
-	if found, err = s.getProto(suffixHardState, hs); err != nil || !found {
+	if found, err = s.getProto(snap, suffixHardState, hs); err != nil || !found {
 		return s, false, err
 	}
 	s.hs = hs
-	if _, err := s.getProto(suffixConfState, s.cs); err != nil {
+	if _, err := s.getProto(snap, suffixConfState, s.cs); err != nil {
 		return nil, false, err
 	}
-	if xs, ok, err := s.getUint64s(suffixTruncated, 2); err != nil {
+	if xs, ok, err := s.getUint64s(snap, suffixTruncated, 2); err != nil {
 		return nil, false, err
 	} else if ok {
 		s.truncIndex, s.truncTerm = xs[0], xs[1]
 	}
-	if xs, ok, err := s.getUint64s(suffixApplied, 1); err != nil {
+	if xs, ok, err := s.getUint64s(snap, suffixApplied, 1); err != nil {
 		return nil, false, err
 	} else if ok {
 		s.applied = xs[0]
 	}
 	s.lastIndex = s.truncIndex
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: logKey(s.prefix, 0), UpperBound: stateKey(s.prefix, suffixLog+1)})
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: logKey(s.prefix, 0), UpperBound: stateKey(s.prefix, suffixLog+1)})
 	if err != nil {
 		return nil, false, err
 	}
@@ -276,8 +279,8 @@ func (s *raftStorage) setProto(b *pebble.Batch, suffix byte, m proto.Message) er
 	return b.Set(key, encodeValue(p), nil)
 }
 
-func (s *raftStorage) getProto(suffix byte, m proto.Message) (bool, error) {
-	v, closer, err := s.db.Get(stateKey(s.prefix, suffix))
+func (s *raftStorage) getProto(rd pebble.Reader, suffix byte, m proto.Message) (bool, error) {
+	v, closer, err := rd.Get(stateKey(s.prefix, suffix))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return false, nil
 	} else if err != nil {
@@ -294,8 +297,8 @@ func (s *raftStorage) getProto(suffix byte, m proto.Message) (bool, error) {
 	return true, nil
 }
 
-func (s *raftStorage) getUint64s(suffix byte, n int) ([]uint64, bool, error) {
-	v, closer, err := s.db.Get(stateKey(s.prefix, suffix))
+func (s *raftStorage) getUint64s(rd pebble.Reader, suffix byte, n int) ([]uint64, bool, error) {
+	v, closer, err := rd.Get(stateKey(s.prefix, suffix))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, nil
 	} else if err != nil {

@@ -221,8 +221,9 @@ func (r *Replica) Descriptor() Descriptor {
 type proposal struct {
 	r           *Replica
 	id          uint64
-	data        []byte // encoded command
-	index, term uint64 // where the entry was appended; 0 until then
+	data        []byte               // encoded command, or
+	cc          *raftpb.ConfChangeV2 // a membership change
+	index, term uint64               // where the entry was appended; 0 until then
 	done        chan proposalResult
 }
 
@@ -302,7 +303,16 @@ func (r *Replica) propose(p *proposal) {
 		p.finish(nil, fmt.Errorf("%w: range %d, leader %d", ErrNotLeader, r.rangeID, r.leader))
 		return
 	}
-	if err := r.rn.Propose(p.data); err != nil {
+	if p.cc != nil {
+		if err := checkConfChange(r.st.cs, r.st.lastIndex, p.cc); err != nil {
+			p.finish(nil, fmt.Errorf("%w: range %d: %v", ErrConfChangeRefused, r.rangeID, err))
+			return
+		}
+		if err := r.rn.ProposeConfChange(p.cc); err != nil {
+			p.finish(nil, fmt.Errorf("%w: range %d: %v", ErrNotLeader, r.rangeID, err))
+			return
+		}
+	} else if err := r.rn.Propose(p.data); err != nil {
 		p.finish(nil, fmt.Errorf("%w: range %d: %v", ErrNotLeader, r.rangeID, err))
 		return
 	}
@@ -329,11 +339,8 @@ func (r *Replica) noteReady(rd raft.Ready) {
 		r.lease = lease{}
 	}
 	for _, e := range rd.Entries {
-		if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 {
-			continue
-		}
-		id, _, err := decodeCommand(e.GetData())
-		if err != nil {
+		id, ok := entryID(e)
+		if !ok {
 			continue
 		}
 		if p := r.waiters[id]; p != nil && p.index == 0 {
@@ -341,14 +348,32 @@ func (r *Replica) noteReady(rd raft.Ready) {
 		}
 	}
 	for _, p := range r.proposed {
-		if p.index == 0 {
-			// raft accepted the proposal but did not append it: dropped.
-			delete(r.waiters, p.id)
+		if p.index != 0 {
+			continue
+		}
+		// raft accepted the proposal but did not append it: dropped, or
+		// for a conf change, replaced by an empty entry.
+		delete(r.waiters, p.id)
+		if p.cc != nil {
+			p.finish(nil, fmt.Errorf("%w: range %d: raft refused it (another change pending, or leadership changed)", ErrConfChangeRefused, r.rangeID))
+		} else {
 			p.finish(nil, fmt.Errorf("%w: range %d: proposal dropped", ErrNotLeader, r.rangeID))
 		}
 	}
 	clear(r.proposed)
 	r.proposed = r.proposed[:0]
+}
+
+// entryID returns the proposal id an entry carries, if any.
+func entryID(e *raftpb.Entry) (uint64, bool) {
+	if e.GetType() != raftpb.EntryNormal {
+		return confChangeID(e)
+	}
+	if len(e.GetData()) == 0 {
+		return 0, false
+	}
+	id, _, err := decodeCommand(e.GetData())
+	return id, err == nil
 }
 
 // apply applies committed entries in one indexed batch together with the
@@ -396,6 +421,14 @@ func (r *Replica) apply(ents []*raftpb.Entry) error {
 			r.st.cs = r.rn.ApplyConfChange(cc)
 			confChanged = true
 		}
+		if e.GetType() != raftpb.EntryNormal {
+			if id, ok := confChangeID(e); ok {
+				if p := r.waiters[id]; p != nil && p.index == e.GetIndex() && p.term == e.GetTerm() {
+					out = append(out, delivery{p, nil})
+					delete(r.waiters, id)
+				}
+			}
+		}
 		if r.isLeader && e.GetTerm() == r.term {
 			r.appliedInTerm = true
 		}
@@ -439,9 +472,6 @@ func (r *Replica) apply(ents []*raftpb.Entry) error {
 			p.finish(nil, fmt.Errorf("%w: range %d: entry %d was replaced by another leader", ErrNotLeader, r.rangeID, p.index))
 		}
 	}
-	if !r.isInitialized() && applied >= r.initTarget {
-		close(r.initDone)
-	}
 	return nil
 }
 
@@ -484,4 +514,7 @@ func (r *Replica) publish() {
 	}
 	r.mu.lease = r.lease
 	r.mu.appliedInTerm = r.appliedInTerm
+	if !r.isInitialized() && r.st.applied >= r.initTarget {
+		close(r.initDone) // after the status above, so AddReplica's caller sees it
+	}
 }

@@ -135,6 +135,15 @@ func (s *Store) AddReplica(d Descriptor, sm StateMachine) (*Replica, error) {
 	if sm == nil {
 		return nil, errors.New("replica: AddReplica needs a StateMachine")
 	}
+	s.mu.Lock()
+	exists, closed := s.mu.replicas[d.RangeID] != nil, s.mu.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if exists {
+		return nil, fmt.Errorf("%w: range %d", ErrReplicaExists, d.RangeID)
+	}
 	st, found, err := loadRaftStorage(s.db, d.RangeID)
 	if err != nil {
 		return nil, fmt.Errorf("replica: load range %d: %w", d.RangeID, err)
