@@ -46,6 +46,7 @@ func (s *EtcdStore) Campaign(ctx context.Context, name string, ttl time.Duration
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(clientv3.OpPut(key, s.name, clientv3.WithLease(grant.ID))).
+			Else(clientv3.OpGet(key)).
 			Commit()
 		if err != nil {
 			s.revoke(grant.ID)
@@ -76,12 +77,35 @@ func (s *EtcdStore) Campaign(ctx context.Context, name string, ttl time.Duration
 			go l.run(runCtx, time.Duration(grant.TTL)*time.Second)
 			return l, nil
 		}
-		// Someone else holds it: give our lease back and wait for the key to go.
 		s.revoke(grant.ID)
+		// A key held under our own member name that no leadership of this
+		// process owns was left by an earlier incarnation of this member
+		// (killed before it could resign). Member names are unique and a
+		// member's data directory is locked, so that holder is dead: take
+		// its lease away now instead of waiting out the TTL. Timestamps stay
+		// safe because a new term reloads the persisted high-water mark.
+		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) == 1 &&
+			string(rr.Kvs[0].Value) == s.name && !s.holds(name) {
+			s.revoke(clientv3.LeaseID(rr.Kvs[0].Lease))
+			continue
+		}
+		// Someone else holds it: wait for the key to go.
 		if err := s.waitDeleted(ctx, key, resp.Header.Revision); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// holds reports whether a leadership of this store currently holds name.
+func (s *EtcdStore) holds(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l := range s.mu.leaders {
+		if l.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // waitDeleted returns once key does not exist at a revision after rev.
