@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -230,4 +231,49 @@ func TestChangeReplicas(t *testing.T) {
 
 func removeNode(id uint64) *raftpb.ConfChangeV2 {
 	return &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(id)}}}
+}
+
+// TestPartitionedLeaderProposal proposes on a leader cut off from its
+// followers: the others elect a new leader and commit other entries at the
+// same indexes, and when the partition heals the stranded proposal fails
+// with ErrNotLeader instead of hanging, and never applies anywhere.
+func TestPartitionedLeaderProposal(t *testing.T) {
+	net := &memNet{}
+	nodes := startCluster(t, net, 1, 2, 3)
+	old := leaderOf(t, nodes)
+	proposeSeq(t, old.rep, 1, 2)
+	for _, n := range nodes {
+		waitFor(t, "apply everywhere", func() bool { return n.rep.Status().Applied >= old.rep.Status().Applied })
+	}
+	net.partition(old.id, true)
+	res := make(chan error, 1)
+	go func() {
+		// 1000 is out of sequence: if it ever applied, checkSM would fail.
+		_, err := old.rep.Propose(context.Background(), seqCmd(1000))
+		res <- err
+	}()
+	var rest []*testNode
+	for _, n := range nodes {
+		if n != old {
+			rest = append(rest, n)
+		}
+	}
+	next := leaderOf(t, rest)
+	proposeSeq(t, next.rep, 3, 6)
+	net.partition(old.id, false)
+	select {
+	case err := <-res:
+		t.Logf("stranded proposal: %v", err)
+		if !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("stranded proposal: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("stranded proposal still waiting after the partition healed")
+	}
+	for _, n := range nodes {
+		waitFor(t, "catch up", func() bool { return n.rep.Status().Applied >= next.rep.Status().Applied })
+		if c := checkSM(t, n.engine.DB(), 1); c != 6 {
+			t.Fatalf("node %d count %d, want 6", n.id, c)
+		}
+	}
 }

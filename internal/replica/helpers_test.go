@@ -141,6 +141,16 @@ func proposeSeq(t testing.TB, r *Replica, from, to uint64) {
 type memNet struct {
 	mu     sync.Mutex
 	stores map[uint64]*Store
+	cut    map[uint64]bool // partitioned nodes: nothing from or to them
+}
+
+func (n *memNet) partition(id uint64, cut bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cut == nil {
+		n.cut = map[uint64]bool{}
+	}
+	n.cut[id] = cut
 }
 
 func (n *memNet) set(id uint64, s *Store) {
@@ -160,6 +170,9 @@ func (n *memNet) Send(msgs []Message) {
 	for _, m := range msgs {
 		n.mu.Lock()
 		s := n.stores[m.Msg.GetTo()]
+		if n.cut[m.Msg.GetTo()] || n.cut[m.Msg.GetFrom()] {
+			s = nil
+		}
 		n.mu.Unlock()
 		if s != nil {
 			_ = s.Step(context.Background(), Message{RangeID: m.RangeID, Msg: proto.CloneOf(m.Msg)})

@@ -77,6 +77,7 @@ type Replica struct {
 	voteGrace     int       // ticks left during which vote requests are dropped
 	started       bool
 	campaign      bool // campaign on start (fresh group or single voter)
+	singleVoter   bool // AddReplica also waits for leadership and a lease
 	initTarget    uint64
 	initDone      chan struct{} // closed once entries up to initTarget are applied
 
@@ -126,6 +127,7 @@ func newReplica(s *Store, d Descriptor, sm StateMachine, st *raftStorage, fresh 
 	// a lease to a leader it no longer remembers, so it refuses votes for an
 	// election timeout (see lease.go).
 	r.campaign = singleVoter || (fresh && slices.Min(voters) == s.opts.NodeID)
+	r.singleVoter = singleVoter
 	if !fresh && !singleVoter {
 		r.voteGrace = s.opts.ElectionTicks
 	}
@@ -137,7 +139,7 @@ func newReplica(s *Store, d Descriptor, sm StateMachine, st *raftStorage, fresh 
 	r.term = bs.GetTerm()
 	r.mu.desc = d
 	r.mu.status = Status{RangeID: d.RangeID, Term: bs.GetTerm(), Commit: st.hs.GetCommit(), Applied: st.applied}
-	if st.applied >= r.initTarget {
+	if r.initReady() {
 		close(r.initDone)
 	}
 	return r, nil
@@ -338,6 +340,21 @@ func (r *Replica) noteReady(rd raft.Ready) {
 		r.renewSent = time.Time{}
 		r.lease = lease{}
 	}
+	if !r.isLeader && len(rd.Entries) > 0 && len(r.waiters) > 0 {
+		// Entries from another leader replace the log from their first
+		// index on; a proposal appended there is gone unless the entry at
+		// its index is the same (same term).
+		first, last := rd.Entries[0].GetIndex(), rd.Entries[len(rd.Entries)-1].GetIndex()
+		for id, p := range r.waiters {
+			if p.index == 0 || p.index < first {
+				continue
+			}
+			if p.index > last || rd.Entries[p.index-first].GetTerm() != p.term {
+				delete(r.waiters, id)
+				p.finish(nil, fmt.Errorf("%w: range %d: entry %d was replaced by another leader", ErrNotLeader, r.rangeID, p.index))
+			}
+		}
+	}
 	for _, e := range rd.Entries {
 		id, ok := entryID(e)
 		if !ok {
@@ -514,7 +531,18 @@ func (r *Replica) publish() {
 	}
 	r.mu.lease = r.lease
 	r.mu.appliedInTerm = r.appliedInTerm
-	if !r.isInitialized() && r.st.applied >= r.initTarget {
+	if !r.isInitialized() && r.initReady() {
 		close(r.initDone) // after the status above, so AddReplica's caller sees it
 	}
+}
+
+// initReady reports whether AddReplica may return: the replay of
+// committed entries is done and, for a single voter, which needs nobody
+// else to elect it, it leads with a lease, so Propose and ReadReady work
+// as soon as AddReplica returns. Loop-owned state (or before the loop knows r).
+func (r *Replica) initReady() bool {
+	if r.st.applied < r.initTarget {
+		return false
+	}
+	return !r.singleVoter || (r.isLeader && r.appliedInTerm && r.lease.term == r.term)
 }

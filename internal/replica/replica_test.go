@@ -83,8 +83,13 @@ func TestSingleReplicaRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := r.Status(); got.Applied != before.Applied || got.Commit != before.Commit {
+	// AddReplica of a single voter returns once it leads: its new term's
+	// empty entry is the one entry applied past the old state.
+	if got := r.Status(); got.Applied != before.Applied+1 || got.Commit != before.Commit+1 || !got.IsLeader || got.Term <= before.Term {
 		t.Fatalf("after restart %+v, before %+v", got, before)
+	}
+	if err := r.ReadReady(); err != nil {
+		t.Fatalf("ReadReady right after AddReplica: %v", err)
 	}
 	if sm.applies.Load() != 0 {
 		t.Fatalf("restart re-applied %d commands", sm.applies.Load())
@@ -158,7 +163,7 @@ func TestReplayCommittedUnapplied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// AddReplica returned: the replay is done, before any election.
+	// AddReplica returned: the replay is done.
 	if got := sm.applies.Load(); got != int64(cmds) {
 		t.Fatalf("replayed %d commands, want %d", got, cmds)
 	}

@@ -38,6 +38,7 @@ type Store struct {
 		closed   bool
 		err      error               // why the loop stopped, if it failed
 		replicas map[uint64]*Replica // copy-on-write: the loop reads a snapshot
+		order    []*Replica          // replicas by range id, also copy-on-write
 		props    []*proposal
 		msgs     []Message
 	}
@@ -185,6 +186,9 @@ func (s *Store) AddReplica(d Descriptor, sm StateMachine) (*Replica, error) {
 	}
 	m[d.RangeID] = r
 	s.mu.replicas = m
+	order := append(slices.Clone(s.mu.order), r)
+	slices.SortFunc(order, func(a, b *Replica) int { return cmpUint64(a.rangeID, b.rangeID) })
+	s.mu.order = order
 	s.mu.Unlock()
 	s.signal()
 	select {
@@ -284,15 +288,9 @@ type ready struct {
 // apply, and advance.
 func (s *Store) cycle(tick bool) error {
 	s.mu.Lock()
-	props, msgs, reps := s.mu.props, s.mu.msgs, s.mu.replicas
+	props, msgs, reps, order := s.mu.props, s.mu.msgs, s.mu.replicas, s.mu.order
 	s.mu.props, s.mu.msgs = nil, nil
 	s.mu.Unlock()
-
-	order := make([]*Replica, 0, len(reps))
-	for _, r := range reps {
-		order = append(order, r)
-	}
-	slices.SortFunc(order, func(a, b *Replica) int { return cmpUint64(a.rangeID, b.rangeID) })
 
 	for _, r := range order {
 		r.start()
@@ -361,13 +359,16 @@ func (s *Store) cycle(tick bool) error {
 
 	// Send.
 	var out []Message
-	snapFailed := map[*Replica][]uint64{}
+	var snapFailed map[*Replica][]uint64
 	for _, x := range rds {
 		for _, m := range x.rd.Messages {
 			if m.GetType() == raftpb.MsgSnap && len(m.GetSnapshot().GetData()) == 0 {
 				// A follower is behind the truncated log; range state is
 				// not streamed yet, so tell raft the snapshot failed: it
 				// probes the follower again later instead of waiting.
+				if snapFailed == nil {
+					snapFailed = map[*Replica][]uint64{}
+				}
 				snapFailed[x.r] = append(snapFailed[x.r], m.GetTo())
 				continue
 			}
