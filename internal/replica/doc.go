@@ -31,6 +31,11 @@
 // proposal, the proposer gets ErrNotLeader instead of waiting forever.
 // Replicas refuse proposals unless they lead (no forwarding).
 //
+// Membership changes (Replica.ChangeReplicas) are conf change entries,
+// checked against the current configuration before they are proposed,
+// applied with RawNode.ApplyConfChange, and persisted as the ConfState in
+// the same apply batch. Nothing assumes a single voter.
+//
 // # Key layout
 //
 // Under storage.PrefixRangeLocal, per range:

@@ -3,6 +3,7 @@ package replica
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -83,4 +84,23 @@ func FuzzDecodeCommand(f *testing.F) {
 			t.Fatalf("accepted %x, which does not re-encode", b)
 		}
 	})
+}
+
+// TestFormatGolden pins the persistent formats: a change here breaks every
+// node's existing data and needs a new format version instead.
+func TestFormatGolden(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		got  []byte
+		want string
+	}{
+		{"log key", logKey(rangePrefix(1), 6), "017200000000000000016c0000000000000006"},
+		{"applied key", stateKey(rangePrefix(2), suffixApplied), "0172000000000000000261"},
+		{"truncated value", encodeUint64s(5, 5), "ca0100000000000000050000000000000005952b4096"},
+		{"command", encodeCommand(7, []byte("x")), "01000000000000000778"},
+	} {
+		if got := fmt.Sprintf("%x", c.got); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
 }

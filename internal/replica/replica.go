@@ -234,9 +234,13 @@ type proposalResult struct {
 	err error
 }
 
-// finish delivers the result; done has room for exactly one.
+// finish delivers the result. done has room for one; the loop finishes
+// each proposal once, and must never block if that were violated.
 func (p *proposal) finish(val any, err error) {
-	p.done <- proposalResult{val: val, err: err}
+	select {
+	case p.done <- proposalResult{val: val, err: err}:
+	default:
+	}
 }
 
 // The methods below run on the loop goroutine only.
