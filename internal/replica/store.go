@@ -366,6 +366,7 @@ func (s *Store) cycle(tick bool) error {
 				// A follower is behind the truncated log; range state is
 				// not streamed yet, so tell raft the snapshot failed: it
 				// probes the follower again later instead of waiting.
+				s.log.Debug("follower needs a snapshot, which is not supported yet", "range", x.r.rangeID, "to", m.GetTo())
 				if snapFailed == nil {
 					snapFailed = map[*Replica][]uint64{}
 				}
