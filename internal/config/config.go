@@ -1,0 +1,134 @@
+// Package config is the one place that reads command-line flags, CAIRN_*
+// environment variables and the config file, in that order of precedence
+// (flags > environment > file > defaults), and turns them into plain option
+// structs for the rest of the code.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/pflag"
+
+	"github.com/cairn-db/cairn/internal/node"
+)
+
+// Server is the server's configuration as a user writes it. Keys are the
+// flag names; the environment variable of key "data-dir" is CAIRN_DATA_DIR.
+type Server struct {
+	DataDir         string `koanf:"data-dir"`
+	Listen          string `koanf:"listen"`
+	Port            int    `koanf:"port"`
+	HTTPPort        int    `koanf:"http-port"`
+	MetaPort        int    `koanf:"meta-port"`
+	InlineThreshold int    `koanf:"inline-threshold"`
+	Ranges          int    `koanf:"ranges"`
+	LogLevel        string `koanf:"log-level"`
+}
+
+// RegisterServerFlags adds the server's flags, with their defaults, to fs.
+func RegisterServerFlags(fs *pflag.FlagSet) {
+	fs.String("config", "", "config file (YAML; keys are the flag names)")
+	fs.String("data-dir", "cairn-data", "directory holding all of the node's data")
+	fs.String("listen", "127.0.0.1", "address the listeners bind to (0.0.0.0 for all interfaces)")
+	fs.Int("port", node.DefaultNativePort, "native protocol port")
+	fs.Int("http-port", node.DefaultHTTPPort, "HTTP port (/healthz, /metrics)")
+	fs.Int("meta-port", node.DefaultMetaPort, "meta service (embedded etcd) peer port")
+	fs.Int("inline-threshold", 64<<10, "bodies up to this many bytes are stored inside the version record")
+	fs.Int("ranges", 4, "number of ranges a new space starts with")
+	fs.String("log-level", "info", "log level: debug, info, warn, error")
+}
+
+var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "inline-threshold", "ranges", "log-level"}
+
+// LoadServer merges the config file (from --config or CAIRN_CONFIG), the
+// CAIRN_* environment (environ, e.g. os.Environ) and the flags of fs.
+func LoadServer(fs *pflag.FlagSet, environ func() []string) (Server, error) {
+	k := koanf.New(".")
+	known := map[string]bool{}
+	for _, key := range serverKeys {
+		known[key] = true
+	}
+	envKey := func(name string) (string, bool) {
+		if !strings.HasPrefix(name, "CAIRN_") {
+			return "", false
+		}
+		key := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, "CAIRN_")), "_", "-")
+		return key, known[key]
+	}
+	path, _ := fs.GetString("config")
+	if !fs.Changed("config") {
+		for _, kv := range environ() {
+			if v, ok := strings.CutPrefix(kv, "CAIRN_CONFIG="); ok {
+				path = v
+			}
+		}
+	}
+	if path != "" {
+		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+			return Server{}, fmt.Errorf("config file %s: %w", path, err)
+		}
+		var unknown []string
+		for _, key := range k.Keys() {
+			if !known[key] {
+				unknown = append(unknown, key)
+			}
+		}
+		if len(unknown) > 0 {
+			sort.Strings(unknown)
+			return Server{}, fmt.Errorf("config file %s: unknown keys %s (known: %s)", path, strings.Join(unknown, ", "), strings.Join(serverKeys, ", "))
+		}
+	}
+	err := k.Load(env.Provider(".", env.Opt{
+		Prefix:      "CAIRN_",
+		EnvironFunc: environ,
+		TransformFunc: func(name, v string) (string, any) {
+			key, ok := envKey(name)
+			if !ok {
+				return "", nil
+			}
+			return key, v
+		},
+	}), nil)
+	if err != nil {
+		return Server{}, err
+	}
+	if err := k.Load(posflag.Provider(fs, ".", k), nil); err != nil {
+		return Server{}, err
+	}
+	var s Server
+	if err := k.UnmarshalWithConf("", &s, koanf.UnmarshalConf{Tag: "koanf", FlatPaths: true}); err != nil {
+		return Server{}, fmt.Errorf("configuration: %w", err)
+	}
+	return s, nil
+}
+
+// NodeConfig turns s into the node's options, with a logger writing to stderr.
+func (s Server) NodeConfig() (node.Config, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(s.LogLevel)); err != nil {
+		return node.Config{}, fmt.Errorf("log-level %q: use debug, info, warn or error", s.LogLevel)
+	}
+	if s.DataDir == "" {
+		return node.Config{}, errors.New("data-dir is empty")
+	}
+	return node.Config{
+		DataDir:         s.DataDir,
+		Listen:          s.Listen,
+		NativePort:      s.Port,
+		HTTPPort:        s.HTTPPort,
+		MetaPort:        s.MetaPort,
+		InlineThreshold: s.InlineThreshold,
+		DefaultRanges:   s.Ranges,
+		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
+	}, nil
+}

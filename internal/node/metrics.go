@@ -1,0 +1,44 @@
+package node
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the node's Prometheus series, on a registry the node owns.
+type metrics struct {
+	reg        *prometheus.Registry
+	chunkBytes prometheus.Counter
+	corrupt    prometheus.Counter
+}
+
+func newMetrics(n *Node) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.chunkBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cairn_chunk_bytes_written_total",
+		Help: "Bytes of object bodies written as chunks (before dedup).",
+	})
+	m.corrupt = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cairn_corruption_detected_total",
+		Help: "Reads that found stored bytes failing their checksum (never returned to clients).",
+	})
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.chunkBytes, m.corrupt,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "cairn_segment_bytes", Help: "Bytes in segment files.",
+		}, func() float64 { return float64(n.chunks.Stats().Bytes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "cairn_segments", Help: "Segment files.",
+		}, func() float64 { return float64(n.chunks.Stats().Segments) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "cairn_spaces", Help: "Spaces served by this node.",
+		}, func() float64 {
+			n.mu.RLock()
+			defer n.mu.RUnlock()
+			return float64(len(n.mu.spaces))
+		}),
+	)
+	return m
+}

@@ -1,0 +1,375 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/segment"
+	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// Default listener ports. The native protocol, HTTP and the meta service's
+// peer port bind to the loopback address unless Config.Listen says otherwise.
+const (
+	DefaultNativePort = 7070
+	DefaultHTTPPort   = 7080
+	DefaultMetaPort   = 7090
+)
+
+// Config configures a node. The zero value of every field means its default.
+type Config struct {
+	// DataDir holds everything the node stores. Default: ./cairn-data.
+	DataDir string
+	// Listen is the host the listeners bind to. Default: 127.0.0.1.
+	Listen string
+	// NativePort is the native protocol port. Default: 7070. -1 picks a free port.
+	NativePort int
+	// HTTPPort is the HTTP port (/healthz, /metrics). Default: 7080. -1 picks a free port.
+	HTTPPort int
+	// MetaPort is the embedded meta service's peer port. Default: 7090. -1 picks a free port.
+	MetaPort int
+	// InlineThreshold: bodies up to this many bytes are stored inside the
+	// version record (one hop, one fsync). Default: 64 KiB. Max 1 MiB.
+	InlineThreshold int
+	// DefaultRanges is the number of ranges a new space starts with when its
+	// settings do not say. Default: 4. Max 256.
+	DefaultRanges int
+	// MaxObjectSize bounds one object's size. Default: 5 TiB.
+	MaxObjectSize int64
+	// MaxRangeWrite bounds the body of one byte-range write or append, which
+	// is held in memory while its chunks are re-cut. Default: 64 MiB.
+	MaxRangeWrite int64
+	// Chunking configures content-defined chunking of uploads.
+	Chunking chunk.Options
+
+	// FS is the disk seam. Default: the real disk.
+	FS vfs.FS
+	// Meta, if set, is used instead of starting embedded etcd (tests).
+	Meta meta.Store
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Clock defaults to time.Now.
+	Clock func() time.Time
+}
+
+// EnsureDefaults fills in zero fields.
+func (c *Config) EnsureDefaults() {
+	if c.DataDir == "" {
+		c.DataDir = "cairn-data"
+	}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1"
+	}
+	if c.NativePort == 0 {
+		c.NativePort = DefaultNativePort
+	}
+	if c.HTTPPort == 0 {
+		c.HTTPPort = DefaultHTTPPort
+	}
+	if c.MetaPort == 0 {
+		c.MetaPort = DefaultMetaPort
+	}
+	if c.InlineThreshold == 0 {
+		c.InlineThreshold = 64 << 10
+	}
+	if c.DefaultRanges == 0 {
+		c.DefaultRanges = 4
+	}
+	if c.MaxObjectSize == 0 {
+		c.MaxObjectSize = 5 << 40
+	}
+	if c.MaxRangeWrite == 0 {
+		c.MaxRangeWrite = 64 << 20
+	}
+	c.Chunking.EnsureDefaults()
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+}
+
+// Validate reports every problem at once.
+func (c *Config) Validate() error {
+	var errs []error
+	port := func(name string, p int) {
+		if p < -1 || p > 65535 {
+			errs = append(errs, fmt.Errorf("%s %d is not a port (0-65535, or -1 for any free port)", name, p))
+		}
+	}
+	port("native port", c.NativePort)
+	port("http port", c.HTTPPort)
+	port("meta port", c.MetaPort)
+	if c.InlineThreshold < 0 || c.InlineThreshold > 1<<20 {
+		errs = append(errs, fmt.Errorf("inline threshold %d must be between 0 and 1 MiB", c.InlineThreshold))
+	}
+	if c.DefaultRanges < 1 || c.DefaultRanges > 256 {
+		errs = append(errs, fmt.Errorf("default ranges %d must be between 1 and 256", c.DefaultRanges))
+	}
+	if net.ParseIP(c.Listen) == nil && c.Listen != "localhost" {
+		errs = append(errs, fmt.Errorf("listen address %q is not an IP address", c.Listen))
+	}
+	if err := c.Chunking.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Node is one running Cairn node.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	eng     *storage.Engine
+	meta    meta.Store
+	ownMeta bool // meta was opened by the node (and is closed by it)
+	oracle  *meta.Oracle
+	catalog *meta.Catalog
+	chunks  *segment.Store
+	ranges  *replica.Store
+	id      identity
+	metrics *metrics
+
+	wireSrv *wire.Server
+	httpSrv *http.Server
+	nativeL net.Listener
+	httpL   net.Listener
+
+	mu struct {
+		sync.RWMutex
+		spaces map[string]*space // by name
+	}
+
+	closeOnce sync.Once
+	closeErr  error
+	serveWG   sync.WaitGroup
+}
+
+// identity is the node's persisted identity.
+type identity struct {
+	V       int    `json:"v"`
+	NodeID  uint64 `json:"node_id"`
+	Cluster string `json:"cluster"`
+}
+
+var identityKey = []byte(storage.PrefixNodeLocal + "identity")
+
+// Open starts a node: it opens or creates everything under cfg.DataDir,
+// recovers, and binds the listeners. Serving starts with Serve.
+func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger}
+	n.mu.spaces = make(map[string]*space)
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	if err := storage.MkdirAllSync(cfg.FS, cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("create data directory %s: %w", cfg.DataDir, err)
+	}
+	n.eng, err = storage.Open(storage.Options{Dir: filepath.Join(cfg.DataDir, "db"), FS: cfg.FS, Logger: n.log})
+	if err != nil {
+		return nil, err
+	}
+	if err := n.loadIdentity(); err != nil {
+		return nil, err
+	}
+	if cfg.Meta != nil {
+		n.meta = cfg.Meta
+	} else {
+		metaPort, err := pickPort(cfg.Listen, cfg.MetaPort)
+		if err != nil {
+			return nil, err
+		}
+		es, err := meta.OpenEtcd(meta.EtcdOptions{
+			Dir:     filepath.Join(cfg.DataDir, "meta"),
+			Name:    fmt.Sprintf("node-%d", n.id.NodeID),
+			PeerURL: fmt.Sprintf("http://%s", net.JoinHostPort(cfg.Listen, fmt.Sprint(metaPort))),
+			Logger:  n.log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("start meta service: %w", err)
+		}
+		n.meta, n.ownMeta = es, true
+	}
+	n.catalog = meta.NewCatalog(n.meta)
+	n.oracle = meta.NewOracle(n.meta, meta.OracleOptions{Clock: cfg.Clock, Logger: n.log})
+	if err := n.oracle.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start timestamp oracle: %w", err)
+	}
+	n.chunks, err = segment.Open(segment.Options{
+		Dir: filepath.Join(cfg.DataDir, "segments"), FS: cfg.FS, DB: n.eng.DB(), Logger: n.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.ranges, err = replica.NewStore(replica.Options{NodeID: n.id.NodeID, Engine: n.eng, Logger: n.log})
+	if err != nil {
+		return nil, err
+	}
+	n.metrics = newMetrics(n)
+	if err := n.loadSpaces(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.listen(); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) loadIdentity() error {
+	v, c, err := n.eng.DB().Get(identityKey)
+	if err == nil {
+		defer c.Close()
+		if err := json.Unmarshal(v, &n.id); err != nil || n.id.V != 1 || n.id.NodeID == 0 {
+			return fmt.Errorf("node identity in %s is unreadable (%v); the data directory is damaged", n.cfg.DataDir, err)
+		}
+		return nil
+	}
+	if !errors.Is(err, pebble.ErrNotFound) {
+		return err
+	}
+	// The first node of a cluster is node 1; nodes that join get their id
+	// from the meta service.
+	n.id = identity{V: 1, NodeID: 1, Cluster: fmt.Sprintf("%016x", n.cfg.Clock().UnixNano())}
+	b, _ := json.Marshal(n.id)
+	return n.eng.DB().Set(identityKey, b, pebble.Sync)
+}
+
+func pickPort(host string, port int) (int, error) {
+	if port != -1 {
+		return port, nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (n *Node) listen() error {
+	port := func(p int) int {
+		if p == -1 {
+			return 0
+		}
+		return p
+	}
+	var err error
+	n.nativeL, err = net.Listen("tcp", net.JoinHostPort(n.cfg.Listen, fmt.Sprint(port(n.cfg.NativePort))))
+	if err != nil {
+		return fmt.Errorf("native protocol listener: %w (is another cairn server running? use --port)", err)
+	}
+	n.httpL, err = net.Listen("tcp", net.JoinHostPort(n.cfg.Listen, fmt.Sprint(port(n.cfg.HTTPPort))))
+	if err != nil {
+		return fmt.Errorf("HTTP listener: %w (is another cairn server running? use --http-port)", err)
+	}
+	n.wireSrv = wire.NewServer(n, wire.ServerOptions{Logger: n.log})
+	n.httpSrv = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	return nil
+}
+
+// NativeAddr is the bound native protocol address.
+func (n *Node) NativeAddr() string { return n.nativeL.Addr().String() }
+
+// HTTPAddr is the bound HTTP address.
+func (n *Node) HTTPAddr() string { return n.httpL.Addr().String() }
+
+// NodeID is the node's id in the cluster.
+func (n *Node) NodeID() uint64 { return n.id.NodeID }
+
+// Serve serves the listeners in the background. Close stops them.
+func (n *Node) Serve() {
+	n.serveWG.Add(2)
+	go func() {
+		defer n.serveWG.Done()
+		if err := n.wireSrv.Serve(n.nativeL); err != nil && !errors.Is(err, net.ErrClosed) {
+			n.log.Error("native protocol server stopped", "err", err)
+		}
+	}()
+	go func() {
+		defer n.serveWG.Done()
+		if err := n.httpSrv.Serve(n.httpL); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("HTTP server stopped", "err", err)
+		}
+	}()
+}
+
+// Shutdown stops accepting requests, lets in-flight ones finish until ctx is
+// done, and closes everything.
+func (n *Node) Shutdown(ctx context.Context) error {
+	var errs []error
+	if n.httpSrv != nil {
+		errs = append(errs, n.httpSrv.Shutdown(ctx))
+	}
+	if n.wireSrv != nil {
+		errs = append(errs, n.wireSrv.Shutdown(ctx))
+	}
+	errs = append(errs, n.Close())
+	return errors.Join(errs...)
+}
+
+// Close closes everything at once; it is idempotent.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		var errs []error
+		if n.httpSrv != nil {
+			errs = append(errs, n.httpSrv.Close())
+		} else if n.httpL != nil {
+			n.httpL.Close()
+		}
+		if n.wireSrv != nil {
+			errs = append(errs, n.wireSrv.Close())
+		} else if n.nativeL != nil {
+			n.nativeL.Close()
+		}
+		n.serveWG.Wait()
+		if n.ranges != nil {
+			errs = append(errs, n.ranges.Close())
+		}
+		if n.chunks != nil {
+			errs = append(errs, n.chunks.Close())
+		}
+		if n.oracle != nil {
+			n.oracle.Close()
+		}
+		if n.ownMeta && n.meta != nil {
+			errs = append(errs, n.meta.Close())
+		}
+		if n.eng != nil {
+			errs = append(errs, n.eng.Close())
+		}
+		for _, e := range errs {
+			if e != nil && !errors.Is(e, http.ErrServerClosed) && !errors.Is(e, net.ErrClosed) {
+				n.closeErr = errors.Join(n.closeErr, e)
+			}
+		}
+	})
+	return n.closeErr
+}
+
+// Registry returns the node's Prometheus registry.
+func (n *Node) Registry() *prometheus.Registry { return n.metrics.reg }

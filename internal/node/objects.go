@@ -1,0 +1,722 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"unicode/utf8"
+
+	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/segment"
+	"github.com/cairn-db/cairn/internal/tstamp"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// Limits on object metadata, as S3 has them.
+const (
+	maxMetaBytes = 8 << 10 // user metadata keys + values
+	maxTags      = 50
+	maxTagKey    = 128
+	maxTagValue  = 256
+	listDefault  = 1000
+	listMax      = 10000
+	// maxPlanRetries bounds how often a byte-range write re-plans after a
+	// concurrent write changed its parent.
+	maxPlanRetries = 16
+)
+
+func validKey(key string) error {
+	switch {
+	case key == "":
+		return wire.Errorf(wire.CodeInvalidArgument, "object key is empty")
+	case len(key) > keys.MaxKeyLen:
+		return wire.Errorf(wire.CodeKeyTooLong, "object key is %d bytes; the limit is %d", len(key), keys.MaxKeyLen)
+	case !utf8.ValidString(key):
+		return wire.Errorf(wire.CodeInvalidArgument, "object key is not valid UTF-8")
+	}
+	return nil
+}
+
+func validMeta(m, tags map[string]string) error {
+	size := 0
+	for k, v := range m {
+		if k == "" {
+			return wire.Errorf(wire.CodeInvalidArgument, "metadata key is empty")
+		}
+		size += len(k) + len(v)
+	}
+	if size > maxMetaBytes {
+		return wire.Errorf(wire.CodeTooLarge, "user metadata is %d bytes; the limit is %d", size, maxMetaBytes)
+	}
+	if len(tags) > maxTags {
+		return wire.Errorf(wire.CodeTooLarge, "%d tags; the limit is %d", len(tags), maxTags)
+	}
+	for k, v := range tags {
+		if k == "" || len(k) > maxTagKey || len(v) > maxTagValue {
+			return wire.Errorf(wire.CodeInvalidArgument, "tag %q: keys are 1-%d bytes and values up to %d", k, maxTagKey, maxTagValue)
+		}
+	}
+	return nil
+}
+
+// target resolves space and key to the object key and its range.
+func (n *Node) target(spaceName, key string) (*space, []byte, *rng, error) {
+	if err := validKey(key); err != nil {
+		return nil, nil, nil, err
+	}
+	s, err := n.lookup(spaceName)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	obj := keys.Object(s.meta.ID, nil, []byte(key))
+	return s, obj, s.route(obj), nil
+}
+
+// Put implements wire.Service.
+func (n *Node) Put(ctx context.Context, req *wire.PutRequest, body io.Reader) (wire.ObjectInfo, error) {
+	s, obj, r, err := n.target(req.Space, req.Key)
+	if err != nil {
+		return wire.ObjectInfo{}, err
+	}
+	if err := validMeta(req.Meta, req.Tags); err != nil {
+		return wire.ObjectInfo{}, err
+	}
+	if req.Size > n.cfg.MaxObjectSize {
+		return wire.ObjectInfo{}, wire.Errorf(wire.CodeTooLarge, "object of %d bytes is over the %d byte limit", req.Size, n.cfg.MaxObjectSize)
+	}
+	switch req.Mode {
+	case wire.PutReplace:
+		rec, err := n.writeBody(ctx, body, req.Size)
+		if err != nil {
+			return wire.ObjectInfo{}, err
+		}
+		rec.ContentType, rec.Meta, rec.Tags = req.ContentType, req.Meta, req.Tags
+		return n.commit(ctx, s, obj, r, req, &kv.PutCmd{Rec: rec, IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch})
+	case wire.PutWriteAt, wire.PutAppend:
+		return n.rangeWrite(ctx, s, obj, r, req, body)
+	}
+	return wire.ObjectInfo{}, wire.Errorf(wire.CodeInvalidArgument, "unknown put mode %d", req.Mode)
+}
+
+// commit stamps the version with a fresh timestamp and proposes it.
+func (n *Node) commit(ctx context.Context, s *space, obj []byte, r *rng, req *wire.PutRequest, c *kv.PutCmd) (wire.ObjectInfo, error) {
+	ts, err := n.oracle.Next(ctx)
+	if err != nil {
+		return wire.ObjectInfo{}, unavailable("timestamp oracle", err)
+	}
+	c.Obj, c.Rec.Version, c.Rec.StartTS, c.Retention = obj, ts, ts, s.retention
+	res, err := n.propose(ctx, r, c.Encode())
+	if err != nil {
+		return wire.ObjectInfo{}, err
+	}
+	return objectInfo(req.Space, req.Key, res.Rec), nil
+}
+
+func (n *Node) propose(ctx context.Context, r *rng, cmd []byte) (*kv.Result, error) {
+	v, err := r.rep.Propose(ctx, cmd)
+	if err != nil {
+		if errors.Is(err, replica.ErrNotLeader) {
+			return nil, wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc.ID, err)
+		}
+		return nil, err
+	}
+	switch v := v.(type) {
+	case *kv.Result:
+		return v, nil
+	case error:
+		if errors.Is(v, kv.ErrPreconditionFailed) {
+			return nil, wire.Errorf(wire.CodePreconditionFailed, "the object's current version does not match the request's condition")
+		}
+		if errors.Is(v, mvcc.ErrNotFound) {
+			return nil, wire.Errorf(wire.CodeNotFound, "no such version")
+		}
+		return nil, v
+	}
+	return nil, fmt.Errorf("range %d: unexpected apply result %T", r.desc.ID, v)
+}
+
+func unavailable(what string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return wire.Errorf(wire.CodeUnavailable, "%s: %v", what, err)
+}
+
+// writeBody stores a body: inline if it fits the threshold, otherwise as
+// content-defined chunks in the segment store. The returned record has Size,
+// Hash, ETag and Inline or Manifest set. size < 0 means "until EOF"; a body
+// that ends before size bytes is CodeTruncated.
+func (n *Node) writeBody(ctx context.Context, body io.Reader, size int64) (*mvcc.Record, error) {
+	if body == nil {
+		body = bytes.NewReader(nil)
+	}
+	src := body
+	if size >= 0 {
+		src = &exactReader{r: body, left: size}
+	} else {
+		src = io.LimitReader(body, n.cfg.MaxObjectSize+1)
+	}
+	// Read up to the threshold + 1: if the body ends within it, it is inline.
+	head := make([]byte, n.cfg.InlineThreshold+1)
+	if size >= 0 && size <= int64(n.cfg.InlineThreshold) {
+		head = head[:size]
+	}
+	hn, err := io.ReadFull(src, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, bodyErr(err)
+	}
+	head = head[:hn]
+	if hn <= n.cfg.InlineThreshold {
+		if size >= 0 && int64(hn) != size {
+			return nil, wire.Errorf(wire.CodeTruncated, "body ended after %d of %d bytes", hn, size)
+		}
+		sum := md5.Sum(head)
+		return &mvcc.Record{
+			Size: int64(hn), Hash: chunk.Sum(head), ETag: hex.EncodeToString(sum[:]), Inline: head,
+		}, nil
+	}
+	return n.writeChunks(ctx, io.MultiReader(bytes.NewReader(head), src), size)
+}
+
+// writeChunks cuts r into content-defined chunks and stores them; at most a
+// few chunks are in flight, so memory stays bounded whatever the size.
+func (n *Node) writeChunks(ctx context.Context, r io.Reader, size int64) (*mvcc.Record, error) {
+	const inflight = 4
+	md := md5.New()
+	bh := chunk.NewHasher()
+	ch := chunk.NewChunker(io.TeeReader(r, multiWriter{md, bh}), n.cfg.Chunking)
+	var (
+		m       chunk.Manifest
+		pending []*segment.Pending
+		total   int64
+	)
+	wait := func(keep int) error {
+		for len(pending) > keep {
+			if err := pending[0].Wait(ctx); err != nil {
+				return err
+			}
+			pending = pending[1:]
+		}
+		return nil
+	}
+	for {
+		c, err := ch.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, bodyErr(err)
+		}
+		total += int64(len(c))
+		if total > n.cfg.MaxObjectSize {
+			return nil, wire.Errorf(wire.CodeTooLarge, "object is over the %d byte limit", n.cfg.MaxObjectSize)
+		}
+		h := chunk.Sum(c)
+		m.Chunks = append(m.Chunks, chunk.Ref{Hash: h, Size: uint32(len(c))})
+		pending = append(pending, n.chunks.PutAsync(h, c))
+		if err := wait(inflight); err != nil {
+			return nil, err
+		}
+	}
+	if err := wait(0); err != nil {
+		return nil, err
+	}
+	if size >= 0 && total != size {
+		return nil, wire.Errorf(wire.CodeTruncated, "body ended after %d of %d bytes", total, size)
+	}
+	n.metrics.chunkBytes.Add(float64(total))
+	return &mvcc.Record{
+		Size: total, Hash: bh.Sum(), ETag: hex.EncodeToString(md.Sum(nil)), Manifest: m.Marshal(),
+	}, nil
+}
+
+type multiWriter []io.Writer
+
+func (w multiWriter) Write(p []byte) (int, error) {
+	for _, x := range w {
+		x.Write(p) // hashes never fail
+	}
+	return len(p), nil
+}
+
+// exactReader yields at most left bytes and reports a body that ends early.
+type exactReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (e *exactReader) Read(p []byte) (int, error) {
+	if e.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > e.left {
+		p = p[:e.left]
+	}
+	n, err := e.r.Read(p)
+	e.left -= int64(n)
+	if errors.Is(err, io.EOF) && e.left > 0 {
+		return n, io.ErrUnexpectedEOF
+	}
+	if err == nil && e.left == 0 {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func bodyErr(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return wire.Errorf(wire.CodeTruncated, "the body ended before its declared size")
+	}
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return err
+	}
+	return wire.Errorf(wire.CodeTruncated, "reading the body: %v", err)
+}
+
+// rangeWrite writes a byte range into (or appends to) the latest version,
+// producing a new version that shares every untouched chunk. It plans
+// against the current latest version and commits with IfMatch on it, so a
+// concurrent writer makes it re-plan rather than lose an update.
+func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, r *rng, req *wire.PutRequest, body io.Reader) (wire.ObjectInfo, error) {
+	if req.Size < 0 || req.Size > n.cfg.MaxRangeWrite {
+		return wire.ObjectInfo{}, wire.Errorf(wire.CodeTooLarge, "a byte-range write or append needs a declared size of at most %d bytes", n.cfg.MaxRangeWrite)
+	}
+	if req.Mode == wire.PutWriteAt && req.Offset < 0 {
+		return wire.ObjectInfo{}, wire.Errorf(wire.CodeInvalidRange, "negative offset %d", req.Offset)
+	}
+	data := make([]byte, req.Size)
+	if _, err := io.ReadFull(body, data); err != nil {
+		return wire.ObjectInfo{}, bodyErr(err)
+	}
+	for attempt := 0; ; attempt++ {
+		parent, err := n.readRecord(r, obj, 0, 0)
+		if err != nil && wire.CodeOf(err) != wire.CodeNotFound {
+			return wire.ObjectInfo{}, err
+		}
+		var pm chunk.Manifest
+		var pver uint64
+		if err == nil {
+			pver = parent.Version
+			if req.IfMatch != 0 && req.IfMatch != pver {
+				return wire.ObjectInfo{}, wire.Errorf(wire.CodePreconditionFailed, "latest version is %s, not %s", tstamp.String(pver), tstamp.String(req.IfMatch))
+			}
+			if pm, err = n.manifestOf(ctx, parent); err != nil {
+				return wire.ObjectInfo{}, err
+			}
+		} else if req.IfMatch != 0 {
+			return wire.ObjectInfo{}, wire.Errorf(wire.CodePreconditionFailed, "the object does not exist")
+		}
+		off := req.Offset
+		if req.Mode == wire.PutAppend {
+			off = pm.Size()
+		}
+		if off+int64(len(data)) > n.cfg.MaxObjectSize {
+			return wire.ObjectInfo{}, wire.Errorf(wire.CodeTooLarge, "the object would be over the %d byte limit", n.cfg.MaxObjectSize)
+		}
+		nm, err := chunk.WriteAt(pm, off, data, 0, n.loadChunk(ctx), n.storeChunk(ctx))
+		if err != nil {
+			return wire.ObjectInfo{}, err
+		}
+		rec, err := n.summarize(ctx, nm)
+		if err != nil {
+			return wire.ObjectInfo{}, err
+		}
+		rec.ContentType, rec.Meta, rec.Tags = req.ContentType, req.Meta, req.Tags
+		if parent != nil {
+			if rec.ContentType == "" {
+				rec.ContentType = parent.ContentType
+			}
+			if rec.Meta == nil {
+				rec.Meta = parent.Meta
+			}
+			if rec.Tags == nil {
+				rec.Tags = parent.Tags
+			}
+		}
+		info, err := n.commit(ctx, s, obj, r, req, &kv.PutCmd{Rec: rec, IfMatch: pver, IfAbsent: pver == 0})
+		if wire.CodeOf(err) == wire.CodePreconditionFailed && req.IfMatch == 0 && attempt < maxPlanRetries {
+			continue // a concurrent write changed the parent: plan again
+		}
+		return info, err
+	}
+}
+
+// manifestOf returns rec's content as a manifest, moving inline bytes into a
+// chunk when needed.
+func (n *Node) manifestOf(ctx context.Context, rec *mvcc.Record) (chunk.Manifest, error) {
+	if rec.Manifest != nil {
+		m, err := chunk.UnmarshalManifest(rec.Manifest)
+		if err != nil {
+			return m, wire.Errorf(wire.CodeCorrupt, "manifest of version %s: %v", tstamp.String(rec.Version), err)
+		}
+		return m, nil
+	}
+	if len(rec.Inline) == 0 {
+		return chunk.Manifest{}, nil
+	}
+	ref, err := n.storeChunk(ctx)(rec.Inline)
+	return chunk.Manifest{Chunks: []chunk.Ref{ref}}, err
+}
+
+func (n *Node) loadChunk(ctx context.Context) func(chunk.Ref) ([]byte, error) {
+	return func(ref chunk.Ref) ([]byte, error) { return n.getChunk(ctx, ref.Hash, nil) }
+}
+
+func (n *Node) storeChunk(ctx context.Context) func([]byte) (chunk.Ref, error) {
+	return func(b []byte) (chunk.Ref, error) {
+		h := chunk.Sum(b)
+		if err := n.chunks.Put(ctx, h, b); err != nil {
+			return chunk.Ref{}, err
+		}
+		return chunk.Ref{Hash: h, Size: uint32(len(b))}, nil
+	}
+}
+
+// summarize computes a record for the content m describes: size, BLAKE3
+// and MD5 of the whole content (read back through verified chunks), and
+// the manifest itself; small content is stored inline instead.
+func (n *Node) summarize(ctx context.Context, m chunk.Manifest) (*mvcc.Record, error) {
+	md := md5.New()
+	bh := chunk.NewHasher()
+	var inline []byte
+	small := m.Size() <= int64(n.cfg.InlineThreshold)
+	for _, ref := range m.Chunks {
+		b, err := n.getChunk(ctx, ref.Hash, nil)
+		if err != nil {
+			return nil, err
+		}
+		md.Write(b)
+		bh.Write(b)
+		if small {
+			inline = append(inline, b...)
+		}
+	}
+	rec := &mvcc.Record{Size: m.Size(), Hash: bh.Sum(), ETag: hex.EncodeToString(md.Sum(nil))}
+	if small {
+		if inline == nil {
+			inline = []byte{}
+		}
+		rec.Inline = inline
+	} else {
+		rec.Manifest = m.Marshal()
+	}
+	return rec, nil
+}
+
+func (n *Node) getChunk(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, error) {
+	b, err := n.chunks.Get(ctx, h, dst)
+	switch {
+	case errors.Is(err, segment.ErrCorrupt):
+		n.metrics.corrupt.Inc()
+		return nil, wire.Errorf(wire.CodeCorrupt, "chunk %s failed its checksum", h)
+	case errors.Is(err, segment.ErrNotFound):
+		return nil, wire.Errorf(wire.CodeCorrupt, "chunk %s is missing", h)
+	}
+	return b, err
+}
+
+// readRecord reads the selected version of obj from r's leaseholder state.
+// version != 0 selects an exact version; asOf != 0 the newest at or before
+// it; otherwise the latest. A delete marker as the latest (or as-of) version
+// reads as CodeNotFound; an exact delete marker as CodeDeleted.
+func (n *Node) readRecord(r *rng, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
+	if err := r.rep.ReadReady(); err != nil {
+		return nil, wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc.ID, err)
+	}
+	rd := kv.Reader{R: n.eng.DB()}
+	var (
+		rec *mvcc.Record
+		err error
+	)
+	switch {
+	case version != 0:
+		rec, err = mvcc.Exact(rd, obj, version)
+	case asOf != 0:
+		rec, err = mvcc.At(rd, obj, asOf)
+	default:
+		rec, err = mvcc.Latest(rd, obj)
+	}
+	if errors.Is(err, mvcc.ErrNotFound) {
+		return nil, wire.Errorf(wire.CodeNotFound, "no such object or version")
+	}
+	if errors.Is(err, mvcc.ErrCorrupt) {
+		n.metrics.corrupt.Inc()
+		return nil, wire.Errorf(wire.CodeCorrupt, "version record: %v", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if rec.DeleteMarker {
+		if version != 0 {
+			return rec, wire.Errorf(wire.CodeDeleted, "version %s is a delete marker", tstamp.String(rec.Version))
+		}
+		return nil, wire.Errorf(wire.CodeNotFound, "the object is deleted")
+	}
+	return rec, nil
+}
+
+func objectInfo(spaceName, key string, rec *mvcc.Record) wire.ObjectInfo {
+	return wire.ObjectInfo{
+		Space: spaceName, Key: key, Version: rec.Version, Parent: rec.Parent,
+		Size: rec.Size, ETag: rec.ETag, Hash: rec.Hash, ContentType: rec.ContentType,
+		Modified: tstamp.Time(rec.Version).UnixNano(), DeleteMarker: rec.DeleteMarker,
+		Meta: rec.Meta, Tags: rec.Tags,
+	}
+}
+
+// Stat implements wire.Service.
+func (n *Node) Stat(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, error) {
+	_, obj, r, err := n.target(req.Space, req.Key)
+	if err != nil {
+		return wire.ObjectInfo{}, err
+	}
+	rec, err := n.readRecord(r, obj, req.Version, req.AsOf)
+	if err != nil {
+		if rec != nil {
+			return objectInfo(req.Space, req.Key, rec), err
+		}
+		return wire.ObjectInfo{}, err
+	}
+	return objectInfo(req.Space, req.Key, rec), nil
+}
+
+// Get implements wire.Service.
+func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, io.ReadCloser, error) {
+	_, obj, r, err := n.target(req.Space, req.Key)
+	if err != nil {
+		return wire.ObjectInfo{}, nil, err
+	}
+	rec, err := n.readRecord(r, obj, req.Version, req.AsOf)
+	if err != nil {
+		if rec != nil {
+			return objectInfo(req.Space, req.Key, rec), nil, err
+		}
+		return wire.ObjectInfo{}, nil, err
+	}
+	info := objectInfo(req.Space, req.Key, rec)
+	off, length := req.Offset, req.Length
+	if off < 0 || off > rec.Size {
+		return info, nil, wire.Errorf(wire.CodeInvalidRange, "offset %d is outside the object's %d bytes", off, rec.Size)
+	}
+	if length < 0 || off+length > rec.Size {
+		length = rec.Size - off
+	}
+	if rec.Manifest == nil {
+		return info, io.NopCloser(bytes.NewReader(rec.Inline[off : off+length])), nil
+	}
+	m, err := chunk.UnmarshalManifest(rec.Manifest)
+	if err != nil {
+		return info, nil, wire.Errorf(wire.CodeCorrupt, "manifest of version %s: %v", tstamp.String(rec.Version), err)
+	}
+	return info, newChunkReader(ctx, n, m.Span(off, length)), nil
+}
+
+// chunkReader streams pieces of chunks, each verified by the segment store,
+// fetching the next chunk while the current one is consumed.
+type chunkReader struct {
+	ctx    context.Context
+	n      *Node
+	pieces []chunk.Piece
+	cur    []byte
+	next   chan fetched
+	err    error
+}
+
+type fetched struct {
+	b   []byte
+	err error
+}
+
+func newChunkReader(ctx context.Context, n *Node, pieces []chunk.Piece) *chunkReader {
+	cr := &chunkReader{ctx: ctx, n: n, pieces: pieces}
+	cr.prefetch()
+	return cr
+}
+
+func (cr *chunkReader) prefetch() {
+	if len(cr.pieces) == 0 {
+		cr.next = nil
+		return
+	}
+	p := cr.pieces[0]
+	cr.pieces = cr.pieces[1:]
+	ch := make(chan fetched, 1)
+	cr.next = ch
+	go func() {
+		b, err := cr.n.getChunk(cr.ctx, p.Ref.Hash, nil)
+		if err == nil {
+			b = b[p.Off : p.Off+p.Len]
+		}
+		ch <- fetched{b, err}
+	}()
+}
+
+func (cr *chunkReader) Read(p []byte) (int, error) {
+	for len(cr.cur) == 0 {
+		if cr.err != nil {
+			return 0, cr.err
+		}
+		if cr.next == nil {
+			return 0, io.EOF
+		}
+		f := <-cr.next
+		if f.err != nil {
+			cr.err = f.err
+			cr.next = nil
+			return 0, f.err
+		}
+		cr.cur = f.b
+		cr.prefetch()
+	}
+	k := copy(p, cr.cur)
+	cr.cur = cr.cur[k:]
+	return k, nil
+}
+
+// Close waits for an outstanding prefetch so no goroutine outlives the reader.
+func (cr *chunkReader) Close() error {
+	if cr.next != nil {
+		<-cr.next
+		cr.next = nil
+	}
+	cr.err = errors.New("read after close")
+	return nil
+}
+
+// Delete implements wire.Service.
+func (n *Node) Delete(ctx context.Context, req *wire.DeleteRequest) (wire.ObjectInfo, error) {
+	s, obj, r, err := n.target(req.Space, req.Key)
+	if err != nil {
+		return wire.ObjectInfo{}, err
+	}
+	if req.Version != 0 {
+		res, err := n.propose(ctx, r, (&kv.DeleteVersionCmd{Obj: obj, Version: req.Version}).Encode())
+		if err != nil {
+			return wire.ObjectInfo{}, err
+		}
+		return objectInfo(req.Space, req.Key, res.Rec), nil
+	}
+	pr := &wire.PutRequest{Space: req.Space, Key: req.Key}
+	return n.commit(ctx, s, obj, r, pr, &kv.PutCmd{Rec: &mvcc.Record{DeleteMarker: true}})
+}
+
+// List implements wire.Service.
+func (n *Node) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult, error) {
+	s, err := n.lookup(req.Space)
+	if err != nil {
+		return wire.ListResult{}, err
+	}
+	limit := int(req.Limit)
+	if limit == 0 {
+		limit = listDefault
+	}
+	if limit > listMax {
+		limit = listMax
+	}
+	if len(req.Prefix) > keys.MaxKeyLen || len(req.StartAfter) > keys.MaxKeyLen {
+		return wire.ListResult{}, wire.Errorf(wire.CodeKeyTooLong, "prefix or start-after is over %d bytes", keys.MaxKeyLen)
+	}
+	lower := keys.ObjectPrefix(s.meta.ID, nil, []byte(req.Prefix))
+	upper := keys.PrefixEnd(lower)
+	var after []byte
+	if req.StartAfter != "" {
+		after = keys.Object(s.meta.ID, nil, []byte(req.StartAfter))
+	}
+	var out wire.ListResult
+	for _, r := range s.ranges {
+		if r.desc.End != nil && bytes.Compare(r.desc.End, lower) <= 0 {
+			continue
+		}
+		if upper != nil && bytes.Compare(r.desc.Start, upper) >= 0 {
+			break
+		}
+		if after != nil && r.desc.End != nil && bytes.Compare(r.desc.End, after) <= 0 {
+			continue
+		}
+		lo, hi := maxBytes(lower, r.desc.Start), minBytes(upper, r.desc.End)
+		ents, more, err := n.listRange(r, mvcc.ListOptions{Lower: lo, Upper: hi, StartAfter: after, Limit: limit - len(out.Objects), AsOf: req.AsOf})
+		if err != nil {
+			return wire.ListResult{}, err
+		}
+		for _, e := range ents {
+			_, _, key, err := keys.DecodeObject(e.Obj)
+			if err != nil {
+				return wire.ListResult{}, wire.Errorf(wire.CodeCorrupt, "object key: %v", err)
+			}
+			out.Objects = append(out.Objects, objectInfo(req.Space, string(key), e.Rec))
+		}
+		if len(out.Objects) >= limit {
+			out.Truncated = more || r != s.ranges[len(s.ranges)-1]
+			break
+		}
+	}
+	if out.Truncated && len(out.Objects) > 0 {
+		out.Next = out.Objects[len(out.Objects)-1].Key
+	}
+	return out, nil
+}
+
+func (n *Node) listRange(r *rng, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
+	if err := r.rep.ReadReady(); err != nil {
+		return nil, false, wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc.ID, err)
+	}
+	ents, more, err := mvcc.List(kv.Reader{R: n.eng.DB()}, o)
+	if errors.Is(err, mvcc.ErrCorrupt) {
+		return nil, false, wire.Errorf(wire.CodeCorrupt, "%v", err)
+	}
+	return ents, more, err
+}
+
+// Versions implements wire.Service.
+func (n *Node) Versions(ctx context.Context, req *wire.VersionsRequest) (wire.VersionsResult, error) {
+	_, obj, r, err := n.target(req.Space, req.Key)
+	if err != nil {
+		return wire.VersionsResult{}, err
+	}
+	if err := r.rep.ReadReady(); err != nil {
+		return wire.VersionsResult{}, wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc.ID, err)
+	}
+	limit := int(req.Limit)
+	if limit == 0 {
+		limit = listDefault
+	}
+	if limit > listMax {
+		limit = listMax
+	}
+	recs, more, err := mvcc.Versions(kv.Reader{R: n.eng.DB()}, obj, req.Before, limit)
+	if err != nil {
+		return wire.VersionsResult{}, err
+	}
+	out := wire.VersionsResult{Truncated: more}
+	for _, rec := range recs {
+		out.Versions = append(out.Versions, objectInfo(req.Space, req.Key, rec))
+	}
+	return out, nil
+}
+
+func maxBytes(a, b []byte) []byte {
+	if bytes.Compare(a, b) >= 0 {
+		return a
+	}
+	return b
+}
+
+// minBytes treats nil as +infinity.
+func minBytes(a, b []byte) []byte {
+	if a == nil {
+		return b
+	}
+	if b == nil || bytes.Compare(a, b) <= 0 {
+		return a
+	}
+	return b
+}

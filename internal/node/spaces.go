@@ -1,0 +1,262 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// space is the node's cached view of one space and its ranges.
+type space struct {
+	meta      meta.Space
+	retention mvcc.Retention
+	ranges    []*rng // sorted by start key; together they cover the space
+}
+
+// rng is one range of a space with its local replica.
+type rng struct {
+	desc meta.RangeDesc
+	rep  *replica.Replica
+}
+
+// loadSpaces opens a replica for every range of every space, creating the
+// ranges of a space whose creation was interrupted before they existed.
+func (n *Node) loadSpaces(ctx context.Context) error {
+	spaces, err := n.catalog.ListSpaces(ctx)
+	if err != nil {
+		return fmt.Errorf("load space catalog: %w", err)
+	}
+	for _, sp := range spaces {
+		if sp.State == "deleting" {
+			// A delete that did not finish: the space was found empty, so
+			// finish it.
+			if err := n.finishDeleteSpace(ctx, sp); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := n.openSpace(ctx, sp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openSpace opens the replicas of sp's ranges (creating the ranges if the
+// space has none yet) and caches the space.
+func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
+	descs, err := n.catalog.SpaceRanges(ctx, sp.ID)
+	if err != nil {
+		return nil, fmt.Errorf("load ranges of space %s: %w", sp.Name, err)
+	}
+	if len(descs) == 0 {
+		descs, err = n.catalog.CreateRanges(ctx, sp.ID, splitBounds(sp.ID, sp.Settings.Ranges), []uint64{n.id.NodeID})
+		if err != nil {
+			return nil, fmt.Errorf("create ranges of space %s: %w", sp.Name, err)
+		}
+	}
+	s := &space{meta: sp, retention: retentionOf(sp.Settings)}
+	for _, d := range descs {
+		rep := n.ranges.Replica(d.ID)
+		if rep == nil {
+			rep, err = n.ranges.AddReplica(replica.Descriptor{
+				RangeID: d.ID, Start: d.Start, End: d.End, Peers: d.Replicas,
+			}, kv.StateMachine{})
+			if err != nil {
+				return nil, fmt.Errorf("open range %d of space %s: %w", d.ID, sp.Name, err)
+			}
+		}
+		s.ranges = append(s.ranges, &rng{desc: d, rep: rep})
+	}
+	sort.Slice(s.ranges, func(i, j int) bool { return bytes.Compare(s.ranges[i].desc.Start, s.ranges[j].desc.Start) < 0 })
+	n.mu.Lock()
+	n.mu.spaces[sp.Name] = s
+	n.mu.Unlock()
+	return s, nil
+}
+
+// splitBounds cuts a new ordered space into count ranges at evenly spaced
+// first bytes of the key.
+func splitBounds(spaceID uint32, count int) [][2][]byte {
+	if count < 1 {
+		count = 1
+	}
+	cuts := [][]byte{keys.SpaceStart(spaceID)}
+	for i := 1; i < count; i++ {
+		cuts = append(cuts, keys.ObjectPrefix(spaceID, nil, []byte{byte(i * 256 / count)}))
+	}
+	cuts = append(cuts, keys.SpaceEnd(spaceID))
+	var b [][2][]byte
+	for i := 0; i+1 < len(cuts); i++ {
+		b = append(b, [2][]byte{cuts[i], cuts[i+1]})
+	}
+	return b
+}
+
+func retentionOf(s meta.SpaceSettings) mvcc.Retention {
+	switch s.Retention {
+	case "last":
+		return mvcc.Retention{Mode: mvcc.KeepLast, KeepLast: s.KeepLast}
+	case "duration":
+		return mvcc.Retention{Mode: mvcc.KeepFor, KeepFor: s.KeepFor}
+	}
+	return mvcc.Retention{Mode: mvcc.KeepAll}
+}
+
+// lookup returns the cached space or CodeSpaceNotFound.
+func (n *Node) lookup(name string) (*space, error) {
+	n.mu.RLock()
+	s := n.mu.spaces[name]
+	n.mu.RUnlock()
+	if s == nil {
+		if err := meta.ValidSpaceName(name); err != nil {
+			return nil, wire.Errorf(wire.CodeBadSpaceName, "%v", err)
+		}
+		return nil, wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist (create it with: cairn space create %s)", name, name)
+	}
+	return s, nil
+}
+
+// route returns the range of s that holds object key obj.
+func (s *space) route(obj []byte) *rng {
+	i := sort.Search(len(s.ranges), func(i int) bool {
+		return bytes.Compare(s.ranges[i].desc.Start, obj) > 0
+	})
+	if i == 0 {
+		return s.ranges[0]
+	}
+	return s.ranges[i-1]
+}
+
+func settingsToMeta(ws wire.SpaceSettings, defRanges int) (meta.SpaceSettings, error) {
+	ms := meta.SpaceSettings{
+		Retention: ws.Retention,
+		KeepLast:  int(ws.KeepLast),
+		KeepFor:   time.Duration(ws.KeepForSeconds) * time.Second,
+		Ranges:    int(ws.Ranges),
+		Placement: ws.Placement,
+	}
+	if ms.Retention == "" {
+		ms.Retention = "all"
+	}
+	if ms.Placement == "" {
+		ms.Placement = "ordered"
+	}
+	if ms.Ranges == 0 {
+		ms.Ranges = defRanges
+	}
+	if ms.Placement != "ordered" {
+		return ms, wire.Errorf(wire.CodeInvalidArgument, "placement %q is not available yet; use \"ordered\"", ms.Placement)
+	}
+	if ms.Ranges < 1 || ms.Ranges > 256 {
+		return ms, wire.Errorf(wire.CodeInvalidArgument, "ranges %d must be between 1 and 256", ms.Ranges)
+	}
+	if err := ms.Validate(); err != nil {
+		return ms, wire.Errorf(wire.CodeInvalidArgument, "%v", err)
+	}
+	return ms, nil
+}
+
+func spaceInfo(sp meta.Space) wire.SpaceInfo {
+	return wire.SpaceInfo{
+		ID: sp.ID, Name: sp.Name, Created: sp.Created.UnixNano(),
+		Settings: wire.SpaceSettings{
+			Retention:      sp.Settings.Retention,
+			KeepLast:       uint32(sp.Settings.KeepLast),
+			KeepForSeconds: uint64(sp.Settings.KeepFor / time.Second),
+			Ranges:         uint32(sp.Settings.Ranges),
+			Placement:      sp.Settings.Placement,
+		},
+	}
+}
+
+// CreateSpace implements wire.Service.
+func (n *Node) CreateSpace(ctx context.Context, name string, ws wire.SpaceSettings) (wire.SpaceInfo, error) {
+	if err := meta.ValidSpaceName(name); err != nil {
+		return wire.SpaceInfo{}, wire.Errorf(wire.CodeBadSpaceName, "%v", err)
+	}
+	ms, err := settingsToMeta(ws, n.cfg.DefaultRanges)
+	if err != nil {
+		return wire.SpaceInfo{}, err
+	}
+	sp, err := n.catalog.CreateSpace(ctx, name, ms)
+	if errors.Is(err, meta.ErrSpaceExists) {
+		return wire.SpaceInfo{}, wire.Errorf(wire.CodeSpaceExists, "space %q already exists", name)
+	}
+	if err != nil {
+		return wire.SpaceInfo{}, err
+	}
+	if _, err := n.openSpace(ctx, sp); err != nil {
+		return wire.SpaceInfo{}, err
+	}
+	return spaceInfo(sp), nil
+}
+
+// ListSpaces implements wire.Service.
+func (n *Node) ListSpaces(ctx context.Context) ([]wire.SpaceInfo, error) {
+	spaces, err := n.catalog.ListSpaces(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]wire.SpaceInfo, 0, len(spaces))
+	for _, sp := range spaces {
+		if sp.State == "deleting" {
+			continue
+		}
+		out = append(out, spaceInfo(sp))
+	}
+	return out, nil
+}
+
+// DeleteSpace implements wire.Service. A space can be deleted when it holds
+// no live object; its history (noncurrent versions, delete markers) goes
+// with it.
+func (n *Node) DeleteSpace(ctx context.Context, name string) error {
+	s, err := n.lookup(name)
+	if err != nil {
+		return err
+	}
+	// Hide the space from new writes first, then check it is empty, so a
+	// write cannot slip in after the check.
+	n.mu.Lock()
+	delete(n.mu.spaces, name)
+	n.mu.Unlock()
+	restore := func() {
+		n.mu.Lock()
+		n.mu.spaces[name] = s
+		n.mu.Unlock()
+	}
+	for _, r := range s.ranges {
+		ents, _, err := n.listRange(r, mvcc.ListOptions{Lower: r.desc.Start, Upper: r.desc.End, Limit: 1})
+		if err != nil {
+			restore()
+			return err
+		}
+		if len(ents) > 0 {
+			restore()
+			return wire.Errorf(wire.CodeSpaceNotEmpty, "space %q still holds objects; delete them first", name)
+		}
+	}
+	if err := n.catalog.SetSpaceState(ctx, name, "deleting"); err != nil {
+		restore()
+		return err
+	}
+	return n.finishDeleteSpace(ctx, s.meta)
+}
+
+func (n *Node) finishDeleteSpace(ctx context.Context, sp meta.Space) error {
+	if err := n.catalog.DeleteRanges(ctx, sp.ID); err != nil {
+		return err
+	}
+	return n.catalog.DeleteSpace(ctx, sp.Name)
+}
