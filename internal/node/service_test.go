@@ -1,0 +1,408 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+func openTestNode(t *testing.T) *Node {
+	t.Helper()
+	n, err := Open(context.Background(), testConfig(vfs.NewMem(), meta.NewMemStore(time.Now)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func mustCode(t *testing.T, err error, want wire.Code) {
+	t.Helper()
+	if got := wire.CodeOf(err); got != want {
+		t.Fatalf("error %v has code %v, want %v", err, got, want)
+	}
+}
+
+func put(t *testing.T, n *Node, space, key string, body []byte) wire.ObjectInfo {
+	t.Helper()
+	info, err := n.Put(context.Background(), &wire.PutRequest{Space: space, Key: key, Size: int64(len(body))}, bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("put %s/%s: %v", space, key, err)
+	}
+	return info
+}
+
+func get(t *testing.T, n *Node, req wire.GetRequest) ([]byte, wire.ObjectInfo, error) {
+	t.Helper()
+	if req.Length == 0 {
+		req.Length = -1
+	}
+	info, rc, err := n.Get(context.Background(), &req)
+	if err != nil {
+		return nil, info, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	return b, info, err
+}
+
+func randBytes(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func TestSpaces(t *testing.T) {
+	n := openTestNode(t)
+	ctx := context.Background()
+	if _, err := n.CreateSpace(ctx, "alpha", wire.SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := n.CreateSpace(ctx, "alpha", wire.SpaceSettings{})
+	mustCode(t, err, wire.CodeSpaceExists)
+	for _, bad := range []string{"", "AB", "a", "has space", "-lead", strings.Repeat("x", 64), "192.168.1.1"} {
+		_, err := n.CreateSpace(ctx, bad, wire.SpaceSettings{})
+		mustCode(t, err, wire.CodeBadSpaceName)
+	}
+	_, err = n.CreateSpace(ctx, "beta", wire.SpaceSettings{Placement: "tag:x"})
+	mustCode(t, err, wire.CodeInvalidArgument)
+	_, err = n.CreateSpace(ctx, "beta", wire.SpaceSettings{Retention: "forever"})
+	mustCode(t, err, wire.CodeInvalidArgument)
+	if _, err := n.CreateSpace(ctx, "beta", wire.SpaceSettings{Retention: "last", KeepLast: 2, Ranges: 3}); err != nil {
+		t.Fatal(err)
+	}
+	spaces, err := n.ListSpaces(ctx)
+	if err != nil || len(spaces) != 2 || spaces[0].Name != "alpha" || spaces[1].Settings.Ranges != 3 || spaces[1].Settings.KeepLast != 2 {
+		t.Fatalf("ListSpaces = %+v, %v", spaces, err)
+	}
+	put(t, n, "alpha", "k", []byte("v"))
+	mustCode(t, n.DeleteSpace(ctx, "alpha"), wire.CodeSpaceNotEmpty)
+	// The failed delete changed nothing.
+	if _, _, err := get(t, n, wire.GetRequest{Space: "alpha", Key: "k"}); err != nil {
+		t.Fatalf("after refused delete: %v", err)
+	}
+	if _, err := n.Delete(ctx, &wire.DeleteRequest{Space: "alpha", Key: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.DeleteSpace(ctx, "alpha"); err != nil {
+		t.Fatalf("delete of a space with only delete markers: %v", err)
+	}
+	mustCode(t, n.DeleteSpace(ctx, "alpha"), wire.CodeSpaceNotFound)
+	_, _, err = get(t, n, wire.GetRequest{Space: "alpha", Key: "k"})
+	mustCode(t, err, wire.CodeSpaceNotFound)
+	// A new space with the old name starts empty.
+	if _, err := n.CreateSpace(ctx, "alpha", wire.SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := n.List(ctx, &wire.ListRequest{Space: "alpha"})
+	if err != nil || len(res.Objects) != 0 {
+		t.Fatalf("recreated space lists %v, %v", res.Objects, err)
+	}
+}
+
+func TestVersionsAndTimeTravel(t *testing.T) {
+	n := openTestNode(t)
+	ctx := context.Background()
+	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	r := rand.New(rand.NewPCG(1, 2))
+	var infos []wire.ObjectInfo
+	var bodies [][]byte
+	for i, size := range []int{10, 100 << 10, 0, 300 << 10, 5} {
+		b := randBytes(r, size)
+		info := put(t, n, "sp1", "obj", b)
+		if i > 0 && info.Parent != infos[i-1].Version {
+			t.Fatalf("version %d parent %x, want %x", i, info.Parent, infos[i-1].Version)
+		}
+		if info.Hash != chunk.Sum(b) || info.Size != int64(size) {
+			t.Fatalf("version %d: info %+v does not describe the body", i, info)
+		}
+		infos, bodies = append(infos, info), append(bodies, b)
+	}
+	for i, info := range infos {
+		b, got, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "obj", Version: info.Version})
+		if err != nil || !bytes.Equal(b, bodies[i]) || got.Version != info.Version {
+			t.Fatalf("exact version %d: %v", i, err)
+		}
+		b, _, err = get(t, n, wire.GetRequest{Space: "sp1", Key: "obj", AsOf: info.Version})
+		if err != nil || !bytes.Equal(b, bodies[i]) {
+			t.Fatalf("as of version %d: %v", i, err)
+		}
+	}
+	_, _, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "obj", AsOf: infos[0].Version - 1})
+	mustCode(t, err, wire.CodeNotFound)
+	del, err := n.Delete(ctx, &wire.DeleteRequest{Space: "sp1", Key: "obj"})
+	if err != nil || !del.DeleteMarker {
+		t.Fatalf("delete: %+v %v", del, err)
+	}
+	_, _, err = get(t, n, wire.GetRequest{Space: "sp1", Key: "obj"})
+	mustCode(t, err, wire.CodeNotFound)
+	_, _, err = get(t, n, wire.GetRequest{Space: "sp1", Key: "obj", Version: del.Version})
+	mustCode(t, err, wire.CodeDeleted)
+	// History survives the delete.
+	if b, _, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "obj", AsOf: infos[4].Version}); err != nil || !bytes.Equal(b, bodies[4]) {
+		t.Fatalf("as of before delete: %v", err)
+	}
+	vs, err := n.Versions(ctx, &wire.VersionsRequest{Space: "sp1", Key: "obj"})
+	if err != nil || len(vs.Versions) != 6 || !vs.Versions[0].DeleteMarker || vs.Versions[5].Version != infos[0].Version {
+		t.Fatalf("versions: %+v %v", vs, err)
+	}
+	// Removing one version leaves the others.
+	if _, err := n.Delete(ctx, &wire.DeleteRequest{Space: "sp1", Key: "obj", Version: infos[2].Version}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = get(t, n, wire.GetRequest{Space: "sp1", Key: "obj", Version: infos[2].Version})
+	mustCode(t, err, wire.CodeNotFound)
+	_, err = n.Delete(ctx, &wire.DeleteRequest{Space: "sp1", Key: "obj", Version: infos[2].Version})
+	mustCode(t, err, wire.CodeNotFound)
+}
+
+func TestRetentionKeepLast(t *testing.T) {
+	n := openTestNode(t)
+	n.CreateSpace(context.Background(), "sp1", wire.SpaceSettings{Retention: "last", KeepLast: 2})
+	var infos []wire.ObjectInfo
+	for i := 0; i < 5; i++ {
+		infos = append(infos, put(t, n, "sp1", "k", []byte(fmt.Sprint(i))))
+	}
+	vs, err := n.Versions(context.Background(), &wire.VersionsRequest{Space: "sp1", Key: "k"})
+	if err != nil || len(vs.Versions) != 2 || vs.Versions[0].Version != infos[4].Version || vs.Versions[1].Version != infos[3].Version {
+		t.Fatalf("keep last 2 kept %+v, %v", vs.Versions, err)
+	}
+}
+
+func TestListing(t *testing.T) {
+	n := openTestNode(t)
+	ctx := context.Background()
+	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{Ranges: 4})
+	var keys []string
+	for i := 0; i < 300; i++ {
+		// Keys spread over every range: first bytes from '!' to '~'.
+		k := fmt.Sprintf("%c/%03d", '!'+i%94, i)
+		keys = append(keys, k)
+		put(t, n, "sp1", k, []byte(k))
+	}
+	before, err := n.oracle.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Delete(ctx, &wire.DeleteRequest{Space: "sp1", Key: keys[0]})
+	var listed []string
+	after := ""
+	for {
+		res, err := n.List(ctx, &wire.ListRequest{Space: "sp1", StartAfter: after, Limit: 37})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range res.Objects {
+			listed = append(listed, o.Key)
+		}
+		if !res.Truncated {
+			break
+		}
+		after = res.Next
+	}
+	if len(listed) != 299 {
+		t.Fatalf("listed %d keys, want 299", len(listed))
+	}
+	for i := 1; i < len(listed); i++ {
+		if listed[i-1] >= listed[i] {
+			t.Fatalf("listing out of order at %d: %q then %q", i, listed[i-1], listed[i])
+		}
+	}
+	res, err := n.List(ctx, &wire.ListRequest{Space: "sp1", Prefix: "A/"})
+	if err != nil || len(res.Objects) != 3 { // every i < 300 with i%94 == 32: 32, 126, 220
+		t.Fatalf("prefix A/: %d objects, %v", len(res.Objects), err)
+	}
+	for _, o := range res.Objects {
+		if !strings.HasPrefix(o.Key, "A/") {
+			t.Fatalf("prefix listing returned %q", o.Key)
+		}
+	}
+	// As of before the delete, the deleted key is listed again.
+	res, err = n.List(ctx, &wire.ListRequest{Space: "sp1", AsOf: before, Limit: 10000})
+	if err != nil || len(res.Objects) != 300 {
+		t.Fatalf("as-of listing: %d, %v", len(res.Objects), err)
+	}
+}
+
+// TestRangeWritesShareChunks checks byte-range writes and appends against a
+// plain []byte model, and that untouched chunks are shared with the parent.
+func TestRangeWritesShareChunks(t *testing.T) {
+	n := openTestNode(t)
+	ctx := context.Background()
+	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	r := rand.New(rand.NewPCG(7, 7))
+	model := randBytes(r, 1<<20)
+	put(t, n, "sp1", "big", model)
+	for i := 0; i < 20; i++ {
+		var req wire.PutRequest
+		data := randBytes(r, 1+r.IntN(40<<10))
+		if r.IntN(3) == 0 {
+			req = wire.PutRequest{Space: "sp1", Key: "big", Mode: wire.PutAppend, Size: int64(len(data))}
+			model = append(model, data...)
+		} else {
+			off := r.IntN(len(model) + 1000)
+			req = wire.PutRequest{Space: "sp1", Key: "big", Mode: wire.PutWriteAt, Offset: int64(off), Size: int64(len(data))}
+			if end := off + len(data); end > len(model) {
+				model = append(model, make([]byte, end-len(model))...)
+			}
+			copy(model[off:], data)
+		}
+		parent, _ := n.Stat(ctx, &wire.GetRequest{Space: "sp1", Key: "big"})
+		info, err := n.Put(ctx, &req, bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if info.Parent != parent.Version || info.Hash != chunk.Sum(model) || info.Size != int64(len(model)) {
+			t.Fatalf("step %d: info %+v does not describe the model", i, info)
+		}
+		b, _, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "big"})
+		if err != nil || !bytes.Equal(b, model) {
+			t.Fatalf("step %d: content differs from the model (%v)", i, err)
+		}
+		// Sharing: the new manifest keeps most of the parent's chunks.
+		pm, nm := manifestOfVersion(t, n, parent.Version), manifestOfVersion(t, n, info.Version)
+		shared := 0
+		old := map[chunk.Hash]bool{}
+		for _, c := range pm.Chunks {
+			old[c.Hash] = true
+		}
+		for _, c := range nm.Chunks {
+			if old[c.Hash] {
+				shared++
+			}
+		}
+		if len(pm.Chunks) > 3 && shared < len(pm.Chunks)-3 {
+			t.Fatalf("step %d: only %d of %d parent chunks shared", i, shared, len(pm.Chunks))
+		}
+		// Byte-range reads of the new version.
+		off := r.IntN(len(model))
+		length := r.IntN(len(model) - off + 1)
+		b, _, err = get(t, n, wire.GetRequest{Space: "sp1", Key: "big", Offset: int64(off), Length: int64(length)})
+		if err != nil || !bytes.Equal(b, model[off:off+length]) {
+			t.Fatalf("step %d: range [%d,+%d) differs (%v)", i, off, length, err)
+		}
+	}
+	_, _, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "big", Offset: int64(len(model) + 1)})
+	mustCode(t, err, wire.CodeInvalidRange)
+}
+
+func manifestOfVersion(t *testing.T, n *Node, v uint64) chunk.Manifest {
+	t.Helper()
+	_, obj, r, _ := n.target("sp1", "big")
+	rec, err := n.readRecord(r, obj, v, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := n.manifestOf(context.Background(), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestConditionalPut(t *testing.T) {
+	n := openTestNode(t)
+	ctx := context.Background()
+	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	req := func(ifMatch uint64, ifNone bool) error {
+		_, err := n.Put(ctx, &wire.PutRequest{Space: "sp1", Key: "k", Size: 1, IfMatch: ifMatch, IfNoneMatch: ifNone}, strings.NewReader("x"))
+		return err
+	}
+	if err := req(0, true); err != nil {
+		t.Fatal(err)
+	}
+	mustCode(t, req(0, true), wire.CodePreconditionFailed)
+	info, _ := n.Stat(ctx, &wire.GetRequest{Space: "sp1", Key: "k"})
+	mustCode(t, req(info.Version+1, false), wire.CodePreconditionFailed)
+	if err := req(info.Version, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBadInputChangesNothing sends each kind of bad request and checks the
+// error code and that the space's state is unchanged.
+func TestBadInputChangesNothing(t *testing.T) {
+	n := openTestNode(t)
+	ctx := context.Background()
+	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	good := put(t, n, "sp1", "k", []byte("original"))
+	cases := []struct {
+		name string
+		req  wire.PutRequest
+		body io.Reader
+		code wire.Code
+	}{
+		{"key over 1024 bytes", wire.PutRequest{Space: "sp1", Key: strings.Repeat("k", 1025), Size: 1}, strings.NewReader("x"), wire.CodeKeyTooLong},
+		{"empty key", wire.PutRequest{Space: "sp1", Key: "", Size: 1}, strings.NewReader("x"), wire.CodeInvalidArgument},
+		{"invalid UTF-8 key", wire.PutRequest{Space: "sp1", Key: "\xff\xfe", Size: 1}, strings.NewReader("x"), wire.CodeInvalidArgument},
+		{"bad space name", wire.PutRequest{Space: "Bad_Name", Key: "k", Size: 1}, strings.NewReader("x"), wire.CodeBadSpaceName},
+		{"missing space", wire.PutRequest{Space: "nope", Key: "k", Size: 1}, strings.NewReader("x"), wire.CodeSpaceNotFound},
+		{"truncated inline body", wire.PutRequest{Space: "sp1", Key: "k", Size: 100}, strings.NewReader("short"), wire.CodeTruncated},
+		{"truncated chunked body", wire.PutRequest{Space: "sp1", Key: "k", Size: 1 << 20}, bytes.NewReader(make([]byte, 500<<10)), wire.CodeTruncated},
+		{"body failing mid-stream", wire.PutRequest{Space: "sp1", Key: "k", Size: -1}, io.MultiReader(bytes.NewReader(make([]byte, 200<<10)), errReader{}), wire.CodeTruncated},
+		{"metadata too large", wire.PutRequest{Space: "sp1", Key: "k", Size: 1, Meta: map[string]string{"m": strings.Repeat("v", 9000)}}, strings.NewReader("x"), wire.CodeTooLarge},
+		{"negative offset", wire.PutRequest{Space: "sp1", Key: "k", Mode: wire.PutWriteAt, Offset: -1, Size: 1}, strings.NewReader("x"), wire.CodeInvalidRange},
+		{"stale if-match", wire.PutRequest{Space: "sp1", Key: "k", Size: 1, IfMatch: good.Version - 1}, strings.NewReader("x"), wire.CodePreconditionFailed},
+	}
+	for _, c := range cases {
+		_, err := n.Put(ctx, &c.req, c.body)
+		if wire.CodeOf(err) != c.code {
+			t.Errorf("%s: got %v, want code %v", c.name, err, c.code)
+		}
+	}
+	b, info, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "k"})
+	if err != nil || string(b) != "original" || info.Version != good.Version {
+		t.Fatalf("state changed by bad input: %q %x %v", b, info.Version, err)
+	}
+	vs, _ := n.Versions(ctx, &wire.VersionsRequest{Space: "sp1", Key: "k"})
+	if len(vs.Versions) != 1 {
+		t.Fatalf("bad input added versions: %d", len(vs.Versions))
+	}
+}
+
+type errReader struct{}
+
+func (errReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
+
+// TestRestartRecovers closes a node and opens it again on the same files.
+func TestRestartRecovers(t *testing.T) {
+	fs, ms := vfs.NewMem(), meta.NewMemStore(time.Now)
+	ctx := context.Background()
+	n, err := Open(ctx, testConfig(fs, ms))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	small := put(t, n, "sp1", "small", []byte("hello"))
+	bigBody := randBytes(rand.New(rand.NewPCG(3, 3)), 700<<10)
+	big := put(t, n, "sp1", "big", bigBody)
+	n.Close()
+	n, err = Open(ctx, testConfig(fs, ms))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if b, info, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "small"}); err != nil || string(b) != "hello" || info.Version != small.Version {
+		t.Fatalf("small after restart: %q %v", b, err)
+	}
+	if b, _, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "big"}); err != nil || !bytes.Equal(b, bigBody) {
+		t.Fatalf("big after restart: %v", err)
+	}
+	next := put(t, n, "sp1", "small", []byte("again"))
+	if next.Version <= big.Version || next.Parent != small.Version {
+		t.Fatalf("versions after restart: %x parent %x (before: %x)", next.Version, next.Parent, big.Version)
+	}
+}
