@@ -1,0 +1,183 @@
+package wire
+
+import "encoding/binary"
+
+// MaxBatchItems bounds the items of one BATCH.
+const MaxBatchItems = 4096
+
+// BatchOp is the kind of one BATCH item.
+type BatchOp uint8
+
+// Batch item kinds.
+const (
+	BatchPut    BatchOp = 1 // PutRequest + inline body
+	BatchGet    BatchOp = 2 // GetRequest; the result carries the bytes
+	BatchStat   BatchOp = 3 // GetRequest; the result carries the info only
+	BatchDelete BatchOp = 4 // DeleteRequest
+)
+
+func (o BatchOp) String() string {
+	switch o {
+	case BatchPut:
+		return "put"
+	case BatchGet:
+		return "get"
+	case BatchStat:
+		return "stat"
+	case BatchDelete:
+		return "delete"
+	}
+	return "batch op?"
+}
+
+// BatchItem is one sub-operation of a BATCH request. Only the request field
+// matching Op is used.
+type BatchItem struct {
+	Op     BatchOp
+	Put    PutRequest // BatchPut; Size must equal len(Body)
+	Body   []byte     // BatchPut
+	Get    GetRequest // BatchGet, BatchStat
+	Delete DeleteRequest
+}
+
+// BatchResult is the outcome of one BatchItem. Code is CodeOK on success;
+// otherwise Message explains and Info/Data are empty.
+type BatchResult struct {
+	Op      BatchOp
+	Code    Code
+	Message string
+	Info    ObjectInfo
+	Data    []byte // BatchGet
+}
+
+// Err returns the item's error, nil on success.
+func (r *BatchResult) Err() error {
+	if r.Code == CodeOK {
+		return nil
+	}
+	return &Error{Code: r.Code, Message: r.Message}
+}
+
+// BATCH request body:
+//
+//	count uvarint
+//	count × item:
+//	  op u8
+//	  put:    PutRequest, body bytes (uvarint length + bytes)
+//	  get:    GetRequest
+//	  stat:   GetRequest
+//	  delete: DeleteRequest
+//
+// BATCH response body:
+//
+//	count uvarint (equal to the request's)
+//	count × result:
+//	  op u8, code u16
+//	  code != 0:           message str
+//	  put, stat, delete:   ObjectInfo
+//	  get:                 ObjectInfo, data bytes (uvarint length + bytes)
+
+// AppendBatchRequest encodes a BATCH request.
+func AppendBatchRequest(b []byte, items []BatchItem) []byte {
+	b = binary.AppendUvarint(b, uint64(len(items)))
+	for i := range items {
+		it := &items[i]
+		b = append(b, byte(it.Op))
+		switch it.Op {
+		case BatchPut:
+			b = AppendPutRequest(b, &it.Put)
+			b = appendBytes(b, it.Body)
+		case BatchGet, BatchStat:
+			b = AppendGetRequest(b, &it.Get)
+		case BatchDelete:
+			b = AppendDeleteRequest(b, &it.Delete)
+		}
+	}
+	return b
+}
+
+// DecodeBatchRequest decodes a BATCH request. Item bodies alias b.
+func DecodeBatchRequest(b []byte) ([]BatchItem, error) {
+	d := decoder{b: b}
+	n := d.count(11, "batch count")
+	if n > MaxBatchItems {
+		return nil, Errorf(CodeTooLarge, "batch of %d items over the %d limit", n, MaxBatchItems)
+	}
+	items := make([]BatchItem, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		it := &items[i]
+		it.Op = BatchOp(d.u8("batch op"))
+		switch it.Op {
+		case BatchPut:
+			d.putRequest(&it.Put)
+			it.Body = d.bytes("batch body")
+			if d.err == nil && it.Put.Size != int64(len(it.Body)) {
+				d.fail("batch put size")
+			}
+		case BatchGet, BatchStat:
+			d.getRequest(&it.Get)
+		case BatchDelete:
+			d.deleteRequest(&it.Delete)
+		default:
+			d.fail("batch op")
+		}
+	}
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+// AppendBatchResult appends one result of a BATCH response (after the count).
+func AppendBatchResult(b []byte, r *BatchResult) []byte {
+	b = append(b, byte(r.Op))
+	b = appendU16(b, uint16(r.Code))
+	if r.Code != CodeOK {
+		return appendStr(b, r.Message)
+	}
+	b = AppendObjectInfo(b, &r.Info)
+	if r.Op == BatchGet {
+		b = appendBytes(b, r.Data)
+	}
+	return b
+}
+
+// AppendBatchResponse encodes a whole BATCH response.
+func AppendBatchResponse(b []byte, rs []BatchResult) []byte {
+	b = binary.AppendUvarint(b, uint64(len(rs)))
+	for i := range rs {
+		b = AppendBatchResult(b, &rs[i])
+	}
+	return b
+}
+
+// DecodeBatchResponse decodes a BATCH response. Data slices alias b.
+func DecodeBatchResponse(b []byte) ([]BatchResult, error) {
+	d := decoder{b: b}
+	n := d.count(4, "batch count")
+	if n > MaxBatchItems {
+		return nil, Errorf(CodeTooLarge, "batch of %d items over the %d limit", n, MaxBatchItems)
+	}
+	rs := make([]BatchResult, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		r := &rs[i]
+		r.Op = BatchOp(d.u8("batch op"))
+		if r.Op < BatchPut || r.Op > BatchDelete {
+			d.fail("batch op")
+			break
+		}
+		r.Code = Code(d.u16("batch code"))
+		if r.Code != CodeOK {
+			r.Message = d.str("batch message")
+			continue
+		}
+		r.Info = d.objectInfo()
+		if r.Op == BatchGet {
+			r.Data = d.bytes("batch data")
+		}
+	}
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	return rs, nil
+}

@@ -1,0 +1,577 @@
+package wire
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// Message bodies use a small hand-written binary encoding:
+//
+//	str    uvarint length, then that many bytes
+//	map    uvarint count, then count × (str key, str value)
+//	u8/u16/u32/u64   fixed width, big-endian; i64 is the u64 of its two's complement
+//	bool   u8, 0 or 1 (anything else is malformed)
+//
+// Decoders bound every length by the bytes left in the frame and never panic.
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBytes(b []byte, p []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(p)))
+	return append(b, p...)
+}
+
+func appendUvarint(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
+
+func appendU16(b []byte, v uint16) []byte { return binary.BigEndian.AppendUint16(b, v) }
+func appendU32(b []byte, v uint32) []byte { return binary.BigEndian.AppendUint32(b, v) }
+func appendU64(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }
+func appendI64(b []byte, v int64) []byte  { return binary.BigEndian.AppendUint64(b, uint64(v)) }
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+func appendMap(b []byte, m map[string]string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(m)))
+	for k, v := range m {
+		b = appendStr(b, k)
+		b = appendStr(b, v)
+	}
+	return b
+}
+
+// decoder reads fields from a body. The first error sticks; later reads
+// return zero values.
+type decoder struct {
+	b   []byte
+	err *Error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = Errorf(CodeMalformed, "bad %s", what)
+	}
+	d.b = nil
+}
+
+func (d *decoder) uvarint(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(what)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) take(n uint64, what string) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.fail(what)
+		return nil
+	}
+	p := d.b[:n:n]
+	d.b = d.b[n:]
+	return p
+}
+
+func (d *decoder) str(what string) string {
+	n := d.uvarint(what)
+	return string(d.take(n, what))
+}
+
+func (d *decoder) bytes(what string) []byte {
+	n := d.uvarint(what)
+	return d.take(n, what)
+}
+
+func (d *decoder) u8(what string) uint8 {
+	p := d.take(1, what)
+	if p == nil {
+		return 0
+	}
+	return p[0]
+}
+
+func (d *decoder) u16(what string) uint16 {
+	p := d.take(2, what)
+	if p == nil {
+		return 0
+	}
+	return binary.BigEndian.Uint16(p)
+}
+
+func (d *decoder) u32(what string) uint32 {
+	p := d.take(4, what)
+	if p == nil {
+		return 0
+	}
+	return binary.BigEndian.Uint32(p)
+}
+
+func (d *decoder) u64(what string) uint64 {
+	p := d.take(8, what)
+	if p == nil {
+		return 0
+	}
+	return binary.BigEndian.Uint64(p)
+}
+
+func (d *decoder) i64(what string) int64 { return int64(d.u64(what)) }
+
+func (d *decoder) boolean(what string) bool {
+	switch d.u8(what) {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	d.fail(what)
+	return false
+}
+
+// count reads an element count and bounds it by the bytes left, given the
+// smallest encoding of one element.
+func (d *decoder) count(minElem int, what string) int {
+	n := d.uvarint(what)
+	if d.err != nil {
+		return 0
+	}
+	if n > uint64(len(d.b))/uint64(minElem) || n > math.MaxInt32 {
+		d.fail(what)
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) strMap(what string) map[string]string {
+	n := d.count(2, what)
+	if n == 0 {
+		return nil
+	}
+	m := make(map[string]string, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		k := d.str(what)
+		v := d.str(what)
+		if _, dup := m[k]; dup {
+			d.fail(what + " (duplicate key)")
+			return nil
+		}
+		m[k] = v
+	}
+	if d.err != nil {
+		return nil
+	}
+	return m
+}
+
+// done fails unless every byte was consumed.
+func (d *decoder) done() *Error {
+	if d.err == nil && len(d.b) != 0 {
+		d.err = Errorf(CodeMalformed, "%d trailing bytes", len(d.b))
+	}
+	return d.err
+}
+
+// --- errors ---
+
+// AppendError appends an error body: code u16, message str.
+func AppendError(b []byte, e *Error) []byte {
+	b = appendU16(b, uint16(e.Code))
+	return appendStr(b, e.Message)
+}
+
+// DecodeError decodes an error body.
+func DecodeError(b []byte) (*Error, error) {
+	d := decoder{b: b}
+	e := &Error{Code: Code(d.u16("error code")), Message: d.str("error message")}
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// --- spaces ---
+
+func appendSettings(b []byte, s *SpaceSettings) []byte {
+	b = appendStr(b, s.Retention)
+	b = appendU32(b, s.KeepLast)
+	b = appendU64(b, s.KeepForSeconds)
+	b = appendU32(b, s.Ranges)
+	return appendStr(b, s.Placement)
+}
+
+func (d *decoder) settings() SpaceSettings {
+	return SpaceSettings{
+		Retention:      d.str("retention"),
+		KeepLast:       d.u32("keep last"),
+		KeepForSeconds: d.u64("keep for"),
+		Ranges:         d.u32("ranges"),
+		Placement:      d.str("placement"),
+	}
+}
+
+// AppendCreateSpace encodes a CREATE_SPACE request.
+func AppendCreateSpace(b []byte, name string, s *SpaceSettings) []byte {
+	b = appendStr(b, name)
+	return appendSettings(b, s)
+}
+
+// DecodeCreateSpace decodes a CREATE_SPACE request.
+func DecodeCreateSpace(b []byte) (string, SpaceSettings, error) {
+	d := decoder{b: b}
+	name := d.str("space name")
+	s := d.settings()
+	if err := d.done(); err != nil {
+		return "", SpaceSettings{}, err
+	}
+	return name, s, nil
+}
+
+func appendSpaceInfo(b []byte, s *SpaceInfo) []byte {
+	b = appendU32(b, s.ID)
+	b = appendStr(b, s.Name)
+	b = appendI64(b, s.Created)
+	return appendSettings(b, &s.Settings)
+}
+
+func (d *decoder) spaceInfo() SpaceInfo {
+	return SpaceInfo{ID: d.u32("space id"), Name: d.str("space name"), Created: d.i64("created"), Settings: d.settings()}
+}
+
+// AppendSpaceInfo encodes a CREATE_SPACE response.
+func AppendSpaceInfo(b []byte, s *SpaceInfo) []byte { return appendSpaceInfo(b, s) }
+
+// DecodeSpaceInfo decodes a CREATE_SPACE response.
+func DecodeSpaceInfo(b []byte) (SpaceInfo, error) {
+	d := decoder{b: b}
+	s := d.spaceInfo()
+	if err := d.done(); err != nil {
+		return SpaceInfo{}, err
+	}
+	return s, nil
+}
+
+// AppendSpaceList encodes a LIST_SPACES response.
+func AppendSpaceList(b []byte, l []SpaceInfo) []byte {
+	b = binary.AppendUvarint(b, uint64(len(l)))
+	for i := range l {
+		b = appendSpaceInfo(b, &l[i])
+	}
+	return b
+}
+
+// DecodeSpaceList decodes a LIST_SPACES response.
+func DecodeSpaceList(b []byte) ([]SpaceInfo, error) {
+	d := decoder{b: b}
+	n := d.count(4+1+8+1+4+8+4+1, "space count")
+	l := make([]SpaceInfo, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		l = append(l, d.spaceInfo())
+	}
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// AppendName encodes a DELETE_SPACE request.
+func AppendName(b []byte, name string) []byte { return appendStr(b, name) }
+
+// DecodeName decodes a DELETE_SPACE request.
+func DecodeName(b []byte) (string, error) {
+	d := decoder{b: b}
+	s := d.str("name")
+	if err := d.done(); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+// --- objects ---
+
+// minObjectInfo is the smallest encoding of an ObjectInfo.
+const minObjectInfo = 1 + 1 + 8 + 8 + 8 + 1 + 32 + 1 + 8 + 1 + 1 + 1
+
+// AppendObjectInfo encodes an ObjectInfo.
+func AppendObjectInfo(b []byte, o *ObjectInfo) []byte {
+	b = appendStr(b, o.Space)
+	b = appendStr(b, o.Key)
+	b = appendU64(b, o.Version)
+	b = appendU64(b, o.Parent)
+	b = appendI64(b, o.Size)
+	b = appendStr(b, o.ETag)
+	b = append(b, o.Hash[:]...)
+	b = appendStr(b, o.ContentType)
+	b = appendI64(b, o.Modified)
+	b = appendBool(b, o.DeleteMarker)
+	b = appendMap(b, o.Meta)
+	return appendMap(b, o.Tags)
+}
+
+func (d *decoder) objectInfo() ObjectInfo {
+	var o ObjectInfo
+	o.Space = d.str("space")
+	o.Key = d.str("key")
+	o.Version = d.u64("version")
+	o.Parent = d.u64("parent")
+	o.Size = d.i64("size")
+	o.ETag = d.str("etag")
+	copy(o.Hash[:], d.take(32, "hash"))
+	o.ContentType = d.str("content type")
+	o.Modified = d.i64("modified")
+	o.DeleteMarker = d.boolean("delete marker")
+	o.Meta = d.strMap("meta")
+	o.Tags = d.strMap("tags")
+	return o
+}
+
+// DecodeObjectInfo decodes an ObjectInfo that fills b.
+func DecodeObjectInfo(b []byte) (ObjectInfo, error) {
+	d := decoder{b: b}
+	o := d.objectInfo()
+	if err := d.done(); err != nil {
+		return ObjectInfo{}, err
+	}
+	return o, nil
+}
+
+// DecodeObjectInfoPrefix decodes an ObjectInfo at the start of b and returns
+// the bytes after it (the inline body of a GET response).
+func DecodeObjectInfoPrefix(b []byte) (ObjectInfo, []byte, error) {
+	d := decoder{b: b}
+	o := d.objectInfo()
+	if d.err != nil {
+		return ObjectInfo{}, nil, d.err
+	}
+	return o, d.b, nil
+}
+
+// AppendPutRequest encodes a PutRequest. In a PUT frame the inline body
+// bytes follow it.
+func AppendPutRequest(b []byte, r *PutRequest) []byte {
+	b = appendStr(b, r.Space)
+	b = appendStr(b, r.Key)
+	b = append(b, byte(r.Mode))
+	b = appendI64(b, r.Offset)
+	b = appendI64(b, r.Size)
+	b = appendStr(b, r.ContentType)
+	b = appendMap(b, r.Meta)
+	b = appendMap(b, r.Tags)
+	b = appendU64(b, r.IfMatch)
+	return appendBool(b, r.IfNoneMatch)
+}
+
+func (d *decoder) putRequest(r *PutRequest) {
+	r.Space = d.str("space")
+	r.Key = d.str("key")
+	r.Mode = PutMode(d.u8("mode"))
+	if r.Mode > PutAppend {
+		d.fail("put mode")
+	}
+	r.Offset = d.i64("offset")
+	r.Size = d.i64("size")
+	if r.Size < -1 || r.Offset < 0 {
+		d.fail("size or offset")
+	}
+	r.ContentType = d.str("content type")
+	r.Meta = d.strMap("meta")
+	r.Tags = d.strMap("tags")
+	r.IfMatch = d.u64("if-match")
+	r.IfNoneMatch = d.boolean("if-none-match")
+}
+
+// DecodePutRequest decodes the PutRequest at the start of a PUT frame body
+// and returns the inline body bytes after it.
+func DecodePutRequest(b []byte) (PutRequest, []byte, error) {
+	d := decoder{b: b}
+	var r PutRequest
+	d.putRequest(&r)
+	if d.err != nil {
+		return PutRequest{}, nil, d.err
+	}
+	return r, d.b, nil
+}
+
+// AppendGetRequest encodes a GetRequest (GET and STAT).
+func AppendGetRequest(b []byte, r *GetRequest) []byte {
+	b = appendStr(b, r.Space)
+	b = appendStr(b, r.Key)
+	b = appendU64(b, r.Version)
+	b = appendU64(b, r.AsOf)
+	b = appendI64(b, r.Offset)
+	return appendI64(b, r.Length)
+}
+
+func (d *decoder) getRequest(r *GetRequest) {
+	r.Space = d.str("space")
+	r.Key = d.str("key")
+	r.Version = d.u64("version")
+	r.AsOf = d.u64("as-of")
+	r.Offset = d.i64("offset")
+	r.Length = d.i64("length")
+	if r.Offset < 0 || r.Length < -1 {
+		d.fail("range")
+	}
+}
+
+// DecodeGetRequest decodes a GetRequest.
+func DecodeGetRequest(b []byte) (GetRequest, error) {
+	d := decoder{b: b}
+	var r GetRequest
+	d.getRequest(&r)
+	if err := d.done(); err != nil {
+		return GetRequest{}, err
+	}
+	return r, nil
+}
+
+// AppendDeleteRequest encodes a DeleteRequest.
+func AppendDeleteRequest(b []byte, r *DeleteRequest) []byte {
+	b = appendStr(b, r.Space)
+	b = appendStr(b, r.Key)
+	return appendU64(b, r.Version)
+}
+
+func (d *decoder) deleteRequest(r *DeleteRequest) {
+	r.Space = d.str("space")
+	r.Key = d.str("key")
+	r.Version = d.u64("version")
+}
+
+// DecodeDeleteRequest decodes a DeleteRequest.
+func DecodeDeleteRequest(b []byte) (DeleteRequest, error) {
+	d := decoder{b: b}
+	var r DeleteRequest
+	d.deleteRequest(&r)
+	if err := d.done(); err != nil {
+		return DeleteRequest{}, err
+	}
+	return r, nil
+}
+
+// AppendListRequest encodes a ListRequest.
+func AppendListRequest(b []byte, r *ListRequest) []byte {
+	b = appendStr(b, r.Space)
+	b = appendStr(b, r.Prefix)
+	b = appendStr(b, r.StartAfter)
+	b = appendU32(b, r.Limit)
+	return appendU64(b, r.AsOf)
+}
+
+// DecodeListRequest decodes a ListRequest.
+func DecodeListRequest(b []byte) (ListRequest, error) {
+	d := decoder{b: b}
+	r := ListRequest{Space: d.str("space"), Prefix: d.str("prefix"), StartAfter: d.str("start after"),
+		Limit: d.u32("limit"), AsOf: d.u64("as-of")}
+	if err := d.done(); err != nil {
+		return ListRequest{}, err
+	}
+	return r, nil
+}
+
+func appendInfos(b []byte, l []ObjectInfo) []byte {
+	b = binary.AppendUvarint(b, uint64(len(l)))
+	for i := range l {
+		b = AppendObjectInfo(b, &l[i])
+	}
+	return b
+}
+
+func (d *decoder) infos() []ObjectInfo {
+	n := d.count(minObjectInfo, "object count")
+	if n == 0 {
+		return nil
+	}
+	l := make([]ObjectInfo, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		l = append(l, d.objectInfo())
+	}
+	return l
+}
+
+// AppendListResult encodes a LIST response.
+func AppendListResult(b []byte, r *ListResult) []byte {
+	b = appendInfos(b, r.Objects)
+	b = appendBool(b, r.Truncated)
+	return appendStr(b, r.Next)
+}
+
+// DecodeListResult decodes a LIST response.
+func DecodeListResult(b []byte) (ListResult, error) {
+	d := decoder{b: b}
+	r := ListResult{Objects: d.infos(), Truncated: d.boolean("truncated"), Next: d.str("next")}
+	if err := d.done(); err != nil {
+		return ListResult{}, err
+	}
+	return r, nil
+}
+
+// AppendVersionsRequest encodes a VersionsRequest.
+func AppendVersionsRequest(b []byte, r *VersionsRequest) []byte {
+	b = appendStr(b, r.Space)
+	b = appendStr(b, r.Key)
+	b = appendU64(b, r.Before)
+	return appendU32(b, r.Limit)
+}
+
+// DecodeVersionsRequest decodes a VersionsRequest.
+func DecodeVersionsRequest(b []byte) (VersionsRequest, error) {
+	d := decoder{b: b}
+	r := VersionsRequest{Space: d.str("space"), Key: d.str("key"), Before: d.u64("before"), Limit: d.u32("limit")}
+	if err := d.done(); err != nil {
+		return VersionsRequest{}, err
+	}
+	return r, nil
+}
+
+// AppendVersionsResult encodes a VERSIONS response.
+func AppendVersionsResult(b []byte, r *VersionsResult) []byte {
+	b = appendInfos(b, r.Versions)
+	return appendBool(b, r.Truncated)
+}
+
+// DecodeVersionsResult decodes a VERSIONS response.
+func DecodeVersionsResult(b []byte) (VersionsResult, error) {
+	d := decoder{b: b}
+	r := VersionsResult{Versions: d.infos(), Truncated: d.boolean("truncated")}
+	if err := d.done(); err != nil {
+		return VersionsResult{}, err
+	}
+	return r, nil
+}
+
+// PingInfo is the body of a PING response: the server's limits, so a client
+// can size its frames.
+type PingInfo struct {
+	MaxFrame    uint32
+	MaxInflight uint32
+}
+
+// AppendPingInfo encodes a PING response.
+func AppendPingInfo(b []byte, p PingInfo) []byte {
+	b = appendU32(b, p.MaxFrame)
+	return appendU32(b, p.MaxInflight)
+}
+
+// DecodePingInfo decodes a PING response.
+func DecodePingInfo(b []byte) (PingInfo, error) {
+	d := decoder{b: b}
+	p := PingInfo{MaxFrame: d.u32("max frame"), MaxInflight: d.u32("max inflight")}
+	if err := d.done(); err != nil {
+		return PingInfo{}, err
+	}
+	return p, nil
+}

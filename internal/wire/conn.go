@@ -1,0 +1,731 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+)
+
+// Connection errors of the client side. Both are retryable in the sense of
+// the client package: ErrConnClosed always (the request never left), and
+// ErrConnLost only for idempotent requests (it may have been applied).
+var (
+	// ErrConnClosed: the connection was closed before the request was sent.
+	ErrConnClosed = errors.New("wire: connection closed")
+	// ErrConnLost: the connection broke while the request was in flight;
+	// whether it was applied is unknown.
+	ErrConnLost = errors.New("wire: connection lost")
+)
+
+// ConnOptions configure a client Conn. The zero value means every default.
+type ConnOptions struct {
+	// MaxFrame is the largest frame body this side sends and the smallest
+	// limit it accepts (default DefaultMaxFrame). DialConn lowers the send
+	// size to the server's advertised limit.
+	MaxFrame int
+	// MaxInflight bounds the requests in flight (default 256, the server's
+	// default MaxInflightPerConn); more wait for a free slot.
+	MaxInflight int
+	// StreamFrames is how many frames of one stream may wait in either
+	// direction (default 4).
+	StreamFrames int
+	// Logger (default: discarded).
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (o *ConnOptions) EnsureDefaults() {
+	if o.MaxFrame == 0 {
+		o.MaxFrame = DefaultMaxFrame
+	}
+	if o.MaxInflight == 0 {
+		o.MaxInflight = 256
+	}
+	if o.StreamFrames == 0 {
+		o.StreamFrames = 4
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports every invalid field.
+func (o *ConnOptions) Validate() error {
+	var errs []error
+	if o.MaxFrame < MinMaxFrame || o.MaxFrame > 1<<30 {
+		errs = append(errs, fmt.Errorf("wire: MaxFrame %d outside [%d, 1 GiB]", o.MaxFrame, MinMaxFrame))
+	}
+	if o.MaxInflight < 1 {
+		errs = append(errs, fmt.Errorf("wire: MaxInflight %d < 1", o.MaxInflight))
+	}
+	if o.StreamFrames < 1 {
+		errs = append(errs, fmt.Errorf("wire: StreamFrames %d < 1", o.StreamFrames))
+	}
+	return errors.Join(errs...)
+}
+
+// Conn is the client side of one multiplexed connection. Any number of
+// goroutines may issue requests at once; each gets a request id, requests
+// are pipelined and answers are matched by id in whatever order they come.
+// Conn implements Service, so a remote node can stand where a local one
+// would.
+type Conn struct {
+	nc      net.Conn
+	opts    ConnOptions
+	w       *frameWriter
+	sendMax int // largest frame body sent
+	recvMax int // largest frame body accepted
+	sem     chan struct{}
+	closed  chan struct{} // closed when the connection is broken or closed
+	mu      struct {
+		sync.Mutex
+		nextID uint32
+		calls  map[uint32]*call
+		err    error
+	}
+	once sync.Once
+	wg   sync.WaitGroup
+	bufs sync.Pool // *[]byte of sendMax capacity, upload chunks
+	nreq atomic.Int64
+}
+
+var _ Service = (*Conn)(nil)
+
+// call is one request in flight.
+type call struct {
+	id      uint32
+	ch      chan inFrame  // answer frames, in order
+	abandon chan struct{} // closed when the caller stops reading
+	once    sync.Once
+}
+
+type inFrame struct {
+	op    Op
+	flags uint16
+	body  []byte
+}
+
+func (f *inFrame) terminal() bool {
+	if f.flags&FlagError != 0 {
+		return true
+	}
+	if f.op == OpData {
+		return f.flags&FlagEnd != 0
+	}
+	return f.flags&FlagMore == 0
+}
+
+// err decodes an error frame.
+func (f *inFrame) err() error {
+	e, err := DecodeError(f.body)
+	if err != nil {
+		return fmt.Errorf("wire: undecodable error reply: %w", err)
+	}
+	return e
+}
+
+// DialConn connects to addr, exchanges PING to learn the server's limits,
+// and returns the running Conn.
+func DialConn(ctx context.Context, addr string, o ConnOptions) (*Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	c, err := NewConn(nc, o)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	p, err := c.Ping(ctx)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if p.MaxFrame >= MinMaxFrame && int(p.MaxFrame) < c.sendMax {
+		c.sendMax = int(p.MaxFrame)
+	}
+	if int(p.MaxFrame) > c.recvMax {
+		c.recvMax = int(p.MaxFrame) // read only by the reader, after this frame
+	}
+	return c, nil
+}
+
+// NewConn runs the protocol over an established connection. It owns nc from
+// now on.
+func NewConn(nc net.Conn, o ConnOptions) (*Conn, error) {
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Conn{
+		nc: nc, opts: o, w: newFrameWriter(nc, 64<<10),
+		sendMax: o.MaxFrame, recvMax: o.MaxFrame,
+		sem:    make(chan struct{}, o.MaxInflight),
+		closed: make(chan struct{}),
+	}
+	c.mu.calls = map[uint32]*call{}
+	c.bufs.New = func() any { b := make([]byte, c.sendMax); return &b }
+	c.wg.Add(2)
+	go func() {
+		defer c.wg.Done()
+		if err := c.w.run(); err != nil {
+			c.fail(err)
+		}
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.fail(c.readLoop())
+	}()
+	return c, nil
+}
+
+// Close closes the connection; requests in flight fail with ErrConnLost.
+// It waits for the connection's goroutines.
+func (c *Conn) Close() error {
+	c.fail(ErrConnClosed)
+	c.wg.Wait()
+	return nil
+}
+
+// Err returns why the connection stopped, or nil while it works.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.err
+}
+
+// Done is closed when the connection stops working.
+func (c *Conn) Done() <-chan struct{} { return c.closed }
+
+// Inflight is the number of requests in flight.
+func (c *Conn) Inflight() int { return int(c.nreq.Load()) }
+
+func (c *Conn) fail(err error) {
+	c.once.Do(func() {
+		if err == nil {
+			err = ErrConnClosed
+		}
+		c.mu.Lock()
+		c.mu.err = err
+		c.mu.Unlock()
+		close(c.closed)
+		c.w.close()
+		c.nc.Close()
+	})
+}
+
+func (c *Conn) readLoop() error {
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	var hbuf [HeaderLen]byte
+	for {
+		h, body, err := ReadFrame(br, hbuf[:], c.recvMax)
+		if err != nil {
+			return err
+		}
+		if h.Flags&FlagResponse == 0 {
+			return Errorf(CodeMalformed, "server sent a frame without the response flag")
+		}
+		f := inFrame{op: h.Op, flags: h.Flags, body: body}
+		term := f.terminal()
+		c.mu.Lock()
+		cl := c.mu.calls[h.ID]
+		if term && cl != nil {
+			delete(c.mu.calls, h.ID)
+		}
+		c.mu.Unlock()
+		if cl == nil {
+			if h.ID == 0 && h.Flags&FlagError != 0 {
+				// A connection-level error: the server closes next.
+				return f.err()
+			}
+			continue
+		}
+		if term {
+			c.nreq.Add(-1)
+			<-c.sem
+		}
+		select {
+		case cl.ch <- f:
+		case <-cl.abandon:
+		case <-c.closed:
+			return ErrConnClosed
+		}
+	}
+}
+
+// start registers a call and queues its first frame.
+func (c *Conn) start(ctx context.Context, f outFrame) (*call, error) {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		c.w.release(&f)
+		return nil, ctx.Err()
+	case <-c.closed:
+		c.w.release(&f)
+		return nil, fmt.Errorf("%w: %v", ErrConnClosed, c.Err())
+	}
+	cl := &call{ch: make(chan inFrame, c.opts.StreamFrames), abandon: make(chan struct{})}
+	c.mu.Lock()
+	if c.mu.err != nil {
+		err := c.mu.err
+		c.mu.Unlock()
+		<-c.sem
+		c.w.release(&f)
+		return nil, fmt.Errorf("%w: %v", ErrConnClosed, err)
+	}
+	for {
+		c.mu.nextID++
+		if c.mu.nextID == 0 {
+			continue
+		}
+		if _, busy := c.mu.calls[c.mu.nextID]; !busy {
+			break
+		}
+	}
+	f.id = c.mu.nextID
+	cl.id = f.id
+	c.mu.calls[f.id] = cl
+	c.mu.Unlock()
+	c.nreq.Add(1)
+	if err := c.w.send(f); err != nil {
+		c.forget(f.id)
+		return nil, fmt.Errorf("%w: %v", ErrConnClosed, err)
+	}
+	return cl, nil
+}
+
+// forget drops a call that never went out.
+func (c *Conn) forget(id uint32) {
+	c.mu.Lock()
+	_, ok := c.mu.calls[id]
+	delete(c.mu.calls, id)
+	c.mu.Unlock()
+	if ok {
+		c.nreq.Add(-1)
+		<-c.sem
+	}
+}
+
+// abandon stops reading a call and tells the server with CANCEL. The call's
+// slot is freed when the server's terminal frame arrives.
+func (c *Conn) abandon(id uint32, cl *call) {
+	cl.once.Do(func() {
+		close(cl.abandon)
+		c.w.send(outFrame{op: OpCancel, id: id})
+	})
+}
+
+// next waits for the call's next frame.
+func (c *Conn) next(ctx context.Context, id uint32, cl *call) (inFrame, error) {
+	select {
+	case f := <-cl.ch:
+		return f, nil
+	case <-ctx.Done():
+		c.abandon(id, cl)
+		return inFrame{}, ctx.Err()
+	case <-c.closed:
+		select {
+		case f := <-cl.ch:
+			return f, nil
+		default:
+		}
+		return inFrame{}, fmt.Errorf("%w: %v", ErrConnLost, c.Err())
+	}
+}
+
+// Call sends a request whose answer is one frame and returns the answer's
+// body, or the server's *Error.
+func (c *Conn) Call(ctx context.Context, op Op, body []byte) ([]byte, error) {
+	cl, err := c.start(ctx, outFrame{op: op, a: body})
+	if err != nil {
+		return nil, err
+	}
+	id := cl.id
+	f, err := c.next(ctx, id, cl)
+	if err != nil {
+		return nil, err
+	}
+	if f.flags&FlagError != 0 {
+		return nil, f.err()
+	}
+	if !f.terminal() {
+		c.abandon(id, cl)
+		return nil, Errorf(CodeMalformed, "unexpected streamed answer to %s", op)
+	}
+	return f.body, nil
+}
+
+// Ping asks the server for its limits.
+func (c *Conn) Ping(ctx context.Context) (PingInfo, error) {
+	b, err := c.Call(ctx, OpPing, nil)
+	if err != nil {
+		return PingInfo{}, err
+	}
+	return DecodePingInfo(b)
+}
+
+// CreateSpace implements Service.
+func (c *Conn) CreateSpace(ctx context.Context, name string, s SpaceSettings) (SpaceInfo, error) {
+	b, err := c.Call(ctx, OpCreateSpace, AppendCreateSpace(nil, name, &s))
+	if err != nil {
+		return SpaceInfo{}, err
+	}
+	return DecodeSpaceInfo(b)
+}
+
+// ListSpaces implements Service.
+func (c *Conn) ListSpaces(ctx context.Context) ([]SpaceInfo, error) {
+	b, err := c.Call(ctx, OpListSpaces, nil)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeSpaceList(b)
+}
+
+// DeleteSpace implements Service.
+func (c *Conn) DeleteSpace(ctx context.Context, name string) error {
+	_, err := c.Call(ctx, OpDeleteSpace, AppendName(nil, name))
+	return err
+}
+
+// Stat implements Service.
+func (c *Conn) Stat(ctx context.Context, req *GetRequest) (ObjectInfo, error) {
+	b, err := c.Call(ctx, OpStat, AppendGetRequest(nil, req))
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	return DecodeObjectInfo(b)
+}
+
+// Delete implements Service.
+func (c *Conn) Delete(ctx context.Context, req *DeleteRequest) (ObjectInfo, error) {
+	b, err := c.Call(ctx, OpDelete, AppendDeleteRequest(nil, req))
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	return DecodeObjectInfo(b)
+}
+
+// List implements Service.
+func (c *Conn) List(ctx context.Context, req *ListRequest) (ListResult, error) {
+	b, err := c.Call(ctx, OpList, AppendListRequest(nil, req))
+	if err != nil {
+		return ListResult{}, err
+	}
+	return DecodeListResult(b)
+}
+
+// Versions implements Service.
+func (c *Conn) Versions(ctx context.Context, req *VersionsRequest) (VersionsResult, error) {
+	b, err := c.Call(ctx, OpVersions, AppendVersionsRequest(nil, req))
+	if err != nil {
+		return VersionsResult{}, err
+	}
+	return DecodeVersionsResult(b)
+}
+
+// Batch sends items as one BATCH frame and returns one result per item.
+// The error is non-nil only if the batch as a whole failed.
+func (c *Conn) Batch(ctx context.Context, items []BatchItem) ([]BatchResult, error) {
+	body := AppendBatchRequest(nil, items)
+	if len(body) > c.sendMax {
+		return nil, Errorf(CodeTooLarge, "batch of %d bytes over the %d frame limit", len(body), c.sendMax)
+	}
+	b, err := c.Call(ctx, OpBatch, body)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := DecodeBatchResponse(b)
+	if err == nil && len(rs) != len(items) {
+		err = Errorf(CodeMalformed, "batch answered %d of %d items", len(rs), len(items))
+	}
+	return rs, err
+}
+
+// Get implements Service: the reader streams the bytes as DATA frames
+// arrive. Closing it early cancels the request on the server.
+func (c *Conn) Get(ctx context.Context, req *GetRequest) (ObjectInfo, io.ReadCloser, error) {
+	info, inline, gs, err := c.get(ctx, req)
+	if err != nil {
+		return ObjectInfo{}, nil, err
+	}
+	if gs == nil {
+		return info, io.NopCloser(bytes.NewReader(inline)), nil
+	}
+	return info, gs, nil
+}
+
+// GetBytes reads a whole version (or range) into memory. A small object
+// comes back in the answer frame itself and is returned without a copy.
+func (c *Conn) GetBytes(ctx context.Context, req *GetRequest) (ObjectInfo, []byte, error) {
+	info, inline, gs, err := c.get(ctx, req)
+	if err != nil || gs == nil {
+		return info, inline, err
+	}
+	defer gs.Close()
+	want := info.Size - req.Offset
+	if req.Length >= 0 && req.Length < want {
+		want = req.Length
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, max64(min(want, 64<<20), 0)+1))
+	if _, err := buf.ReadFrom(gs); err != nil {
+		return ObjectInfo{}, nil, err
+	}
+	return info, buf.Bytes(), nil
+}
+
+// get sends a GET and reads its first frame. A nil stream means the
+// inline bytes are the whole answer.
+func (c *Conn) get(ctx context.Context, req *GetRequest) (ObjectInfo, []byte, *getStream, error) {
+	cl, err := c.start(ctx, outFrame{op: OpGet, a: AppendGetRequest(nil, req)})
+	if err != nil {
+		return ObjectInfo{}, nil, nil, err
+	}
+	f, err := c.next(ctx, cl.id, cl)
+	if err != nil {
+		return ObjectInfo{}, nil, nil, err
+	}
+	if f.flags&FlagError != 0 {
+		return ObjectInfo{}, nil, nil, f.err()
+	}
+	info, inline, err := DecodeObjectInfoPrefix(f.body)
+	if err != nil {
+		if !f.terminal() {
+			c.abandon(cl.id, cl)
+		}
+		return ObjectInfo{}, nil, nil, err
+	}
+	if f.terminal() {
+		return info, inline, nil, nil
+	}
+	return info, nil, &getStream{c: c, ctx: ctx, id: cl.id, cl: cl, cur: inline}, nil
+}
+
+// getStream reads the DATA frames of a GET answer.
+type getStream struct {
+	c   *Conn
+	ctx context.Context // the request's; lives exactly as long as the stream
+	id  uint32
+	cl  *call
+	cur []byte
+	eof bool
+	err error
+}
+
+func (g *getStream) Read(p []byte) (int, error) {
+	for len(g.cur) == 0 {
+		if g.err != nil {
+			return 0, g.err
+		}
+		if g.eof {
+			return 0, io.EOF
+		}
+		f, err := g.c.next(g.ctx, g.id, g.cl)
+		if err != nil {
+			g.err = err
+			return 0, err
+		}
+		switch {
+		case f.flags&FlagError != 0:
+			g.err = f.err()
+			return 0, g.err
+		case f.op != OpData:
+			g.err = Errorf(CodeMalformed, "%s frame inside a GET stream", f.op)
+			g.c.abandon(g.id, g.cl)
+			return 0, g.err
+		}
+		g.cur = f.body
+		if f.flags&FlagEnd != 0 {
+			g.eof = true
+		}
+	}
+	n := copy(p, g.cur)
+	g.cur = g.cur[n:]
+	return n, nil
+}
+
+// Close abandons the stream if it has not ended.
+func (g *getStream) Close() error {
+	if !g.eof && g.err == nil {
+		g.c.abandon(g.id, g.cl)
+		g.err = errors.New("wire: read from a closed stream")
+	}
+	return nil
+}
+
+// Put implements Service. body is sent as the PUT frame's inline bytes and
+// DATA frames; with req.Size >= 0 exactly req.Size bytes are read from it.
+// At most StreamFrames frames of the upload wait in the send queue.
+func (c *Conn) Put(ctx context.Context, req *PutRequest, body io.Reader) (ObjectInfo, error) {
+	return c.put(ctx, req, nil, body)
+}
+
+// PutBytes is Put from memory: data is sent without a copy (it must not
+// change until PutBytes returns).
+func (c *Conn) PutBytes(ctx context.Context, req *PutRequest, data []byte) (ObjectInfo, error) {
+	r := *req
+	r.Size = int64(len(data))
+	return c.put(ctx, &r, data, nil)
+}
+
+// put uploads data (if body is nil) or body.
+func (c *Conn) put(ctx context.Context, req *PutRequest, data []byte, body io.Reader) (ObjectInfo, error) {
+	hdr := AppendPutRequest(nil, req)
+	if len(hdr) > c.sendMax/2 {
+		return ObjectInfo{}, Errorf(CodeTooLarge, "put header of %d bytes", len(hdr))
+	}
+	if body == nil && len(hdr)+len(data) <= c.sendMax {
+		b, err := c.callOne(ctx, outFrame{op: OpPut, a: hdr, b: data})
+		if err != nil {
+			return ObjectInfo{}, err
+		}
+		return DecodeObjectInfo(b)
+	}
+	remaining := req.Size // -1: until EOF
+	if body == nil {
+		remaining = int64(len(data))
+	}
+	credit := make(chan struct{}, c.opts.StreamFrames)
+	drain := func() {
+		for range cap(credit) {
+			credit <- struct{}{}
+		}
+	}
+	var (
+		cl    *call
+		id    uint32
+		early *inFrame
+	)
+	fail := func(err error) (ObjectInfo, error) {
+		if cl != nil {
+			c.abandon(id, cl)
+		}
+		drain()
+		return ObjectInfo{}, err
+	}
+	for first := true; ; first = false {
+		room := c.sendMax
+		if first {
+			room -= len(hdr)
+		}
+		if remaining >= 0 && int64(room) > remaining {
+			room = int(remaining)
+		}
+		var chunk []byte
+		var bp *[]byte
+		last := false
+		if body == nil {
+			chunk, data = data[:room], data[room:]
+			last = len(data) == 0
+		} else {
+			bp = c.bufs.Get().(*[]byte)
+			n, err := io.ReadFull(body, (*bp)[:room])
+			chunk = (*bp)[:n]
+			switch {
+			case err == nil:
+				last = remaining >= 0 && int64(n) == remaining
+			case (err == io.EOF || err == io.ErrUnexpectedEOF) && remaining < 0:
+				last = true
+			case err == io.EOF || err == io.ErrUnexpectedEOF:
+				c.bufs.Put(bp)
+				return fail(Errorf(CodeTruncated, "body ended %d bytes short of its declared size", remaining-int64(n)))
+			default:
+				c.bufs.Put(bp)
+				return fail(fmt.Errorf("wire: reading the body: %w", err))
+			}
+		}
+		if remaining >= 0 {
+			remaining -= int64(len(chunk))
+		}
+		select {
+		case credit <- struct{}{}:
+		case <-ctx.Done():
+			if bp != nil {
+				c.bufs.Put(bp)
+			}
+			return fail(ctx.Err())
+		}
+		f := outFrame{op: OpData, id: id, b: chunk}
+		f.done = func() {
+			if bp != nil {
+				c.bufs.Put(bp)
+			}
+			<-credit
+		}
+		if first {
+			f.op, f.a = OpPut, hdr
+			if !last {
+				f.flags = FlagMore
+			}
+			var err error
+			if cl, err = c.start(ctx, f); err != nil {
+				drain()
+				return ObjectInfo{}, err
+			}
+			id = cl.id
+		} else {
+			if last {
+				f.flags = FlagEnd
+			}
+			if err := c.w.send(f); err != nil {
+				break // the answer (ErrConnLost) comes from next
+			}
+		}
+		if last {
+			break
+		}
+		// The server may answer before the end (a failed precondition):
+		// stop sending then.
+		select {
+		case fr := <-cl.ch:
+			early = &fr
+		default:
+		}
+		if early != nil {
+			c.abandon(id, cl)
+			break
+		}
+	}
+	drain()
+	var f inFrame
+	if early != nil {
+		f = *early
+	} else {
+		var err error
+		if f, err = c.next(ctx, id, cl); err != nil {
+			return ObjectInfo{}, err
+		}
+	}
+	if f.flags&FlagError != 0 {
+		return ObjectInfo{}, f.err()
+	}
+	return DecodeObjectInfo(f.body)
+}
+
+// callOne sends one frame and waits for a one-frame answer.
+func (c *Conn) callOne(ctx context.Context, f outFrame) ([]byte, error) {
+	cl, err := c.start(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	id := cl.id
+	r, err := c.next(ctx, id, cl)
+	if err != nil {
+		return nil, err
+	}
+	if r.flags&FlagError != 0 {
+		return nil, r.err()
+	}
+	return r.body, nil
+}

@@ -1,0 +1,333 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// memService is an in-memory Service: a map of spaces, each a map from key
+// to its versions (oldest first). Hooks let tests slow it down and watch
+// what bodies look like from the Service's side.
+type memService struct {
+	mu struct {
+		sync.Mutex
+		spaces  map[string]*memSpace
+		nextID  uint32
+		clock   uint64
+		putErrs []error // every body-read error a Put saw
+	}
+	// gates: a Get/Stat of a key with a gate waits until it is closed.
+	gates map[string]chan struct{}
+	// sink: Puts to this space read and count the body but store nothing
+	// (for big streams); reads of it generate sinkSize bytes.
+	sinkSize int64
+	sinkSeen chan int64
+	putSeen  chan struct{} // if set, gets a value once a Put starts reading
+}
+
+type memSpace struct {
+	info SpaceInfo
+	objs map[string][]memVersion
+}
+
+type memVersion struct {
+	info ObjectInfo
+	data []byte
+}
+
+func newMemService() *memService {
+	m := &memService{gates: map[string]chan struct{}{}}
+	m.mu.spaces = map[string]*memSpace{}
+	return m
+}
+
+func (m *memService) putErrors() []error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]error(nil), m.mu.putErrs...)
+}
+
+func (m *memService) CreateSpace(ctx context.Context, name string, s SpaceSettings) (SpaceInfo, error) {
+	if name == "" || strings.ContainsAny(name, "/ ") {
+		return SpaceInfo{}, Errorf(CodeBadSpaceName, "%q", name)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.mu.spaces[name]; ok {
+		return SpaceInfo{}, Errorf(CodeSpaceExists, "%q", name)
+	}
+	m.mu.nextID++
+	m.mu.clock++
+	sp := &memSpace{info: SpaceInfo{ID: m.mu.nextID, Name: name, Created: int64(m.mu.clock), Settings: s},
+		objs: map[string][]memVersion{}}
+	m.mu.spaces[name] = sp
+	return sp.info, nil
+}
+
+func (m *memService) ListSpaces(ctx context.Context) ([]SpaceInfo, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var l []SpaceInfo
+	for _, sp := range m.mu.spaces {
+		l = append(l, sp.info)
+	}
+	sort.Slice(l, func(i, j int) bool { return l[i].Name < l[j].Name })
+	return l, nil
+}
+
+func (m *memService) DeleteSpace(ctx context.Context, name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sp, ok := m.mu.spaces[name]
+	if !ok {
+		return Errorf(CodeSpaceNotFound, "%q", name)
+	}
+	for _, vs := range sp.objs {
+		if !vs[len(vs)-1].info.DeleteMarker {
+			return Errorf(CodeSpaceNotEmpty, "%q", name)
+		}
+	}
+	delete(m.mu.spaces, name)
+	return nil
+}
+
+func (m *memService) spaceLocked(name string) (*memSpace, error) {
+	sp, ok := m.mu.spaces[name]
+	if !ok {
+		return nil, Errorf(CodeSpaceNotFound, "%q", name)
+	}
+	return sp, nil
+}
+
+func (m *memService) Put(ctx context.Context, req *PutRequest, body io.Reader) (ObjectInfo, error) {
+	if len(req.Key) > 1024 {
+		return ObjectInfo{}, Errorf(CodeKeyTooLong, "%d bytes", len(req.Key))
+	}
+	if m.putSeen != nil {
+		m.putSeen <- struct{}{}
+	}
+	if req.Space == "sink" {
+		n, err := io.Copy(io.Discard, body)
+		if err != nil {
+			m.mu.Lock()
+			m.mu.putErrs = append(m.mu.putErrs, err)
+			m.mu.Unlock()
+			return ObjectInfo{}, Errorf(CodeTruncated, "%v", err)
+		}
+		if m.sinkSeen != nil {
+			m.sinkSeen <- n
+		}
+		return ObjectInfo{Space: req.Space, Key: req.Key, Size: n}, nil
+	}
+	data, err := io.ReadAll(body)
+	if err != nil {
+		m.mu.Lock()
+		m.mu.putErrs = append(m.mu.putErrs, err)
+		m.mu.Unlock()
+		return ObjectInfo{}, Errorf(CodeTruncated, "%v", err)
+	}
+	if req.Size >= 0 && int64(len(data)) != req.Size {
+		return ObjectInfo{}, Errorf(CodeTruncated, "got %d of %d bytes", len(data), req.Size)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sp, err := m.spaceLocked(req.Space)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	vs := sp.objs[req.Key]
+	var cur *memVersion
+	if len(vs) > 0 && !vs[len(vs)-1].info.DeleteMarker {
+		cur = &vs[len(vs)-1]
+	}
+	if req.IfMatch != 0 && (cur == nil || cur.info.Version != req.IfMatch) {
+		return ObjectInfo{}, Errorf(CodePreconditionFailed, "if-match %d", req.IfMatch)
+	}
+	if req.IfNoneMatch && cur != nil {
+		return ObjectInfo{}, Errorf(CodePreconditionFailed, "if-none-match")
+	}
+	var old []byte
+	if cur != nil {
+		old = cur.data
+	}
+	switch req.Mode {
+	case PutWriteAt:
+		n := max(int64(len(old)), req.Offset+int64(len(data)))
+		nb := make([]byte, n)
+		copy(nb, old)
+		copy(nb[req.Offset:], data)
+		data = nb
+	case PutAppend:
+		data = append(append([]byte(nil), old...), data...)
+	}
+	m.mu.clock++
+	sum := md5.Sum(data)
+	info := ObjectInfo{Space: req.Space, Key: req.Key, Version: m.mu.clock, Size: int64(len(data)),
+		ETag: hex.EncodeToString(sum[:]), ContentType: req.ContentType, Modified: int64(m.mu.clock),
+		Meta: req.Meta, Tags: req.Tags}
+	if len(vs) > 0 {
+		info.Parent = vs[len(vs)-1].info.Version
+	}
+	copy(info.Hash[:], sum[:])
+	sp.objs[req.Key] = append(vs, memVersion{info: info, data: data})
+	return info, nil
+}
+
+func (m *memService) find(ctx context.Context, req *GetRequest) (memVersion, error) {
+	if g := m.gates[req.Key]; g != nil {
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return memVersion{}, ctx.Err()
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sp, err := m.spaceLocked(req.Space)
+	if err != nil {
+		return memVersion{}, err
+	}
+	vs := sp.objs[req.Key]
+	for i := len(vs) - 1; i >= 0; i-- {
+		v := vs[i]
+		if req.Version != 0 && v.info.Version != req.Version {
+			continue
+		}
+		if req.AsOf != 0 && v.info.Version > req.AsOf {
+			continue
+		}
+		if v.info.DeleteMarker {
+			if req.Version != 0 {
+				return memVersion{}, Errorf(CodeDeleted, "%d", v.info.Version)
+			}
+			return memVersion{}, Errorf(CodeNotFound, "%q", req.Key)
+		}
+		return v, nil
+	}
+	return memVersion{}, Errorf(CodeNotFound, "%q", req.Key)
+}
+
+func (m *memService) Get(ctx context.Context, req *GetRequest) (ObjectInfo, io.ReadCloser, error) {
+	if req.Space == "sink" {
+		return ObjectInfo{Space: "sink", Key: req.Key, Size: m.sinkSize},
+			io.NopCloser(io.LimitReader(&patternReader{}, m.sinkSize)), nil
+	}
+	v, err := m.find(ctx, req)
+	if err != nil {
+		return ObjectInfo{}, nil, err
+	}
+	size := int64(len(v.data))
+	if req.Offset > size {
+		return ObjectInfo{}, nil, Errorf(CodeInvalidRange, "offset %d past %d", req.Offset, size)
+	}
+	end := size
+	if req.Length >= 0 && req.Offset+req.Length < size {
+		end = req.Offset + req.Length
+	}
+	return v.info, io.NopCloser(bytes.NewReader(v.data[req.Offset:end])), nil
+}
+
+func (m *memService) Stat(ctx context.Context, req *GetRequest) (ObjectInfo, error) {
+	v, err := m.find(ctx, req)
+	return v.info, err
+}
+
+func (m *memService) Delete(ctx context.Context, req *DeleteRequest) (ObjectInfo, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sp, err := m.spaceLocked(req.Space)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	vs := sp.objs[req.Key]
+	if req.Version != 0 {
+		for i, v := range vs {
+			if v.info.Version == req.Version {
+				sp.objs[req.Key] = append(vs[:i:i], vs[i+1:]...)
+				return v.info, nil
+			}
+		}
+		return ObjectInfo{}, Errorf(CodeNotFound, "version %d", req.Version)
+	}
+	if len(vs) == 0 {
+		return ObjectInfo{}, Errorf(CodeNotFound, "%q", req.Key)
+	}
+	m.mu.clock++
+	info := ObjectInfo{Space: req.Space, Key: req.Key, Version: m.mu.clock, Parent: vs[len(vs)-1].info.Version,
+		Modified: int64(m.mu.clock), DeleteMarker: true}
+	sp.objs[req.Key] = append(vs, memVersion{info: info})
+	return info, nil
+}
+
+func (m *memService) List(ctx context.Context, req *ListRequest) (ListResult, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sp, err := m.spaceLocked(req.Space)
+	if err != nil {
+		return ListResult{}, err
+	}
+	limit := int(req.Limit)
+	if limit == 0 {
+		limit = 1000
+	}
+	var keys []string
+	for k, vs := range sp.objs {
+		if strings.HasPrefix(k, req.Prefix) && k > req.StartAfter && !vs[len(vs)-1].info.DeleteMarker {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var res ListResult
+	for i, k := range keys {
+		if i == limit {
+			res.Truncated = true
+			break
+		}
+		vs := sp.objs[k]
+		res.Objects = append(res.Objects, vs[len(vs)-1].info)
+		res.Next = k
+	}
+	if !res.Truncated {
+		res.Next = ""
+	}
+	return res, nil
+}
+
+func (m *memService) Versions(ctx context.Context, req *VersionsRequest) (VersionsResult, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sp, err := m.spaceLocked(req.Space)
+	if err != nil {
+		return VersionsResult{}, err
+	}
+	vs := sp.objs[req.Key]
+	var res VersionsResult
+	for i := len(vs) - 1; i >= 0; i-- {
+		if req.Before != 0 && vs[i].info.Version >= req.Before {
+			continue
+		}
+		if req.Limit != 0 && len(res.Versions) == int(req.Limit) {
+			res.Truncated = true
+			break
+		}
+		res.Versions = append(res.Versions, vs[i].info)
+	}
+	return res, nil
+}
+
+// patternReader yields byte n%251 at offset n, forever.
+type patternReader struct{ n int64 }
+
+func (p *patternReader) Read(b []byte) (int, error) {
+	for i := range b {
+		b[i] = byte((p.n + int64(i)) % 251)
+	}
+	p.n += int64(len(b))
+	return len(b), nil
+}

@@ -1,0 +1,730 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("wire: server closed")
+
+// Metrics receives one observation per request. It is called from request
+// goroutines concurrently and must not block.
+type Metrics interface {
+	RequestDone(op Op, code Code, elapsed time.Duration)
+}
+
+// ServerOptions configure a Server. The zero value means every default.
+type ServerOptions struct {
+	// MaxFrame is the largest frame body accepted and sent (default
+	// DefaultMaxFrame, 1 MiB; at least MinMaxFrame). Larger bodies stream as
+	// several DATA frames.
+	MaxFrame int
+	// MaxInflightPerConn bounds the requests of one connection being served
+	// at once (default 256). Further requests wait in the socket: the
+	// connection's reader stops until one finishes.
+	MaxInflightPerConn int
+	// StreamFrames is how many DATA frames one stream may have buffered in
+	// either direction (default 4).
+	StreamFrames int
+	// Logger receives connection-level events (default: discarded).
+	Logger *slog.Logger
+	// Metrics, if set, observes every request.
+	Metrics Metrics
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (o *ServerOptions) EnsureDefaults() {
+	if o.MaxFrame == 0 {
+		o.MaxFrame = DefaultMaxFrame
+	}
+	if o.MaxInflightPerConn == 0 {
+		o.MaxInflightPerConn = 256
+	}
+	if o.StreamFrames == 0 {
+		o.StreamFrames = 4
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports every invalid field.
+func (o *ServerOptions) Validate() error {
+	var errs []error
+	if o.MaxFrame < MinMaxFrame || o.MaxFrame > 1<<30 {
+		errs = append(errs, fmt.Errorf("wire: MaxFrame %d outside [%d, 1 GiB]", o.MaxFrame, MinMaxFrame))
+	}
+	if o.MaxInflightPerConn < 1 {
+		errs = append(errs, fmt.Errorf("wire: MaxInflightPerConn %d < 1", o.MaxInflightPerConn))
+	}
+	if o.StreamFrames < 1 {
+		errs = append(errs, fmt.Errorf("wire: StreamFrames %d < 1", o.StreamFrames))
+	}
+	return errors.Join(errs...)
+}
+
+// Stats are counters of a Server.
+type Stats struct {
+	Conns    int64 // open connections
+	Inflight int64 // requests being served
+	// PeakStreamFrames is the most DATA frames any upload stream ever had
+	// buffered between the connection reader and the Service.
+	PeakStreamFrames int64
+}
+
+// Server serves the native protocol for a Service. See docs/protocol.md.
+type Server struct {
+	svc  Service
+	opts ServerOptions
+	log  *slog.Logger
+
+	mu struct {
+		sync.Mutex
+		listeners map[net.Listener]struct{}
+		conns     map[*serverConn]struct{}
+	}
+	closing  atomic.Bool
+	wg       sync.WaitGroup // Serve loops and connections
+	inflight atomic.Int64
+	nconns   atomic.Int64
+	peak     atomic.Int64
+	bufs     sync.Pool // *[]byte of MaxFrame capacity
+	small    sync.Pool // *[]byte for message bodies
+}
+
+// NewServer builds a Server. It panics if o (after EnsureDefaults) fails
+// Validate; call Validate first to check options from users.
+func NewServer(svc Service, o ServerOptions) *Server {
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		panic(err)
+	}
+	s := &Server{svc: svc, opts: o, log: o.Logger}
+	s.mu.listeners = map[net.Listener]struct{}{}
+	s.mu.conns = map[*serverConn]struct{}{}
+	max := o.MaxFrame
+	s.bufs.New = func() any { b := make([]byte, max); return &b }
+	s.small.New = func() any { b := make([]byte, 0, 512); return &b }
+	return s
+}
+
+// Stats returns current counters.
+func (s *Server) Stats() Stats {
+	return Stats{Conns: s.nconns.Load(), Inflight: s.inflight.Load(), PeakStreamFrames: s.peak.Load()}
+}
+
+// Serve accepts connections on l until Shutdown or Close, and then returns
+// ErrServerClosed. l is closed when Serve returns.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.mu.listeners[l] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.mu.listeners, l)
+		s.mu.Unlock()
+		l.Close()
+	}()
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		s.mu.Lock()
+		if s.closing.Load() {
+			s.mu.Unlock()
+			nc.Close()
+			return ErrServerClosed
+		}
+		c := s.newConn(nc)
+		s.mu.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go c.serve()
+	}
+}
+
+// Shutdown stops accepting connections, answers new requests with
+// CodeUnavailable, waits for in-flight requests to finish (or ctx to end),
+// then closes every connection and waits for all goroutines. It is
+// idempotent. It returns ctx.Err() if ctx ended first.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closing.Store(true)
+	s.mu.Lock()
+	for l := range s.mu.listeners {
+		l.Close()
+	}
+	s.mu.Unlock()
+	var err error
+	if s.inflight.Load() > 0 {
+		t := time.NewTicker(5 * time.Millisecond)
+	wait:
+		for s.inflight.Load() > 0 {
+			select {
+			case <-ctx.Done():
+				err = ctx.Err()
+				break wait
+			case <-t.C:
+			}
+		}
+		t.Stop()
+	}
+	s.mu.Lock()
+	for c := range s.mu.conns {
+		c.close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return err
+}
+
+// Close is Shutdown without waiting for in-flight requests.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// serverConn is one client connection: a reader goroutine (serve), a writer
+// goroutine and one goroutine per request being served.
+type serverConn struct {
+	s      *Server
+	nc     net.Conn
+	w      *frameWriter
+	ctx    context.Context // canceled when the connection goes away
+	cancel context.CancelFunc
+	sem    chan struct{} // in-flight requests
+	mu     struct {
+		sync.Mutex
+		reqs map[uint32]*request
+	}
+	uploads  map[uint32]*bodyStream // reader goroutine only
+	handlers sync.WaitGroup
+	once     sync.Once
+}
+
+type request struct {
+	cancel context.CancelFunc
+	body   *bodyStream // nil unless a streamed PUT
+}
+
+func (s *Server) newConn(nc net.Conn) *serverConn {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &serverConn{
+		s: s, nc: nc, ctx: ctx, cancel: cancel,
+		w:       newFrameWriter(nc, 64<<10),
+		sem:     make(chan struct{}, s.opts.MaxInflightPerConn),
+		uploads: map[uint32]*bodyStream{},
+	}
+	c.w.pool = &s.small
+	c.mu.reqs = map[uint32]*request{}
+	return c
+}
+
+// close tears the connection down from outside (Shutdown, Close).
+func (c *serverConn) close() {
+	c.once.Do(func() {
+		c.cancel()
+		c.nc.Close()
+	})
+}
+
+func (c *serverConn) serve() {
+	s := c.s
+	s.nconns.Add(1)
+	defer func() {
+		s.nconns.Add(-1)
+		s.mu.Lock()
+		delete(s.mu.conns, c)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		if err := c.w.run(); err != nil {
+			c.close()
+		}
+	}()
+	err := c.readLoop()
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		s.log.Debug("wire: connection ended", "remote", c.nc.RemoteAddr(), "err", err)
+	}
+	// Bodies not yet at END are truncated: their Service calls fail and
+	// store nothing.
+	for id, b := range c.uploads {
+		b.cancel()
+		delete(c.uploads, id)
+	}
+	var we *Error
+	if !errors.As(err, &we) {
+		// The peer is gone: nobody wants the answers.
+		c.cancel()
+	}
+	c.handlers.Wait()
+	c.cancel()
+	// Flush what is queued (a framing error's reply) but do not wait on a
+	// peer that stopped reading.
+	c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	c.w.close()
+	<-writerDone
+	c.close()
+}
+
+// readLoop reads frames until the connection fails or a framing error makes
+// the stream unrecoverable; the latter is answered and returned as *Error.
+func (c *serverConn) readLoop() error {
+	s := c.s
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	var hbuf [HeaderLen]byte
+	for {
+		h, body, err := ReadFrame(br, hbuf[:], s.opts.MaxFrame)
+		if err != nil {
+			var we *Error
+			if errors.As(err, &we) {
+				id := h.ID
+				if h.Version != Version {
+					id = 0
+				}
+				c.sendError(h.Op, id, we)
+			}
+			return err
+		}
+		if h.Flags&FlagResponse != 0 || h.Flags&^knownFlags != 0 {
+			c.sendError(h.Op, h.ID, Errorf(CodeMalformed, "bad flags 0x%04x on a request", h.Flags))
+			continue
+		}
+		switch h.Op {
+		case OpData:
+			c.data(h, body)
+			continue
+		case OpCancel:
+			c.cancelRequest(h.ID)
+			continue
+		case OpPing:
+			c.send(OpPing, FlagResponse, h.ID, AppendPingInfo(nil, PingInfo{
+				MaxFrame: uint32(s.opts.MaxFrame), MaxInflight: uint32(s.opts.MaxInflightPerConn)}))
+			continue
+		}
+		if !h.Op.Known() {
+			c.sendError(h.Op, h.ID, Errorf(CodeUnknownOp, "opcode 0x%02x", uint8(h.Op)))
+			continue
+		}
+		if h.Flags&FlagMore != 0 && h.Op != OpPut {
+			c.sendError(h.Op, h.ID, Errorf(CodeMalformed, "%s cannot stream a body", h.Op))
+			continue
+		}
+		if s.closing.Load() {
+			c.sendError(h.Op, h.ID, Errorf(CodeUnavailable, "server shutting down"))
+			continue
+		}
+		c.mu.Lock()
+		_, dup := c.mu.reqs[h.ID]
+		c.mu.Unlock()
+		if dup {
+			c.sendError(h.Op, h.ID, Errorf(CodeMalformed, "request id %d is in use", h.ID))
+			continue
+		}
+		select {
+		case c.sem <- struct{}{}:
+		case <-c.ctx.Done():
+			return net.ErrClosed
+		}
+		c.start(h, body)
+	}
+}
+
+// data routes a DATA frame to its upload stream. Frames for unknown ids
+// (finished, canceled or failed requests) are dropped.
+func (c *serverConn) data(h Header, body []byte) {
+	b := c.uploads[h.ID]
+	if b == nil {
+		return
+	}
+	b.push(body, c.ctx.Done())
+	if h.Flags&FlagEnd != 0 {
+		b.end()
+		delete(c.uploads, h.ID)
+	}
+}
+
+func (c *serverConn) cancelRequest(id uint32) {
+	if b := c.uploads[id]; b != nil {
+		b.cancel()
+		delete(c.uploads, id)
+	}
+	c.mu.Lock()
+	r := c.mu.reqs[id]
+	c.mu.Unlock()
+	if r != nil {
+		r.cancel()
+	}
+}
+
+// start registers a request and runs it on its own goroutine.
+func (c *serverConn) start(h Header, body []byte) {
+	s := c.s
+	ctx, cancel := context.WithCancel(c.ctx)
+	r := &request{cancel: cancel}
+	var put PutRequest
+	var putBody io.Reader
+	if h.Op == OpPut {
+		var inline []byte
+		var err error
+		put, inline, err = DecodePutRequest(body)
+		if err != nil {
+			cancel()
+			<-c.sem
+			c.sendError(h.Op, h.ID, err.(*Error))
+			return
+		}
+		if h.Flags&FlagMore != 0 {
+			b := newBodyStream(inline, s.opts.StreamFrames, c.observeQueue)
+			c.uploads[h.ID] = b
+			r.body = b
+			putBody = b
+		} else {
+			putBody = bytes.NewReader(inline)
+		}
+	}
+	c.mu.Lock()
+	c.mu.reqs[h.ID] = r
+	c.mu.Unlock()
+	s.inflight.Add(1)
+	c.handlers.Add(1)
+	go func() {
+		var start time.Time
+		if s.opts.Metrics != nil {
+			start = time.Now()
+		}
+		code := c.handle(ctx, h, body, &put, putBody)
+		if r.body != nil {
+			r.body.finish()
+		}
+		cancel()
+		if s.opts.Metrics != nil {
+			s.opts.Metrics.RequestDone(h.Op, code, time.Since(start))
+		}
+		<-c.sem
+		s.inflight.Add(-1)
+		c.handlers.Done()
+	}()
+}
+
+func (c *serverConn) observeQueue(depth int) {
+	for {
+		p := c.s.peak.Load()
+		if int64(depth) <= p || c.s.peak.CompareAndSwap(p, int64(depth)) {
+			return
+		}
+	}
+}
+
+// unregister removes a request before its terminal frame is sent, so the id
+// is free again when the client sees the answer.
+func (c *serverConn) unregister(id uint32) {
+	c.mu.Lock()
+	delete(c.mu.reqs, id)
+	c.mu.Unlock()
+}
+
+// handle runs one request and sends its answer. It returns the answer's code.
+func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *PutRequest, putBody io.Reader) Code {
+	svc := c.s.svc
+	id := h.ID
+	var (
+		resp []byte
+		err  error
+	)
+	bp := c.s.small.Get().(*[]byte)
+	buf := (*bp)[:0]
+	switch h.Op {
+	case OpCreateSpace:
+		var name string
+		var st SpaceSettings
+		if name, st, err = DecodeCreateSpace(body); err == nil {
+			var info SpaceInfo
+			if info, err = svc.CreateSpace(ctx, name, st); err == nil {
+				resp = AppendSpaceInfo(buf, &info)
+			}
+		}
+	case OpListSpaces:
+		if len(body) != 0 {
+			err = Errorf(CodeMalformed, "LIST_SPACES takes no body")
+			break
+		}
+		var l []SpaceInfo
+		if l, err = svc.ListSpaces(ctx); err == nil {
+			resp = AppendSpaceList(buf, l)
+		}
+	case OpDeleteSpace:
+		var name string
+		if name, err = DecodeName(body); err == nil {
+			if err = svc.DeleteSpace(ctx, name); err == nil {
+				resp = buf
+			}
+		}
+	case OpPut:
+		var info ObjectInfo
+		if info, err = svc.Put(ctx, put, putBody); err == nil {
+			resp = AppendObjectInfo(buf, &info)
+		}
+	case OpGet:
+		c.s.small.Put(bp)
+		return c.get(ctx, id, body)
+	case OpStat:
+		var req GetRequest
+		if req, err = DecodeGetRequest(body); err == nil {
+			var info ObjectInfo
+			if info, err = svc.Stat(ctx, &req); err == nil {
+				resp = AppendObjectInfo(buf, &info)
+			}
+		}
+	case OpDelete:
+		var req DeleteRequest
+		if req, err = DecodeDeleteRequest(body); err == nil {
+			var info ObjectInfo
+			if info, err = svc.Delete(ctx, &req); err == nil {
+				resp = AppendObjectInfo(buf, &info)
+			}
+		}
+	case OpList:
+		var req ListRequest
+		if req, err = DecodeListRequest(body); err == nil {
+			var res ListResult
+			if res, err = svc.List(ctx, &req); err == nil {
+				resp = AppendListResult(buf, &res)
+			}
+		}
+	case OpVersions:
+		var req VersionsRequest
+		if req, err = DecodeVersionsRequest(body); err == nil {
+			var res VersionsResult
+			if res, err = svc.Versions(ctx, &req); err == nil {
+				resp = AppendVersionsResult(buf, &res)
+			}
+		}
+	case OpBatch:
+		var items []BatchItem
+		if items, err = DecodeBatchRequest(body); err == nil {
+			resp = c.batch(ctx, buf, items)
+		}
+	default:
+		err = Errorf(CodeUnknownOp, "opcode 0x%02x", uint8(h.Op))
+	}
+	c.unregister(id)
+	if err != nil {
+		*bp = buf
+		c.s.small.Put(bp)
+		return c.sendError(h.Op, id, c.asError(err))
+	}
+	if len(resp) > c.s.opts.MaxFrame {
+		*bp = resp[:0]
+		c.s.small.Put(bp)
+		return c.sendError(h.Op, id, Errorf(CodeTooLarge, "response of %d bytes over the frame limit", len(resp)))
+	}
+	*bp = resp
+	c.w.send(outFrame{op: h.Op, flags: FlagResponse, id: id, a: resp, buf: bp})
+	return CodeOK
+}
+
+// asError converts a Service error to a protocol error.
+func (c *serverConn) asError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	code := CodeOf(err)
+	if code == CodeInternal {
+		c.s.log.Warn("wire: internal error", "err", err)
+	}
+	return &Error{Code: code, Message: err.Error()}
+}
+
+// get answers a GET: a header frame with the ObjectInfo and the first bytes,
+// then DATA frames, the last with END. At most StreamFrames frames of one
+// stream wait in the writer's queue.
+func (c *serverConn) get(ctx context.Context, id uint32, body []byte) Code {
+	req, err := DecodeGetRequest(body)
+	if err != nil {
+		c.unregister(id)
+		return c.sendError(OpGet, id, err.(*Error))
+	}
+	info, rc, err := c.s.svc.Get(ctx, &req)
+	if err != nil {
+		c.unregister(id)
+		return c.sendError(OpGet, id, c.asError(err))
+	}
+	defer rc.Close()
+	hdr := AppendObjectInfo(nil, &info)
+	max := c.s.opts.MaxFrame
+	if len(hdr) > max/2 {
+		c.unregister(id)
+		return c.sendError(OpGet, id, Errorf(CodeTooLarge, "object info of %d bytes", len(hdr)))
+	}
+	// Size the first buffer from the expected length so a small GET is one
+	// small frame; one extra byte tells "exactly this long" from "longer".
+	want := info.Size - req.Offset
+	if req.Length >= 0 && req.Length < want {
+		want = req.Length
+	}
+	want = max64(want, 0) + 1
+	credit := make(chan struct{}, c.s.opts.StreamFrames)
+	first := true
+	for {
+		var buf []byte
+		var bp *[]byte
+		room := max
+		if first {
+			room = max - len(hdr)
+		}
+		if want < int64(room) && want <= 64<<10 {
+			buf = make([]byte, want)
+		} else {
+			bp = c.s.bufs.Get().(*[]byte)
+			buf = (*bp)[:room]
+		}
+		n, rerr := io.ReadFull(rc, buf)
+		last := rerr == io.EOF || rerr == io.ErrUnexpectedEOF
+		if rerr != nil && !last {
+			if bp != nil {
+				c.s.bufs.Put(bp)
+			}
+			c.unregister(id)
+			return c.sendError(OpGet, id, c.asError(rerr))
+		}
+		select {
+		case credit <- struct{}{}:
+		case <-ctx.Done():
+			if bp != nil {
+				c.s.bufs.Put(bp)
+			}
+			c.unregister(id)
+			return c.sendError(OpGet, id, c.asError(ctx.Err()))
+		}
+		f := outFrame{op: OpData, flags: FlagResponse, id: id, b: buf[:n]}
+		if first {
+			f.op, f.a = OpGet, hdr
+			if !last {
+				f.flags |= FlagMore
+			}
+		} else if last {
+			f.flags |= FlagEnd
+		}
+		f.done = func() {
+			if bp != nil {
+				c.s.bufs.Put(bp)
+			}
+			<-credit
+		}
+		if last {
+			c.unregister(id)
+		}
+		if c.w.send(f) != nil {
+			c.unregister(id)
+			return CodeCanceled
+		}
+		if last {
+			return CodeOK
+		}
+		first = false
+		want -= int64(n)
+		if want < 1 {
+			want = 1
+		}
+	}
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// batch runs the items in order and encodes their results. Each item
+// succeeds or fails alone; the batch is not atomic.
+func (c *serverConn) batch(ctx context.Context, buf []byte, items []BatchItem) []byte {
+	svc := c.s.svc
+	budget := c.s.opts.MaxFrame - 16
+	buf = appendUvarint(buf, uint64(len(items)))
+	for i := range items {
+		it := &items[i]
+		r := BatchResult{Op: it.Op}
+		var info ObjectInfo
+		var err error
+		switch it.Op {
+		case BatchPut:
+			info, err = svc.Put(ctx, &it.Put, bytes.NewReader(it.Body))
+		case BatchStat:
+			info, err = svc.Stat(ctx, &it.Get)
+		case BatchDelete:
+			info, err = svc.Delete(ctx, &it.Delete)
+		case BatchGet:
+			var rc io.ReadCloser
+			if info, rc, err = svc.Get(ctx, &it.Get); err == nil {
+				left := int64(budget - len(buf) - 64 - len(AppendObjectInfo(nil, &info)))
+				r.Data, err = io.ReadAll(io.LimitReader(rc, max64(left, 0)+1))
+				rc.Close()
+				if err == nil && int64(len(r.Data)) > left {
+					err, r.Data = Errorf(CodeTooLarge, "batch response over the frame limit"), nil
+				}
+			}
+		}
+		if err != nil {
+			e := c.asError(err)
+			r.Code, r.Message, r.Data = e.Code, e.Message, nil
+		} else {
+			r.Info = info
+		}
+		next := AppendBatchResult(buf, &r)
+		if len(next) > budget {
+			// Keep the response in one frame: this item fails instead.
+			r = BatchResult{Op: it.Op, Code: CodeTooLarge, Message: "batch response over the frame limit"}
+			next = AppendBatchResult(buf, &r)
+		}
+		buf = next
+	}
+	return buf
+}
+
+func (c *serverConn) send(op Op, flags uint16, id uint32, body []byte) {
+	c.w.send(outFrame{op: op, flags: flags, id: id, a: body})
+}
+
+// sendError answers id with e and returns e's code.
+func (c *serverConn) sendError(op Op, id uint32, e *Error) Code {
+	c.send(op, FlagResponse|FlagError, id, AppendError(nil, e))
+	return e.Code
+}

@@ -1,0 +1,599 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func startServer(t testing.TB, svc Service, o ServerOptions) (string, *Server) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(svc, o)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(l) }()
+	t.Cleanup(func() {
+		s.Close()
+		if err := <-done; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return l.Addr().String(), s
+}
+
+func dial(t testing.TB, addr string) *Conn {
+	t.Helper()
+	c, err := DialConn(context.Background(), addr, ConnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func wantCode(t *testing.T, err error, c Code) {
+	t.Helper()
+	if got := CodeOf(err); got != c || err == nil && c != CodeOK {
+		t.Fatalf("got error %v (code %v), want code %v", err, got, c)
+	}
+}
+
+func TestEveryOp(t *testing.T) {
+	ctx := context.Background()
+	svc := newMemService()
+	addr, _ := startServer(t, svc, ServerOptions{})
+	c := dial(t, addr)
+
+	sp, err := c.CreateSpace(ctx, "photos", SpaceSettings{Retention: "last", KeepLast: 3, Placement: "hash"})
+	if err != nil || sp.Name != "photos" || sp.Settings.KeepLast != 3 || sp.Settings.Placement != "hash" {
+		t.Fatalf("CreateSpace: %+v %v", sp, err)
+	}
+	_, err = c.CreateSpace(ctx, "photos", SpaceSettings{})
+	wantCode(t, err, CodeSpaceExists)
+	if !errors.Is(err, ErrSpaceExists) {
+		t.Fatalf("errors.Is(%v, ErrSpaceExists) = false", err)
+	}
+	_, err = c.CreateSpace(ctx, "bad name", SpaceSettings{})
+	wantCode(t, err, CodeBadSpaceName)
+	if _, err := c.CreateSpace(ctx, "empty", SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.ListSpaces(ctx)
+	if err != nil || len(l) != 2 || l[0].Name != "empty" || l[1].Name != "photos" {
+		t.Fatalf("ListSpaces: %+v %v", l, err)
+	}
+	if err := c.DeleteSpace(ctx, "empty"); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, c.DeleteSpace(ctx, "empty"), CodeSpaceNotFound)
+
+	put := &PutRequest{Space: "photos", Key: "a/1", ContentType: "text/plain",
+		Meta: map[string]string{"m": "1"}, Tags: map[string]string{"t": "x"}}
+	v1, err := c.PutBytes(ctx, put, []byte("hello"))
+	if err != nil || v1.Size != 5 || v1.ContentType != "text/plain" || v1.Meta["m"] != "1" || v1.Tags["t"] != "x" {
+		t.Fatalf("Put: %+v %v", v1, err)
+	}
+	wantCode(t, c.DeleteSpace(ctx, "photos"), CodeSpaceNotEmpty)
+	// IfNoneMatch fails while a live version exists; IfMatch needs the latest.
+	_, err = c.PutBytes(ctx, &PutRequest{Space: "photos", Key: "a/1", IfNoneMatch: true}, []byte("x"))
+	wantCode(t, err, CodePreconditionFailed)
+	_, err = c.PutBytes(ctx, &PutRequest{Space: "photos", Key: "a/1", IfMatch: v1.Version + 100}, []byte("x"))
+	wantCode(t, err, CodePreconditionFailed)
+	v2, err := c.PutBytes(ctx, &PutRequest{Space: "photos", Key: "a/1", Mode: PutWriteAt, Offset: 1, IfMatch: v1.Version}, []byte("EL"))
+	if err != nil || v2.Parent != v1.Version {
+		t.Fatalf("WriteAt: %+v %v", v2, err)
+	}
+	v3, err := c.PutBytes(ctx, &PutRequest{Space: "photos", Key: "a/1", Mode: PutAppend}, []byte("!"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, data, err := c.GetBytes(ctx, &GetRequest{Space: "photos", Key: "a/1", Length: -1})
+	if err != nil || string(data) != "hELlo!" || info.Version != v3.Version {
+		t.Fatalf("Get: %q %+v %v", data, info, err)
+	}
+	_, data, err = c.GetBytes(ctx, &GetRequest{Space: "photos", Key: "a/1", Version: v1.Version, Length: -1})
+	if err != nil || string(data) != "hello" {
+		t.Fatalf("Get version: %q %v", data, err)
+	}
+	_, data, err = c.GetBytes(ctx, &GetRequest{Space: "photos", Key: "a/1", AsOf: v2.Version, Offset: 1, Length: 3})
+	if err != nil || string(data) != "ELl" {
+		t.Fatalf("Get as-of range: %q %v", data, err)
+	}
+	_, _, err = c.GetBytes(ctx, &GetRequest{Space: "photos", Key: "a/1", Offset: 99, Length: -1})
+	wantCode(t, err, CodeInvalidRange)
+	st, err := c.Stat(ctx, &GetRequest{Space: "photos", Key: "a/1", Length: -1})
+	if err != nil || st.Size != 6 {
+		t.Fatalf("Stat: %+v %v", st, err)
+	}
+	_, err = c.Stat(ctx, &GetRequest{Space: "photos", Key: "nope", Length: -1})
+	wantCode(t, err, CodeNotFound)
+	_, err = c.Stat(ctx, &GetRequest{Space: "nospace", Key: "nope", Length: -1})
+	wantCode(t, err, CodeSpaceNotFound)
+	for i := range 5 {
+		if _, err := c.PutBytes(ctx, &PutRequest{Space: "photos", Key: fmt.Sprintf("b/%d", i)}, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lr, err := c.List(ctx, &ListRequest{Space: "photos", Prefix: "b/", Limit: 3})
+	if err != nil || len(lr.Objects) != 3 || !lr.Truncated || lr.Next != "b/2" {
+		t.Fatalf("List: %+v %v", lr, err)
+	}
+	lr, err = c.List(ctx, &ListRequest{Space: "photos", Prefix: "b/", StartAfter: lr.Next})
+	if err != nil || len(lr.Objects) != 2 || lr.Truncated || lr.Objects[0].Key != "b/3" {
+		t.Fatalf("List page 2: %+v %v", lr, err)
+	}
+	del, err := c.Delete(ctx, &DeleteRequest{Space: "photos", Key: "a/1"})
+	if err != nil || !del.DeleteMarker {
+		t.Fatalf("Delete: %+v %v", del, err)
+	}
+	_, _, err = c.GetBytes(ctx, &GetRequest{Space: "photos", Key: "a/1", Length: -1})
+	wantCode(t, err, CodeNotFound)
+	_, _, err = c.GetBytes(ctx, &GetRequest{Space: "photos", Key: "a/1", Version: del.Version, Length: -1})
+	wantCode(t, err, CodeDeleted)
+	vr, err := c.Versions(ctx, &VersionsRequest{Space: "photos", Key: "a/1", Limit: 3})
+	if err != nil || len(vr.Versions) != 3 || !vr.Truncated || !vr.Versions[0].DeleteMarker || vr.Versions[2].Version != v2.Version {
+		t.Fatalf("Versions: %+v %v", vr, err)
+	}
+	if _, err := c.Delete(ctx, &DeleteRequest{Space: "photos", Key: "a/1", Version: v1.Version}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = c.GetBytes(ctx, &GetRequest{Space: "photos", Key: "a/1", Version: v1.Version, Length: -1})
+	wantCode(t, err, CodeNotFound)
+
+	// BATCH: per-item results.
+	rs, err := c.Batch(ctx, []BatchItem{
+		{Op: BatchPut, Put: PutRequest{Space: "photos", Key: "c", Size: 3}, Body: []byte("abc")},
+		{Op: BatchGet, Get: GetRequest{Space: "photos", Key: "c", Length: -1}},
+		{Op: BatchStat, Get: GetRequest{Space: "photos", Key: "missing", Length: -1}},
+		{Op: BatchDelete, Delete: DeleteRequest{Space: "photos", Key: "c"}},
+		{Op: BatchStat, Get: GetRequest{Space: "photos", Key: "b/0", Length: -1}},
+	})
+	if err != nil || len(rs) != 5 {
+		t.Fatalf("Batch: %v %v", rs, err)
+	}
+	if rs[0].Err() != nil || rs[0].Info.Size != 3 || string(rs[1].Data) != "abc" || rs[2].Code != CodeNotFound ||
+		!rs[3].Info.DeleteMarker || rs[4].Info.Key != "b/0" {
+		t.Fatalf("Batch results: %+v", rs)
+	}
+	if !errors.Is(rs[2].Err(), ErrNotFound) {
+		t.Fatalf("batch item error %v", rs[2].Err())
+	}
+}
+
+// A request the Service is slow to answer does not hold back a fast one on
+// the same connection.
+func TestOutOfOrder(t *testing.T) {
+	ctx := context.Background()
+	svc := newMemService()
+	gate := make(chan struct{})
+	svc.gates["slow"] = gate
+	addr, _ := startServer(t, svc, ServerOptions{})
+	c := dial(t, addr)
+	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"slow", "fast"} {
+		if _, err := c.PutBytes(ctx, &PutRequest{Space: "s", Key: k}, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slow := make(chan error, 1)
+	go func() {
+		_, data, err := c.GetBytes(ctx, &GetRequest{Space: "s", Key: "slow", Length: -1})
+		if err == nil && string(data) != "slow" {
+			err = fmt.Errorf("got %q", data)
+		}
+		slow <- err
+	}()
+	for c.Inflight() == 0 {
+		runtime.Gosched()
+	}
+	for range 10 {
+		_, data, err := c.GetBytes(ctx, &GetRequest{Space: "s", Key: "fast", Length: -1})
+		if err != nil || string(data) != "fast" {
+			t.Fatalf("fast: %q %v", data, err)
+		}
+	}
+	select {
+	case err := <-slow:
+		t.Fatalf("slow request finished before its gate opened: %v", err)
+	default:
+	}
+	close(gate)
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawConn speaks frames directly, for pipelining and malformed input.
+type rawConn struct {
+	t  *testing.T
+	nc net.Conn
+	br *bufio.Reader
+}
+
+func rawDial(t *testing.T, addr string) *rawConn {
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return &rawConn{t: t, nc: nc, br: bufio.NewReader(nc)}
+}
+
+func (r *rawConn) write(b []byte) {
+	if _, err := r.nc.Write(b); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rawConn) send(op Op, flags uint16, id uint32, body []byte) {
+	r.write(AppendFrame(nil, op, flags, id, body))
+}
+
+func (r *rawConn) read() (Header, []byte) {
+	r.t.Helper()
+	var hb [HeaderLen]byte
+	h, body, err := ReadFrame(r.br, hb[:], 64<<20)
+	if err != nil {
+		r.t.Fatalf("reading a frame: %v", err)
+	}
+	return h, body
+}
+
+func (r *rawConn) readError() (Header, *Error) {
+	r.t.Helper()
+	h, body := r.read()
+	if h.Flags&FlagError == 0 {
+		r.t.Fatalf("got %s frame flags %#x, want an error", h.Op, h.Flags)
+	}
+	e, err := DecodeError(body)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return h, e
+}
+
+func (r *rawConn) expectEOF() {
+	r.t.Helper()
+	var b [1]byte
+	if _, err := io.ReadFull(r.br, b[:]); err == nil {
+		r.t.Fatalf("connection still open")
+	}
+}
+
+func (r *rawConn) ping(id uint32) {
+	r.t.Helper()
+	r.send(OpPing, 0, id, nil)
+	h, body := r.read()
+	if h.Op != OpPing || h.ID != id || h.Flags != FlagResponse {
+		r.t.Fatalf("ping answer %+v", h)
+	}
+	if p, err := DecodePingInfo(body); err != nil || p.MaxFrame != DefaultMaxFrame {
+		r.t.Fatalf("ping info %+v %v", p, err)
+	}
+}
+
+// 1000 requests written in one go, before any answer is read.
+func TestPipelining(t *testing.T) {
+	ctx := context.Background()
+	svc := newMemService()
+	addr, _ := startServer(t, svc, ServerOptions{})
+	c := dial(t, addr)
+	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	var frames []byte
+	for i := range n {
+		put := AppendPutRequest(nil, &PutRequest{Space: "s", Key: fmt.Sprint(i), Size: 4})
+		frames = AppendFrame(frames, OpPut, 0, uint32(i+1), append(put, fmt.Sprintf("%04d", i)...))
+	}
+	r := rawDial(t, addr)
+	r.write(frames)
+	seen := map[uint32]bool{}
+	for range n {
+		h, body := r.read()
+		info, err := DecodeObjectInfo(body)
+		if err != nil || h.Op != OpPut || h.Flags != FlagResponse || seen[h.ID] || info.Key != fmt.Sprint(h.ID-1) {
+			t.Fatalf("answer %+v %+v %v", h, info, err)
+		}
+		seen[h.ID] = true
+	}
+	// The same through Conn from 1000 goroutines at once.
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			_, data, err := c.GetBytes(ctx, &GetRequest{Space: "s", Key: fmt.Sprint(i), Length: -1})
+			if err == nil && string(data) != fmt.Sprintf("%04d", i) {
+				err = fmt.Errorf("key %d: got %q", i, data)
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// heapWatch samples the live heap until stopped and reports the peak growth.
+func heapWatch() (stop func() uint64) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapInuse
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > base && ms.HeapInuse-base > peak.Load() {
+				peak.Store(ms.HeapInuse - base)
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		<-finished
+		return peak.Load()
+	}
+}
+
+// A 64 MiB body streams both ways with a few frames buffered per stream.
+func TestStreamBoundedMemory(t *testing.T) {
+	ctx := context.Background()
+	const size = 64 << 20
+	svc := newMemService()
+	svc.sinkSize = size
+	svc.sinkSeen = make(chan int64, 1)
+	addr, srv := startServer(t, svc, ServerOptions{})
+	c := dial(t, addr)
+
+	stop := heapWatch()
+	info, err := c.Put(ctx, &PutRequest{Space: "sink", Key: "big", Size: size}, io.LimitReader(&patternReader{}, size))
+	if err != nil || info.Size != size {
+		t.Fatalf("Put: %+v %v", info, err)
+	}
+	if n := <-svc.sinkSeen; n != size {
+		t.Fatalf("service read %d bytes", n)
+	}
+	// Unknown size: streamed to EOF.
+	if _, err := c.Put(ctx, &PutRequest{Space: "sink", Key: "big", Size: -1}, io.LimitReader(&patternReader{}, size/4)); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-svc.sinkSeen; n != size/4 {
+		t.Fatalf("service read %d bytes", n)
+	}
+	info, rc, err := c.Get(ctx, &GetRequest{Space: "sink", Key: "big", Length: -1})
+	if err != nil || info.Size != size {
+		t.Fatalf("Get: %+v %v", info, err)
+	}
+	want := &patternReader{}
+	buf := make([]byte, 256<<10)
+	wbuf := make([]byte, len(buf))
+	var total int64
+	for {
+		n, err := rc.Read(buf)
+		want.Read(wbuf[:n])
+		if !bytes.Equal(buf[:n], wbuf[:n]) {
+			t.Fatalf("wrong bytes at offset %d", total)
+		}
+		total += int64(n)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc.Close()
+	peak := stop()
+	if total != size {
+		t.Fatalf("read %d bytes", total)
+	}
+	if p := srv.Stats().PeakStreamFrames; p < 1 || p > 4 {
+		t.Fatalf("server buffered up to %d frames of one stream, want 1..4", p)
+	}
+	// Both directions together hold a few 1 MiB frames per side; the body
+	// is 64 MiB.
+	if peak > 32<<20 {
+		t.Fatalf("heap grew by %d MiB while streaming", peak>>20)
+	}
+	t.Logf("peak heap growth %d KiB, peak frames per stream %d", peak>>10, srv.Stats().PeakStreamFrames)
+}
+
+// A client that vanishes mid-body leaves nothing stored, and the Service
+// sees the body fail.
+func TestTruncatedUpload(t *testing.T) {
+	ctx := context.Background()
+	svc := newMemService()
+	svc.putSeen = make(chan struct{}, 10)
+	addr, srv := startServer(t, svc, ServerOptions{})
+	c := dial(t, addr)
+	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle := func() {
+		for srv.Stats().Inflight != 0 {
+			runtime.Gosched()
+		}
+	}
+
+	// 1. The connection closes before END.
+	r := rawDial(t, addr)
+	hdr := AppendPutRequest(nil, &PutRequest{Space: "s", Key: "k", Size: 3000})
+	r.send(OpPut, FlagMore, 7, append(hdr, make([]byte, 1000)...))
+	r.send(OpData, 0, 7, make([]byte, 1000))
+	<-svc.putSeen
+	r.nc.Close()
+	waitIdle()
+
+	// 2. The client CANCELs before END: the answer is an error.
+	r = rawDial(t, addr)
+	r.send(OpPut, FlagMore, 9, append(hdr, make([]byte, 1000)...))
+	<-svc.putSeen
+	r.send(OpCancel, 0, 9, nil)
+	h, e := r.readError()
+	if h.ID != 9 || e.Code != CodeTruncated && e.Code != CodeCanceled {
+		t.Fatalf("answer to a canceled upload: %+v %v", h, e)
+	}
+	r.ping(10) // the connection still works
+
+	// 3. The client's body reader fails midway.
+	_, err := c.Put(ctx, &PutRequest{Space: "s", Key: "k", Size: 5 << 20}, io.MultiReader(
+		io.LimitReader(&patternReader{}, 2<<20), iotestErrReader{}))
+	if err == nil {
+		t.Fatal("Put with a failing body succeeded")
+	}
+	<-svc.putSeen
+	waitIdle()
+
+	errs := svc.putErrors()
+	if len(errs) != 3 {
+		t.Fatalf("service saw %d body errors, want 3: %v", len(errs), errs)
+	}
+	for _, err := range errs {
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("body error %v, want io.ErrUnexpectedEOF", err)
+		}
+	}
+	_, err = c.Stat(ctx, &GetRequest{Space: "s", Key: "k", Length: -1})
+	wantCode(t, err, CodeNotFound)
+}
+
+type iotestErrReader struct{}
+
+func (iotestErrReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
+
+func TestMalformedFrames(t *testing.T) {
+	svc := newMemService()
+	addr, _ := startServer(t, svc, ServerOptions{})
+
+	t.Run("bad version", func(t *testing.T) {
+		r := rawDial(t, addr)
+		f := AppendFrame(nil, OpPing, 0, 5, nil)
+		f[0] = 2
+		r.write(f)
+		h, e := r.readError()
+		if h.ID != 0 || e.Code != CodeMalformed {
+			t.Fatalf("%+v %v", h, e)
+		}
+		r.expectEOF()
+	})
+	t.Run("oversize length", func(t *testing.T) {
+		r := rawDial(t, addr)
+		var hb [HeaderLen]byte
+		PutHeader(hb[:], Header{Version: Version, Op: OpPut, ID: 6, Len: DefaultMaxFrame + 1})
+		r.write(hb[:])
+		h, e := r.readError()
+		if h.ID != 6 || e.Code != CodeTooLarge {
+			t.Fatalf("%+v %v", h, e)
+		}
+		r.expectEOF()
+	})
+	t.Run("garbage body", func(t *testing.T) {
+		r := rawDial(t, addr)
+		for i, op := range []Op{OpGet, OpPut, OpStat, OpBatch, OpList, OpCreateSpace, OpListSpaces} {
+			r.send(op, 0, uint32(i+1), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+			h, e := r.readError()
+			if h.ID != uint32(i+1) || h.Op != op || e.Code != CodeMalformed {
+				t.Fatalf("%s: %+v %v", op, h, e)
+			}
+		}
+		// Trailing bytes after a valid message are malformed too.
+		r.send(OpStat, 0, 50, append(AppendGetRequest(nil, &GetRequest{Space: "s", Key: "k", Length: -1}), 0))
+		if _, e := r.readError(); e.Code != CodeMalformed {
+			t.Fatal(e)
+		}
+		r.ping(99)
+	})
+	t.Run("unknown opcode", func(t *testing.T) {
+		r := rawDial(t, addr)
+		r.send(Op(0x7e), 0, 3, []byte("whatever"))
+		h, e := r.readError()
+		if h.ID != 3 || e.Code != CodeUnknownOp {
+			t.Fatalf("%+v %v", h, e)
+		}
+		r.ping(4)
+	})
+	t.Run("response flag on a request", func(t *testing.T) {
+		r := rawDial(t, addr)
+		r.send(OpPing, FlagResponse, 3, nil)
+		if _, e := r.readError(); e.Code != CodeMalformed {
+			t.Fatal(e)
+		}
+		r.ping(4)
+	})
+	if l, _ := svc.ListSpaces(context.Background()); len(l) != 0 {
+		t.Fatalf("bad frames changed state: %v", l)
+	}
+}
+
+func TestShutdownWaitsForInflight(t *testing.T) {
+	ctx := context.Background()
+	svc := newMemService()
+	gate := make(chan struct{})
+	svc.gates["slow"] = gate
+	addr, srv := startServer(t, svc, ServerOptions{})
+	c := dial(t, addr)
+	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutBytes(ctx, &PutRequest{Space: "s", Key: "slow"}, []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Stat(ctx, &GetRequest{Space: "s", Key: "slow", Length: -1})
+		got <- err
+	}()
+	for srv.Stats().Inflight == 0 {
+		runtime.Gosched()
+	}
+	down := make(chan error, 1)
+	go func() { down <- srv.Shutdown(ctx) }()
+	for !srv.closing.Load() {
+		runtime.Gosched()
+	}
+	// New requests are refused as retryable while draining.
+	_, err := c.Stat(ctx, &GetRequest{Space: "s", Key: "other", Length: -1})
+	wantCode(t, err, CodeUnavailable)
+	close(gate)
+	if err := <-got; err != nil {
+		t.Fatalf("in-flight request: %v", err)
+	}
+	if err := <-down; err != nil {
+		t.Fatal(err)
+	}
+	<-c.Done()
+	if err := srv.Shutdown(ctx); err != nil { // idempotent
+		t.Fatal(err)
+	}
+}
