@@ -1,0 +1,299 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// Options configure a Client. The zero value of every field but Addrs
+// means its default.
+type Options struct {
+	// Addrs are the nodes' native-protocol addresses (host:port). At least
+	// one is required; requests go to the first reachable one, in order.
+	Addrs []string
+	// Conns is the number of connections per address (default 2).
+	Conns int
+	// DialTimeout bounds each connection attempt (default 5s).
+	DialTimeout time.Duration
+	// RetryAttempts is how many times a retryable failure is retried
+	// (default 3; -1 disables retries).
+	RetryAttempts int
+	// RetryBackoff is the first retry's delay, doubled each time up to 1s
+	// (default 20ms).
+	RetryBackoff time.Duration
+	// MaxInflightPerConn bounds the requests in flight on one connection
+	// (default 256, the server's default).
+	MaxInflightPerConn int
+	// Logger receives retries and reconnects at debug level (default:
+	// discarded).
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (o *Options) EnsureDefaults() {
+	if o.Conns == 0 {
+		o.Conns = 2
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	if o.RetryAttempts == 0 {
+		o.RetryAttempts = 3
+	}
+	if o.RetryBackoff == 0 {
+		o.RetryBackoff = 20 * time.Millisecond
+	}
+	if o.MaxInflightPerConn == 0 {
+		o.MaxInflightPerConn = 256
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports every invalid field.
+func (o *Options) Validate() error {
+	var errs []error
+	if len(o.Addrs) == 0 {
+		errs = append(errs, errors.New("client: no addresses"))
+	}
+	for _, a := range o.Addrs {
+		if a == "" {
+			errs = append(errs, errors.New("client: empty address"))
+		}
+	}
+	if o.Conns < 1 || o.Conns > 64 {
+		errs = append(errs, fmt.Errorf("client: Conns %d outside [1, 64]", o.Conns))
+	}
+	if o.DialTimeout < 0 {
+		errs = append(errs, fmt.Errorf("client: negative DialTimeout"))
+	}
+	if o.RetryAttempts < -1 {
+		errs = append(errs, fmt.Errorf("client: RetryAttempts %d < -1", o.RetryAttempts))
+	}
+	if o.MaxInflightPerConn < 1 {
+		errs = append(errs, fmt.Errorf("client: MaxInflightPerConn %d < 1", o.MaxInflightPerConn))
+	}
+	return errors.Join(errs...)
+}
+
+// Client talks to a Cairn cluster over the native protocol. It is safe for
+// concurrent use; Close it when done.
+type Client struct {
+	opts  Options
+	log   *slog.Logger
+	nodes []*node
+	pref  atomic.Uint32 // index of the node tried first
+	done  chan struct{}
+	once  sync.Once
+}
+
+// node is one address and its connection pool.
+type node struct {
+	addr string
+	rr   atomic.Uint32
+	mu   struct {
+		sync.Mutex
+		conns []*wire.Conn // nil: not dialed yet
+	}
+}
+
+// errDial marks a failure to connect: nothing was sent.
+type errDial struct{ err error }
+
+func (e *errDial) Error() string { return "client: dial: " + e.err.Error() }
+func (e *errDial) Unwrap() error { return e.err }
+
+// Dial connects to the first reachable address with default options.
+func Dial(ctx context.Context, addrs ...string) (*Client, error) {
+	return DialOptions(ctx, Options{Addrs: addrs})
+}
+
+// DialOptions connects with o. It fails unless at least one address
+// answers.
+func DialOptions(ctx context.Context, o Options) (*Client, error) {
+	o.Addrs = append([]string(nil), o.Addrs...)
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{opts: o, log: o.Logger, done: make(chan struct{})}
+	for _, a := range o.Addrs {
+		n := &node{addr: a}
+		n.mu.conns = make([]*wire.Conn, o.Conns)
+		c.nodes = append(c.nodes, n)
+	}
+	var errs []error
+	for i := range c.nodes {
+		if _, err := c.conn(ctx, i); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.pref.Store(uint32(i))
+		return c, nil
+	}
+	c.Close()
+	return nil, errors.Join(errs...)
+}
+
+// Close closes every connection; requests in flight fail.
+func (c *Client) Close() error {
+	c.once.Do(func() {
+		close(c.done)
+		for _, n := range c.nodes {
+			n.mu.Lock()
+			conns := n.mu.conns
+			n.mu.conns = make([]*wire.Conn, len(conns))
+			n.mu.Unlock()
+			for _, cn := range conns {
+				if cn != nil {
+					cn.Close()
+				}
+			}
+		}
+	})
+	return nil
+}
+
+// conn returns a working connection to node i, dialing one if its slot is
+// empty or broken.
+func (c *Client) conn(ctx context.Context, i int) (*wire.Conn, error) {
+	select {
+	case <-c.done:
+		return nil, fmt.Errorf("%w: client closed", wire.ErrConnClosed)
+	default:
+	}
+	n := c.nodes[i]
+	slot := int(n.rr.Add(1)) % c.opts.Conns
+	n.mu.Lock()
+	cn := n.mu.conns[slot]
+	n.mu.Unlock()
+	if cn != nil && cn.Err() == nil {
+		return cn, nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
+	defer cancel()
+	fresh, err := wire.DialConn(dctx, n.addr, wire.ConnOptions{MaxInflight: c.opts.MaxInflightPerConn, Logger: c.log})
+	if err != nil {
+		return nil, &errDial{err: err}
+	}
+	n.mu.Lock()
+	cur := n.mu.conns[slot]
+	if cur != nil && cur.Err() == nil {
+		// Someone else replaced it meanwhile.
+		n.mu.Unlock()
+		fresh.Close()
+		return cur, nil
+	}
+	n.mu.conns[slot] = fresh
+	n.mu.Unlock()
+	select {
+	case <-c.done: // closed while dialing
+		fresh.Close()
+		return nil, fmt.Errorf("%w: client closed", wire.ErrConnClosed)
+	default:
+	}
+	if cur != nil {
+		cur.Close()
+		c.log.Debug("client: replaced a broken connection", "addr", n.addr, "err", cur.Err())
+	}
+	return fresh, nil
+}
+
+// notApplied reports whether err proves the request had no effect.
+func notApplied(err error) bool {
+	var d *errDial
+	if errors.As(err, &d) || errors.Is(err, wire.ErrConnClosed) {
+		return true
+	}
+	c := wire.CodeOf(err)
+	var we *wire.Error
+	return errors.As(err, &we) && (c == wire.CodeNotLeader || c == wire.CodeUnavailable)
+}
+
+// retryable reports whether a request that failed with err may be sent
+// again: always when it was not applied, and for idempotent requests also
+// when the connection broke under it.
+func retryable(err error, idempotent bool) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if notApplied(err) {
+		return true
+	}
+	return idempotent && errors.Is(err, wire.ErrConnLost)
+}
+
+// do runs fn on a connection, retrying as retryable allows. mayRetry, if
+// set, is consulted too (a streamed body can be sent only once).
+func (c *Client) do(ctx context.Context, idempotent bool, mayRetry func() bool, fn func(*wire.Conn) error) error {
+	var err error
+	delay := c.opts.RetryBackoff
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			t := time.NewTimer(delay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return errors.Join(err, ctx.Err())
+			case <-c.done:
+				t.Stop()
+				return err
+			case <-t.C:
+			}
+			delay = min(2*delay, time.Second)
+		}
+		var cn *wire.Conn
+		cn, err = c.pick(ctx)
+		if err == nil {
+			err = fn(cn)
+			if err == nil {
+				return nil
+			}
+		}
+		if attempt >= c.opts.RetryAttempts || !retryable(err, idempotent) || mayRetry != nil && !mayRetry() {
+			return err
+		}
+		if notApplied(err) || errors.Is(err, wire.ErrConnLost) {
+			// That node may be down or not the one to ask: start elsewhere.
+			c.advance()
+		}
+		c.log.Debug("client: retrying", "attempt", attempt+1, "err", err)
+	}
+}
+
+// pick returns a connection to the preferred node, moving on to the next
+// address when one cannot be reached.
+func (c *Client) pick(ctx context.Context) (*wire.Conn, error) {
+	var errs []error
+	start := int(c.pref.Load())
+	for k := range c.nodes {
+		i := (start + k) % len(c.nodes)
+		cn, err := c.conn(ctx, i)
+		if err == nil {
+			if k > 0 {
+				c.pref.Store(uint32(i))
+			}
+			return cn, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		errs = append(errs, err)
+	}
+	return nil, &errDial{err: errors.Join(errs...)}
+}
+
+func (c *Client) advance() {
+	if len(c.nodes) > 1 {
+		p := c.pref.Load()
+		c.pref.CompareAndSwap(p, (p+1)%uint32(len(c.nodes)))
+	}
+}

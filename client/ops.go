@@ -1,0 +1,284 @@
+package client
+
+import (
+	"context"
+	"io"
+	"iter"
+
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// CreateSpace creates a space. ErrSpaceExists if it exists, ErrBadSpaceName
+// if the name is invalid.
+func (c *Client) CreateSpace(ctx context.Context, name string, s SpaceSettings) (SpaceInfo, error) {
+	var info SpaceInfo
+	err := c.do(ctx, false, nil, func(cn *wire.Conn) (err error) {
+		info, err = cn.CreateSpace(ctx, name, s)
+		return err
+	})
+	return info, err
+}
+
+// ListSpaces lists spaces in name order.
+func (c *Client) ListSpaces(ctx context.Context) ([]SpaceInfo, error) {
+	var l []SpaceInfo
+	err := c.do(ctx, true, nil, func(cn *wire.Conn) (err error) {
+		l, err = cn.ListSpaces(ctx)
+		return err
+	})
+	return l, err
+}
+
+// DeleteSpace deletes an empty space: ErrSpaceNotEmpty if it holds a live
+// object, ErrSpaceNotFound if it does not exist.
+func (c *Client) DeleteSpace(ctx context.Context, name string) error {
+	return c.do(ctx, false, nil, func(cn *wire.Conn) error { return cn.DeleteSpace(ctx, name) })
+}
+
+func (c *Client) putBytes(ctx context.Context, req *wire.PutRequest, data []byte) (ObjectInfo, error) {
+	var info ObjectInfo
+	err := c.do(ctx, false, nil, func(cn *wire.Conn) (err error) {
+		info, err = cn.PutBytes(ctx, req, data)
+		return err
+	})
+	return info, err
+}
+
+// Put writes data as a new version of key. data is not copied and must not
+// change until Put returns.
+func (c *Client) Put(ctx context.Context, space, key string, data []byte, opts ...PutOption) (ObjectInfo, error) {
+	req := putRequest(space, key, int64(len(data)), opts)
+	return c.putBytes(ctx, &req, data)
+}
+
+// PutStream writes a new version from r, streaming it in frames. size is
+// the body's length, or -1 if unknown (r is read to EOF). If r ends before
+// size bytes, nothing is written and the error is ErrTruncated. Memory use
+// is a few frames whatever the size.
+func (c *Client) PutStream(ctx context.Context, space, key string, r io.Reader, size int64, opts ...PutOption) (ObjectInfo, error) {
+	req := putRequest(space, key, size, opts)
+	cr := &countingReader{r: r}
+	var info ObjectInfo
+	err := c.do(ctx, false, func() bool { return cr.n == 0 }, func(cn *wire.Conn) (err error) {
+		info, err = cn.Put(ctx, &req, cr)
+		return err
+	})
+	return info, err
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// WriteAt writes a new version equal to the latest one with
+// [off, off+len(data)) overwritten (growing it if needed; a gap reads as
+// zeros). Unchanged chunks are shared with the parent version.
+func (c *Client) WriteAt(ctx context.Context, space, key string, off int64, data []byte) (ObjectInfo, error) {
+	req := wire.PutRequest{Space: space, Key: key, Mode: wire.PutWriteAt, Offset: off, Size: int64(len(data))}
+	return c.putBytes(ctx, &req, data)
+}
+
+// Append writes a new version equal to the latest one followed by data.
+func (c *Client) Append(ctx context.Context, space, key string, data []byte) (ObjectInfo, error) {
+	req := wire.PutRequest{Space: space, Key: key, Mode: wire.PutAppend, Size: int64(len(data))}
+	return c.putBytes(ctx, &req, data)
+}
+
+func (c *Client) getBytes(ctx context.Context, req *wire.GetRequest) ([]byte, ObjectInfo, error) {
+	var (
+		info ObjectInfo
+		data []byte
+	)
+	err := c.do(ctx, true, nil, func(cn *wire.Conn) (err error) {
+		info, data, err = cn.GetBytes(ctx, req)
+		return err
+	})
+	return data, info, err
+}
+
+// Get reads the latest version of key (or the one WithVersion / WithAsOf
+// select) into memory. Use GetStream for large objects.
+func (c *Client) Get(ctx context.Context, space, key string, opts ...GetOption) ([]byte, ObjectInfo, error) {
+	req := getRequest(space, key, opts)
+	return c.getBytes(ctx, &req)
+}
+
+// ReadRange reads length bytes at off (length -1: to the end).
+// ErrInvalidRange if off lies past the end.
+func (c *Client) ReadRange(ctx context.Context, space, key string, off, length int64, opts ...GetOption) ([]byte, ObjectInfo, error) {
+	req := getRequest(space, key, opts)
+	req.Offset, req.Length = off, length
+	return c.getBytes(ctx, &req)
+}
+
+// GetStream opens a version for streaming. Bytes arrive as the reader is
+// read, a few frames ahead; the caller must Close it (closing early
+// cancels the transfer). A reader that is not drained holds back the
+// other requests of its connection, so read it promptly. Only the opening
+// is retried; a failure mid-stream is returned by Read.
+func (c *Client) GetStream(ctx context.Context, space, key string, opts ...GetOption) (io.ReadCloser, ObjectInfo, error) {
+	req := getRequest(space, key, opts)
+	var (
+		info ObjectInfo
+		rc   io.ReadCloser
+	)
+	err := c.do(ctx, true, nil, func(cn *wire.Conn) (err error) {
+		info, rc, err = cn.Get(ctx, &req)
+		return err
+	})
+	return rc, info, err
+}
+
+// Stat returns a version's info without its bytes.
+func (c *Client) Stat(ctx context.Context, space, key string, opts ...GetOption) (ObjectInfo, error) {
+	req := getRequest(space, key, opts)
+	var info ObjectInfo
+	err := c.do(ctx, true, nil, func(cn *wire.Conn) (err error) {
+		info, err = cn.Stat(ctx, &req)
+		return err
+	})
+	return info, err
+}
+
+// Delete writes a delete marker for key, or with WithVersion removes that
+// one version. It returns the marker's (or the removed version's) info.
+func (c *Client) Delete(ctx context.Context, space, key string, opts ...DeleteOption) (ObjectInfo, error) {
+	req := deleteRequest(space, key, opts)
+	var info ObjectInfo
+	err := c.do(ctx, false, nil, func(cn *wire.Conn) (err error) {
+		info, err = cn.Delete(ctx, &req)
+		return err
+	})
+	return info, err
+}
+
+// List returns one page of live objects in key order.
+func (c *Client) List(ctx context.Context, space string, o ListOptions) (ListResult, error) {
+	req := wire.ListRequest{Space: space, Prefix: o.Prefix, StartAfter: o.StartAfter, Limit: o.Limit, AsOf: o.AsOf}
+	var res ListResult
+	err := c.do(ctx, true, nil, func(cn *wire.Conn) (err error) {
+		res, err = cn.List(ctx, &req)
+		return err
+	})
+	return res, err
+}
+
+// ListAll iterates over every live object matching o, fetching pages of
+// o.Limit as it goes. An error ends the iteration after being yielded.
+func (c *Client) ListAll(ctx context.Context, space string, o ListOptions) iter.Seq2[ObjectInfo, error] {
+	return func(yield func(ObjectInfo, error) bool) {
+		for {
+			res, err := c.List(ctx, space, o)
+			if err != nil {
+				yield(ObjectInfo{}, err)
+				return
+			}
+			for _, obj := range res.Objects {
+				if !yield(obj, nil) {
+					return
+				}
+			}
+			if !res.Truncated || res.Next == "" {
+				return
+			}
+			o.StartAfter = res.Next
+		}
+	}
+}
+
+// Versions returns one page of the versions of key, newest first, delete
+// markers included.
+func (c *Client) Versions(ctx context.Context, space, key string, o VersionsOptions) (VersionsResult, error) {
+	req := wire.VersionsRequest{Space: space, Key: key, Before: o.Before, Limit: o.Limit}
+	var res VersionsResult
+	err := c.do(ctx, true, nil, func(cn *wire.Conn) (err error) {
+		res, err = cn.Versions(ctx, &req)
+		return err
+	})
+	return res, err
+}
+
+// Batch starts a batch: small operations sent in one frame and run by the
+// server in order, each succeeding or failing alone (a batch is not a
+// transaction). The whole request and answer must each fit in one frame
+// (1 MiB by default); a Get whose bytes do not fit fails with ErrTooLarge.
+func (c *Client) Batch(ctx context.Context) *Batch {
+	return &Batch{c: c, ctx: ctx}
+}
+
+// Batch collects operations for one round trip. It is not safe for
+// concurrent use.
+type Batch struct {
+	c     *Client
+	ctx   context.Context // the batch's; lives as long as it
+	items []wire.BatchItem
+}
+
+// BatchResult is the outcome of one batch item.
+type BatchResult struct {
+	Op   BatchOp
+	Info ObjectInfo
+	Data []byte // Get only
+	Err  error  // nil on success
+}
+
+// Put adds a write of data (not copied; keep it unchanged until Do returns).
+func (b *Batch) Put(space, key string, data []byte, opts ...PutOption) *Batch {
+	b.items = append(b.items, wire.BatchItem{Op: wire.BatchPut, Put: putRequest(space, key, int64(len(data)), opts), Body: data})
+	return b
+}
+
+// Get adds a read of a whole version.
+func (b *Batch) Get(space, key string, opts ...GetOption) *Batch {
+	b.items = append(b.items, wire.BatchItem{Op: wire.BatchGet, Get: getRequest(space, key, opts)})
+	return b
+}
+
+// Stat adds a stat.
+func (b *Batch) Stat(space, key string, opts ...GetOption) *Batch {
+	b.items = append(b.items, wire.BatchItem{Op: wire.BatchStat, Get: getRequest(space, key, opts)})
+	return b
+}
+
+// Delete adds a delete.
+func (b *Batch) Delete(space, key string, opts ...DeleteOption) *Batch {
+	b.items = append(b.items, wire.BatchItem{Op: wire.BatchDelete, Delete: deleteRequest(space, key, opts)})
+	return b
+}
+
+// Len is the number of operations added.
+func (b *Batch) Len() int { return len(b.items) }
+
+// Do sends the batch and returns one result per operation, in order. The
+// error is non-nil only when the batch as a whole failed.
+func (b *Batch) Do() ([]BatchResult, error) {
+	if len(b.items) == 0 {
+		return nil, nil
+	}
+	idempotent := true
+	for _, it := range b.items {
+		if it.Op == wire.BatchPut || it.Op == wire.BatchDelete {
+			idempotent = false
+		}
+	}
+	var rs []wire.BatchResult
+	err := b.c.do(b.ctx, idempotent, nil, func(cn *wire.Conn) (err error) {
+		rs, err = cn.Batch(b.ctx, b.items)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]BatchResult, len(rs))
+	for i := range rs {
+		out[i] = BatchResult{Op: rs[i].Op, Info: rs[i].Info, Data: rs[i].Data, Err: rs[i].Err()}
+	}
+	return out, nil
+}

@@ -1,0 +1,81 @@
+package client
+
+import "github.com/cairn-db/cairn/internal/wire"
+
+// Types of the protocol, re-exported.
+type (
+	// ObjectInfo describes one version of an object.
+	ObjectInfo = wire.ObjectInfo
+	// SpaceInfo describes a space.
+	SpaceInfo = wire.SpaceInfo
+	// SpaceSettings are per-space options; zero values mean the node's defaults.
+	SpaceSettings = wire.SpaceSettings
+	// ListResult is one page of a listing.
+	ListResult = wire.ListResult
+	// VersionsResult is one page of versions, newest first.
+	VersionsResult = wire.VersionsResult
+	// Error is an error answered by the server, with a numbered Code.
+	Error = wire.Error
+	// Code is a numbered protocol error code (the table in docs/protocol.md).
+	Code = wire.Code
+	// BatchOp is the kind of one batch item.
+	BatchOp = wire.BatchOp
+)
+
+// Batch item kinds.
+const (
+	BatchPut    = wire.BatchPut
+	BatchGet    = wire.BatchGet
+	BatchStat   = wire.BatchStat
+	BatchDelete = wire.BatchDelete
+)
+
+// Errors, for errors.Is. Each matches any *Error with the same code.
+var (
+	// ErrInternal: a server bug or an unexpected I/O failure.
+	ErrInternal = wire.ErrInternal
+	// ErrMalformed: the server could not decode a request.
+	ErrMalformed = wire.ErrMalformed
+	// ErrTooLarge: a frame, key or body exceeds a limit.
+	ErrTooLarge = wire.ErrTooLarge
+	// ErrInvalidArgument: a field has an invalid value.
+	ErrInvalidArgument = wire.ErrInvalidArgument
+	// ErrBadSpaceName: a space name breaks the naming rules.
+	ErrBadSpaceName = wire.ErrBadSpaceName
+	// ErrKeyTooLong: an object key is over 1024 bytes.
+	ErrKeyTooLong = wire.ErrKeyTooLong
+	// ErrNotFound: no such object or version.
+	ErrNotFound = wire.ErrNotFound
+	// ErrSpaceNotFound: no such space.
+	ErrSpaceNotFound = wire.ErrSpaceNotFound
+	// ErrSpaceExists: a space with that name exists.
+	ErrSpaceExists = wire.ErrSpaceExists
+	// ErrSpaceNotEmpty: the space still holds live objects.
+	ErrSpaceNotEmpty = wire.ErrSpaceNotEmpty
+	// ErrPreconditionFailed: IfMatch / IfNoneMatch did not hold; nothing was written.
+	ErrPreconditionFailed = wire.ErrPreconditionFailed
+	// ErrTruncated: a body ended before its declared size; nothing was written.
+	ErrTruncated = wire.ErrTruncated
+	// ErrCorrupt: stored bytes failed their checksum (never returned as data).
+	ErrCorrupt = wire.ErrCorrupt
+	// ErrNotLeader: the node does not lead the key's range; retried elsewhere.
+	ErrNotLeader = wire.ErrNotLeader
+	// ErrUnavailable: temporarily unable to serve; retried.
+	ErrUnavailable = wire.ErrUnavailable
+	// ErrCanceled: the request was canceled.
+	ErrCanceled = wire.ErrCanceled
+	// ErrDeleted: the selected version is a delete marker.
+	ErrDeleted = wire.ErrDeleted
+	// ErrInvalidRange: a byte range lies outside the object.
+	ErrInvalidRange = wire.ErrInvalidRange
+
+	// ErrConnClosed: the connection closed before the request was sent
+	// (the request was not applied).
+	ErrConnClosed = wire.ErrConnClosed
+	// ErrConnLost: the connection broke with the request in flight; it may
+	// or may not have been applied.
+	ErrConnLost = wire.ErrConnLost
+)
+
+// CodeOf returns the protocol code of err (CodeOK for nil).
+func CodeOf(err error) Code { return wire.CodeOf(err) }
