@@ -554,8 +554,14 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 		c.s.small.Put(bp)
 		return c.sendError(h.Op, id, Errorf(CodeTooLarge, "response of %d bytes over the frame limit", len(resp)))
 	}
-	*bp = resp
-	c.w.send(outFrame{op: h.Op, flags: FlagResponse, id: id, a: resp, buf: bp})
+	f := outFrame{op: h.Op, flags: FlagResponse, id: id, a: resp}
+	if cap(resp) <= 64<<10 {
+		// Small buffers go back to the pool once written; big ones are
+		// left to the collector so the pool stays small.
+		*bp = resp
+		f.buf = bp
+	}
+	c.w.send(f)
 	return CodeOK
 }
 
