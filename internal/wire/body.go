@@ -18,11 +18,15 @@ type bodyStream struct {
 	onceDn  sync.Once
 	cur     []byte
 	eof     bool
+	n       int64           // bytes received so far
+	limit   int64           // declared size, -1 if unknown
 	onQueue func(depth int) // observes the queue depth after each push
 }
 
-func newBodyStream(first []byte, frames int, onQueue func(int)) *bodyStream {
+func newBodyStream(first []byte, limit int64, frames int, onQueue func(int)) *bodyStream {
 	return &bodyStream{
+		limit:   limit,
+		n:       int64(len(first)),
 		ch:      make(chan []byte, frames),
 		abort:   make(chan struct{}),
 		done:    make(chan struct{}),
@@ -51,6 +55,11 @@ func (b *bodyStream) Read(p []byte) (int, error) {
 				continue
 			}
 			b.cur = q
+			b.n += int64(len(q))
+			if b.limit >= 0 && b.n > b.limit {
+				b.cur = nil
+				return 0, Errorf(CodeInvalidArgument, "body longer than its declared %d bytes", b.limit)
+			}
 		case <-b.abort:
 			return 0, io.ErrUnexpectedEOF
 		}

@@ -305,6 +305,21 @@ func DecodeName(b []byte) (string, error) {
 // minObjectInfo is the smallest encoding of an ObjectInfo.
 const minObjectInfo = 1 + 1 + 8 + 8 + 8 + 1 + 32 + 1 + 8 + 1 + 1 + 1
 
+func mapSize(m map[string]string) int {
+	n := 10
+	for k, v := range m {
+		n += len(k) + len(v) + 20
+	}
+	return n
+}
+
+// ObjectInfoSize is an upper bound of the encoded size of o, for sizing
+// buffers.
+func ObjectInfoSize(o *ObjectInfo) int {
+	return 6*10 + 5*8 + 32 + 1 + len(o.Space) + len(o.Key) + len(o.ETag) + len(o.ContentType) +
+		mapSize(o.Meta) + mapSize(o.Tags)
+}
+
 // AppendObjectInfo encodes an ObjectInfo.
 func AppendObjectInfo(b []byte, o *ObjectInfo) []byte {
 	b = appendStr(b, o.Space)
@@ -403,6 +418,12 @@ func DecodePutRequest(b []byte) (PutRequest, []byte, error) {
 		return PutRequest{}, nil, d.err
 	}
 	return r, d.b, nil
+}
+
+func getRequestSize(r *GetRequest) int { return 2*10 + 4*8 + len(r.Space) + len(r.Key) }
+
+func putRequestSize(r *PutRequest) int {
+	return 4*10 + 4*8 + 3 + len(r.Space) + len(r.Key) + len(r.ContentType) + mapSize(r.Meta) + mapSize(r.Tags)
 }
 
 // AppendGetRequest encodes a GetRequest (GET and STAT).

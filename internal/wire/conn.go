@@ -93,17 +93,22 @@ type Conn struct {
 	once sync.Once
 	wg   sync.WaitGroup
 	bufs sync.Pool // *[]byte of sendMax capacity, upload chunks
+	pool sync.Pool // *call
 	nreq atomic.Int64
 }
 
 var _ Service = (*Conn)(nil)
 
 // call is one request in flight.
+//
+// A call whose terminal frame its caller received is recycled: the reader
+// forgets a call before it delivers the terminal frame, so nobody else
+// holds it then. Abandoned calls are left to the collector.
 type call struct {
-	id      uint32
-	ch      chan inFrame  // answer frames, in order
-	abandon chan struct{} // closed when the caller stops reading
-	once    sync.Once
+	id        uint32
+	ch        chan inFrame  // answer frames, in order
+	abandon   chan struct{} // closed when the caller stops reading
+	abandoned atomic.Bool
 }
 
 type inFrame struct {
@@ -176,6 +181,9 @@ func NewConn(nc net.Conn, o ConnOptions) (*Conn, error) {
 	}
 	c.mu.calls = map[uint32]*call{}
 	c.bufs.New = func() any { b := make([]byte, c.sendMax); return &b }
+	c.pool.New = func() any {
+		return &call{ch: make(chan inFrame, o.StreamFrames), abandon: make(chan struct{})}
+	}
 	c.wg.Add(2)
 	go func() {
 		defer c.wg.Done()
@@ -275,7 +283,7 @@ func (c *Conn) start(ctx context.Context, f outFrame) (*call, error) {
 		c.w.release(&f)
 		return nil, fmt.Errorf("%w: %v", ErrConnClosed, c.Err())
 	}
-	cl := &call{ch: make(chan inFrame, c.opts.StreamFrames), abandon: make(chan struct{})}
+	cl := c.pool.Get().(*call)
 	c.mu.Lock()
 	if c.mu.err != nil {
 		err := c.mu.err
@@ -300,6 +308,7 @@ func (c *Conn) start(ctx context.Context, f outFrame) (*call, error) {
 	c.nreq.Add(1)
 	if err := c.w.send(f); err != nil {
 		c.forget(f.id)
+		c.recycle(cl)
 		return nil, fmt.Errorf("%w: %v", ErrConnClosed, err)
 	}
 	return cl, nil
@@ -320,10 +329,17 @@ func (c *Conn) forget(id uint32) {
 // abandon stops reading a call and tells the server with CANCEL. The call's
 // slot is freed when the server's terminal frame arrives.
 func (c *Conn) abandon(id uint32, cl *call) {
-	cl.once.Do(func() {
+	if cl.abandoned.CompareAndSwap(false, true) {
 		close(cl.abandon)
 		c.w.send(outFrame{op: OpCancel, id: id})
-	})
+	}
+}
+
+// recycle returns a call whose terminal frame the caller has received.
+func (c *Conn) recycle(cl *call) {
+	if !cl.abandoned.Load() {
+		c.pool.Put(cl)
+	}
 }
 
 // next waits for the call's next frame.
@@ -356,12 +372,13 @@ func (c *Conn) Call(ctx context.Context, op Op, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.flags&FlagError != 0 {
-		return nil, f.err()
-	}
 	if !f.terminal() {
 		c.abandon(id, cl)
 		return nil, Errorf(CodeMalformed, "unexpected streamed answer to %s", op)
+	}
+	c.recycle(cl)
+	if f.flags&FlagError != 0 {
+		return nil, f.err()
 	}
 	return f.body, nil
 }
@@ -401,7 +418,7 @@ func (c *Conn) DeleteSpace(ctx context.Context, name string) error {
 
 // Stat implements Service.
 func (c *Conn) Stat(ctx context.Context, req *GetRequest) (ObjectInfo, error) {
-	b, err := c.Call(ctx, OpStat, AppendGetRequest(nil, req))
+	b, err := c.Call(ctx, OpStat, AppendGetRequest(make([]byte, 0, getRequestSize(req)), req))
 	if err != nil {
 		return ObjectInfo{}, err
 	}
@@ -488,7 +505,7 @@ func (c *Conn) GetBytes(ctx context.Context, req *GetRequest) (ObjectInfo, []byt
 // get sends a GET and reads its first frame. A nil stream means the
 // inline bytes are the whole answer.
 func (c *Conn) get(ctx context.Context, req *GetRequest) (ObjectInfo, []byte, *getStream, error) {
-	cl, err := c.start(ctx, outFrame{op: OpGet, a: AppendGetRequest(nil, req)})
+	cl, err := c.start(ctx, outFrame{op: OpGet, a: AppendGetRequest(make([]byte, 0, getRequestSize(req)), req)})
 	if err != nil {
 		return ObjectInfo{}, nil, nil, err
 	}
@@ -497,6 +514,7 @@ func (c *Conn) get(ctx context.Context, req *GetRequest) (ObjectInfo, []byte, *g
 		return ObjectInfo{}, nil, nil, err
 	}
 	if f.flags&FlagError != 0 {
+		c.recycle(cl)
 		return ObjectInfo{}, nil, nil, f.err()
 	}
 	info, inline, err := DecodeObjectInfoPrefix(f.body)
@@ -507,6 +525,7 @@ func (c *Conn) get(ctx context.Context, req *GetRequest) (ObjectInfo, []byte, *g
 		return ObjectInfo{}, nil, nil, err
 	}
 	if f.terminal() {
+		c.recycle(cl)
 		return info, inline, nil, nil
 	}
 	return info, nil, &getStream{c: c, ctx: ctx, id: cl.id, cl: cl, cur: inline}, nil
@@ -539,6 +558,7 @@ func (g *getStream) Read(p []byte) (int, error) {
 		switch {
 		case f.flags&FlagError != 0:
 			g.err = f.err()
+			g.c.recycle(g.cl)
 			return 0, g.err
 		case f.op != OpData:
 			g.err = Errorf(CodeMalformed, "%s frame inside a GET stream", f.op)
@@ -548,6 +568,7 @@ func (g *getStream) Read(p []byte) (int, error) {
 		g.cur = f.body
 		if f.flags&FlagEnd != 0 {
 			g.eof = true
+			g.c.recycle(g.cl)
 		}
 	}
 	n := copy(p, g.cur)
@@ -581,7 +602,7 @@ func (c *Conn) PutBytes(ctx context.Context, req *PutRequest, data []byte) (Obje
 
 // put uploads data (if body is nil) or body.
 func (c *Conn) put(ctx context.Context, req *PutRequest, data []byte, body io.Reader) (ObjectInfo, error) {
-	hdr := AppendPutRequest(nil, req)
+	hdr := AppendPutRequest(make([]byte, 0, putRequestSize(req)), req)
 	if len(hdr) > c.sendMax/2 {
 		return ObjectInfo{}, Errorf(CodeTooLarge, "put header of %d bytes", len(hdr))
 	}
@@ -706,6 +727,9 @@ func (c *Conn) put(ctx context.Context, req *PutRequest, data []byte, body io.Re
 		if f, err = c.next(ctx, id, cl); err != nil {
 			return ObjectInfo{}, err
 		}
+		if f.terminal() {
+			c.recycle(cl)
+		}
 	}
 	if f.flags&FlagError != 0 {
 		return ObjectInfo{}, f.err()
@@ -724,6 +748,11 @@ func (c *Conn) callOne(ctx context.Context, f outFrame) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !r.terminal() {
+		c.abandon(id, cl)
+		return nil, Errorf(CodeMalformed, "unexpected streamed answer to %s", f.op)
+	}
+	c.recycle(cl)
 	if r.flags&FlagError != 0 {
 		return nil, r.err()
 	}

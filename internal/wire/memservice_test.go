@@ -215,8 +215,12 @@ func (m *memService) find(ctx context.Context, req *GetRequest) (memVersion, err
 
 func (m *memService) Get(ctx context.Context, req *GetRequest) (ObjectInfo, io.ReadCloser, error) {
 	if req.Space == "sink" {
-		return ObjectInfo{Space: "sink", Key: req.Key, Size: m.sinkSize},
-			io.NopCloser(io.LimitReader(&patternReader{}, m.sinkSize)), nil
+		var r io.Reader = io.LimitReader(&patternReader{}, m.sinkSize)
+		if req.Key == "corrupt" {
+			// Half the bytes, then a checksum failure.
+			r = io.MultiReader(io.LimitReader(&patternReader{}, m.sinkSize/2), errReader{Errorf(CodeCorrupt, "chunk 7")})
+		}
+		return ObjectInfo{Space: "sink", Key: req.Key, Size: m.sinkSize}, io.NopCloser(r), nil
 	}
 	v, err := m.find(ctx, req)
 	if err != nil {
@@ -331,3 +335,7 @@ func (p *patternReader) Read(b []byte) (int, error) {
 	p.n += int64(len(b))
 	return len(b), nil
 }
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }

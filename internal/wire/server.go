@@ -409,8 +409,14 @@ func (c *serverConn) start(h Header, body []byte) {
 			c.sendError(h.Op, h.ID, err.(*Error))
 			return
 		}
+		if put.Size >= 0 && int64(len(inline)) > put.Size {
+			cancel()
+			<-c.sem
+			c.sendError(h.Op, h.ID, Errorf(CodeInvalidArgument, "body longer than its declared %d bytes", put.Size))
+			return
+		}
 		if h.Flags&FlagMore != 0 {
-			b := newBodyStream(inline, s.opts.StreamFrames, c.observeQueue)
+			b := newBodyStream(inline, put.Size, s.opts.StreamFrames, c.observeQueue)
 			c.uploads[h.ID] = b
 			r.body = b
 			putBody = b
@@ -593,7 +599,7 @@ func (c *serverConn) get(ctx context.Context, id uint32, body []byte) Code {
 		return c.sendError(OpGet, id, c.asError(err))
 	}
 	defer rc.Close()
-	hdr := AppendObjectInfo(nil, &info)
+	hdr := AppendObjectInfo(make([]byte, 0, ObjectInfoSize(&info)), &info)
 	max := c.s.opts.MaxFrame
 	if len(hdr) > max/2 {
 		c.unregister(id)
@@ -606,7 +612,7 @@ func (c *serverConn) get(ctx context.Context, id uint32, body []byte) Code {
 		want = req.Length
 	}
 	want = max64(want, 0) + 1
-	credit := make(chan struct{}, c.s.opts.StreamFrames)
+	var credit chan struct{} // made when the answer turns out to stream
 	first := true
 	for {
 		var buf []byte
@@ -629,6 +635,15 @@ func (c *serverConn) get(ctx context.Context, id uint32, body []byte) Code {
 			}
 			c.unregister(id)
 			return c.sendError(OpGet, id, c.asError(rerr))
+		}
+		if first && last && bp == nil {
+			// The common small GET: one frame, nothing to recycle.
+			c.unregister(id)
+			c.w.send(outFrame{op: OpGet, flags: FlagResponse, id: id, a: hdr, b: buf[:n]})
+			return CodeOK
+		}
+		if credit == nil {
+			credit = make(chan struct{}, c.s.opts.StreamFrames)
 		}
 		select {
 		case credit <- struct{}{}:
@@ -700,7 +715,7 @@ func (c *serverConn) batch(ctx context.Context, buf []byte, items []BatchItem) [
 		case BatchGet:
 			var rc io.ReadCloser
 			if info, rc, err = svc.Get(ctx, &it.Get); err == nil {
-				left := int64(budget - len(buf) - 64 - len(AppendObjectInfo(nil, &info)))
+				left := int64(budget - len(buf) - 64 - ObjectInfoSize(&info))
 				r.Data, err = io.ReadAll(io.LimitReader(rc, max64(left, 0)+1))
 				rc.Close()
 				if err == nil && int64(len(r.Data)) > left {

@@ -602,3 +602,91 @@ func TestShutdownWaitsForInflight(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestBodyLongerThanDeclared(t *testing.T) {
+	ctx := context.Background()
+	svc := newMemService()
+	addr, _ := startServer(t, svc, ServerOptions{})
+	c := dial(t, addr)
+	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	r := rawDial(t, addr)
+	// Inline bytes past the declared size.
+	hdr := AppendPutRequest(nil, &PutRequest{Space: "s", Key: "k", Size: 2})
+	r.send(OpPut, 0, 1, append(hdr, "abc"...))
+	if _, e := r.readError(); e.Code != CodeInvalidArgument {
+		t.Fatal(e)
+	}
+	// Streamed bytes past the declared size.
+	r.send(OpPut, FlagMore, 2, append(hdr, "a"...))
+	r.send(OpData, FlagEnd, 2, []byte("bc"))
+	if _, e := r.readError(); e.Code != CodeInvalidArgument && e.Code != CodeTruncated {
+		t.Fatal(e)
+	}
+	r.ping(3)
+	_, err := c.Stat(ctx, &GetRequest{Space: "s", Key: "k", Length: -1})
+	wantCode(t, err, CodeNotFound)
+}
+
+// An error met mid-stream reaches the reader in place of the rest.
+func TestGetStreamError(t *testing.T) {
+	ctx := context.Background()
+	svc := newMemService()
+	svc.sinkSize = 5 << 20
+	addr, _ := startServer(t, svc, ServerOptions{})
+	c := dial(t, addr)
+	_, rc, err := c.Get(ctx, &GetRequest{Space: "sink", Key: "corrupt", Length: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, rc)
+	rc.Close()
+	if CodeOf(err) != CodeCorrupt || n > svc.sinkSize/2 {
+		t.Fatalf("read %d bytes, then %v", n, err)
+	}
+	// Abandoning a stream midway leaves the connection usable.
+	_, rc, err = c.Get(ctx, &GetRequest{Space: "sink", Key: "x", Length: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(rc, make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	rc.Close()
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for c.Inflight() != 0 {
+		runtime.Gosched()
+	}
+}
+
+// With a tiny in-flight limit the server stops reading instead of failing:
+// every request is served.
+func TestInflightLimit(t *testing.T) {
+	ctx := context.Background()
+	svc := newMemService()
+	addr, _ := startServer(t, svc, ServerOptions{MaxInflightPerConn: 2})
+	c := dial(t, addr)
+	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 100 {
+		wg.Go(func() {
+			if _, err := c.PutBytes(ctx, &PutRequest{Space: "s", Key: fmt.Sprint(i)}, []byte("v")); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if l, err := c.List(ctx, &ListRequest{Space: "s"}); err != nil || len(l.Objects) != 100 {
+		t.Fatalf("%d objects, %v", len(l.Objects), err)
+	}
+}
