@@ -21,6 +21,7 @@ import (
 //
 // Requests sent together run concurrently; scripts send dependent
 // requests in separate steps.
+//
 //	closed         report whether the server closed the connection
 //	reconnect      open a fresh connection
 func TestSessions(t *testing.T) {
