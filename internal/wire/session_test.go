@@ -15,13 +15,11 @@ import (
 
 // TestSessions replays scripts of raw frames against a server over TCP and
 // prints every answer (testdata/sessions/*.txt; -rewrite regenerates).
+// Requests sent together run concurrently, so scripts send dependent
+// requests in separate steps.
 //
 //	send           one frame per input line: OP id=N [more] [end] [field=value...]
 //	recv n=K       read K frames and print them in request id order
-//
-// Requests sent together run concurrently; scripts send dependent
-// requests in separate steps.
-//
 //	closed         report whether the server closed the connection
 //	reconnect      open a fresh connection
 func TestSessions(t *testing.T) {
