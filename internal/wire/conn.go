@@ -81,7 +81,7 @@ type Conn struct {
 	opts    ConnOptions
 	w       *frameWriter
 	sendMax int // largest frame body sent
-	recvMax int // largest frame body accepted
+	recvMax atomic.Int64 // largest frame body accepted
 	sem     chan struct{}
 	closed  chan struct{} // closed when the connection is broken or closed
 	mu      struct {
@@ -160,8 +160,8 @@ func DialConn(ctx context.Context, addr string, o ConnOptions) (*Conn, error) {
 	if p.MaxFrame >= MinMaxFrame && int(p.MaxFrame) < c.sendMax {
 		c.sendMax = int(p.MaxFrame)
 	}
-	if int(p.MaxFrame) > c.recvMax {
-		c.recvMax = int(p.MaxFrame) // read only by the reader, after this frame
+	if int64(p.MaxFrame) > c.recvMax.Load() {
+		c.recvMax.Store(int64(p.MaxFrame))
 	}
 	return c, nil
 }
@@ -175,11 +175,12 @@ func NewConn(nc net.Conn, o ConnOptions) (*Conn, error) {
 	}
 	c := &Conn{
 		nc: nc, opts: o, w: newFrameWriter(nc, 64<<10),
-		sendMax: o.MaxFrame, recvMax: o.MaxFrame,
+		sendMax: o.MaxFrame,
 		sem:    make(chan struct{}, o.MaxInflight),
 		closed: make(chan struct{}),
 	}
 	c.mu.calls = map[uint32]*call{}
+	c.recvMax.Store(int64(o.MaxFrame))
 	c.bufs.New = func() any { b := make([]byte, c.sendMax); return &b }
 	c.pool.New = func() any {
 		return &call{ch: make(chan inFrame, o.StreamFrames), abandon: make(chan struct{})}
@@ -237,7 +238,7 @@ func (c *Conn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var hbuf [HeaderLen]byte
 	for {
-		h, body, err := ReadFrame(br, hbuf[:], c.recvMax)
+		h, body, err := ReadFrame(br, hbuf[:], int(c.recvMax.Load()))
 		if err != nil {
 			return err
 		}

@@ -690,3 +690,57 @@ func TestInflightLimit(t *testing.T) {
 		t.Fatalf("%d objects, %v", len(l.Objects), err)
 	}
 }
+
+// A client adopts a server's smaller frame limit; bodies stream in more,
+// smaller frames.
+func TestSmallServerFrames(t *testing.T) {
+	ctx := context.Background()
+	svc := newMemService()
+	addr, _ := startServer(t, svc, ServerOptions{MaxFrame: MinMaxFrame})
+	c := dial(t, addr)
+	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 1<<20+3)
+	(&patternReader{}).Read(body)
+	if _, err := c.PutBytes(ctx, &PutRequest{Space: "s", Key: "k"}, body); err != nil {
+		t.Fatal(err)
+	}
+	_, got, err := c.GetBytes(ctx, &GetRequest{Space: "s", Key: "k", Length: -1})
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("%d bytes, %v", len(got), err)
+	}
+	// A batch answer that would not fit one frame fails per item.
+	rs, err := c.Batch(ctx, []BatchItem{{Op: BatchGet, Get: GetRequest{Space: "s", Key: "k", Length: -1}},
+		{Op: BatchStat, Get: GetRequest{Space: "s", Key: "k", Length: -1}}})
+	if err != nil || rs[0].Code != CodeTooLarge || rs[1].Err() != nil {
+		t.Fatalf("%+v %v", rs, err)
+	}
+}
+
+type countMetrics struct {
+	mu    sync.Mutex
+	codes map[Op][]Code
+}
+
+func (m *countMetrics) RequestDone(op Op, code Code, _ time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.codes[op] = append(m.codes[op], code)
+}
+
+func TestMetrics(t *testing.T) {
+	ctx := context.Background()
+	m := &countMetrics{codes: map[Op][]Code{}}
+	addr, srv := startServer(t, newMemService(), ServerOptions{Metrics: m})
+	c := dial(t, addr)
+	c.CreateSpace(ctx, "s", SpaceSettings{})
+	c.Stat(ctx, &GetRequest{Space: "s", Key: "nope", Length: -1})
+	c.Close()
+	srv.Close()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if fmt.Sprint(m.codes[OpCreateSpace], m.codes[OpStat]) != "[ok] [not found]" {
+		t.Fatalf("observed %v", m.codes)
+	}
+}
