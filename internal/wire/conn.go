@@ -80,7 +80,7 @@ type Conn struct {
 	nc      net.Conn
 	opts    ConnOptions
 	w       *frameWriter
-	sendMax int // largest frame body sent
+	sendMax int          // largest frame body sent
 	recvMax atomic.Int64 // largest frame body accepted
 	sem     chan struct{}
 	closed  chan struct{} // closed when the connection is broken or closed
@@ -176,8 +176,8 @@ func NewConn(nc net.Conn, o ConnOptions) (*Conn, error) {
 	c := &Conn{
 		nc: nc, opts: o, w: newFrameWriter(nc, 64<<10),
 		sendMax: o.MaxFrame,
-		sem:    make(chan struct{}, o.MaxInflight),
-		closed: make(chan struct{}),
+		sem:     make(chan struct{}, o.MaxInflight),
+		closed:  make(chan struct{}),
 	}
 	c.mu.calls = map[uint32]*call{}
 	c.recvMax.Store(int64(o.MaxFrame))
