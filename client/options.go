@@ -90,3 +90,9 @@ func deleteRequest(space, key string, opts []DeleteOption) wire.DeleteRequest {
 	}
 	return r
 }
+
+// WithRange reads length bytes from offset off (length -1: to the end).
+// It applies to Get, GetStream and Stat-free reads; ReadRange is shorthand.
+func WithRange(off, length int64) GetOption {
+	return getOpt(func(r *wire.GetRequest) { r.Offset, r.Length = off, length })
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairn-db/cairn/client"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// benchResult is what `cairn bench --json` prints.
+type benchResult struct {
+	Op          string  `json:"op"`
+	Size        int64   `json:"size"`
+	Concurrency int     `json:"concurrency"`
+	Seconds     float64 `json:"seconds"`
+	Ops         int     `json:"ops"`
+	Errors      int     `json:"errors"`
+	OpsPerSec   float64 `json:"ops_per_sec"`
+	MiBPerSec   float64 `json:"mib_per_sec"`
+	P50Ms       float64 `json:"p50_ms"`
+	P99Ms       float64 `json:"p99_ms"`
+	P999Ms      float64 `json:"p999_ms"`
+}
+
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Closed-loop load over the native protocol: ops/s, MiB/s, p50/p99/p99.9",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f := cmd.Flags()
+			op, _ := f.GetString("op")
+			sizeS, _ := f.GetString("size")
+			conc, _ := f.GetInt("concurrency")
+			dur, _ := f.GetDuration("duration")
+			nkeys, _ := f.GetInt("keys")
+			space, _ := f.GetString("space")
+			asJSON, _ := f.GetBool("json")
+			conns, _ := f.GetInt("conns")
+			size, err := parseSize(sizeS)
+			if err != nil {
+				return usageError{err}
+			}
+			switch {
+			case op != "put" && op != "get" && op != "mixed":
+				return usageError{fmt.Errorf("--op %q: use put, get or mixed", op)}
+			case conc < 1 || nkeys < 1 || dur <= 0 || conns < 1:
+				return usageError{errors.New("--concurrency, --keys, --conns and --duration must be positive")}
+			}
+			c, err := client.DialOptions(cmd.Context(), client.Options{Addrs: []string{serverAddr(cmd)}, Conns: conns})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			res, err := runBench(cmd.Context(), c, benchSpec{op: op, size: size, conc: conc, dur: dur, keys: nkeys, space: space,
+				progress: func(s string) {
+					if !asJSON && isTerminal(cmdStderr(cmd)) {
+						fmt.Fprint(cmd.ErrOrStderr(), s)
+					}
+				}})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s x%d for %.1fs: %d ops (%d errors), %.0f ops/s, %.1f MiB/s, p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms\n",
+				res.Op, sizeS, res.Concurrency, res.Seconds, res.Ops, res.Errors, res.OpsPerSec, res.MiBPerSec, res.P50Ms, res.P99Ms, res.P999Ms)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.String("op", "put", "workload: put, get, or mixed (50% get, 50% put)")
+	f.String("size", "1KiB", "object size")
+	f.Int("concurrency", 64, "concurrent closed-loop workers")
+	f.Duration("duration", 10*time.Second, "how long to run")
+	f.Int("keys", 1000, "number of distinct keys")
+	f.String("space", "bench", "space to use (created if missing)")
+	f.Int("conns", 2, "connections to the server")
+	f.Bool("json", false, "print the result as JSON")
+	return cmd
+}
+
+type benchSpec struct {
+	op       string
+	size     int64
+	conc     int
+	dur      time.Duration
+	keys     int
+	space    string
+	progress func(string)
+}
+
+func runBench(ctx context.Context, c *client.Client, s benchSpec) (benchResult, error) {
+	if _, err := c.CreateSpace(ctx, s.space, client.SpaceSettings{}); err != nil && !errors.Is(err, wire.ErrSpaceExists) {
+		return benchResult{}, err
+	}
+	payload := make([]byte, s.size)
+	for i := range payload {
+		payload[i] = byte(rand.Uint32())
+	}
+	key := func(i int) string { return fmt.Sprintf("bench-%08d", i) }
+	if s.op != "put" {
+		// Preload every key so that reads hit.
+		var wg sync.WaitGroup
+		errc := make(chan error, s.conc)
+		next := make(chan int)
+		for w := 0; w < s.conc; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					if _, err := c.Put(ctx, s.space, key(i), payload); err != nil {
+						errc <- err
+						return
+					}
+				}
+			}()
+		}
+	feed:
+		for i := 0; i < s.keys; i++ {
+			select {
+			case next <- i:
+			case err := <-errc:
+				close(next)
+				wg.Wait()
+				return benchResult{}, fmt.Errorf("preload: %w", err)
+			case <-ctx.Done():
+				break feed
+			}
+		}
+		close(next)
+		wg.Wait()
+		select {
+		case err := <-errc:
+			return benchResult{}, fmt.Errorf("preload: %w", err)
+		default:
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.dur)
+	defer cancel()
+	type worker struct {
+		lat  latencies
+		errs int
+	}
+	workers := make([]worker, s.conc)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func(wk *worker, seed uint64) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, 1))
+			for rctx.Err() == nil {
+				k := key(rng.IntN(s.keys))
+				put := s.op == "put" || (s.op == "mixed" && rng.IntN(2) == 0)
+				t0 := time.Now()
+				var err error
+				if put {
+					_, err = c.Put(rctx, s.space, k, payload)
+				} else {
+					_, _, err = c.Get(rctx, s.space, k)
+				}
+				if rctx.Err() != nil {
+					return // the run ended mid-request: not a sample
+				}
+				if err != nil {
+					wk.errs++
+					continue
+				}
+				wk.lat = append(wk.lat, time.Since(t0))
+			}
+		}(&workers[w], uint64(w))
+	}
+	if s.progress != nil {
+		go func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-rctx.Done():
+					s.progress("\r\033[K")
+					return
+				case <-t.C:
+					s.progress(fmt.Sprintf("\r\033[K%s: %.0fs of %.0fs", s.op, time.Since(start).Seconds(), s.dur.Seconds()))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	var all latencies
+	errs := 0
+	for _, wk := range workers {
+		all = append(all, wk.lat...)
+		errs += wk.errs
+	}
+	all = all.sorted()
+	ops := len(all)
+	return benchResult{
+		Op: s.op, Size: s.size, Concurrency: s.conc, Seconds: elapsed.Seconds(), Ops: ops, Errors: errs,
+		OpsPerSec: float64(ops) / elapsed.Seconds(),
+		MiBPerSec: float64(ops) * float64(s.size) / (1 << 20) / elapsed.Seconds(),
+		P50Ms:     ms(all.pct(0.50)), P99Ms: ms(all.pct(0.99)), P999Ms: ms(all.pct(0.999)),
+	}, nil
+}
