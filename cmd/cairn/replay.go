@@ -79,7 +79,7 @@ operation. A malformed line stops the replay before any request is sent.`,
 }
 
 type traceOp struct {
-	line            int
+	line             int
 	verb, key, value string
 }
 
