@@ -84,8 +84,9 @@ func TestSingleReplicaRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// AddReplica of a single voter returns once it leads: its new term's
-	// empty entry is the one entry applied past the old state.
-	if got := r.Status(); got.Applied != before.Applied+1 || got.Commit != before.Commit+1 || !got.IsLeader || got.Term <= before.Term {
+	// empty entry is applied past the old state (under a slow scheduler an
+	// extra empty entry may precede it, so only the lower bound is exact).
+	if got := r.Status(); got.Applied < before.Applied+1 || got.Commit != got.Applied || !got.IsLeader || got.Term <= before.Term {
 		t.Fatalf("after restart %+v, before %+v", got, before)
 	}
 	if err := r.ReadReady(); err != nil {
