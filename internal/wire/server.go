@@ -100,6 +100,7 @@ type Server struct {
 	peak     atomic.Int64
 	bufs     sync.Pool // *[]byte of MaxFrame capacity
 	small    sync.Pool // *[]byte for message bodies
+	workers  *workers  // run request handlers
 }
 
 // NewServer builds a Server. It panics if o (after EnsureDefaults) fails
@@ -109,7 +110,7 @@ func NewServer(svc Service, o ServerOptions) *Server {
 	if err := o.Validate(); err != nil {
 		panic(err)
 	}
-	s := &Server{svc: svc, opts: o, log: o.Logger}
+	s := &Server{svc: svc, opts: o, log: o.Logger, workers: newWorkers(10 * time.Second)}
 	s.mu.listeners = map[net.Listener]struct{}{}
 	s.mu.conns = map[*serverConn]struct{}{}
 	max := o.MaxFrame
@@ -203,6 +204,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.workers.close()
 	return err
 }
 
@@ -217,7 +219,7 @@ func (s *Server) Close() error {
 }
 
 // serverConn is one client connection: a reader goroutine (serve), a writer
-// goroutine and one goroutine per request being served.
+// goroutine; requests run on the server's worker pool.
 type serverConn struct {
 	s      *Server
 	nc     net.Conn
@@ -429,7 +431,7 @@ func (c *serverConn) start(h Header, body []byte) {
 	c.mu.Unlock()
 	s.inflight.Add(1)
 	c.handlers.Add(1)
-	go func() {
+	s.workers.run(func() {
 		var start time.Time
 		if s.opts.Metrics != nil {
 			start = time.Now()
@@ -445,7 +447,7 @@ func (c *serverConn) start(h Header, body []byte) {
 		<-c.sem
 		s.inflight.Add(-1)
 		c.handlers.Done()
-	}()
+	})
 }
 
 func (c *serverConn) observeQueue(depth int) {
