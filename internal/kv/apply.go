@@ -36,16 +36,20 @@ func (StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 	rw := BatchRW{B: b}
 	switch c := c.(type) {
 	case *PutCmd:
-		latest, err := mvcc.Latest(rw, c.Obj)
-		if err != nil && !errors.Is(err, mvcc.ErrNotFound) {
-			return err
-		}
-		live := err == nil && !latest.DeleteMarker
-		if c.IfMatch != 0 && (!live || latest.Version != c.IfMatch) {
-			return ErrPreconditionFailed
-		}
-		if (c.IfNoneMatch || (c.IfAbsent && c.IfMatch == 0)) && live {
-			return ErrPreconditionFailed
+		// Only conditional writes read the latest version here; mvcc.Put
+		// finds the parent itself, so a plain write seeks once.
+		if c.IfMatch != 0 || c.IfNoneMatch || c.IfAbsent {
+			latest, err := mvcc.Latest(rw, c.Obj)
+			if err != nil && !errors.Is(err, mvcc.ErrNotFound) {
+				return err
+			}
+			live := err == nil && !latest.DeleteMarker
+			if c.IfMatch != 0 && (!live || latest.Version != c.IfMatch) {
+				return ErrPreconditionFailed
+			}
+			if (c.IfNoneMatch || (c.IfAbsent && c.IfMatch == 0)) && live {
+				return ErrPreconditionFailed
+			}
 		}
 		pruned, err := mvcc.Put(rw, c.Obj, c.Rec, c.Retention, c.Rec.Version)
 		if err != nil {

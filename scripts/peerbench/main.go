@@ -20,6 +20,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 type result struct {
@@ -79,7 +80,7 @@ func etcdPut(args []string) (result, error) {
 	dur := fs.Duration("duration", 10*time.Second, "run time")
 	keys := fs.Int("keys", 1000, "distinct keys")
 	fs.Parse(args)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{*endpoint}, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{*endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return result{}, err
 	}
