@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // run runs the cairn binary against srv and returns stdout, stderr and the
@@ -138,5 +140,38 @@ func TestCLI(t *testing.T) {
 	out = must("", "bench", "--op", "mixed", "--duration", "300ms", "--concurrency", "4", "--keys", "20", "--json")
 	if !strings.Contains(out, `"ops_per_sec"`) || !strings.Contains(out, `"p999_ms"`) {
 		t.Fatalf("bench --json: %s", out)
+	}
+}
+
+// TestSIGTERM checks that SIGTERM stops the server cleanly (exit 0) and
+// that a restart serves what was written before.
+func TestSIGTERM(t *testing.T) {
+	bin := cairnBinary(t)
+	dir := t.TempDir()
+	ports := [3]int{freePort(t), freePort(t), freePort(t)}
+	srv := startServer(t, bin, dir, ports)
+	run(t, bin, srv, "", "space", "create", "term")
+	if _, errs, code := run(t, bin, srv, "kept", "put", "term/k", "-"); code != 0 {
+		t.Fatal(errs)
+	}
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- srv.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("server exited with %v after SIGTERM; log:\n%s", err, srv.log)
+		}
+	case <-time.After(20 * time.Second):
+		srv.kill()
+		t.Fatalf("server did not stop within 20s of SIGTERM; log:\n%s", srv.log)
+	}
+	if strings.Contains(srv.log.String(), "level=ERROR") {
+		t.Fatalf("clean shutdown logged an error:\n%s", srv.log)
+	}
+	srv = startServer(t, bin, dir, ports)
+	defer srv.kill()
+	if out, errs, code := run(t, bin, srv, "", "cat", "term/k"); code != 0 || out != "kept" {
+		t.Fatalf("after restart: %q %s", out, errs)
 	}
 }

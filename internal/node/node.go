@@ -306,7 +306,7 @@ func (n *Node) Serve() {
 	n.serveWG.Add(2)
 	go func() {
 		defer n.serveWG.Done()
-		if err := n.wireSrv.Serve(n.nativeL); err != nil && !errors.Is(err, net.ErrClosed) {
+		if err := n.wireSrv.Serve(n.nativeL); err != nil && !errors.Is(err, wire.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			n.log.Error("native protocol server stopped", "err", err)
 		}
 	}()
