@@ -51,7 +51,11 @@ func (StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 				return ErrPreconditionFailed
 			}
 		}
-		pruned, err := mvcc.Put(rw, c.Obj, c.Rec, c.Retention, c.Rec.Version)
+		// The version must become the newest: its timestamp was taken before
+		// the write was ordered, and a version must never appear below one
+		// that a reader has already seen as the latest (ErrStaleVersion: the
+		// proposer retries with a new timestamp).
+		pruned, err := mvcc.PutNewest(rw, c.Obj, c.Rec, c.Retention, c.Rec.Version)
 		if err != nil {
 			return err
 		}

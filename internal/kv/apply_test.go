@@ -68,6 +68,11 @@ func TestPutConditions(t *testing.T) {
 	if err != nil || rec.Version != 40 {
 		t.Fatalf("latest = %v, %v", rec, err)
 	}
+	// A version older than the latest is refused: it must not appear below
+	// a version readers have already seen as the latest.
+	if err, _ := put(35, 0, false, false).(error); !errors.Is(err, mvcc.ErrStaleVersion) {
+		t.Fatalf("out-of-order put: %v", err)
+	}
 	// Removing one version.
 	if r, ok := apply(t, db, (&DeleteVersionCmd{Obj: obj, Version: 20}).Encode()).(*Result); !ok || r.Rec.Version != 20 {
 		t.Fatalf("delete version: %v", r)

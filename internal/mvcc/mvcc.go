@@ -22,6 +22,10 @@ var (
 	// ErrVersionExists is returned by Put when the key already has a
 	// version with the record's timestamp. Nothing is written.
 	ErrVersionExists = errors.New("mvcc: version already exists")
+	// ErrStaleVersion is returned by PutNewest when the key already has a
+	// version newer than the record's. Nothing is written; the caller may
+	// retry with a newer timestamp.
+	ErrStaleVersion = errors.New("mvcc: a newer version exists")
 	// ErrInvalidVersion is returned by Put for a record whose Version is 0
 	// (0 means "none" in Parent and "latest" in AsOf).
 	ErrInvalidVersion = errors.New("mvcc: version 0 is reserved")
@@ -176,13 +180,27 @@ func Versions(r Reader, obj []byte, before uint64, limit int) (recs []*Record, m
 // must discard rw (a batch). Put is deterministic: equal contents and
 // arguments produce equal writes, in the same order.
 func Put(rw ReadWriter, obj []byte, rec *Record, pol Retention, now uint64) (pruned []*Record, err error) {
+	return put(rw, obj, rec, pol, now, false)
+}
+
+// PutNewest is Put for a record that must become the key's newest version:
+// if the key has a version newer than rec.Version it returns ErrStaleVersion
+// and writes nothing. Writers that take their timestamp before their write
+// is ordered use it, so that a version can never appear below one that a
+// reader has already seen as the latest. It costs the same single seek as
+// Put under KeepAll.
+func PutNewest(rw ReadWriter, obj []byte, rec *Record, pol Retention, now uint64) (pruned []*Record, err error) {
+	return put(rw, obj, rec, pol, now, true)
+}
+
+func put(rw ReadWriter, obj []byte, rec *Record, pol Retention, now uint64, newest bool) (pruned []*Record, err error) {
 	if err := pol.Validate(); err != nil {
 		return nil, err
 	}
 	if rec.Version == 0 {
 		return nil, ErrInvalidVersion
 	}
-	dels, pruned, keepSelf, err := planPut(rw, obj, rec, pol, now)
+	dels, pruned, keepSelf, err := planPut(rw, obj, rec, pol, now, newest)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +220,7 @@ func Put(rw ReadWriter, obj []byte, rec *Record, pol Retention, now uint64) (pru
 // planPut is Put's read phase: it fills in rec.Parent and rec.StartTS and
 // returns the existing versions to delete, the records pruned (rec among
 // them if it goes) and whether rec is written.
-func planPut(r Reader, obj []byte, rec *Record, pol Retention, now uint64) (dels []uint64, pruned []*Record, keepSelf bool, err error) {
+func planPut(r Reader, obj []byte, rec *Record, pol Retention, now uint64, newest bool) (dels []uint64, pruned []*Record, keepSelf bool, err error) {
 	v, err := newVersionIter(r, obj)
 	if err != nil {
 		return nil, nil, false, err
@@ -213,11 +231,19 @@ func planPut(r Reader, obj []byte, rec *Record, pol Retention, now uint64) (dels
 	history := []uint64{rec.Version}
 	self, exists := 0, false
 	if pol.Mode == KeepAll {
-		// Nothing is pruned, so only the next older version matters.
-		if v.seek(rec.Version) {
+		// Nothing is pruned, so only the next older version matters (and,
+		// for newest, the newest one: the seek starts there instead).
+		from := rec.Version
+		if newest {
+			from = ^uint64(0)
+		}
+		if v.seek(from) {
 			ts, err := v.ts()
 			if err != nil {
 				return nil, nil, false, err
+			}
+			if newest && ts > rec.Version {
+				return nil, nil, false, fmt.Errorf("%w: object %x has a version newer than %d", ErrStaleVersion, obj, rec.Version)
 			}
 			exists = ts == rec.Version
 			history = append(history, ts)
@@ -230,6 +256,9 @@ func planPut(r Reader, obj []byte, rec *Record, pol Retention, now uint64) (dels
 				return nil, nil, false, err
 			}
 			history = append(history, ts)
+		}
+		if newest && len(history) > 0 && history[0] > rec.Version {
+			return nil, nil, false, fmt.Errorf("%w: object %x has a version newer than %d", ErrStaleVersion, obj, rec.Version)
 		}
 		self, exists = slices.BinarySearchFunc(history, rec.Version, func(a, b uint64) int {
 			return cmpUint64(b, a) // newest first

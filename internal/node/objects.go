@@ -106,18 +106,29 @@ func (n *Node) Put(ctx context.Context, req *wire.PutRequest, body io.Reader) (w
 	return wire.ObjectInfo{}, wire.Errorf(wire.CodeInvalidArgument, "unknown put mode %d", req.Mode)
 }
 
-// commit stamps the version with a fresh timestamp and proposes it.
+// commit stamps the version with a fresh timestamp and proposes it. If a
+// concurrent write with a later timestamp was applied first, the version
+// would land below the latest one; the apply step refuses that, and commit
+// retries with a new timestamp (the body is already stored).
 func (n *Node) commit(ctx context.Context, s *space, obj []byte, r *rng, req *wire.PutRequest, c *kv.PutCmd) (wire.ObjectInfo, error) {
-	ts, err := n.oracle.Next(ctx)
-	if err != nil {
-		return wire.ObjectInfo{}, unavailable("timestamp oracle", err)
+	for attempt := 0; ; attempt++ {
+		ts, err := n.oracle.Next(ctx)
+		if err != nil {
+			return wire.ObjectInfo{}, unavailable("timestamp oracle", err)
+		}
+		c.Obj, c.Rec.Version, c.Rec.StartTS, c.Retention = obj, ts, ts, s.retention
+		res, err := n.propose(ctx, r, c.Encode())
+		if errors.Is(err, mvcc.ErrStaleVersion) {
+			if attempt < maxPlanRetries {
+				continue
+			}
+			return wire.ObjectInfo{}, wire.Errorf(wire.CodeUnavailable, "concurrent writes to %q kept winning; retry", req.Key)
+		}
+		if err != nil {
+			return wire.ObjectInfo{}, err
+		}
+		return objectInfo(req.Space, req.Key, res.Rec), nil
 	}
-	c.Obj, c.Rec.Version, c.Rec.StartTS, c.Retention = obj, ts, ts, s.retention
-	res, err := n.propose(ctx, r, c.Encode())
-	if err != nil {
-		return wire.ObjectInfo{}, err
-	}
-	return objectInfo(req.Space, req.Key, res.Rec), nil
 }
 
 func (n *Node) propose(ctx context.Context, r *rng, cmd []byte) (*kv.Result, error) {
@@ -137,6 +148,9 @@ func (n *Node) propose(ctx context.Context, r *rng, cmd []byte) (*kv.Result, err
 		}
 		if errors.Is(v, mvcc.ErrNotFound) {
 			return nil, wire.Errorf(wire.CodeNotFound, "no such version")
+		}
+		if errors.Is(v, mvcc.ErrStaleVersion) {
+			return nil, v // commit retries with a new timestamp
 		}
 		return nil, v
 	}

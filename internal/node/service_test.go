@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -404,5 +405,53 @@ func TestRestartRecovers(t *testing.T) {
 	next := put(t, n, "sp1", "small", []byte("again"))
 	if next.Version <= big.Version || next.Parent != small.Version {
 		t.Fatalf("versions after restart: %x parent %x (before: %x)", next.Version, next.Parent, big.Version)
+	}
+}
+
+// TestConcurrentWritersOneKey races writers on one key: every acknowledged
+// version must exist, and the latest must be the newest acknowledged one
+// (a version never lands below one already applied).
+func TestConcurrentWritersOneKey(t *testing.T) {
+	n := openTestNode(t)
+	ctx := context.Background()
+	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	var (
+		mu    sync.Mutex
+		acked []uint64
+		wg    sync.WaitGroup
+	)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < 25; i++ {
+				body := []byte(fmt.Sprintf("w%d-%d", w, i))
+				info, err := n.Put(ctx, &wire.PutRequest{Space: "sp1", Key: "hot", Size: int64(len(body))}, bytes.NewReader(body))
+				if err != nil {
+					t.Errorf("put: %v", err)
+					return
+				}
+				mu.Lock()
+				acked = append(acked, info.Version)
+				mu.Unlock()
+			}
+		}(w)
+	}
+	wg.Wait()
+	vs, err := n.Versions(ctx, &wire.VersionsRequest{Space: "sp1", Key: "hot", Limit: 1000})
+	if err != nil || len(vs.Versions) != len(acked) {
+		t.Fatalf("%d versions stored, %d acknowledged (%v)", len(vs.Versions), len(acked), err)
+	}
+	newest := uint64(0)
+	for _, v := range acked {
+		newest = max(newest, v)
+	}
+	if vs.Versions[0].Version != newest {
+		t.Fatalf("latest %x, newest acknowledged %x", vs.Versions[0].Version, newest)
+	}
+	for i := 1; i < len(vs.Versions); i++ {
+		if vs.Versions[i-1].Parent != vs.Versions[i].Version {
+			t.Fatalf("version %x has parent %x, want %x: history is not a chain", vs.Versions[i-1].Version, vs.Versions[i-1].Parent, vs.Versions[i].Version)
+		}
 	}
 }
