@@ -114,7 +114,7 @@ func (c *Config) Validate() error {
 	var errs []error
 	port := func(name string, p int) {
 		if p < -1 || p > 65535 {
-			errs = append(errs, fmt.Errorf("%s %d is not a port (0-65535, or -1 for any free port)", name, p))
+			errs = append(errs, fmt.Errorf("%s %d is not a port (1-65535, 0 for the default, -1 for any free port)", name, p))
 		}
 	}
 	port("native port", c.NativePort)
@@ -338,13 +338,16 @@ func (n *Node) Close() error {
 		var errs []error
 		if n.httpSrv != nil {
 			errs = append(errs, n.httpSrv.Close())
-		} else if n.httpL != nil {
-			n.httpL.Close()
 		}
 		if n.wireSrv != nil {
 			errs = append(errs, n.wireSrv.Close())
-		} else if n.nativeL != nil {
-			n.nativeL.Close()
+		}
+		// The servers close only listeners they were serving; close both in
+		// case Serve was never called.
+		for _, l := range []net.Listener{n.httpL, n.nativeL} {
+			if l != nil {
+				l.Close()
+			}
 		}
 		n.serveWG.Wait()
 		if n.ranges != nil {

@@ -301,8 +301,11 @@ func bodyErr(err error) error {
 // against the current latest version and commits with IfMatch on it, so a
 // concurrent writer makes it re-plan rather than lose an update.
 func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, r *rng, req *wire.PutRequest, body io.Reader) (wire.ObjectInfo, error) {
-	if req.Size < 0 || req.Size > n.cfg.MaxRangeWrite {
-		return wire.ObjectInfo{}, wire.Errorf(wire.CodeTooLarge, "a byte-range write or append needs a declared size of at most %d bytes", n.cfg.MaxRangeWrite)
+	if req.Size < 0 {
+		return wire.ObjectInfo{}, wire.Errorf(wire.CodeInvalidArgument, "a byte-range write or append needs a declared size")
+	}
+	if req.Size > n.cfg.MaxRangeWrite {
+		return wire.ObjectInfo{}, wire.Errorf(wire.CodeTooLarge, "a byte-range write or append of %d bytes is over the %d byte limit; split it", req.Size, n.cfg.MaxRangeWrite)
 	}
 	if req.Mode == wire.PutWriteAt && req.Offset < 0 {
 		return wire.ObjectInfo{}, wire.Errorf(wire.CodeInvalidRange, "negative offset %d", req.Offset)
@@ -329,11 +332,19 @@ func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, r *rng, req
 		} else if req.IfMatch != 0 {
 			return wire.ObjectInfo{}, wire.Errorf(wire.CodePreconditionFailed, "the object does not exist")
 		}
+		if req.IfNoneMatch && parent != nil {
+			return wire.ObjectInfo{}, wire.Errorf(wire.CodePreconditionFailed, "the object exists")
+		}
 		off := req.Offset
 		if req.Mode == wire.PutAppend {
 			off = pm.Size()
 		}
-		if off+int64(len(data)) > n.cfg.MaxObjectSize {
+		// A write may leave a hole (read as zeros) of at most MaxRangeWrite
+		// past the end; the checks avoid off+len, which may overflow.
+		if off > pm.Size() && off-pm.Size() > n.cfg.MaxRangeWrite {
+			return wire.ObjectInfo{}, wire.Errorf(wire.CodeInvalidRange, "offset %d is more than %d bytes past the end (%d)", off, n.cfg.MaxRangeWrite, pm.Size())
+		}
+		if off > n.cfg.MaxObjectSize-int64(len(data)) {
 			return wire.ObjectInfo{}, wire.Errorf(wire.CodeTooLarge, "the object would be over the %d byte limit", n.cfg.MaxObjectSize)
 		}
 		nm, err := chunk.WriteAt(pm, off, data, 0, n.loadChunk(ctx), n.storeChunk(ctx))
@@ -521,7 +532,7 @@ func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, 
 	if off < 0 || off > rec.Size {
 		return info, nil, wire.Errorf(wire.CodeInvalidRange, "offset %d is outside the object's %d bytes", off, rec.Size)
 	}
-	if length < 0 || off+length > rec.Size {
+	if length < 0 || length > rec.Size-off { // no off+length: it may overflow
 		length = rec.Size - off
 	}
 	if rec.Manifest == nil {
@@ -707,6 +718,10 @@ func (n *Node) Versions(ctx context.Context, req *wire.VersionsRequest) (wire.Ve
 		limit = listMax
 	}
 	recs, more, err := mvcc.Versions(kv.Reader{R: n.eng.DB()}, obj, req.Before, limit)
+	if errors.Is(err, mvcc.ErrCorrupt) {
+		n.metrics.corrupt.Inc()
+		return wire.VersionsResult{}, wire.Errorf(wire.CodeCorrupt, "%v", err)
+	}
 	if err != nil {
 		return wire.VersionsResult{}, err
 	}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -454,4 +456,41 @@ func TestConcurrentWritersOneKey(t *testing.T) {
 			t.Fatalf("version %x has parent %x, want %x: history is not a chain", vs.Versions[i-1].Version, vs.Versions[i-1].Parent, vs.Versions[i].Version)
 		}
 	}
+}
+
+// TestHostileOffsets sends offsets and lengths near the integer limits.
+func TestHostileOffsets(t *testing.T) {
+	n := openTestNode(t)
+	ctx := context.Background()
+	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	put(t, n, "sp1", "small", []byte("hello"))
+	b, _, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "small", Offset: 1, Length: math.MaxInt64})
+	if err != nil || string(b) != "ello" {
+		t.Fatalf("huge length: %q %v", b, err)
+	}
+	for _, off := range []int64{math.MaxInt64, math.MaxInt64 - 3, 5<<40 - 1, 1 << 30} {
+		_, err := n.Put(ctx, &wire.PutRequest{Space: "sp1", Key: "small", Mode: wire.PutWriteAt, Offset: off, Size: 4}, strings.NewReader("data"))
+		if c := wire.CodeOf(err); c != wire.CodeInvalidRange && c != wire.CodeTooLarge {
+			t.Fatalf("write at %d: %v", off, err)
+		}
+	}
+	_, err = n.Put(ctx, &wire.PutRequest{Space: "sp1", Key: "small", Mode: wire.PutAppend, Size: 1, IfNoneMatch: true}, strings.NewReader("x"))
+	mustCode(t, err, wire.CodePreconditionFailed)
+	_, err = n.CreateSpace(ctx, "sp2", wire.SpaceSettings{Retention: "duration", KeepForSeconds: 18446744074})
+	mustCode(t, err, wire.CodeInvalidArgument)
+	if b, _, _ := get(t, n, wire.GetRequest{Space: "sp1", Key: "small"}); string(b) != "hello" {
+		t.Fatalf("hostile writes changed the object: %q", b)
+	}
+}
+
+// TestCloseWithoutServe frees the ports.
+func TestCloseWithoutServe(t *testing.T) {
+	n := openTestNode(t)
+	addr := n.NativeAddr()
+	n.Close()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("port still bound after Close: %v", err)
+	}
+	l.Close()
 }

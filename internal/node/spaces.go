@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -139,6 +140,9 @@ func (s *space) route(obj []byte) *rng {
 }
 
 func settingsToMeta(ws wire.SpaceSettings, defRanges int) (meta.SpaceSettings, error) {
+	if ws.KeepForSeconds > uint64(math.MaxInt64/int64(time.Second)) {
+		return meta.SpaceSettings{}, wire.Errorf(wire.CodeInvalidArgument, "keep-for of %d seconds is too long", ws.KeepForSeconds)
+	}
 	ms := meta.SpaceSettings{
 		Retention: ws.Retention,
 		KeepLast:  int(ws.KeepLast),

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -436,7 +437,7 @@ func (c *serverConn) start(h Header, body []byte) {
 		if s.opts.Metrics != nil {
 			start = time.Now()
 		}
-		code := c.handle(ctx, h, body, &put, putBody)
+		code := c.safeHandle(ctx, h, body, &put, putBody)
 		if r.body != nil {
 			r.body.finish()
 		}
@@ -465,6 +466,20 @@ func (c *serverConn) unregister(id uint32) {
 	c.mu.Lock()
 	delete(c.mu.reqs, id)
 	c.mu.Unlock()
+}
+
+// safeHandle is handle that turns a panic in the service into a
+// CodeInternal answer (logged with its stack) instead of a crash of the
+// whole server, as net/http does for its handlers.
+func (c *serverConn) safeHandle(ctx context.Context, h Header, body []byte, put *PutRequest, putBody io.Reader) (code Code) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.s.log.Error("request handler panicked", "op", h.Op, "panic", p, "stack", string(debug.Stack()))
+			c.unregister(h.ID)
+			code = c.sendError(h.Op, h.ID, Errorf(CodeInternal, "internal error (logged by the server)"))
+		}
+	}()
+	return c.handle(ctx, h, body, put, putBody)
 }
 
 // handle runs one request and sends its answer. It returns the answer's code.

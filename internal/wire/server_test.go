@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"runtime"
 	"runtime/debug"
@@ -744,3 +745,23 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("observed %v", m.codes)
 	}
 }
+
+// panicService panics in Stat.
+type panicService struct{ *memService }
+
+func (panicService) Stat(context.Context, *GetRequest) (ObjectInfo, error) { panic("boom") }
+
+// TestHandlerPanic: a panicking handler answers CodeInternal and the server
+// keeps serving the connection.
+func TestHandlerPanic(t *testing.T) {
+	ctx := context.Background()
+	addr, _ := startServer(t, panicService{newMemService()}, ServerOptions{Logger: discardLogger()})
+	c := dial(t, addr)
+	_, err := c.Stat(ctx, &GetRequest{Space: "s", Key: "k"})
+	wantCode(t, err, CodeInternal)
+	if _, err := c.ListSpaces(ctx); err != nil {
+		t.Fatalf("after a panic: %v", err)
+	}
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
