@@ -67,25 +67,27 @@ func validMeta(m, tags map[string]string) error {
 	return nil
 }
 
-// target resolves space and key to the object key and its range.
-func (n *Node) target(spaceName, key string) (*space, []byte, *rng, error) {
+// target resolves space and key to the object key and its range. The
+// space is held (see acquire) until release is called.
+func (n *Node) target(ctx context.Context, spaceName, key string) (s *space, obj []byte, r *rng, release func(), err error) {
 	if err := validKey(key); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	s, err := n.lookup(spaceName)
+	s, release, err = n.acquire(ctx, spaceName)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	obj := keys.Object(s.meta.ID, nil, []byte(key))
-	return s, obj, s.route(obj), nil
+	obj = keys.Object(s.meta.ID, nil, []byte(key))
+	return s, obj, s.route(obj), release, nil
 }
 
 // Put implements wire.Service.
 func (n *Node) Put(ctx context.Context, req *wire.PutRequest, body io.Reader) (wire.ObjectInfo, error) {
-	s, obj, r, err := n.target(req.Space, req.Key)
+	s, obj, r, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
 		return wire.ObjectInfo{}, err
 	}
+	defer release()
 	if err := validMeta(req.Meta, req.Tags); err != nil {
 		return wire.ObjectInfo{}, err
 	}
@@ -500,10 +502,11 @@ func objectInfo(spaceName, key string, rec *mvcc.Record) wire.ObjectInfo {
 
 // Stat implements wire.Service.
 func (n *Node) Stat(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, error) {
-	_, obj, r, err := n.target(req.Space, req.Key)
+	_, obj, r, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
 		return wire.ObjectInfo{}, err
 	}
+	defer release()
 	rec, err := n.readRecord(r, obj, req.Version, req.AsOf)
 	if err != nil {
 		if rec != nil {
@@ -516,10 +519,11 @@ func (n *Node) Stat(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo,
 
 // Get implements wire.Service.
 func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, io.ReadCloser, error) {
-	_, obj, r, err := n.target(req.Space, req.Key)
+	_, obj, r, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
 		return wire.ObjectInfo{}, nil, err
 	}
+	defer release()
 	rec, err := n.readRecord(r, obj, req.Version, req.AsOf)
 	if err != nil {
 		if rec != nil {
@@ -619,10 +623,11 @@ func (cr *chunkReader) Close() error {
 
 // Delete implements wire.Service.
 func (n *Node) Delete(ctx context.Context, req *wire.DeleteRequest) (wire.ObjectInfo, error) {
-	s, obj, r, err := n.target(req.Space, req.Key)
+	s, obj, r, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
 		return wire.ObjectInfo{}, err
 	}
+	defer release()
 	if req.Version != 0 {
 		res, err := n.propose(ctx, r, (&kv.DeleteVersionCmd{Obj: obj, Version: req.Version}).Encode())
 		if err != nil {
@@ -636,10 +641,11 @@ func (n *Node) Delete(ctx context.Context, req *wire.DeleteRequest) (wire.Object
 
 // List implements wire.Service.
 func (n *Node) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult, error) {
-	s, err := n.lookup(req.Space)
+	s, release, err := n.acquire(ctx, req.Space)
 	if err != nil {
 		return wire.ListResult{}, err
 	}
+	defer release()
 	limit := int(req.Limit)
 	if limit == 0 {
 		limit = listDefault
@@ -703,10 +709,11 @@ func (n *Node) listRange(r *rng, o mvcc.ListOptions) ([]mvcc.Entry, bool, error)
 
 // Versions implements wire.Service.
 func (n *Node) Versions(ctx context.Context, req *wire.VersionsRequest) (wire.VersionsResult, error) {
-	_, obj, r, err := n.target(req.Space, req.Key)
+	_, obj, r, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
 		return wire.VersionsResult{}, err
 	}
+	defer release()
 	if err := r.rep.ReadReady(); err != nil {
 		return wire.VersionsResult{}, wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc.ID, err)
 	}

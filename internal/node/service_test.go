@@ -304,7 +304,8 @@ func TestRangeWritesShareChunks(t *testing.T) {
 
 func manifestOfVersion(t *testing.T, n *Node, v uint64) chunk.Manifest {
 	t.Helper()
-	_, obj, r, _ := n.target("sp1", "big")
+	_, obj, r, release, _ := n.target(context.Background(), "sp1", "big")
+	defer release()
 	rec, err := n.readRecord(r, obj, v, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -493,4 +494,32 @@ func TestCloseWithoutServe(t *testing.T) {
 		t.Fatalf("port still bound after Close: %v", err)
 	}
 	l.Close()
+}
+
+// TestDeleteSpaceWaitsForWrites: a write in flight when DeleteSpace starts
+// either lands before the emptiness check (and the delete is refused) or is
+// refused itself; it is never acknowledged into a deleted space.
+func TestDeleteSpaceWaitsForWrites(t *testing.T) {
+	n := openTestNode(t)
+	ctx := context.Background()
+	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	pr, pw := io.Pipe()
+	putDone := make(chan error, 1)
+	go func() {
+		_, err := n.Put(ctx, &wire.PutRequest{Space: "sp1", Key: "k", Size: 2}, pr)
+		putDone <- err
+	}()
+	pw.Write([]byte("a")) // returns once the Put is reading its body
+	delDone := make(chan error, 1)
+	go func() { delDone <- n.DeleteSpace(ctx, "sp1") }()
+	time.Sleep(20 * time.Millisecond)
+	pw.Write([]byte("b"))
+	pw.Close()
+	if err := <-putDone; err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	mustCode(t, <-delDone, wire.CodeSpaceNotEmpty)
+	if b, _, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "k"}); err != nil || string(b) != "ab" {
+		t.Fatalf("acknowledged write: %q %v", b, err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/keys"
@@ -22,6 +23,12 @@ type space struct {
 	meta      meta.Space
 	retention mvcc.Retention
 	ranges    []*rng // sorted by start key; together they cover the space
+
+	// gate is held shared by every object operation for its duration and
+	// exclusively by DeleteSpace while it checks that the space is empty
+	// and removes it, so no write can land in a space after the check.
+	gate    sync.RWMutex
+	deleted bool // guarded by gate
 }
 
 // rng is one range of a space with its local replica.
@@ -38,7 +45,7 @@ func (n *Node) loadSpaces(ctx context.Context) error {
 		return fmt.Errorf("load space catalog: %w", err)
 	}
 	for _, sp := range spaces {
-		if sp.State == "deleting" {
+		if sp.State == meta.SpaceDeleting {
 			// A delete that did not finish: the space was found empty, so
 			// finish it.
 			if err := n.finishDeleteSpace(ctx, sp); err != nil {
@@ -114,18 +121,34 @@ func retentionOf(s meta.SpaceSettings) mvcc.Retention {
 	return mvcc.Retention{Mode: mvcc.KeepAll}
 }
 
-// lookup returns the cached space or CodeSpaceNotFound.
-func (n *Node) lookup(name string) (*space, error) {
+// acquire returns the space, held shared (see space.gate) until release is
+// called, or CodeSpaceNotFound. A space in the catalog that this node has
+// not opened (a create that failed half-way) is opened here.
+func (n *Node) acquire(ctx context.Context, name string) (s *space, release func(), err error) {
 	n.mu.RLock()
-	s := n.mu.spaces[name]
+	s = n.mu.spaces[name]
 	n.mu.RUnlock()
 	if s == nil {
 		if err := meta.ValidSpaceName(name); err != nil {
-			return nil, wire.Errorf(wire.CodeBadSpaceName, "%v", err)
+			return nil, nil, wire.Errorf(wire.CodeBadSpaceName, "%v", err)
 		}
-		return nil, wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist (create it with: cairn space create %s)", name, name)
+		sp, err := n.catalog.GetSpace(ctx, name)
+		if err != nil || sp.State != meta.SpaceActive {
+			if err != nil && !errors.Is(err, meta.ErrSpaceNotFound) {
+				return nil, nil, err
+			}
+			return nil, nil, wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist (create it with: cairn space create %s)", name, name)
+		}
+		if s, err = n.openSpace(ctx, sp); err != nil {
+			return nil, nil, err
+		}
 	}
-	return s, nil
+	s.gate.RLock()
+	if s.deleted {
+		s.gate.RUnlock()
+		return nil, nil, wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist", name)
+	}
+	return s, s.gate.RUnlock, nil
 }
 
 // route returns the range of s that holds object key obj.
@@ -214,7 +237,7 @@ func (n *Node) ListSpaces(ctx context.Context) ([]wire.SpaceInfo, error) {
 	}
 	out := make([]wire.SpaceInfo, 0, len(spaces))
 	for _, sp := range spaces {
-		if sp.State == "deleting" {
+		if sp.State == meta.SpaceDeleting {
 			continue
 		}
 		out = append(out, spaceInfo(sp))
@@ -226,35 +249,52 @@ func (n *Node) ListSpaces(ctx context.Context) ([]wire.SpaceInfo, error) {
 // no live object; its history (noncurrent versions, delete markers) goes
 // with it.
 func (n *Node) DeleteSpace(ctx context.Context, name string) error {
-	s, err := n.lookup(name)
-	if err != nil {
-		return err
+	if err := meta.ValidSpaceName(name); err != nil {
+		return wire.Errorf(wire.CodeBadSpaceName, "%v", err)
 	}
-	// Hide the space from new writes first, then check it is empty, so a
-	// write cannot slip in after the check.
-	n.mu.Lock()
-	delete(n.mu.spaces, name)
-	n.mu.Unlock()
-	restore := func() {
-		n.mu.Lock()
-		n.mu.spaces[name] = s
-		n.mu.Unlock()
+	n.mu.RLock()
+	s := n.mu.spaces[name]
+	n.mu.RUnlock()
+	if s == nil {
+		// Not open here: finish a delete that stopped half-way, or open it.
+		sp, err := n.catalog.GetSpace(ctx, name)
+		if errors.Is(err, meta.ErrSpaceNotFound) {
+			return wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist", name)
+		}
+		if err != nil {
+			return err
+		}
+		if sp.State == meta.SpaceDeleting {
+			return n.finishDeleteSpace(ctx, sp)
+		}
+		if s, err = n.openSpace(ctx, sp); err != nil {
+			return err
+		}
+	}
+	// Wait for in-flight operations and hold new ones back while checking.
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	if s.deleted {
+		return wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist", name)
 	}
 	for _, r := range s.ranges {
 		ents, _, err := n.listRange(r, mvcc.ListOptions{Lower: r.desc.Start, Upper: r.desc.End, Limit: 1})
 		if err != nil {
-			restore()
 			return err
 		}
 		if len(ents) > 0 {
-			restore()
 			return wire.Errorf(wire.CodeSpaceNotEmpty, "space %q still holds objects; delete them first", name)
 		}
 	}
-	if err := n.catalog.SetSpaceState(ctx, name, "deleting"); err != nil {
-		restore()
+	if err := n.catalog.SetSpaceState(ctx, name, meta.SpaceDeleting); err != nil {
 		return err
 	}
+	s.deleted = true
+	n.mu.Lock()
+	if n.mu.spaces[name] == s {
+		delete(n.mu.spaces, name)
+	}
+	n.mu.Unlock()
 	return n.finishDeleteSpace(ctx, s.meta)
 }
 
