@@ -79,15 +79,24 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // WriteAt writes a new version equal to the latest one with
 // [off, off+len(data)) overwritten (growing it if needed; a gap reads as
-// zeros). Unchanged chunks are shared with the parent version.
-func (c *Client) WriteAt(ctx context.Context, space, key string, off int64, data []byte) (ObjectInfo, error) {
+// zeros). Unchanged chunks are shared with the parent version. Options
+// (conditions, metadata, tags, content type) apply as for Put; metadata,
+// tags and content type not given are kept from the parent.
+func (c *Client) WriteAt(ctx context.Context, space, key string, off int64, data []byte, opts ...PutOption) (ObjectInfo, error) {
 	req := wire.PutRequest{Space: space, Key: key, Mode: wire.PutWriteAt, Offset: off, Size: int64(len(data))}
+	for _, o := range opts {
+		o.applyPut(&req)
+	}
 	return c.putBytes(ctx, &req, data)
 }
 
 // Append writes a new version equal to the latest one followed by data.
-func (c *Client) Append(ctx context.Context, space, key string, data []byte) (ObjectInfo, error) {
+// Options apply as for WriteAt.
+func (c *Client) Append(ctx context.Context, space, key string, data []byte, opts ...PutOption) (ObjectInfo, error) {
 	req := wire.PutRequest{Space: space, Key: key, Mode: wire.PutAppend, Size: int64(len(data))}
+	for _, o := range opts {
+		o.applyPut(&req)
+	}
 	return c.putBytes(ctx, &req, data)
 }
 

@@ -79,6 +79,7 @@ func TestCLI(t *testing.T) {
 	if out := must("", "cat", "docs/notes.txt"); out != "second\nmore\n" {
 		t.Fatalf("after append: %q", out)
 	}
+	fails(1, "precondition failed", "put", "docs/notes.txt", "-", "--append", "--if-match", v1)
 	if out := must("", "cat", "docs/notes.txt", "--offset", "7", "--length", "4"); out != "more" {
 		t.Fatalf("range read: %q", out)
 	}

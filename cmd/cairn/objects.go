@@ -132,8 +132,8 @@ func newPutCmd() *cobra.Command {
 				opts = append(opts, client.IfNoneMatch())
 			}
 			var (
-				in   io.Reader = os.Stdin
-				size int64     = -1
+				in   = cmd.InOrStdin()
+				size = int64(-1)
 			)
 			if len(args) == 2 && args[1] != "-" {
 				fh, err := os.Open(args[1])
@@ -146,7 +146,8 @@ func newPutCmd() *cobra.Command {
 					return err
 				}
 				in, size = fh, st.Size()
-				if ct == "" {
+				rangeWrite := f.Changed("append") || f.Changed("offset")
+				if ct == "" && !rangeWrite {
 					opts = append(opts, client.WithContentType(contentTypeOf(args[1])))
 				}
 			}
@@ -166,10 +167,10 @@ func newPutCmd() *cobra.Command {
 					return err
 				}
 				if appendMode {
-					info, err = c.Append(cmd.Context(), space, key, data)
+					info, err = c.Append(cmd.Context(), space, key, data, opts...)
 				} else {
 					off, _ := f.GetInt64("offset")
-					info, err = c.WriteAt(cmd.Context(), space, key, off, data)
+					info, err = c.WriteAt(cmd.Context(), space, key, off, data, opts...)
 				}
 				if err != nil {
 					return err

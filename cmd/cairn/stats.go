@@ -45,8 +45,8 @@ func parseSize(s string) (int64, error) {
 		}
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(t), 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("size %q: expected a number with an optional unit (KiB, MiB, GiB)", s)
+	if err != nil || n < 0 || n > (64<<30)/mult {
+		return 0, fmt.Errorf("size %q: expected a number with an optional unit (KiB, MiB, GiB), at most 64 GiB", s)
 	}
 	return n * mult, nil
 }

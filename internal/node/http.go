@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/pprof"
 
@@ -12,10 +13,13 @@ func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", n.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{Registry: n.metrics.reg}))
-	// Profiles for operators; the HTTP listener is on loopback by default.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	// Profiles for operators, only while the listener is on loopback: they
+	// have no access control yet.
+	if ip := net.ParseIP(n.cfg.Listen); n.cfg.Listen == "localhost" || (ip != nil && ip.IsLoopback()) {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

@@ -674,6 +674,19 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult
 			continue
 		}
 		lo, hi := maxBytes(lower, r.desc.Start), minBytes(upper, r.desc.End)
+		if len(out.Objects) >= limit {
+			// The page is full; it is truncated if any later range of the
+			// span holds a live key.
+			ents, _, err := n.listRange(r, mvcc.ListOptions{Lower: lo, Upper: hi, StartAfter: after, Limit: 1, AsOf: req.AsOf})
+			if err != nil {
+				return wire.ListResult{}, err
+			}
+			if len(ents) > 0 {
+				out.Truncated = true
+				break
+			}
+			continue
+		}
 		ents, more, err := n.listRange(r, mvcc.ListOptions{Lower: lo, Upper: hi, StartAfter: after, Limit: limit - len(out.Objects), AsOf: req.AsOf})
 		if err != nil {
 			return wire.ListResult{}, err
@@ -685,8 +698,8 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult
 			}
 			out.Objects = append(out.Objects, objectInfo(req.Space, string(key), e.Rec))
 		}
-		if len(out.Objects) >= limit {
-			out.Truncated = more || r != s.ranges[len(s.ranges)-1]
+		if more {
+			out.Truncated = true
 			break
 		}
 	}

@@ -216,6 +216,11 @@ func TestListing(t *testing.T) {
 		}
 		after = res.Next
 	}
+	// A page that ends exactly at the last key is not truncated.
+	res, err := n.List(ctx, &wire.ListRequest{Space: "sp1", StartAfter: listed[len(listed)-2], Limit: 1})
+	if err != nil || len(res.Objects) != 1 || res.Truncated {
+		t.Fatalf("last page: %d objects, truncated %v, %v", len(res.Objects), res.Truncated, err)
+	}
 	if len(listed) != 299 {
 		t.Fatalf("listed %d keys, want 299", len(listed))
 	}
@@ -224,7 +229,7 @@ func TestListing(t *testing.T) {
 			t.Fatalf("listing out of order at %d: %q then %q", i, listed[i-1], listed[i])
 		}
 	}
-	res, err := n.List(ctx, &wire.ListRequest{Space: "sp1", Prefix: "A/"})
+	res, err = n.List(ctx, &wire.ListRequest{Space: "sp1", Prefix: "A/"})
 	if err != nil || len(res.Objects) != 3 { // every i < 300 with i%94 == 32: 32, 126, 220
 		t.Fatalf("prefix A/: %d objects, %v", len(res.Objects), err)
 	}
