@@ -16,7 +16,8 @@
 // Each side of a connection has one reader goroutine and one writer
 // goroutine. The writer coalesces whatever frames are queued into one
 // buffered write and flushes only when the queue is empty. The server runs
-// one goroutine per request, at most MaxInflightPerConn per connection.
+// each request on a pool of reusable worker goroutines (workers.go), at most
+// MaxInflightPerConn requests per connection.
 // A stream never has more than StreamFrames frames buffered in either
 // direction: a streamed upload's frames wait in a small channel the Service
 // drains, and a GET answer waits for the writer before reading further.
