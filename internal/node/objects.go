@@ -181,10 +181,12 @@ func (n *Node) writeBody(ctx context.Context, body io.Reader, size int64) (*mvcc
 		src = io.LimitReader(body, n.cfg.MaxObjectSize+1)
 	}
 	// Read up to the threshold + 1: if the body ends within it, it is inline.
-	head := make([]byte, n.cfg.InlineThreshold+1)
+	// A body of known small size allocates only its own length.
+	headLen := n.cfg.InlineThreshold + 1
 	if size >= 0 && size <= int64(n.cfg.InlineThreshold) {
-		head = head[:size]
+		headLen = int(size)
 	}
+	head := make([]byte, headLen)
 	hn, err := io.ReadFull(src, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return nil, bodyErr(err)
