@@ -80,9 +80,16 @@ func (r *Record) Marshal() []byte {
 	b = appendString(b, r.ContentType)
 	b = appendMap(b, r.Meta)
 	b = appendMap(b, r.Tags)
-	b = appendString(b, string(r.Inline))
-	b = appendString(b, string(r.Manifest))
+	b = appendBytes(b, r.Inline)
+	b = appendBytes(b, r.Manifest)
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// appendBytes is appendString for a byte slice, without copying it into a
+// string first (inline bodies make that copy a large share of a small PUT).
+func appendBytes(b, s []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
 }
 
 func appendString(b []byte, s string) []byte {
