@@ -101,7 +101,7 @@ func (n *Node) Put(ctx context.Context, req *wire.PutRequest, body io.Reader) (w
 			return wire.ObjectInfo{}, err
 		}
 		rec.ContentType, rec.Meta, rec.Tags = req.ContentType, req.Meta, req.Tags
-		return n.commit(ctx, s, obj, r, req, &kv.PutCmd{Rec: rec, IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch})
+		return n.commit(ctx, s, obj, r, req.Space, req.Key, &kv.PutCmd{Rec: rec, IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch})
 	case wire.PutWriteAt, wire.PutAppend:
 		return n.rangeWrite(ctx, s, obj, r, req, body)
 	}
@@ -112,7 +112,7 @@ func (n *Node) Put(ctx context.Context, req *wire.PutRequest, body io.Reader) (w
 // concurrent write with a later timestamp was applied first, the version
 // would land below the latest one; the apply step refuses that, and commit
 // retries with a new timestamp (the body is already stored).
-func (n *Node) commit(ctx context.Context, s *space, obj []byte, r *rng, req *wire.PutRequest, c *kv.PutCmd) (wire.ObjectInfo, error) {
+func (n *Node) commit(ctx context.Context, s *space, obj []byte, r *rng, spaceName, key string, c *kv.PutCmd) (wire.ObjectInfo, error) {
 	for attempt := 0; ; attempt++ {
 		ts, err := n.oracle.Next(ctx)
 		if err != nil {
@@ -124,12 +124,12 @@ func (n *Node) commit(ctx context.Context, s *space, obj []byte, r *rng, req *wi
 			if attempt < maxPlanRetries {
 				continue
 			}
-			return wire.ObjectInfo{}, wire.Errorf(wire.CodeUnavailable, "concurrent writes to %q kept winning; retry", req.Key)
+			return wire.ObjectInfo{}, wire.Errorf(wire.CodeUnavailable, "concurrent writes to %q kept winning; retry", key)
 		}
 		if err != nil {
 			return wire.ObjectInfo{}, err
 		}
-		return objectInfo(req.Space, req.Key, res.Rec), nil
+		return objectInfo(spaceName, key, res.Rec), nil
 	}
 }
 
@@ -210,7 +210,7 @@ func (n *Node) writeChunks(ctx context.Context, r io.Reader, size int64) (*mvcc.
 	const inflight = 4
 	md := md5.New()
 	bh := chunk.NewHasher()
-	ch := chunk.NewChunker(io.TeeReader(r, multiWriter{md, bh}), n.cfg.Chunking)
+	ch := chunk.NewChunker(io.TeeReader(r, io.MultiWriter(md, bh)), n.cfg.Chunking)
 	var (
 		m       chunk.Manifest
 		pending []*segment.Pending
@@ -254,15 +254,6 @@ func (n *Node) writeChunks(ctx context.Context, r io.Reader, size int64) (*mvcc.
 	return &mvcc.Record{
 		Size: total, Hash: bh.Sum(), ETag: hex.EncodeToString(md.Sum(nil)), Manifest: m.Marshal(),
 	}, nil
-}
-
-type multiWriter []io.Writer
-
-func (w multiWriter) Write(p []byte) (int, error) {
-	for _, x := range w {
-		x.Write(p) // hashes never fail
-	}
-	return len(p), nil
 }
 
 // exactReader yields at most left bytes and reports a body that ends early.
@@ -371,7 +362,7 @@ func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, r *rng, req
 				rec.Tags = parent.Tags
 			}
 		}
-		info, err := n.commit(ctx, s, obj, r, req, &kv.PutCmd{Rec: rec, IfMatch: pver, IfAbsent: pver == 0})
+		info, err := n.commit(ctx, s, obj, r, req.Space, req.Key, &kv.PutCmd{Rec: rec, IfMatch: pver, IfAbsent: pver == 0})
 		if wire.CodeOf(err) == wire.CodePreconditionFailed && req.IfMatch == 0 && attempt < maxPlanRetries {
 			continue // a concurrent write changed the parent: plan again
 		}
@@ -637,8 +628,7 @@ func (n *Node) Delete(ctx context.Context, req *wire.DeleteRequest) (wire.Object
 		}
 		return objectInfo(req.Space, req.Key, res.Rec), nil
 	}
-	pr := &wire.PutRequest{Space: req.Space, Key: req.Key}
-	return n.commit(ctx, s, obj, r, pr, &kv.PutCmd{Rec: &mvcc.Record{DeleteMarker: true}})
+	return n.commit(ctx, s, obj, r, req.Space, req.Key, &kv.PutCmd{Rec: &mvcc.Record{DeleteMarker: true}})
 }
 
 // List implements wire.Service.
