@@ -32,6 +32,7 @@ type Server struct {
 	MetaPort        int    `koanf:"meta-port"`
 	InlineThreshold int    `koanf:"inline-threshold"`
 	Ranges          int    `koanf:"ranges"`
+	RecordCache     int64  `koanf:"record-cache"`
 	LogLevel        string `koanf:"log-level"`
 }
 
@@ -45,10 +46,11 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.Int("meta-port", node.DefaultMetaPort, "meta service (embedded etcd) peer port")
 	fs.Int("inline-threshold", 64<<10, "bodies up to this many bytes are stored inside the version record")
 	fs.Int("ranges", 4, "number of ranges a new space starts with")
+	fs.Int64("record-cache", 64<<20, "bytes of memory for the latest-version record cache (-1 disables it)")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 }
 
-var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "inline-threshold", "ranges", "log-level"}
+var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "inline-threshold", "ranges", "record-cache", "log-level"}
 
 // LoadServer merges the config file (from --config or CAIRN_CONFIG), the
 // CAIRN_* environment (environ, e.g. os.Environ) and the flags of fs.
@@ -129,6 +131,7 @@ func (s Server) NodeConfig() (node.Config, error) {
 		MetaPort:        s.MetaPort,
 		InlineThreshold: s.InlineThreshold,
 		DefaultRanges:   s.Ranges,
+		RecordCache:     s.RecordCache,
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 	}, nil
 }

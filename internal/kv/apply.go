@@ -3,6 +3,7 @@ package kv
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -22,13 +23,43 @@ type Result struct {
 	Pruned []*mvcc.Record
 }
 
-// StateMachine applies kv commands. It keeps no state of its own: all state
-// is in the batch it is handed, so one value can serve every range.
-type StateMachine struct{}
+// StateMachine applies kv commands to one range. Its state is in the batch
+// it is handed; besides that it keeps Cache coherent (see Cache).
+type StateMachine struct {
+	// Cache, if not nil, is the node's latest-record cache.
+	Cache *Cache
+
+	// written lists the cache updates of the uncommitted apply batch.
+	written []cacheUpdate
+}
+
+type cacheUpdate struct {
+	obj    []byte
+	latest *mvcc.Record
+}
+
+// Committed implements replica.Committer: the batch holding every command
+// applied since the last call is now visible in pebble.
+func (m *StateMachine) Committed() {
+	for i, u := range m.written {
+		m.Cache.end(u.obj, u.latest)
+		m.written[i] = cacheUpdate{}
+	}
+	m.written = m.written[:0]
+}
+
+func (m *StateMachine) wrote(obj []byte, latest *mvcc.Record) {
+	if m.Cache == nil {
+		return
+	}
+	m.Cache.begin(obj)
+	// obj may alias the command, which is only valid during Apply.
+	m.written = append(m.written, cacheUpdate{obj: slices.Clone(obj), latest: latest})
+}
 
 // Apply implements replica.StateMachine. It returns a *Result or an error;
 // on error it has written nothing to b.
-func (StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
+func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 	c, err := decode(cmd)
 	if err != nil {
 		return err
@@ -59,12 +90,14 @@ func (StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 		if err != nil {
 			return err
 		}
+		m.wrote(c.Obj, c.Rec)
 		return &Result{Rec: c.Rec, Pruned: pruned}
 	case *DeleteVersionCmd:
 		rec, err := mvcc.DeleteVersion(rw, c.Obj, c.Version)
 		if err != nil {
 			return err
 		}
+		m.wrote(c.Obj, nil) // the latest version may have gone: unknown
 		return &Result{Rec: rec}
 	}
 	return fmt.Errorf("%w: unknown command %T", ErrBadCommand, c)

@@ -26,7 +26,7 @@ func openMem(t *testing.T) *pebble.DB {
 func apply(t *testing.T, db *pebble.DB, cmd []byte) any {
 	t.Helper()
 	b := db.NewIndexedBatch()
-	res := StateMachine{}.Apply(b, cmd)
+	res := (&StateMachine{}).Apply(b, cmd)
 	if _, isErr := res.(error); isErr {
 		if !b.Empty() {
 			t.Fatalf("rejected command wrote %d bytes to the batch", b.Len())

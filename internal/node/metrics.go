@@ -10,6 +10,8 @@ type metrics struct {
 	reg        *prometheus.Registry
 	chunkBytes prometheus.Counter
 	corrupt    prometheus.Counter
+	cacheHits  prometheus.Counter
+	cacheMiss  prometheus.Counter
 }
 
 func newMetrics(n *Node) *metrics {
@@ -22,7 +24,19 @@ func newMetrics(n *Node) *metrics {
 		Name: "cairn_corruption_detected_total",
 		Help: "Reads that found stored bytes failing their checksum (never returned to clients).",
 	})
+	m.cacheHits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cairn_record_cache_hits_total",
+		Help: "Reads of a latest version answered by the record cache.",
+	})
+	m.cacheMiss = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cairn_record_cache_misses_total",
+		Help: "Reads of a latest version that went to pebble.",
+	})
 	m.reg.MustRegister(
+		m.cacheHits, m.cacheMiss,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "cairn_record_cache_records", Help: "Records in the latest-version cache.",
+		}, func() float64 { return float64(n.cache.Len()) }),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.chunkBytes, m.corrupt,

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/segment"
@@ -57,6 +58,10 @@ type Config struct {
 	MaxRangeWrite int64
 	// Chunking configures content-defined chunking of uploads.
 	Chunking chunk.Options
+	// RecordCache is the memory, in bytes, of the cache of each hot
+	// object's latest version record (reads of the latest version skip
+	// pebble when it hits). Default: 64 MiB; -1 disables it.
+	RecordCache int64
 
 	// FS is the disk seam. Default: the real disk.
 	FS vfs.FS
@@ -97,6 +102,9 @@ func (c *Config) EnsureDefaults() {
 	if c.MaxRangeWrite == 0 {
 		c.MaxRangeWrite = 64 << 20
 	}
+	if c.RecordCache == 0 {
+		c.RecordCache = 64 << 20
+	}
 	c.Chunking.EnsureDefaults()
 	if c.FS == nil {
 		c.FS = vfs.Default
@@ -123,6 +131,9 @@ func (c *Config) Validate() error {
 	if c.InlineThreshold < 0 || c.InlineThreshold > 1<<20 {
 		errs = append(errs, fmt.Errorf("inline threshold %d must be between 0 and 1 MiB", c.InlineThreshold))
 	}
+	if c.RecordCache < -1 {
+		errs = append(errs, fmt.Errorf("record cache %d must be a size in bytes, or -1 to disable it", c.RecordCache))
+	}
 	if c.DefaultRanges < 1 || c.DefaultRanges > 256 {
 		errs = append(errs, fmt.Errorf("default ranges %d must be between 1 and 256", c.DefaultRanges))
 	}
@@ -148,6 +159,7 @@ type Node struct {
 	ranges  *replica.Store
 	id      identity
 	metrics *metrics
+	cache   *kv.Cache // latest records; nil when disabled
 
 	wireSrv *wire.Server
 	httpSrv *http.Server
@@ -180,7 +192,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger}
+	n := &Node{cfg: cfg, log: cfg.Logger, cache: kv.NewCache(cfg.RecordCache)}
 	n.mu.spaces = make(map[string]*space)
 	defer func() {
 		if err != nil {

@@ -457,13 +457,23 @@ func (n *Node) readRecord(r *rng, obj []byte, version, asOf uint64) (*mvcc.Recor
 		rec *mvcc.Record
 		err error
 	)
+	// The cache holds the latest committed version: it answers reads of the
+	// latest, and of an exact version that is the latest.
+	cached, tok := n.cache.Get(obj)
 	switch {
+	case cached != nil && (version == 0 || version == cached.Version) && asOf == 0:
+		rec = cached
+		n.metrics.cacheHits.Inc()
 	case version != 0:
 		rec, err = mvcc.Exact(rd, obj, version)
 	case asOf != 0:
 		rec, err = mvcc.At(rd, obj, asOf)
 	default:
 		rec, err = mvcc.Latest(rd, obj)
+		n.metrics.cacheMiss.Inc()
+		if err == nil {
+			n.cache.Fill(obj, rec, tok)
+		}
 	}
 	if errors.Is(err, mvcc.ErrNotFound) {
 		return nil, wire.Errorf(wire.CodeNotFound, "no such object or version")

@@ -528,3 +528,56 @@ func TestDeleteSpaceWaitsForWrites(t *testing.T) {
 		t.Fatalf("acknowledged write: %q %v", b, err)
 	}
 }
+
+// TestLatestCacheFollowsWrites reads the latest version between writes so
+// that it is served from the record cache, and checks that every kind of
+// write (put, delete marker, removal of the latest version) is seen next.
+func TestLatestCacheFollowsWrites(t *testing.T) {
+	n := openTestNode(t)
+	ctx := context.Background()
+	if _, err := n.CreateSpace(ctx, "cached", wire.SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	latest := func() (string, error) {
+		b, _, err := get(t, n, wire.GetRequest{Space: "cached", Key: "k"})
+		return string(b), err
+	}
+	v1 := put(t, n, "cached", "k", []byte("one"))
+	for range 2 { // the first read fills the cache, the second hits it
+		if got, err := latest(); err != nil || got != "one" {
+			t.Fatalf("latest = %q, %v; want one", got, err)
+		}
+	}
+	if n.cache.Len() == 0 {
+		t.Fatal("the latest record was not cached")
+	}
+	v2 := put(t, n, "cached", "k", []byte("two"))
+	if got, err := latest(); err != nil || got != "two" {
+		t.Fatalf("after put: latest = %q, %v; want two", got, err)
+	}
+	// An exact read of the cached latest version.
+	if b, _, err := get(t, n, wire.GetRequest{Space: "cached", Key: "k", Version: v2.Version}); err != nil || string(b) != "two" {
+		t.Fatalf("exact latest version: %q, %v", b, err)
+	}
+	if _, err := n.Delete(ctx, &wire.DeleteRequest{Space: "cached", Key: "k", Version: v2.Version}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if got, err := latest(); err != nil || got != "one" {
+			t.Fatalf("after removing the latest version: latest = %q, %v; want one", got, err)
+		}
+	}
+	if _, _, err := get(t, n, wire.GetRequest{Space: "cached", Key: "k", Version: v2.Version}); wire.CodeOf(err) != wire.CodeNotFound {
+		t.Fatalf("removed version still readable: %v", err)
+	}
+	if _, err := n.Delete(ctx, &wire.DeleteRequest{Space: "cached", Key: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		_, err := latest()
+		mustCode(t, err, wire.CodeNotFound)
+	}
+	if info, err := n.Stat(ctx, &wire.GetRequest{Space: "cached", Key: "k", Version: v1.Version}); err != nil || info.Version != v1.Version {
+		t.Fatalf("older version after delete: %+v, %v", info, err)
+	}
+}

@@ -79,7 +79,7 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 		if rep == nil {
 			rep, err = n.ranges.AddReplica(replica.Descriptor{
 				RangeID: d.ID, Start: d.Start, End: d.End, Peers: d.Replicas,
-			}, kv.StateMachine{})
+			}, &kv.StateMachine{Cache: n.cache})
 			if err != nil {
 				return nil, fmt.Errorf("open range %d of space %s: %w", d.ID, sp.Name, err)
 			}

@@ -28,6 +28,14 @@ type StateMachine interface {
 	Apply(b *pebble.Batch, cmd []byte) any
 }
 
+// Committer is implemented by a StateMachine that keeps state outside the
+// batch (a cache, say). Committed is called after the batch holding every
+// command applied since the last call has committed, and before any of
+// their proposers is answered. It is not called if the commit failed.
+type Committer interface {
+	Committed()
+}
+
 // Descriptor names a range and the nodes that hold its replicas.
 type Descriptor struct {
 	RangeID    uint64
@@ -472,6 +480,9 @@ func (r *Replica) apply(ents []*raftpb.Entry) error {
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
+	}
+	if c, ok := r.sm.(Committer); ok {
+		c.Committed()
 	}
 	r.st.applied = applied
 	if truncIndex > 0 {
