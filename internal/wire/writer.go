@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"runtime"
 	"sync"
 )
 
@@ -86,9 +87,19 @@ func (w *frameWriter) run() error {
 	var batch []outFrame
 	for {
 		w.mu.Lock()
+		yielded := false
 		for len(w.mu.q) == 0 && !w.mu.closed {
 			if w.bw.Buffered() > 0 {
 				w.mu.Unlock()
+				// Before paying a system call, let goroutines that are about
+				// to queue a frame (handlers finishing their requests) run
+				// once: under load their frames join this write.
+				if !yielded {
+					yielded = true
+					runtime.Gosched()
+					w.mu.Lock()
+					continue
+				}
 				if err := w.bw.Flush(); err != nil {
 					return w.fail(err, nil)
 				}
