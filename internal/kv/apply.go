@@ -29,8 +29,10 @@ type StateMachine struct {
 	// Cache, if not nil, is the node's latest-record cache.
 	Cache *Cache
 
-	// written lists the cache updates of the uncommitted apply batch.
+	// written lists the cache updates of the uncommitted apply batch;
+	// inBatch indexes it by object (the last update of each).
 	written []cacheUpdate
+	inBatch map[string]int
 }
 
 type cacheUpdate struct {
@@ -46,6 +48,7 @@ func (m *StateMachine) Committed() {
 		m.written[i] = cacheUpdate{}
 	}
 	m.written = m.written[:0]
+	clear(m.inBatch)
 }
 
 func (m *StateMachine) wrote(obj []byte, latest *mvcc.Record) {
@@ -54,7 +57,29 @@ func (m *StateMachine) wrote(obj []byte, latest *mvcc.Record) {
 	}
 	m.Cache.begin(obj)
 	// obj may alias the command, which is only valid during Apply.
-	m.written = append(m.written, cacheUpdate{obj: slices.Clone(obj), latest: latest})
+	u := cacheUpdate{obj: slices.Clone(obj), latest: latest}
+	if m.inBatch == nil {
+		m.inBatch = make(map[string]int)
+	}
+	m.inBatch[string(u.obj)] = len(m.written)
+	m.written = append(m.written, u)
+}
+
+// latest returns obj's latest record as of the commands applied so far, if
+// it is known without reading pebble: from an earlier command of this batch,
+// or from the cache (which holds committed state; while a batch is being
+// applied, only this batch has pending writes to this range's keys). A nil
+// record with known == true never happens: absence is not cached.
+func (m *StateMachine) latest(obj []byte) (rec *mvcc.Record, known bool) {
+	if m.Cache == nil {
+		return nil, false
+	}
+	if i, ok := m.inBatch[string(obj)]; ok {
+		rec = m.written[i].latest
+		return rec, rec != nil
+	}
+	rec, _ = m.Cache.Get(obj)
+	return rec, rec != nil
 }
 
 // Apply implements replica.StateMachine. It returns a *Result or an error;
@@ -67,14 +92,20 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 	rw := BatchRW{B: b}
 	switch c := c.(type) {
 	case *PutCmd:
-		// Only conditional writes read the latest version here; mvcc.Put
-		// finds the parent itself, so a plain write seeks once.
+		// The latest version is needed for the conditions and, under KeepAll,
+		// is all mvcc needs: known from this batch or the cache, the write
+		// reads nothing from pebble.
+		latest, known := m.latest(c.Obj)
 		if c.IfMatch != 0 || c.IfNoneMatch || c.IfAbsent {
-			latest, err := mvcc.Latest(rw, c.Obj)
-			if err != nil && !errors.Is(err, mvcc.ErrNotFound) {
-				return err
+			if !known {
+				var err error
+				latest, err = mvcc.Latest(rw, c.Obj)
+				if err != nil && !errors.Is(err, mvcc.ErrNotFound) {
+					return err
+				}
+				known = true
 			}
-			live := err == nil && !latest.DeleteMarker
+			live := latest != nil && !latest.DeleteMarker
 			if c.IfMatch != 0 && (!live || latest.Version != c.IfMatch) {
 				return ErrPreconditionFailed
 			}
@@ -86,7 +117,15 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 		// the write was ordered, and a version must never appear below one
 		// that a reader has already seen as the latest (ErrStaleVersion: the
 		// proposer retries with a new timestamp).
-		pruned, err := mvcc.PutNewest(rw, c.Obj, c.Rec, c.Retention, c.Rec.Version)
+		var (
+			pruned []*mvcc.Record
+			err    error
+		)
+		if known && latest != nil {
+			pruned, err = mvcc.PutNewestOver(rw, c.Obj, c.Rec, latest.Version, c.Retention, c.Rec.Version)
+		} else {
+			pruned, err = mvcc.PutNewest(rw, c.Obj, c.Rec, c.Retention, c.Rec.Version)
+		}
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,10 @@ package kv
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -110,4 +114,96 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		decode(b) // must not panic
 	})
+}
+
+// TestCacheDoesNotChangeApply applies the same random commands, in random
+// batches, to two state machines, one with a cache and one without: every
+// result and the final stored state must be identical.
+func TestCacheDoesNotChangeApply(t *testing.T) {
+	for seed := range uint64(10) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		dbs := []*pebble.DB{openMem(t), openMem(t)}
+		sms := []*StateMachine{{Cache: NewCache(1 << 20)}, {}}
+		objs := [][]byte{keys.Object(1, nil, []byte("a")), keys.Object(1, nil, []byte("b")), keys.Object(1, nil, []byte("c"))}
+		next := uint64(100)
+		var written []uint64
+		for range 300 {
+			cmds := make([][]byte, 1+rng.IntN(5))
+			for i := range cmds {
+				obj := objs[rng.IntN(len(objs))]
+				switch op := rng.IntN(10); {
+				case op < 7:
+					next += uint64(1 + rng.IntN(3))
+					v := next
+					if rng.IntN(8) == 0 {
+						v -= uint64(rng.IntN(10)) // sometimes stale or taken
+					}
+					c := &PutCmd{Obj: obj, Rec: &mvcc.Record{Version: v, Size: 1, Inline: []byte{byte(v)}, DeleteMarker: rng.IntN(6) == 0}}
+					switch rng.IntN(6) {
+					case 0:
+						c.IfNoneMatch = true
+					case 1:
+						if len(written) > 0 {
+							c.IfMatch = written[rng.IntN(len(written))]
+						}
+					case 2:
+						c.Retention = mvcc.Retention{Mode: mvcc.KeepLast, KeepLast: 2}
+					}
+					written = append(written, v)
+					cmds[i] = c.Encode()
+				default:
+					v := next
+					if len(written) > 0 {
+						v = written[rng.IntN(len(written))]
+					}
+					cmds[i] = (&DeleteVersionCmd{Obj: obj, Version: v}).Encode()
+				}
+			}
+			var results [2][]string
+			for j := range dbs {
+				b := dbs[j].NewIndexedBatch()
+				for _, cmd := range cmds {
+					switch r := sms[j].Apply(b, cmd).(type) {
+					case error:
+						results[j] = append(results[j], "error "+errClass(r))
+					case *Result:
+						results[j] = append(results[j], fmt.Sprintf("version %d parent %d pruned %d", r.Rec.Version, r.Rec.Parent, len(r.Pruned)))
+					}
+				}
+				if err := b.Commit(pebble.NoSync); err != nil {
+					t.Fatal(err)
+				}
+				b.Close()
+				sms[j].Committed()
+			}
+			if !slices.Equal(results[0], results[1]) {
+				t.Fatalf("seed %d: with cache %v, without %v", seed, results[0], results[1])
+			}
+		}
+		if a, b := dump(t, dbs[0]), dump(t, dbs[1]); a != b {
+			t.Fatalf("seed %d: stored state differs:\n%s\nvs\n%s", seed, a, b)
+		}
+	}
+}
+
+func errClass(err error) string {
+	for _, e := range []error{ErrPreconditionFailed, mvcc.ErrStaleVersion, mvcc.ErrVersionExists, mvcc.ErrNotFound} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return err.Error()
+}
+
+func dump(t *testing.T, db *pebble.DB) string {
+	it, err := db.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var sb strings.Builder
+	for it.First(); it.Valid(); it.Next() {
+		fmt.Fprintf(&sb, "%x=%x\n", it.Key(), it.Value())
+	}
+	return sb.String()
 }

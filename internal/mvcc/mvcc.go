@@ -193,6 +193,29 @@ func PutNewest(rw ReadWriter, obj []byte, rec *Record, pol Retention, now uint64
 	return put(rw, obj, rec, pol, now, true)
 }
 
+// PutNewestOver is PutNewest for a caller that knows obj's newest version,
+// latest (from a cache coherent with rw). Under KeepAll it writes without
+// reading rw; under other policies, which need the whole history, it is
+// PutNewest.
+func PutNewestOver(rw ReadWriter, obj []byte, rec *Record, latest uint64, pol Retention, now uint64) (pruned []*Record, err error) {
+	if pol.Mode != KeepAll || latest == 0 {
+		return PutNewest(rw, obj, rec, pol, now)
+	}
+	switch {
+	case rec.Version == 0:
+		return nil, ErrInvalidVersion
+	case latest > rec.Version:
+		return nil, fmt.Errorf("%w: object %x has a version newer than %d", ErrStaleVersion, obj, rec.Version)
+	case latest == rec.Version:
+		return nil, fmt.Errorf("%w: object %x version %d", ErrVersionExists, obj, rec.Version)
+	}
+	rec.Parent = latest
+	if rec.StartTS == 0 {
+		rec.StartTS = rec.Version
+	}
+	return nil, rw.Set(keys.Version(obj, rec.Version), rec.Marshal())
+}
+
 func put(rw ReadWriter, obj []byte, rec *Record, pol Retention, now uint64, newest bool) (pruned []*Record, err error) {
 	if err := pol.Validate(); err != nil {
 		return nil, err

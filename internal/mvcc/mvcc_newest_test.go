@@ -1,6 +1,7 @@
 package mvcc
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 
@@ -31,6 +32,42 @@ func TestPutNewest(t *testing.T) {
 		// Plain Put still accepts the out-of-order write.
 		if _, err := Put(kv, obj, &Record{Version: 15}, pol, 30); err != nil {
 			t.Fatalf("%v: Put out of order: %v", pol, err)
+		}
+	}
+}
+
+// TestPutNewestOverMatchesPutNewest checks that telling Put the newest
+// version (as a cache does) changes nothing: same errors, same records, same
+// stored bytes as PutNewest reading it.
+func TestPutNewestOverMatchesPutNewest(t *testing.T) {
+	for _, pol := range []Retention{{Mode: KeepAll}, {Mode: KeepLast, KeepLast: 2}} {
+		read, told := NewMemKV(), NewMemKV()
+		obj := keys.Object(1, nil, []byte("k"))
+		newest := uint64(0)
+		for i, v := range []uint64{10, 20, 15, 20, 30, 31, 5, 40} {
+			a, b := &Record{Version: v, ETag: "e"}, &Record{Version: v, ETag: "e"}
+			_, errA := PutNewest(read, obj, a, pol, v)
+			_, errB := PutNewestOver(told, obj, b, newest, pol, v)
+			if (errA == nil) != (errB == nil) || errors.Is(errA, ErrStaleVersion) != errors.Is(errB, ErrStaleVersion) ||
+				errors.Is(errA, ErrVersionExists) != errors.Is(errB, ErrVersionExists) {
+				t.Fatalf("%v step %d (version %d): PutNewest %v, PutNewestOver %v", pol, i, v, errA, errB)
+			}
+			if a.Parent != b.Parent || a.StartTS != b.StartTS {
+				t.Fatalf("%v step %d: records differ: %+v vs %+v", pol, i, a, b)
+			}
+			if errA == nil {
+				newest = v
+			}
+		}
+		ra, _, _ := Versions(read, obj, 0, 0)
+		rb, _, _ := Versions(told, obj, 0, 0)
+		if len(ra) != len(rb) {
+			t.Fatalf("%v: %d versions vs %d", pol, len(ra), len(rb))
+		}
+		for i := range ra {
+			if !bytes.Equal(ra[i].Marshal(), rb[i].Marshal()) || ra[i].Version != rb[i].Version {
+				t.Fatalf("%v: version %d differs", pol, i)
+			}
 		}
 	}
 }
