@@ -30,6 +30,9 @@ type Server struct {
 	Port            int    `koanf:"port"`
 	HTTPPort        int    `koanf:"http-port"`
 	MetaPort        int    `koanf:"meta-port"`
+	PeerPort        int    `koanf:"peer-port"`
+	Advertise       string `koanf:"advertise"`
+	Zone            string `koanf:"zone"`
 	InlineThreshold int    `koanf:"inline-threshold"`
 	Ranges          int    `koanf:"ranges"`
 	RecordCache     int64  `koanf:"record-cache"`
@@ -44,13 +47,16 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.Int("port", node.DefaultNativePort, "native protocol port")
 	fs.Int("http-port", node.DefaultHTTPPort, "HTTP port (/healthz, /metrics)")
 	fs.Int("meta-port", node.DefaultMetaPort, "meta service (embedded etcd) peer port")
+	fs.Int("peer-port", node.DefaultPeerPort, "node-to-node (gRPC) port")
+	fs.String("advertise", "", "host other nodes and clients reach this node at (default: the listen address)")
+	fs.String("zone", "default", "failure domain of this node; replicas are spread across zones")
 	fs.Int("inline-threshold", 64<<10, "bodies up to this many bytes are stored inside the version record")
 	fs.Int("ranges", 4, "number of ranges a new space starts with")
 	fs.Int64("record-cache", 64<<20, "bytes of memory for the latest-version record cache (-1 disables it)")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 }
 
-var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "inline-threshold", "ranges", "record-cache", "log-level"}
+var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "advertise", "zone", "inline-threshold", "ranges", "record-cache", "log-level"}
 
 // LoadServer merges the config file (from --config or CAIRN_CONFIG), the
 // CAIRN_* environment (environ, e.g. os.Environ) and the flags of fs.
@@ -129,6 +135,9 @@ func (s Server) NodeConfig() (node.Config, error) {
 		NativePort:      s.Port,
 		HTTPPort:        s.HTTPPort,
 		MetaPort:        s.MetaPort,
+		PeerPort:        s.PeerPort,
+		Advertise:       s.Advertise,
+		Zone:            s.Zone,
 		InlineThreshold: s.InlineThreshold,
 		DefaultRanges:   s.Ranges,
 		RecordCache:     s.RecordCache,

@@ -21,6 +21,10 @@
 //	                                   lease ("tso" is the oracle's)
 //	/cairn/counters/space              {"v":1,"last":"<n>"} last space ID handed out
 //	/cairn/counters/range              {"v":1,"last":"<n>"} last range ID handed out
+//	/cairn/counters/node               {"v":1,"last":"<n>"} last node ID handed out
+//	/cairn/nodes/<node %016x>          {"v":1,"id":"<n>","native":..,"peer":..,"http":..,
+//	                                    "meta_peer_url":..,"zone":..,"capacity":"<n>",
+//	                                    "state":"up"|..,"started":..} the cluster map
 //	/cairn/spaces/<name>               {"v":1,"id":..,"name":..,"created":..,
 //	                                    "settings":{..},"state":"active"|"deleting"}
 //	/cairn/ranges/<space %08x>/<range %016x>

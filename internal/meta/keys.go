@@ -13,6 +13,8 @@ const (
 	keyRangePrefix   = Prefix + "ranges/"
 	keySpaceCounter  = Prefix + "counters/space"
 	keyRangeCounter  = Prefix + "counters/range"
+	keyNodeCounter   = Prefix + "counters/node"
+	keyNodePrefix    = Prefix + "nodes/"
 	formatVersionOne = 1
 )
 

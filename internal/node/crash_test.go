@@ -30,7 +30,7 @@ type ack struct {
 func testConfig(fs vfs.FS, ms meta.Store) Config {
 	return Config{
 		DataDir: "data", FS: fs, Meta: ms,
-		NativePort: -1, HTTPPort: -1, MetaPort: -1,
+		NativePort: -1, HTTPPort: -1, MetaPort: -1, PeerPort: -1,
 		InlineThreshold: 4 << 10,
 		Chunking:        chunk.Options{MinSize: 8 << 10, AvgSize: 16 << 10, MaxSize: 64 << 10},
 		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/kv"
@@ -31,6 +32,7 @@ const (
 	DefaultNativePort = 7070
 	DefaultHTTPPort   = 7080
 	DefaultMetaPort   = 7090
+	DefaultPeerPort   = 7071
 )
 
 // Config configures a node. The zero value of every field means its default.
@@ -45,6 +47,13 @@ type Config struct {
 	HTTPPort int
 	// MetaPort is the embedded meta service's peer port. Default: 7090. -1 picks a free port.
 	MetaPort int
+	// PeerPort is the node-to-node (gRPC) port. Default: 7071. -1 picks a free port.
+	PeerPort int
+	// Advertise is the host other nodes and clients reach this node at.
+	// Default: Listen (set it when Listen is 0.0.0.0).
+	Advertise string
+	// Zone is the node's failure domain. Default: "default".
+	Zone string
 	// InlineThreshold: bodies up to this many bytes are stored inside the
 	// version record (one hop, one fsync). Default: 64 KiB. Max 1 MiB.
 	InlineThreshold int
@@ -90,6 +99,12 @@ func (c *Config) EnsureDefaults() {
 	if c.MetaPort == 0 {
 		c.MetaPort = DefaultMetaPort
 	}
+	if c.PeerPort == 0 {
+		c.PeerPort = DefaultPeerPort
+	}
+	if c.Zone == "" {
+		c.Zone = "default"
+	}
 	if c.InlineThreshold == 0 {
 		c.InlineThreshold = 64 << 10
 	}
@@ -128,6 +143,7 @@ func (c *Config) Validate() error {
 	port("native port", c.NativePort)
 	port("http port", c.HTTPPort)
 	port("meta port", c.MetaPort)
+	port("peer port", c.PeerPort)
 	if c.InlineThreshold < 0 || c.InlineThreshold > 1<<20 {
 		errs = append(errs, fmt.Errorf("inline threshold %d must be between 0 and 1 MiB", c.InlineThreshold))
 	}
@@ -160,6 +176,9 @@ type Node struct {
 	id      identity
 	metrics *metrics
 	cache   *kv.Cache // latest records; nil when disabled
+	peers   *peers
+	// metaPeerURL is the embedded etcd member's peer URL ("" with cfg.Meta).
+	metaPeerURL string
 
 	wireSrv *wire.Server
 	httpSrv *http.Server
@@ -216,10 +235,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if err != nil {
 			return nil, err
 		}
+		n.metaPeerURL = fmt.Sprintf("http://%s", net.JoinHostPort(cfg.Listen, fmt.Sprint(metaPort)))
 		es, err := meta.OpenEtcd(meta.EtcdOptions{
 			Dir:     filepath.Join(cfg.DataDir, "meta"),
 			Name:    fmt.Sprintf("node-%d", n.id.NodeID),
-			PeerURL: fmt.Sprintf("http://%s", net.JoinHostPort(cfg.Listen, fmt.Sprint(metaPort))),
+			PeerURL: n.metaPeerURL,
 			Logger:  n.log,
 		})
 		if err != nil {
@@ -228,6 +248,12 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.meta, n.ownMeta = es, true
 	}
 	n.catalog = meta.NewCatalog(n.meta)
+	if err := n.catalog.ReserveNodeID(ctx, n.id.NodeID); err != nil {
+		return nil, fmt.Errorf("reserve node id %d: %w", n.id.NodeID, err)
+	}
+	if err := n.startPeers(); err != nil {
+		return nil, err
+	}
 	n.oracle = meta.NewOracle(n.meta, meta.OracleOptions{Clock: cfg.Clock, Logger: n.log})
 	if err := n.oracle.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start timestamp oracle: %w", err)
@@ -238,7 +264,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n.ranges, err = replica.NewStore(replica.Options{NodeID: n.id.NodeID, Engine: n.eng, Logger: n.log})
+	n.ranges, err = replica.NewStore(replica.Options{NodeID: n.id.NodeID, Engine: n.eng, Transport: n.peers.tr, Logger: n.log})
 	if err != nil {
 		return nil, err
 	}
@@ -247,6 +273,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	if err := n.listen(); err != nil {
+		return nil, err
+	}
+	if err := n.register(ctx); err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -315,7 +344,13 @@ func (n *Node) NodeID() uint64 { return n.id.NodeID }
 
 // Serve serves the listeners in the background. Close stops them.
 func (n *Node) Serve() {
-	n.serveWG.Add(2)
+	n.serveWG.Add(3)
+	go func() {
+		defer n.serveWG.Done()
+		if err := n.peers.srv.Serve(n.peers.l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			n.log.Error("peer server stopped", "err", err)
+		}
+	}()
 	go func() {
 		defer n.serveWG.Done()
 		if err := n.wireSrv.Serve(n.nativeL); err != nil && !errors.Is(err, wire.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
@@ -361,6 +396,7 @@ func (n *Node) Close() error {
 				l.Close()
 			}
 		}
+		n.peers.close()
 		n.serveWG.Wait()
 		if n.ranges != nil {
 			errs = append(errs, n.ranges.Close())

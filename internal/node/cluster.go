@@ -1,0 +1,119 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+
+	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/transport"
+)
+
+// peers is the node's side of node-to-node traffic: the gRPC server on the
+// peer port, the raft transport, and the cluster map it resolves node ids
+// with.
+type peers struct {
+	l   net.Listener
+	srv *grpc.Server
+	tr  *transport.Transport
+
+	catalog *meta.Catalog
+	mu      sync.Mutex
+	addrs   map[uint64]string // node id -> peer address, from the cluster map
+	fetched time.Time         // when addrs was last read
+}
+
+// startPeers binds the peer port and creates the transport; the server
+// starts serving in Serve.
+func (n *Node) startPeers() error {
+	port := n.cfg.PeerPort
+	if port == -1 {
+		port = 0
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(n.cfg.Listen, fmt.Sprint(port)))
+	if err != nil {
+		return fmt.Errorf("peer listener: %w (is another cairn server running? use --peer-port)", err)
+	}
+	p := &peers{l: l, catalog: n.catalog, addrs: map[uint64]string{}}
+	p.tr = transport.New(transport.Options{
+		NodeID:  n.id.NodeID,
+		Resolve: p.resolve,
+		Deliver: func(ctx context.Context, m replica.Message) error { return n.ranges.Step(ctx, m) },
+		Logger:  n.log,
+	})
+	p.srv = grpc.NewServer(transport.ServerOptions()...)
+	p.tr.Register(p.srv)
+	n.peers = p
+	return nil
+}
+
+// resolve returns a node's peer address from the cluster map, reading the
+// map again (at most every 500ms) when the node is not in the cached copy.
+func (p *peers) resolve(id uint64) (string, bool) {
+	p.mu.Lock()
+	addr, ok := p.addrs[id]
+	stale := time.Since(p.fetched) > 500*time.Millisecond
+	p.mu.Unlock()
+	if ok || !stale {
+		return addr, ok
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	nodes, err := p.catalog.Nodes(ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fetched = time.Now()
+	if err == nil {
+		clear(p.addrs)
+		for _, nd := range nodes {
+			p.addrs[nd.ID] = nd.Peer
+		}
+	}
+	addr, ok = p.addrs[id]
+	return addr, ok
+}
+
+func (p *peers) close() {
+	if p == nil {
+		return
+	}
+	p.tr.Close()
+	p.srv.Stop()
+	p.l.Close()
+}
+
+// advertised returns the address other nodes reach a listener at: the
+// advertise host if set, else the listen host, with the bound port.
+func (n *Node) advertised(l net.Listener) string {
+	host := n.cfg.Advertise
+	if host == "" {
+		host = n.cfg.Listen
+	}
+	return net.JoinHostPort(host, fmt.Sprint(l.Addr().(*net.TCPAddr).Port))
+}
+
+// register writes the node's entry in the cluster map.
+func (n *Node) register(ctx context.Context) error {
+	var capacity uint64
+	var st unix.Statfs_t
+	if err := unix.Statfs(n.cfg.DataDir, &st); err == nil {
+		capacity = st.Blocks * uint64(st.Bsize)
+	}
+	info := meta.NodeInfo{
+		ID: n.id.NodeID, Native: n.advertised(n.nativeL), Peer: n.advertised(n.peers.l), HTTP: n.advertised(n.httpL),
+		MetaPeerURL: n.metaPeerURL, Zone: n.cfg.Zone, Capacity: capacity, State: meta.NodeUp, Started: n.cfg.Clock(),
+	}
+	if err := n.catalog.RegisterNode(ctx, info); err != nil {
+		return fmt.Errorf("register node %d in the cluster map: %w", n.id.NodeID, err)
+	}
+	return nil
+}
+
+// PeerAddr is the bound node-to-node (gRPC) address.
+func (n *Node) PeerAddr() string { return n.peers.l.Addr().String() }
