@@ -11,6 +11,14 @@ if ! command -v go >/dev/null; then
   exit 1
 fi
 
+# The image and cluster tests run containers on the machine's Docker engine
+# (no registry is needed: the image is built FROM scratch).
+if ! docker info >/dev/null 2>&1; then
+  echo "test.sh: the Docker engine is not reachable (docker info failed); the image and cluster tests need it" >&2
+  exit 1
+fi
+export CAIRN_REQUIRE_DOCKER=1
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then

@@ -27,9 +27,11 @@ type EtcdOptions struct {
 	Dir string
 	// Name is this member's name. Default: "cairn".
 	Name string
-	// PeerURL is where this member listens for and advertises raft peers.
+	// PeerURL is where this member advertises itself to raft peers.
 	// Default: "http://127.0.0.1:7073".
 	PeerURL string
+	// ListenPeerURL is where it listens for them. Default: PeerURL.
+	ListenPeerURL string
 	// ClientURL is etcd's client listener (for etcdctl; Cairn itself uses an
 	// in-process client). Default: the unix socket "unix://<Dir>/client.sock",
 	// or "http://127.0.0.1:7072" when that path is too long for a socket.
@@ -139,6 +141,12 @@ func OpenEtcd(o EtcdOptions) (*EtcdStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("meta: PeerURL: %w", err)
 	}
+	listenPeer := peer
+	if o.ListenPeerURL != "" {
+		if listenPeer, err = url.Parse(o.ListenPeerURL); err != nil {
+			return nil, fmt.Errorf("meta: ListenPeerURL: %w", err)
+		}
+	}
 	client, err := url.Parse(o.ClientURL)
 	if err != nil {
 		return nil, fmt.Errorf("meta: ClientURL: %w", err)
@@ -147,7 +155,7 @@ func OpenEtcd(o EtcdOptions) (*EtcdStore, error) {
 	cfg := embed.NewConfig()
 	cfg.Dir = o.Dir
 	cfg.Name = o.Name
-	cfg.ListenPeerUrls = []url.URL{*peer}
+	cfg.ListenPeerUrls = []url.URL{*listenPeer}
 	cfg.AdvertisePeerUrls = []url.URL{*peer}
 	cfg.ListenClientUrls = []url.URL{*client}
 	cfg.AdvertiseClientUrls = []url.URL{*client}

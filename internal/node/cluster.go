@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -89,13 +90,24 @@ func (p *peers) close() {
 }
 
 // advertised returns the address other nodes reach a listener at: the
-// advertise host if set, else the listen host, with the bound port.
+// advertise host with the bound port.
 func (n *Node) advertised(l net.Listener) string {
-	host := n.cfg.Advertise
-	if host == "" {
-		host = n.cfg.Listen
+	return net.JoinHostPort(n.advertiseHost(), fmt.Sprint(l.Addr().(*net.TCPAddr).Port))
+}
+
+// advertiseHost is Config.Advertise if set; else the listen host, unless
+// that is the unspecified address (0.0.0.0, ::), where the machine's host
+// name is what others can reach (a container's name on its network).
+func (n *Node) advertiseHost() string {
+	if n.cfg.Advertise != "" {
+		return n.cfg.Advertise
 	}
-	return net.JoinHostPort(host, fmt.Sprint(l.Addr().(*net.TCPAddr).Port))
+	if ip := net.ParseIP(n.cfg.Listen); ip != nil && ip.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			return h
+		}
+	}
+	return n.cfg.Listen
 }
 
 // register writes the node's entry in the cluster map.

@@ -235,12 +235,13 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if err != nil {
 			return nil, err
 		}
-		n.metaPeerURL = fmt.Sprintf("http://%s", net.JoinHostPort(cfg.Listen, fmt.Sprint(metaPort)))
+		n.metaPeerURL = fmt.Sprintf("http://%s", net.JoinHostPort(n.advertiseHost(), fmt.Sprint(metaPort)))
 		es, err := meta.OpenEtcd(meta.EtcdOptions{
-			Dir:     filepath.Join(cfg.DataDir, "meta"),
-			Name:    fmt.Sprintf("node-%d", n.id.NodeID),
-			PeerURL: n.metaPeerURL,
-			Logger:  n.log,
+			Dir:           filepath.Join(cfg.DataDir, "meta"),
+			Name:          fmt.Sprintf("node-%d", n.id.NodeID),
+			PeerURL:       n.metaPeerURL,
+			ListenPeerURL: fmt.Sprintf("http://%s", net.JoinHostPort(cfg.Listen, fmt.Sprint(metaPort))),
+			Logger:        n.log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("start meta service: %w", err)
