@@ -109,7 +109,8 @@ func (o *EtcdOptions) Validate() error {
 }
 
 // EtcdStore is the production Store: an embedded etcd member reached through
-// an in-process client.
+// an in-process client (OpenEtcd), or a client of members run elsewhere
+// (DialEtcd).
 type EtcdStore struct {
 	etcd   *embed.Etcd
 	client *clientv3.Client
@@ -188,6 +189,55 @@ func OpenEtcd(o EtcdOptions) (*EtcdStore, error) {
 		return nil, fmt.Errorf("meta: etcd in %s not ready after %v", o.Dir, o.StartTimeout)
 	}
 	s := &EtcdStore{etcd: e, client: v3client.New(e.Server), name: o.Name, log: o.Logger, closing: closing}
+	s.mu.leaders = make(map[*etcdLeadership]struct{})
+	return s, nil
+}
+
+// DialOptions configure DialEtcd.
+type DialOptions struct {
+	// Endpoints are client URLs of the meta service's voting members; the
+	// client learns the others from the member list. Required.
+	Endpoints []string
+	// Name identifies this node as a holder of leaderships. Required.
+	Name string
+	// DialTimeout bounds reaching the first endpoint. Default: 5s.
+	DialTimeout time.Duration
+	// Logger receives the client's error-level messages. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// DialEtcd returns a Store on a meta service run by other nodes (a node
+// that holds no voting etcd member reaches the cluster this way). The
+// member list is re-read every 10 s, so the client follows membership
+// changes; learners are not used as endpoints.
+func DialEtcd(o DialOptions) (*EtcdStore, error) {
+	if len(o.Endpoints) == 0 || o.Name == "" {
+		return nil, errors.New("meta: DialEtcd needs endpoints and a name")
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	closing := new(atomic.Bool)
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:        o.Endpoints,
+		DialTimeout:      o.DialTimeout,
+		AutoSyncInterval: 10 * time.Second,
+		Logger:           newZapSlog(o.Logger, closing),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("meta: connect to the meta service at %s: %w", strings.Join(o.Endpoints, ","), err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.DialTimeout)
+	defer cancel()
+	if _, err := cli.MemberList(ctx); err != nil {
+		closing.Store(true)
+		cli.Close()
+		return nil, fmt.Errorf("meta: reach the meta service at %s: %w", strings.Join(o.Endpoints, ","), err)
+	}
+	s := &EtcdStore{client: cli, name: o.Name, log: o.Logger, closing: closing}
 	s.mu.leaders = make(map[*etcdLeadership]struct{})
 	return s, nil
 }
@@ -301,7 +351,9 @@ func (s *EtcdStore) Close() error {
 	}
 	err := s.client.Close()
 	s.closing.Store(true)
-	s.etcd.Close() // stops the server and waits for its goroutines
+	if s.etcd != nil {
+		s.etcd.Close() // stops the server and waits for its goroutines
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("meta: close etcd client: %w", err)
 	}

@@ -178,3 +178,48 @@ func TestEtcdQuota(t *testing.T) {
 		t.Fatalf("Get under the alarm: %v", err)
 	}
 }
+
+// TestDialEtcd runs the Store contract, the catalog and an oracle through a
+// client of a member that runs elsewhere (here: another EtcdStore in the
+// process, reached over its TCP client URL), as a node without its own
+// voting member does.
+func TestDialEtcd(t *testing.T) {
+	clientURL := freePeerURL(t)
+	member, err := OpenEtcd(EtcdOptions{Dir: t.TempDir(), PeerURL: freePeerURL(t), ClientURL: clientURL, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer member.Close()
+	remote, err := DialEtcd(DialOptions{Endpoints: []string{clientURL}, Name: "node-2", Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remote.Close()
+	testStoreContract(t, remote, "/cairn/remote-test/")
+	testCatalog(t, remote)
+
+	// The member's oracle leads; the remote one campaigns once it resigns.
+	ctx := context.Background()
+	lead := NewOracle(member, OracleOptions{Logger: testLogger(t), Window: 50 * time.Millisecond})
+	if err := lead.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ts1, err := lead.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead.Close()
+	follower := NewOracle(remote, OracleOptions{Logger: testLogger(t), Window: 50 * time.Millisecond})
+	defer follower.Close()
+	if err := follower.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ts2, err := follower.Next(ctx)
+	if err != nil || ts2 <= ts1 {
+		t.Fatalf("timestamp from the remote oracle %d (%v), after %d", ts2, err, ts1)
+	}
+
+	if _, err := DialEtcd(DialOptions{Endpoints: []string{freePeerURL(t)}, Name: "x", DialTimeout: 300 * time.Millisecond, Logger: testLogger(t)}); err == nil {
+		t.Fatal("dialing a meta service that is not there succeeded")
+	}
+}
