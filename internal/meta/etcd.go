@@ -32,6 +32,14 @@ type EtcdOptions struct {
 	PeerURL string
 	// ListenPeerURL is where it listens for them. Default: PeerURL.
 	ListenPeerURL string
+	// ListenClientURL is where the client listener binds. Default: ClientURL.
+	ListenClientURL string
+	// InitialCluster ("name=peerURL,...", this member included) and Join
+	// start a member that joins an existing cluster which has already added
+	// it (AddLearner). Ignored when Dir holds data. Default: a new
+	// single-member cluster.
+	InitialCluster string
+	Join           bool
 	// ClientURL is etcd's client listener (for etcdctl; Cairn itself uses an
 	// in-process client). Default: the unix socket "unix://<Dir>/client.sock",
 	// or "http://127.0.0.1:7072" when that path is too long for a socket.
@@ -158,9 +166,21 @@ func OpenEtcd(o EtcdOptions) (*EtcdStore, error) {
 	cfg.Name = o.Name
 	cfg.ListenPeerUrls = []url.URL{*listenPeer}
 	cfg.AdvertisePeerUrls = []url.URL{*peer}
-	cfg.ListenClientUrls = []url.URL{*client}
+	listenClient := client
+	if o.ListenClientURL != "" {
+		if listenClient, err = url.Parse(o.ListenClientURL); err != nil {
+			return nil, fmt.Errorf("meta: ListenClientURL: %w", err)
+		}
+	}
+	cfg.ListenClientUrls = []url.URL{*listenClient}
 	cfg.AdvertiseClientUrls = []url.URL{*client}
 	cfg.InitialCluster = cfg.InitialClusterFromName(o.Name)
+	if o.InitialCluster != "" {
+		cfg.InitialCluster = o.InitialCluster
+	}
+	if o.Join {
+		cfg.ClusterState = embed.ClusterStateFlagExisting
+	}
 	cfg.InitialClusterToken = "cairn-meta"
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
 	cfg.AutoCompactionRetention = o.CompactionRetention.String()

@@ -223,3 +223,56 @@ func TestDialEtcd(t *testing.T) {
 		t.Fatal("dialing a meta service that is not there succeeded")
 	}
 }
+
+// TestMembershipGrows adds a second member as a learner, starts it with the
+// initial cluster the first one reports, promotes it once it has caught up,
+// and reads through it what was written through the first.
+func TestMembershipGrows(t *testing.T) {
+	ctx := context.Background()
+	aClient := freePeerURL(t)
+	a, err := OpenEtcd(EtcdOptions{Dir: t.TempDir(), Name: "node-1", PeerURL: freePeerURL(t), ClientURL: aClient, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.Put(ctx, "/cairn/test/k", []byte("v"), AnyRev); err != nil {
+		t.Fatal(err)
+	}
+	bPeer, bClient := freePeerURL(t), freePeerURL(t)
+	id, members, err := a.AddLearner(ctx, bPeer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 2 || TargetVoters(2) != 1 || len(VoterEndpoints(members)) != 1 {
+		t.Fatalf("members after adding a learner: %+v", members)
+	}
+	b, err := OpenEtcd(EtcdOptions{Dir: t.TempDir(), Name: "node-2", PeerURL: bPeer, ClientURL: bClient,
+		InitialCluster: InitialCluster(members, "node-2"), Join: true, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := a.Promote(ctx, id)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("promote: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	members, err = a.Members(ctx)
+	if err != nil || len(members) != 2 || members[0].Learner || members[1].Learner {
+		t.Fatalf("members after promotion: %+v, %v", members, err)
+	}
+	remote, err := DialEtcd(DialOptions{Endpoints: []string{bClient}, Name: "node-3", Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remote.Close()
+	if kv, err := remote.Get(ctx, "/cairn/test/k"); err != nil || string(kv.Value) != "v" {
+		t.Fatalf("read through the new member: %q, %v", kv.Value, err)
+	}
+}

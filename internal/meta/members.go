@@ -1,0 +1,98 @@
+package meta
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Member is one member of the meta service's etcd cluster.
+type Member struct {
+	ID         uint64
+	Name       string // "" until the member has started
+	PeerURLs   []string
+	ClientURLs []string
+	Learner    bool
+}
+
+// Members lists the meta service's members in id order.
+func (s *EtcdStore) Members(ctx context.Context) ([]Member, error) {
+	resp, err := s.client.MemberList(ctx)
+	if err != nil {
+		return nil, s.mapErr("member list", err)
+	}
+	out := make([]Member, 0, len(resp.Members))
+	for _, m := range resp.Members {
+		out = append(out, Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Learner: m.IsLearner})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// AddLearner adds a non-voting member that will start at peerURL, and
+// returns its id and the members after the change.
+func (s *EtcdStore) AddLearner(ctx context.Context, peerURL string) (uint64, []Member, error) {
+	resp, err := s.client.MemberAddAsLearner(ctx, []string{peerURL})
+	if err != nil {
+		return 0, nil, s.mapErr("add learner "+peerURL, err)
+	}
+	ms, err := s.Members(ctx)
+	return resp.Member.ID, ms, err
+}
+
+// Promote makes a learner a voter. etcd refuses while the learner has not
+// caught up with the leader's log; the caller retries later.
+func (s *EtcdStore) Promote(ctx context.Context, id uint64) error {
+	if _, err := s.client.MemberPromote(ctx, id); err != nil {
+		return s.mapErr(fmt.Sprintf("promote member %x", id), err)
+	}
+	return nil
+}
+
+// RemoveMember removes a member (voter or learner).
+func (s *EtcdStore) RemoveMember(ctx context.Context, id uint64) error {
+	if _, err := s.client.MemberRemove(ctx, id); err != nil {
+		return s.mapErr(fmt.Sprintf("remove member %x", id), err)
+	}
+	return nil
+}
+
+// InitialCluster renders members as etcd's initial-cluster flag
+// ("name=peerURL,..."); the member without a name yet is named newName.
+func InitialCluster(members []Member, newName string) string {
+	var parts []string
+	for _, m := range members {
+		name := m.Name
+		if name == "" {
+			name = newName
+		}
+		for _, u := range m.PeerURLs {
+			parts = append(parts, name+"="+u)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// VoterEndpoints returns the client URLs of the voting members.
+func VoterEndpoints(members []Member) []string {
+	var eps []string
+	for _, m := range members {
+		if !m.Learner {
+			eps = append(eps, m.ClientURLs...)
+		}
+	}
+	return eps
+}
+
+// TargetVoters is how many voting members the meta service should have with
+// n nodes: 1 below 3 nodes, 3 below 5, then 5.
+func TargetVoters(n int) int {
+	switch {
+	case n >= 5:
+		return 5
+	case n >= 3:
+		return 3
+	}
+	return 1
+}
