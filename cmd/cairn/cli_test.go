@@ -34,7 +34,7 @@ func run(t *testing.T, bin string, srv *server, stdin string, args ...string) (s
 
 func TestCLI(t *testing.T) {
 	bin := cairnBinary(t)
-	srv := startServer(t, bin, t.TempDir(), [4]int{freePort(t), freePort(t), freePort(t), freePort(t)})
+	srv := startServer(t, bin, t.TempDir(), [5]int{freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)})
 	defer srv.kill()
 	dir := t.TempDir()
 	must := func(stdin string, args ...string) string {
@@ -149,7 +149,7 @@ func TestCLI(t *testing.T) {
 func TestSIGTERM(t *testing.T) {
 	bin := cairnBinary(t)
 	dir := t.TempDir()
-	ports := [4]int{freePort(t), freePort(t), freePort(t), freePort(t)}
+	ports := [5]int{freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)}
 	srv := startServer(t, bin, dir, ports)
 	run(t, bin, srv, "", "space", "create", "term")
 	if _, errs, code := run(t, bin, srv, "kept", "put", "term/k", "-"); code != 0 {

@@ -61,18 +61,18 @@ type server struct {
 	cmd                *exec.Cmd
 	dir                string
 	port, http, meta   int
-	peer               int
+	peer, metaClient   int
 	native, healthzURL string
 	log                *bytes.Buffer
 }
 
-func startServer(t *testing.T, bin, dir string, ports [4]int, extra ...string) *server {
+func startServer(t *testing.T, bin, dir string, ports [5]int, extra ...string) *server {
 	t.Helper()
-	s := &server{dir: dir, port: ports[0], http: ports[1], meta: ports[2], peer: ports[3], log: &bytes.Buffer{}}
+	s := &server{dir: dir, port: ports[0], http: ports[1], meta: ports[2], peer: ports[3], metaClient: ports[4], log: &bytes.Buffer{}}
 	s.native = fmt.Sprintf("127.0.0.1:%d", s.port)
 	s.healthzURL = fmt.Sprintf("http://127.0.0.1:%d/healthz", s.http)
 	args := append([]string{"server", "--data-dir", dir, "--port", fmt.Sprint(s.port),
-		"--http-port", fmt.Sprint(s.http), "--meta-port", fmt.Sprint(s.meta), "--peer-port", fmt.Sprint(s.peer), "--log-level", "warn"}, extra...)
+		"--http-port", fmt.Sprint(s.http), "--meta-port", fmt.Sprint(s.meta), "--peer-port", fmt.Sprint(s.peer), "--meta-client-port", fmt.Sprint(s.metaClient), "--log-level", "warn"}, extra...)
 	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
@@ -115,7 +115,7 @@ func TestKill9LosesNothingAcknowledged(t *testing.T) {
 	}
 	bin := cairnBinary(t)
 	dir := t.TempDir()
-	ports := [4]int{freePort(t), freePort(t), freePort(t), freePort(t)}
+	ports := [5]int{freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)}
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))

@@ -33,6 +33,8 @@ type Server struct {
 	PeerPort        int    `koanf:"peer-port"`
 	Advertise       string `koanf:"advertise"`
 	Zone            string `koanf:"zone"`
+	Join            string `koanf:"join"`
+	MetaClientPort  int    `koanf:"meta-client-port"`
 	InlineThreshold int    `koanf:"inline-threshold"`
 	Ranges          int    `koanf:"ranges"`
 	RecordCache     int64  `koanf:"record-cache"`
@@ -50,13 +52,15 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.Int("peer-port", node.DefaultPeerPort, "node-to-node (gRPC) port")
 	fs.String("advertise", "", "host other nodes and clients reach this node at (default: the listen address)")
 	fs.String("zone", "default", "failure domain of this node; replicas are spread across zones")
+	fs.String("join", "", "peer address (HOST:PORT) of any node of a cluster to join; used when the data directory is new")
+	fs.Int("meta-client-port", node.DefaultMetaClient, "meta service (embedded etcd) client port")
 	fs.Int("inline-threshold", 64<<10, "bodies up to this many bytes are stored inside the version record")
 	fs.Int("ranges", 4, "number of ranges a new space starts with")
 	fs.Int64("record-cache", 64<<20, "bytes of memory for the latest-version record cache (-1 disables it)")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 }
 
-var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "advertise", "zone", "inline-threshold", "ranges", "record-cache", "log-level"}
+var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "inline-threshold", "ranges", "record-cache", "log-level"}
 
 // LoadServer merges the config file (from --config or CAIRN_CONFIG), the
 // CAIRN_* environment (environ, e.g. os.Environ) and the flags of fs.
@@ -138,6 +142,8 @@ func (s Server) NodeConfig() (node.Config, error) {
 		PeerPort:        s.PeerPort,
 		Advertise:       s.Advertise,
 		Zone:            s.Zone,
+		Join:            s.Join,
+		MetaClientPort:  s.MetaClientPort,
 		InlineThreshold: s.InlineThreshold,
 		DefaultRanges:   s.Ranges,
 		RecordCache:     s.RecordCache,

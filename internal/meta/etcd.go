@@ -186,6 +186,9 @@ func OpenEtcd(o EtcdOptions) (*EtcdStore, error) {
 	cfg.AutoCompactionRetention = o.CompactionRetention.String()
 	cfg.QuotaBackendBytes = o.QuotaBytes
 	cfg.EnableGRPCGateway = false
+	// Nodes join as learners and are promoted as the cluster grows; up to
+	// four may wait at once (a five-member service starting from one).
+	cfg.MaxLearners = 4
 	cfg.LogLevel = "error"
 	closing := new(atomic.Bool)
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newZapSlog(o.Logger, closing))

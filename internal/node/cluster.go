@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,7 +25,8 @@ type peers struct {
 	srv *grpc.Server
 	tr  *transport.Transport
 
-	catalog *meta.Catalog
+	catalog atomic.Pointer[meta.Catalog] // set once the meta service is open
+	caller  transport.Caller             // unary calls to other nodes
 	mu      sync.Mutex
 	addrs   map[uint64]string // node id -> peer address, from the cluster map
 	fetched time.Time         // when addrs was last read
@@ -41,7 +43,7 @@ func (n *Node) startPeers() error {
 	if err != nil {
 		return fmt.Errorf("peer listener: %w (is another cairn server running? use --peer-port)", err)
 	}
-	p := &peers{l: l, catalog: n.catalog, addrs: map[uint64]string{}}
+	p := &peers{l: l, addrs: map[uint64]string{}}
 	p.tr = transport.New(transport.Options{
 		NodeID:  n.id.NodeID,
 		Resolve: p.resolve,
@@ -50,6 +52,9 @@ func (n *Node) startPeers() error {
 	})
 	p.srv = grpc.NewServer(transport.ServerOptions()...)
 	p.tr.Register(p.srv)
+	transport.RegisterUnary(p.srv, adminService, map[string]transport.Unary{
+		"Join": n.handleJoin,
+	})
 	n.peers = p
 	return nil
 }
@@ -61,12 +66,13 @@ func (p *peers) resolve(id uint64) (string, bool) {
 	addr, ok := p.addrs[id]
 	stale := time.Since(p.fetched) > 500*time.Millisecond
 	p.mu.Unlock()
-	if ok || !stale {
+	cat := p.catalog.Load()
+	if ok || !stale || cat == nil {
 		return addr, ok
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	nodes, err := p.catalog.Nodes(ctx)
+	nodes, err := cat.Nodes(ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.fetched = time.Now()
@@ -87,6 +93,7 @@ func (p *peers) close() {
 	p.tr.Close()
 	p.srv.Stop()
 	p.l.Close()
+	p.caller.Close()
 }
 
 // advertised returns the address other nodes reach a listener at: the

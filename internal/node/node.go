@@ -33,6 +33,7 @@ const (
 	DefaultHTTPPort   = 7080
 	DefaultMetaPort   = 7090
 	DefaultPeerPort   = 7071
+	DefaultMetaClient = 7091
 )
 
 // Config configures a node. The zero value of every field means its default.
@@ -54,6 +55,12 @@ type Config struct {
 	Advertise string
 	// Zone is the node's failure domain. Default: "default".
 	Zone string
+	// Join is the peer address (host:port) of any node of an existing
+	// cluster; a node with an empty data directory joins that cluster.
+	Join string
+	// MetaClientPort is the embedded meta service's client port (other
+	// nodes' meta clients use it). Default: 7091. -1 picks a free port.
+	MetaClientPort int
 	// InlineThreshold: bodies up to this many bytes are stored inside the
 	// version record (one hop, one fsync). Default: 64 KiB. Max 1 MiB.
 	InlineThreshold int
@@ -102,6 +109,9 @@ func (c *Config) EnsureDefaults() {
 	if c.PeerPort == 0 {
 		c.PeerPort = DefaultPeerPort
 	}
+	if c.MetaClientPort == 0 {
+		c.MetaClientPort = DefaultMetaClient
+	}
 	if c.Zone == "" {
 		c.Zone = "default"
 	}
@@ -144,6 +154,7 @@ func (c *Config) Validate() error {
 	port("http port", c.HTTPPort)
 	port("meta port", c.MetaPort)
 	port("peer port", c.PeerPort)
+	port("meta client port", c.MetaClientPort)
 	if c.InlineThreshold < 0 || c.InlineThreshold > 1<<20 {
 		errs = append(errs, fmt.Errorf("inline threshold %d must be between 0 and 1 MiB", c.InlineThreshold))
 	}
@@ -179,6 +190,11 @@ type Node struct {
 	peers   *peers
 	// metaPeerURL is the embedded etcd member's peer URL ("" with cfg.Meta).
 	metaPeerURL string
+	// member is the node's own etcd member when it is not n.meta itself (a
+	// joined node reaches the meta service through a client).
+	member *meta.EtcdStore
+	bg     sync.WaitGroup // background loops, stopped by Close
+	stopBG context.CancelFunc
 
 	wireSrv *wire.Server
 	httpSrv *http.Server
@@ -200,6 +216,13 @@ type identity struct {
 	V       int    `json:"v"`
 	NodeID  uint64 `json:"node_id"`
 	Cluster string `json:"cluster"`
+	// Joined is set on a node that joined an existing cluster: it reaches
+	// the meta service through Endpoints (client URLs of voting members,
+	// refreshed from the member list while running), and Member says
+	// whether it also runs an etcd member of its own.
+	Joined    bool     `json:"joined,omitempty"`
+	Member    bool     `json:"member,omitempty"`
+	Endpoints []string `json:"endpoints,omitempty"`
 }
 
 var identityKey = []byte(storage.PrefixNodeLocal + "identity")
@@ -225,38 +248,46 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := n.loadIdentity(); err != nil {
+	found, err := n.loadIdentity()
+	if err != nil {
 		return nil, err
-	}
-	if cfg.Meta != nil {
-		n.meta = cfg.Meta
-	} else {
-		metaPort, err := pickPort(cfg.Listen, cfg.MetaPort)
-		if err != nil {
-			return nil, err
-		}
-		n.metaPeerURL = fmt.Sprintf("http://%s", net.JoinHostPort(n.advertiseHost(), fmt.Sprint(metaPort)))
-		es, err := meta.OpenEtcd(meta.EtcdOptions{
-			Dir:           filepath.Join(cfg.DataDir, "meta"),
-			Name:          fmt.Sprintf("node-%d", n.id.NodeID),
-			PeerURL:       n.metaPeerURL,
-			ListenPeerURL: fmt.Sprintf("http://%s", net.JoinHostPort(cfg.Listen, fmt.Sprint(metaPort))),
-			Logger:        n.log,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("start meta service: %w", err)
-		}
-		n.meta, n.ownMeta = es, true
-	}
-	n.catalog = meta.NewCatalog(n.meta)
-	if err := n.catalog.ReserveNodeID(ctx, n.id.NodeID); err != nil {
-		return nil, fmt.Errorf("reserve node id %d: %w", n.id.NodeID, err)
 	}
 	if err := n.startPeers(); err != nil {
 		return nil, err
 	}
+	var joined *joinResponse
+	switch {
+	case !found && cfg.Join != "":
+		if joined, err = n.join(ctx); err != nil {
+			return nil, err
+		}
+	case !found:
+		if err := n.newIdentity(); err != nil {
+			return nil, err
+		}
+	case cfg.Join != "":
+		n.log.Info("already a member of a cluster; --join is ignored", "node", n.id.NodeID)
+	}
+	if err := n.openMeta(joined); err != nil {
+		return nil, err
+	}
+	n.catalog = meta.NewCatalog(n.meta)
+	n.peers.catalog.Store(n.catalog)
+	if err := n.catalog.ReserveNodeID(ctx, n.id.NodeID); err != nil {
+		return nil, fmt.Errorf("reserve node id %d: %w", n.id.NodeID, err)
+	}
 	n.oracle = meta.NewOracle(n.meta, meta.OracleOptions{Clock: cfg.Clock, Logger: n.log})
-	if err := n.oracle.Start(ctx); err != nil {
+	if n.id.Joined {
+		// Another node holds the oracle's leadership; campaign in the
+		// background so this node takes over if that one goes.
+		n.bg.Add(1)
+		go func() {
+			defer n.bg.Done()
+			if err := n.oracle.Start(context.Background()); err != nil && !errors.Is(err, meta.ErrClosed) {
+				n.log.Warn("timestamp oracle campaign ended", "err", err)
+			}
+		}()
+	} else if err := n.oracle.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start timestamp oracle: %w", err)
 	}
 	n.chunks, err = segment.Open(segment.Options{
@@ -279,24 +310,38 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.register(ctx); err != nil {
 		return nil, err
 	}
+	bgCtx, cancel := context.WithCancel(context.Background())
+	n.stopBG = cancel
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		n.reconcileMeta(bgCtx)
+	}()
 	return n, nil
 }
 
-func (n *Node) loadIdentity() error {
+func (n *Node) loadIdentity() (found bool, err error) {
 	v, c, err := n.eng.DB().Get(identityKey)
 	if err == nil {
 		defer c.Close()
 		if err := json.Unmarshal(v, &n.id); err != nil || n.id.V != 1 || n.id.NodeID == 0 {
-			return fmt.Errorf("node identity in %s is unreadable (%v); the data directory is damaged", n.cfg.DataDir, err)
+			return false, fmt.Errorf("node identity in %s is unreadable (%v); the data directory is damaged", n.cfg.DataDir, err)
 		}
-		return nil
+		return true, nil
 	}
 	if !errors.Is(err, pebble.ErrNotFound) {
-		return err
+		return false, err
 	}
-	// The first node of a cluster is node 1; nodes that join get their id
-	// from the meta service.
-	n.id = identity{V: 1, NodeID: 1, Cluster: fmt.Sprintf("%016x", n.cfg.Clock().UnixNano())}
+	return false, nil
+}
+
+// newIdentity makes this node node 1 of a new cluster.
+func (n *Node) newIdentity() error {
+	return n.saveIdentity(identity{V: 1, NodeID: 1, Cluster: fmt.Sprintf("%016x", n.cfg.Clock().UnixNano())})
+}
+
+func (n *Node) saveIdentity(id identity) error {
+	n.id = id
 	b, _ := json.Marshal(n.id)
 	return n.eng.DB().Set(identityKey, b, pebble.Sync)
 }
@@ -384,6 +429,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		var errs []error
+		if n.stopBG != nil {
+			n.stopBG()
+		}
 		if n.httpSrv != nil {
 			errs = append(errs, n.httpSrv.Close())
 		}
@@ -411,6 +459,10 @@ func (n *Node) Close() error {
 		if n.ownMeta && n.meta != nil {
 			errs = append(errs, n.meta.Close())
 		}
+		if n.member != nil {
+			errs = append(errs, n.member.Close())
+		}
+		n.bg.Wait()
 		if n.eng != nil {
 			errs = append(errs, n.eng.Close())
 		}

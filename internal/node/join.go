@@ -1,0 +1,213 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/meta"
+)
+
+// adminService is the peer gRPC service of control calls between nodes.
+const adminService = "cairn.Admin"
+
+// joinRequest is what a joining node sends to any node of the cluster.
+type joinRequest struct {
+	V           int    `json:"v"`
+	MetaPeerURL string `json:"meta_peer_url"`
+	Zone        string `json:"zone"`
+}
+
+// joinResponse tells a joining node who it is and how to reach the meta
+// service. InitialCluster is empty when it gets no etcd member (the
+// cluster already has five).
+type joinResponse struct {
+	V              int      `json:"v"`
+	NodeID         uint64   `json:"node_id,string"`
+	Cluster        string   `json:"cluster"`
+	InitialCluster string   `json:"initial_cluster"`
+	Endpoints      []string `json:"endpoints"`
+}
+
+// maxMetaMembers bounds the meta service's etcd members (voters and
+// learners): beyond five nodes the rest are clients.
+const maxMetaMembers = 5
+
+// membership is what a meta.Store offers for changing the meta service's
+// members (EtcdStore does; MemStore does not).
+type membership interface {
+	Members(ctx context.Context) ([]meta.Member, error)
+	AddLearner(ctx context.Context, peerURL string) (uint64, []meta.Member, error)
+	Promote(ctx context.Context, id uint64) error
+}
+
+// handleJoin admits a new node: it allocates its id and, while the meta
+// service has fewer than five members, adds the node's etcd member as a
+// learner (promoted by reconcileMeta once it has caught up).
+func (n *Node) handleJoin(ctx context.Context, b []byte) ([]byte, error) {
+	var req joinRequest
+	if err := json.Unmarshal(b, &req); err != nil || req.V != 1 || req.MetaPeerURL == "" {
+		return nil, fmt.Errorf("malformed join request (%v)", err)
+	}
+	ms, ok := n.meta.(membership)
+	if !ok {
+		return nil, errors.New("this node's meta service cannot change membership")
+	}
+	members, err := ms.Members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := n.catalog.AllocNodeID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp := joinResponse{V: 1, NodeID: id, Cluster: n.id.Cluster, Endpoints: meta.VoterEndpoints(members)}
+	if len(members) < maxMetaMembers {
+		if _, members, err = ms.AddLearner(ctx, req.MetaPeerURL); err != nil {
+			return nil, err
+		}
+		resp.InitialCluster = meta.InitialCluster(members, memberName(id))
+	}
+	n.log.Info("node joining", "node", id, "meta_member", resp.InitialCluster != "", "zone", req.Zone)
+	return json.Marshal(resp)
+}
+
+func memberName(id uint64) string { return fmt.Sprintf("node-%d", id) }
+
+// join asks the node at cfg.Join to admit this one and saves the identity
+// it is given.
+func (n *Node) join(ctx context.Context) (*joinResponse, error) {
+	urls, err := n.metaURLs()
+	if err != nil {
+		return nil, err
+	}
+	req, _ := json.Marshal(joinRequest{V: 1, MetaPeerURL: urls.peer, Zone: n.cfg.Zone})
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	b, err := n.peers.caller.Call(cctx, n.cfg.Join, adminService, "Join", req)
+	if err != nil {
+		return nil, fmt.Errorf("join the cluster at %s: %w (is a cairn node listening there on its peer port?)", n.cfg.Join, err)
+	}
+	var resp joinResponse
+	if err := json.Unmarshal(b, &resp); err != nil || resp.V != 1 || resp.NodeID == 0 || len(resp.Endpoints) == 0 {
+		return nil, fmt.Errorf("join the cluster at %s: malformed answer (%v)", n.cfg.Join, err)
+	}
+	err = n.saveIdentity(identity{V: 1, NodeID: resp.NodeID, Cluster: resp.Cluster, Joined: true,
+		Member: resp.InitialCluster != "", Endpoints: resp.Endpoints})
+	if err != nil {
+		return nil, err
+	}
+	n.log.Info("joined the cluster", "node", resp.NodeID, "cluster", resp.Cluster, "via", n.cfg.Join)
+	return &resp, nil
+}
+
+type metaURLs struct{ peer, listenPeer, client, listenClient string }
+
+// metaURLs picks the embedded etcd member's ports (once) and returns its
+// advertised and listen URLs.
+func (n *Node) metaURLs() (metaURLs, error) {
+	var err error
+	if n.cfg.MetaPort, err = pickPort(n.cfg.Listen, n.cfg.MetaPort); err != nil {
+		return metaURLs{}, err
+	}
+	if n.cfg.MetaClientPort, err = pickPort(n.cfg.Listen, n.cfg.MetaClientPort); err != nil {
+		return metaURLs{}, err
+	}
+	u := func(host string, port int) string { return "http://" + net.JoinHostPort(host, fmt.Sprint(port)) }
+	return metaURLs{
+		peer: u(n.advertiseHost(), n.cfg.MetaPort), listenPeer: u(n.cfg.Listen, n.cfg.MetaPort),
+		client: u(n.advertiseHost(), n.cfg.MetaClientPort), listenClient: u(n.cfg.Listen, n.cfg.MetaClientPort),
+	}, nil
+}
+
+// openMeta opens the meta service: the test's Store, this node's own
+// single etcd member, or (a joined node) a client of the cluster's members
+// plus, if it has one, its own member. joined is the answer of a join just
+// made, nil otherwise.
+func (n *Node) openMeta(joined *joinResponse) error {
+	if n.cfg.Meta != nil {
+		n.meta = n.cfg.Meta
+		return nil
+	}
+	urls, err := n.metaURLs()
+	if err != nil {
+		return err
+	}
+	n.metaPeerURL = urls.peer
+	opts := meta.EtcdOptions{
+		Dir:  filepath.Join(n.cfg.DataDir, "meta"),
+		Name: memberName(n.id.NodeID), PeerURL: urls.peer, ListenPeerURL: urls.listenPeer,
+		ClientURL: urls.client, ListenClientURL: urls.listenClient,
+		Logger: n.log,
+	}
+	if !n.id.Joined {
+		es, err := meta.OpenEtcd(opts)
+		if err != nil {
+			return fmt.Errorf("start meta service: %w", err)
+		}
+		n.meta, n.ownMeta = es, true
+		return nil
+	}
+	if n.id.Member {
+		if joined != nil {
+			opts.InitialCluster, opts.Join = joined.InitialCluster, true
+		}
+		if n.member, err = meta.OpenEtcd(opts); err != nil {
+			return fmt.Errorf("start this node's meta service member: %w", err)
+		}
+	}
+	cli, err := meta.DialEtcd(meta.DialOptions{Endpoints: n.id.Endpoints, Name: memberName(n.id.NodeID), Logger: n.log})
+	if err != nil {
+		return err
+	}
+	n.meta, n.ownMeta = cli, true
+	return nil
+}
+
+// reconcileMeta keeps the meta service's voters at the target for the
+// number of nodes: it promotes learners that have caught up. Every node
+// runs it; a promotion another node already made just fails.
+func (n *Node) reconcileMeta(ctx context.Context) {
+	ms, ok := n.meta.(membership)
+	if !ok {
+		return
+	}
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		nodes, err := n.catalog.Nodes(ctx)
+		if err != nil {
+			continue
+		}
+		members, err := ms.Members(ctx)
+		if err != nil {
+			continue
+		}
+		voters := 0
+		for _, m := range members {
+			if !m.Learner {
+				voters++
+			}
+		}
+		for _, m := range members {
+			if voters >= meta.TargetVoters(len(nodes)) {
+				break
+			}
+			if m.Learner && m.Name != "" { // started and known by name
+				if err := ms.Promote(ctx, m.ID); err == nil {
+					n.log.Info("meta service member promoted to voter", "member", m.Name)
+					voters++
+				}
+			}
+		}
+	}
+}
