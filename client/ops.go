@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"iter"
 
@@ -290,4 +292,21 @@ func (b *Batch) Do() ([]BatchResult, error) {
 		out[i] = BatchResult{Op: rs[i].Op, Info: rs[i].Info, Data: rs[i].Data, Err: rs[i].Err()}
 	}
 	return out, nil
+}
+
+// ClusterStatus returns the answering node's report of its cluster: nodes,
+// meta service members and ranges.
+func (c *Client) ClusterStatus(ctx context.Context) (ClusterReport, error) {
+	var rep ClusterReport
+	err := c.do(ctx, true, nil, func(cn *wire.Conn) error {
+		b, err := cn.ClusterStatus(ctx)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return fmt.Errorf("client: malformed cluster report: %w", err)
+		}
+		return nil
+	})
+	return rep, err
 }

@@ -20,6 +20,14 @@ type (
 	Code = wire.Code
 	// BatchOp is the kind of one batch item.
 	BatchOp = wire.BatchOp
+	// ClusterReport is a node's report of its cluster (ClusterStatus).
+	ClusterReport = wire.ClusterReport
+	// ClusterNode is one node of the cluster map.
+	ClusterNode = wire.ClusterNode
+	// ClusterMember is one member of the meta service.
+	ClusterMember = wire.ClusterMember
+	// ClusterRange is one range with its replicas and leader.
+	ClusterRange = wire.ClusterRange
 )
 
 // Batch item kinds.

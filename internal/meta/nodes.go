@@ -120,3 +120,20 @@ func (c *Catalog) ReserveNodeID(ctx context.Context, id uint64) error {
 		}
 	}
 }
+
+// MapEpoch returns the meta service revision of the newest change to the
+// cluster map or the range table (0 when both are empty). It increases with
+// every change to either, so clients can tell a stale copy.
+func (c *Catalog) MapEpoch(ctx context.Context) (int64, error) {
+	var epoch int64
+	for _, prefix := range []string{keyNodePrefix, keyRangePrefix} {
+		kvs, err := c.store.List(ctx, prefix)
+		if err != nil {
+			return 0, err
+		}
+		for _, kv := range kvs {
+			epoch = max(epoch, kv.Rev)
+		}
+	}
+	return epoch, nil
+}

@@ -2,12 +2,14 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/wire"
 )
 
 func clusterConfig(t *testing.T, join string) Config {
@@ -65,6 +67,19 @@ func TestJoinGrowsMeta(t *testing.T) {
 			t.Fatalf("meta members never became three voters: %+v, %v", members, err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	doc, err := third.ClusterStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep wire.ClusterReport
+	if err := json.Unmarshal(doc, &rep); err != nil || len(rep.Nodes) != 3 || len(rep.Meta) != 3 || rep.Node != third.NodeID() || rep.Epoch == 0 {
+		t.Fatalf("cluster report from the third node: %s (%v)", doc, err)
+	}
+	for _, m := range rep.Meta {
+		if !m.Voter {
+			t.Fatalf("cluster report shows a learner: %s", doc)
+		}
 	}
 	if _, err := third.catalog.CreateSpace(ctx, "joined", meta.SpaceSettings{Ranges: 1}); err != nil {
 		t.Fatalf("create a space from a joined node: %v", err)

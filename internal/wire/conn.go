@@ -411,6 +411,11 @@ func (c *Conn) ListSpaces(ctx context.Context) ([]SpaceInfo, error) {
 	return DecodeSpaceList(b)
 }
 
+// ClusterStatus asks for the server's cluster report (a JSON document).
+func (c *Conn) ClusterStatus(ctx context.Context) ([]byte, error) {
+	return c.Call(ctx, OpCluster, nil)
+}
+
 // DeleteSpace implements Service.
 func (c *Conn) DeleteSpace(ctx context.Context, name string) error {
 	_, err := c.Call(ctx, OpDeleteSpace, AppendName(nil, name))

@@ -35,6 +35,7 @@ const (
 	OpCreateSpace Op = 0x02
 	OpListSpaces  Op = 0x03
 	OpDeleteSpace Op = 0x04
+	OpCluster     Op = 0x05
 	OpPut         Op = 0x10
 	OpGet         Op = 0x11
 	OpStat        Op = 0x12
@@ -48,7 +49,7 @@ const (
 
 var opNames = map[Op]string{
 	OpPing: "PING", OpCreateSpace: "CREATE_SPACE", OpListSpaces: "LIST_SPACES",
-	OpDeleteSpace: "DELETE_SPACE", OpPut: "PUT", OpGet: "GET", OpStat: "STAT",
+	OpDeleteSpace: "DELETE_SPACE", OpCluster: "CLUSTER", OpPut: "PUT", OpGet: "GET", OpStat: "STAT",
 	OpDelete: "DELETE", OpList: "LIST", OpVersions: "VERSIONS", OpBatch: "BATCH",
 	OpData: "DATA", OpCancel: "CANCEL",
 }

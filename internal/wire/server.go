@@ -511,6 +511,19 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 		if l, err = svc.ListSpaces(ctx); err == nil {
 			resp = AppendSpaceList(buf, l)
 		}
+	case OpCluster:
+		cs, ok := svc.(ClusterService)
+		switch {
+		case len(body) != 0:
+			err = Errorf(CodeMalformed, "CLUSTER takes no body")
+		case !ok:
+			err = Errorf(CodeUnknownOp, "this server does not report cluster state")
+		default:
+			var doc []byte
+			if doc, err = cs.ClusterStatus(ctx); err == nil {
+				resp = append(buf, doc...)
+			}
+		}
 	case OpDeleteSpace:
 		var name string
 		if name, err = DecodeName(body); err == nil {

@@ -548,6 +548,17 @@ func TestMalformedFrames(t *testing.T) {
 			t.Fatalf("%+v %v", h, e)
 		}
 		r.ping(4)
+		// CLUSTER with a body is malformed; a service that keeps no cluster
+		// state answers it as unknown.
+		r.send(OpCluster, 0, 5, []byte("x"))
+		if _, e := r.readError(); e.Code != CodeMalformed {
+			t.Fatal(e)
+		}
+		r.send(OpCluster, 0, 6, nil)
+		if _, e := r.readError(); e.Code != CodeUnknownOp {
+			t.Fatal(e)
+		}
+		r.ping(7)
 	})
 	t.Run("response flag on a request", func(t *testing.T) {
 		r := rawDial(t, addr)

@@ -42,6 +42,13 @@ type Service interface {
 	Versions(ctx context.Context, req *VersionsRequest) (VersionsResult, error)
 }
 
+// ClusterService is implemented by a Service that reports the state of its
+// cluster (the CLUSTER op). The report is a JSON document whose fields
+// docs/protocol.md describes; a Service without it answers CodeUnknownOp.
+type ClusterService interface {
+	ClusterStatus(ctx context.Context) ([]byte, error)
+}
+
 // PutMode says how a Put's body relates to the parent version.
 type PutMode uint8
 

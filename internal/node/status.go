@@ -1,0 +1,70 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// ClusterStatus implements wire.ClusterService.
+func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
+	rep := wire.ClusterReport{Cluster: n.id.Cluster, Node: n.id.NodeID}
+	var err error
+	if rep.Epoch, err = n.catalog.MapEpoch(ctx); err != nil {
+		return nil, unavailable("meta service", err)
+	}
+	nodes, err := n.catalog.Nodes(ctx)
+	if err != nil {
+		return nil, unavailable("meta service", err)
+	}
+	index := map[uint64]int{}
+	for i, nd := range nodes {
+		index[nd.ID] = i
+		rep.Nodes = append(rep.Nodes, wire.ClusterNode{ID: nd.ID, Native: nd.Native, Peer: nd.Peer, HTTP: nd.HTTP,
+			Zone: nd.Zone, State: nd.State, Capacity: nd.Capacity, Started: nd.Started})
+	}
+	if ms, ok := n.meta.(membership); ok {
+		members, err := ms.Members(ctx)
+		if err != nil {
+			return nil, unavailable("meta service", err)
+		}
+		for _, m := range members {
+			cm := wire.ClusterMember{Name: m.Name, Voter: !m.Learner}
+			if len(m.PeerURLs) > 0 {
+				cm.PeerURL = m.PeerURLs[0]
+			}
+			rep.Meta = append(rep.Meta, cm)
+		}
+	}
+	spaces, err := n.catalog.ListSpaces(ctx)
+	if err != nil {
+		return nil, unavailable("meta service", err)
+	}
+	names := map[uint32]string{}
+	for _, sp := range spaces {
+		names[sp.ID] = sp.Name
+	}
+	ranges, err := n.catalog.ListRanges(ctx)
+	if err != nil {
+		return nil, unavailable("meta service", err)
+	}
+	for _, r := range ranges {
+		cr := wire.ClusterRange{ID: r.ID, Space: names[r.SpaceID], Start: r.Start, End: r.End, Replicas: r.Replicas, Epoch: r.Epoch}
+		if local := n.ranges.Replica(r.ID); local != nil {
+			cr.Leader = local.Status().Leader
+		}
+		for _, id := range r.Replicas {
+			if i, ok := index[id]; ok {
+				rep.Nodes[i].Replicas++
+			}
+		}
+		if i, ok := index[cr.Leader]; ok && cr.Leader != 0 {
+			rep.Nodes[i].Leaders++
+		}
+		rep.Ranges = append(rep.Ranges, cr)
+	}
+	return json.Marshal(rep)
+}
+
+var _ wire.ClusterService = (*Node)(nil)
