@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -95,4 +96,24 @@ func TargetVoters(n int) int {
 		return 3
 	}
 	return 1
+}
+
+// SetEndpoints points a store made by DialEtcd at eps (the voters' client
+// URLs as the member list now has them); it does nothing to a store on an
+// embedded member, which talks to its own server.
+func (s *EtcdStore) SetEndpoints(eps []string) {
+	if s.etcd != nil || len(eps) == 0 {
+		return
+	}
+	cur := s.client.Endpoints()
+	if slices.Equal(sortedCopy(cur), sortedCopy(eps)) {
+		return
+	}
+	s.client.SetEndpoints(eps...)
+}
+
+func sortedCopy(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
 }

@@ -89,7 +89,33 @@ type Oracle struct {
 		renewErr error      // the last renewal failure, nil after a success
 		renewed  chan struct{}
 		closed   bool
+		termDone chan struct{} // closed when the current term's goroutine ends
 	}
+}
+
+// TermDone returns a channel that is closed once the oracle stops serving
+// its current term (leadership lost, superseded, or Close); it is closed
+// already when the oracle is not serving. Start again to re-campaign.
+func (o *Oracle) TermDone() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.mu.termDone == nil {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	return o.mu.termDone
+}
+
+// Leader returns the member name holding the oracle's leadership in s
+// (ErrNotFound if none): where a node that is not the leader asks for
+// timestamps.
+func Leader(ctx context.Context, s Store, name string) (string, error) {
+	kv, err := s.Get(ctx, leaderKey(name))
+	if err != nil {
+		return "", err
+	}
+	return string(kv.Value), nil
 }
 
 // NewOracle returns a stopped Oracle on s; call Start to serve.
@@ -182,8 +208,15 @@ func (o *Oracle) Start(ctx context.Context) error {
 	termCtx, stopTerm := context.WithCancel(context.Background())
 	o.stop = stopTerm
 	o.term = lead
+	termDone := make(chan struct{})
+	o.mu.Lock()
+	o.mu.termDone = termDone
+	o.mu.Unlock()
 	o.wg.Add(1)
-	go o.run(termCtx, lead)
+	go func() {
+		defer close(termDone)
+		o.run(termCtx, lead)
+	}()
 	o.opts.Logger.Info("meta: timestamp oracle serving")
 	return nil
 }

@@ -53,21 +53,24 @@ func (n *Node) startPeers() error {
 	p.srv = grpc.NewServer(transport.ServerOptions()...)
 	p.tr.Register(p.srv)
 	transport.RegisterUnary(p.srv, adminService, map[string]transport.Unary{
-		"Join": n.handleJoin,
+		"Join":      n.handleJoin,
+		"Timestamp": n.handleTimestamp,
 	})
 	n.peers = p
 	return nil
 }
 
-// resolve returns a node's peer address from the cluster map, reading the
-// map again (at most every 500ms) when the node is not in the cached copy.
+// resolve returns a node's peer address from the cluster map. The cached
+// copy is read again when it is older than two seconds, or (at most every
+// 500ms) when the node is not in it: a node that restarted on another
+// address is found again.
 func (p *peers) resolve(id uint64) (string, bool) {
 	p.mu.Lock()
 	addr, ok := p.addrs[id]
-	stale := time.Since(p.fetched) > 500*time.Millisecond
+	age := time.Since(p.fetched)
 	p.mu.Unlock()
 	cat := p.catalog.Load()
-	if ok || !stale || cat == nil {
+	if cat == nil || (ok && age < 2*time.Second) || (!ok && age < 500*time.Millisecond) {
 		return addr, ok
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -75,8 +78,8 @@ func (p *peers) resolve(id uint64) (string, bool) {
 	nodes, err := cat.Nodes(ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.fetched = time.Now()
 	if err == nil {
+		p.fetched = time.Now()
 		clear(p.addrs)
 		for _, nd := range nodes {
 			p.addrs[nd.ID] = nd.Peer
@@ -84,6 +87,14 @@ func (p *peers) resolve(id uint64) (string, bool) {
 	}
 	addr, ok = p.addrs[id]
 	return addr, ok
+}
+
+// forget drops the cached map so that the next resolve reads it again (a
+// call to a cached address failed).
+func (p *peers) forget() {
+	p.mu.Lock()
+	p.fetched = time.Time{}
+	p.mu.Unlock()
 }
 
 func (p *peers) close() {

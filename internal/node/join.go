@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/meta"
@@ -168,6 +169,25 @@ func (n *Node) openMeta(joined *joinResponse) error {
 	return nil
 }
 
+// followMembers keeps a joined node's meta client pointed at the current
+// voters (so that it survives the loss of the members it joined through)
+// and remembers them for its next start.
+func (n *Node) followMembers(members []meta.Member) {
+	es, ok := n.meta.(*meta.EtcdStore)
+	eps := meta.VoterEndpoints(members)
+	if !ok || !n.id.Joined || len(eps) == 0 {
+		return
+	}
+	es.SetEndpoints(eps)
+	if !slices.Equal(eps, n.id.Endpoints) {
+		id := n.id
+		id.Endpoints = eps
+		if err := n.saveIdentity(id); err != nil {
+			n.log.Warn("could not save the meta service endpoints", "err", err)
+		}
+	}
+}
+
 // reconcileMeta keeps the meta service's voters at the target for the
 // number of nodes: it promotes learners that have caught up. Every node
 // runs it; a promotion another node already made just fails.
@@ -192,6 +212,7 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 		if err != nil {
 			continue
 		}
+		n.followMembers(members)
 		voters := 0
 		for _, m := range members {
 			if !m.Learner {

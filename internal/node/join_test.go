@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,7 +42,8 @@ func TestJoinGrowsMeta(t *testing.T) {
 	first := openNode(t, clusterConfig(t, ""))
 	secondCfg := clusterConfig(t, first.PeerAddr())
 	second := openNode(t, secondCfg)
-	third := openNode(t, clusterConfig(t, second.PeerAddr())) // any node admits
+	thirdCfg := clusterConfig(t, second.PeerAddr())
+	third := openNode(t, thirdCfg) // any node admits
 
 	if ids := []uint64{first.NodeID(), second.NodeID(), third.NodeID()}; ids[0] != 1 || ids[1] == ids[0] || ids[2] == ids[1] || ids[2] == ids[0] {
 		t.Fatalf("node ids %v", ids)
@@ -88,6 +90,16 @@ func TestJoinGrowsMeta(t *testing.T) {
 		t.Fatalf("the first node does not see it: %v", err)
 	}
 
+	// A joined node writes objects: its timestamps come from the oracle's
+	// leader (the first node) over the peer service.
+	if _, err := third.CreateSpace(ctx, "objects", wire.SpaceSettings{Ranges: 1}); err != nil {
+		t.Fatal(err)
+	}
+	v1 := put(t, third, "objects", "k", []byte("one"))
+	if b, _, err := get(t, third, wire.GetRequest{Space: "objects", Key: "k"}); err != nil || string(b) != "one" {
+		t.Fatalf("read back on the joined node: %q, %v", b, err)
+	}
+
 	// Restart the second node on its data directory: same id, no new join.
 	id := second.NodeID()
 	second.Close()
@@ -97,5 +109,50 @@ func TestJoinGrowsMeta(t *testing.T) {
 	}
 	if got, _ := first.catalog.Nodes(ctx); len(got) != 3 {
 		t.Fatalf("cluster map after restart has %d nodes", len(got))
+	}
+
+	// The oracle's leader stops (and resigns): another node takes the oracle
+	// over and writes go on, above every earlier
+	// timestamp. The writer is the third node (it holds the range), so the
+	// leader must be another one.
+	leader := func() *Node {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			name, err := meta.Leader(ctx, third.meta, "tso")
+			for _, nd := range []*Node{first, again, third} {
+				if err == nil && name == memberName(nd.NodeID()) {
+					return nd
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no oracle leader: %q, %v", name, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if leader() == third { // restart it: another node takes the oracle
+		third.Close()
+		third = openNode(t, thirdCfg)
+	}
+	gone := leader()
+	gone.Close()
+	stopped := time.Now()
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		info, err := third.Put(pctx, &wire.PutRequest{Space: "objects", Key: "k", Size: 3}, strings.NewReader("two"))
+		cancel()
+		if err == nil {
+			if info.Version <= v1.Version {
+				t.Fatalf("version %x after the oracle moved is not above %x", info.Version, v1.Version)
+			}
+			t.Logf("writes resumed %v after the oracle's leader (node %d) stopped", time.Since(stopped).Round(time.Millisecond), gone.NodeID())
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no write after the oracle's leader stopped: %v", err)
+		}
+		t.Logf("write after the oracle's leader stopped: %v", err)
+		time.Sleep(200 * time.Millisecond)
 	}
 }

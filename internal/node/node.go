@@ -277,18 +277,13 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("reserve node id %d: %w", n.id.NodeID, err)
 	}
 	n.oracle = meta.NewOracle(n.meta, meta.OracleOptions{Clock: cfg.Clock, Logger: n.log})
-	if n.id.Joined {
-		// Another node holds the oracle's leadership; campaign in the
-		// background so this node takes over if that one goes.
-		n.bg.Add(1)
-		go func() {
-			defer n.bg.Done()
-			if err := n.oracle.Start(context.Background()); err != nil && !errors.Is(err, meta.ErrClosed) {
-				n.log.Warn("timestamp oracle campaign ended", "err", err)
-			}
-		}()
-	} else if err := n.oracle.Start(ctx); err != nil {
-		return nil, fmt.Errorf("start timestamp oracle: %w", err)
+	// A node that started the cluster leads the oracle before it serves; a
+	// node that joined asks the leader for timestamps. Either campaigns
+	// again in the background whenever it does not lead (keepOracle).
+	if !n.id.Joined {
+		if err := n.oracle.Start(ctx); err != nil {
+			return nil, fmt.Errorf("start timestamp oracle: %w", err)
+		}
 	}
 	n.chunks, err = segment.Open(segment.Options{
 		Dir: filepath.Join(cfg.DataDir, "segments"), FS: cfg.FS, DB: n.eng.DB(), Logger: n.log,
@@ -312,10 +307,14 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	bgCtx, cancel := context.WithCancel(context.Background())
 	n.stopBG = cancel
-	n.bg.Add(1)
+	n.bg.Add(2)
 	go func() {
 		defer n.bg.Done()
 		n.reconcileMeta(bgCtx)
+	}()
+	go func() {
+		defer n.bg.Done()
+		n.keepOracle(bgCtx)
 	}()
 	return n, nil
 }

@@ -114,7 +114,7 @@ func (n *Node) Put(ctx context.Context, req *wire.PutRequest, body io.Reader) (w
 // retries with a new timestamp (the body is already stored).
 func (n *Node) commit(ctx context.Context, s *space, obj []byte, r *rng, spaceName, key string, c *kv.PutCmd) (wire.ObjectInfo, error) {
 	for attempt := 0; ; attempt++ {
-		ts, err := n.oracle.Next(ctx)
+		ts, err := n.timestamp(ctx)
 		if err != nil {
 			return wire.ObjectInfo{}, unavailable("timestamp oracle", err)
 		}
@@ -134,6 +134,9 @@ func (n *Node) commit(ctx context.Context, s *space, obj []byte, r *rng, spaceNa
 }
 
 func (n *Node) propose(ctx context.Context, r *rng, cmd []byte) (*kv.Result, error) {
+	if r.rep == nil {
+		return nil, r.elsewhere()
+	}
 	v, err := r.rep.Propose(ctx, cmd)
 	if err != nil {
 		if errors.Is(err, replica.ErrNotLeader) {
@@ -449,8 +452,8 @@ func (n *Node) getChunk(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, 
 // it; otherwise the latest. A delete marker as the latest (or as-of) version
 // reads as CodeNotFound; an exact delete marker as CodeDeleted.
 func (n *Node) readRecord(r *rng, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
-	if err := r.rep.ReadReady(); err != nil {
-		return nil, wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc.ID, err)
+	if err := r.readReady(); err != nil {
+		return nil, err
 	}
 	rd := kv.Reader{R: n.eng.DB()}
 	var (
@@ -712,8 +715,8 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult
 }
 
 func (n *Node) listRange(r *rng, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
-	if err := r.rep.ReadReady(); err != nil {
-		return nil, false, wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc.ID, err)
+	if err := r.readReady(); err != nil {
+		return nil, false, err
 	}
 	ents, more, err := mvcc.List(kv.Reader{R: n.eng.DB()}, o)
 	if errors.Is(err, mvcc.ErrCorrupt) {
@@ -729,8 +732,8 @@ func (n *Node) Versions(ctx context.Context, req *wire.VersionsRequest) (wire.Ve
 		return wire.VersionsResult{}, err
 	}
 	defer release()
-	if err := r.rep.ReadReady(); err != nil {
-		return wire.VersionsResult{}, wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc.ID, err)
+	if err := r.readReady(); err != nil {
+		return wire.VersionsResult{}, err
 	}
 	limit := int(req.Limit)
 	if limit == 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -34,7 +35,24 @@ type space struct {
 // rng is one range of a space with its local replica.
 type rng struct {
 	desc meta.RangeDesc
-	rep  *replica.Replica
+	rep  *replica.Replica // nil when this node holds no replica of the range
+}
+
+// readReady checks that this node may serve reads of the range: it holds
+// the range's leader lease. A range held elsewhere is CodeNotLeader with
+// the nodes that hold it.
+func (r *rng) readReady() error {
+	if r.rep == nil {
+		return r.elsewhere()
+	}
+	if err := r.rep.ReadReady(); err != nil {
+		return wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc.ID, err)
+	}
+	return nil
+}
+
+func (r *rng) elsewhere() error {
+	return wire.Errorf(wire.CodeNotLeader, "range %d is held by nodes %v, not this one", r.desc.ID, r.desc.Replicas)
 }
 
 // loadSpaces opens a replica for every range of every space, creating the
@@ -75,6 +93,10 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 	}
 	s := &space{meta: sp, retention: retentionOf(sp.Settings)}
 	for _, d := range descs {
+		if !slices.Contains(d.Replicas, n.id.NodeID) {
+			s.ranges = append(s.ranges, &rng{desc: d})
+			continue
+		}
 		rep := n.ranges.Replica(d.ID)
 		if rep == nil {
 			rep, err = n.ranges.AddReplica(replica.Descriptor{

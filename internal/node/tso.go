@@ -1,0 +1,91 @@
+package node
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/meta"
+)
+
+// timestamp returns a timestamp above every one handed out before in the
+// cluster: from this node's oracle while it leads, else from the leader's
+// over the peer service.
+func (n *Node) timestamp(ctx context.Context) (uint64, error) {
+	ts, err := n.oracle.Next(ctx)
+	if err == nil || !errors.Is(err, meta.ErrNotLeader) {
+		return ts, err
+	}
+	return n.remoteTimestamp(ctx)
+}
+
+func (n *Node) remoteTimestamp(ctx context.Context) (uint64, error) {
+	name, err := meta.Leader(ctx, n.meta, "tso")
+	if err != nil {
+		return 0, fmt.Errorf("find the timestamp oracle's leader: %w", err)
+	}
+	id, err := strconv.ParseUint(strings.TrimPrefix(name, "node-"), 10, 64)
+	if err != nil || !strings.HasPrefix(name, "node-") {
+		return 0, fmt.Errorf("the timestamp oracle's leader is %q, not a node", name)
+	}
+	if id == n.id.NodeID {
+		return 0, meta.ErrNotLeader // our own term is starting or ending
+	}
+	addr, ok := n.peers.resolve(id)
+	if !ok {
+		return 0, fmt.Errorf("the timestamp oracle's leader, node %d, is not in the cluster map", id)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	b, err := n.peers.caller.Call(cctx, addr, adminService, "Timestamp", nil)
+	if err != nil {
+		n.peers.forget()
+		return 0, err
+	}
+	if len(b) != 8 {
+		return 0, fmt.Errorf("node %d answered a timestamp of %d bytes", id, len(b))
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
+// handleTimestamp serves a timestamp to another node; only the oracle's
+// leader can.
+func (n *Node) handleTimestamp(ctx context.Context, _ []byte) ([]byte, error) {
+	ts, err := n.oracle.Next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return binary.BigEndian.AppendUint64(nil, ts), nil
+}
+
+// keepOracle campaigns for the oracle's leadership whenever this node does
+// not hold it, so that the oracle moves to a live node when its leader's
+// lease ends. It returns when ctx ends.
+func (n *Node) keepOracle(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.oracle.TermDone():
+		}
+		if err := n.oracle.Start(ctx); err != nil {
+			if ctx.Err() != nil || errors.Is(err, meta.ErrClosed) {
+				return
+			}
+			n.log.Warn("timestamp oracle campaign failed", "err", err, "retry", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+	}
+}
