@@ -1,0 +1,56 @@
+package meta
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+func TestPlaceReplicas(t *testing.T) {
+	var nodes []NodeInfo
+	for i := range 6 {
+		nodes = append(nodes, NodeInfo{ID: uint64(i + 1), Zone: fmt.Sprintf("z%d", i%3)})
+	}
+	counts := map[uint64]int{}
+	for rangeID := uint64(1); rangeID <= 300; rangeID++ {
+		got := PlaceReplicas(rangeID, nodes, 3)
+		if len(got) != 3 {
+			t.Fatalf("range %d: %d replicas", rangeID, len(got))
+		}
+		zones := map[string]bool{}
+		for _, id := range got {
+			zones[nodes[id-1].Zone] = true
+			counts[id]++
+		}
+		if len(zones) != 3 {
+			t.Fatalf("range %d on %v shares a zone", rangeID, got)
+		}
+		if again := PlaceReplicas(rangeID, nodes, 3); !slices.Equal(got, again) {
+			t.Fatalf("range %d: %v then %v", rangeID, got, again)
+		}
+	}
+	for id, c := range counts { // 900 replicas over 6 nodes: about 150 each
+		if c < 100 || c > 200 {
+			t.Fatalf("node %d holds %d of 900 replicas: %v", id, c, counts)
+		}
+	}
+	// Fewer nodes than replicas: every node, once.
+	if got := PlaceReplicas(7, nodes[:2], 3); len(got) != 2 || got[0] == got[1] {
+		t.Fatalf("two nodes: %v", got)
+	}
+	// Adding a node moves only ranges that now prefer it.
+	more := append(slices.Clone(nodes), NodeInfo{ID: 7, Zone: "z0"})
+	moved := 0
+	for rangeID := uint64(1); rangeID <= 300; rangeID++ {
+		before, after := PlaceReplicas(rangeID, nodes, 1), PlaceReplicas(rangeID, more, 1)
+		if before[0] != after[0] {
+			moved++
+			if after[0] != 7 {
+				t.Fatalf("range %d moved from %d to %d, not to the new node", rangeID, before[0], after[0])
+			}
+		}
+	}
+	if moved == 0 || moved > 80 { // about 300/7
+		t.Fatalf("%d of 300 ranges moved to the new node", moved)
+	}
+}
