@@ -43,6 +43,9 @@ type SpaceSettings struct {
 	// Placement is "ordered" (default: key order, cheap listing) or "hash"
 	// (keys spread uniformly).
 	Placement string `json:"placement"`
+	// Replicas is how many nodes hold each range (capped by the number of
+	// nodes when the ranges are created). 0 means DefaultReplicas.
+	Replicas int `json:"replicas,omitempty"`
 }
 
 // EnsureDefaults fills in zero fields.

@@ -83,10 +83,16 @@ func validBounds(bounds [][2][]byte) error {
 // given replicas at epoch 1. Range IDs come from a counter and are never
 // reused. The descriptors are written one by one: on an error some may exist.
 func (c *Catalog) CreateRanges(ctx context.Context, spaceID uint32, bounds [][2][]byte, replicas []uint64) ([]RangeDesc, error) {
+	return c.CreatePlacedRanges(ctx, spaceID, bounds, func(uint64) []uint64 { return replicas })
+}
+
+// CreatePlacedRanges is CreateRanges with each range's replicas chosen by
+// place from the range's id.
+func (c *Catalog) CreatePlacedRanges(ctx context.Context, spaceID uint32, bounds [][2][]byte, place func(rangeID uint64) []uint64) ([]RangeDesc, error) {
 	if err := validBounds(bounds); err != nil {
 		return nil, err
 	}
-	if len(replicas) == 0 {
+	if len(place(0)) == 0 {
 		return nil, errors.New("meta: a range needs at least one replica")
 	}
 	first, err := c.allocIDs(ctx, keyRangeCounter, uint64(len(bounds)), ^uint64(0))
@@ -99,7 +105,7 @@ func (c *Catalog) CreateRanges(ctx context.Context, spaceID uint32, bounds [][2]
 			ID:       first + uint64(i),
 			SpaceID:  spaceID,
 			Start:    append([]byte{}, b[0]...),
-			Replicas: append([]uint64(nil), replicas...),
+			Replicas: append([]uint64(nil), place(first+uint64(i))...),
 			Epoch:    1,
 		}
 		if b[1] != nil {

@@ -179,12 +179,17 @@ func (n *Node) followMembers(members []meta.Member) {
 		return
 	}
 	es.SetEndpoints(eps)
-	if !slices.Equal(eps, n.id.Endpoints) {
+	if n.savedEndpoints == nil {
+		n.savedEndpoints = n.id.Endpoints
+	}
+	if !slices.Equal(eps, n.savedEndpoints) {
 		id := n.id
 		id.Endpoints = eps
-		if err := n.saveIdentity(id); err != nil {
+		if err := n.writeIdentity(id); err != nil {
 			n.log.Warn("could not save the meta service endpoints", "err", err)
+			return
 		}
+		n.savedEndpoints = eps
 	}
 }
 

@@ -194,7 +194,11 @@ type Node struct {
 	// joined node reaches the meta service through a client).
 	member *meta.EtcdStore
 	bg     sync.WaitGroup // background loops, stopped by Close
-	stopBG context.CancelFunc
+	openMu sync.Mutex     // serializes openSpace
+	// savedEndpoints are the meta endpoints last saved with the identity
+	// (reconcileMeta's goroutine only).
+	savedEndpoints []string
+	stopBG         context.CancelFunc
 
 	wireSrv *wire.Server
 	httpSrv *http.Server
@@ -307,10 +311,14 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	bgCtx, cancel := context.WithCancel(context.Background())
 	n.stopBG = cancel
-	n.bg.Add(2)
+	n.bg.Add(3)
 	go func() {
 		defer n.bg.Done()
 		n.reconcileMeta(bgCtx)
+	}()
+	go func() {
+		defer n.bg.Done()
+		n.watchRanges(bgCtx)
 	}()
 	go func() {
 		defer n.bg.Done()
@@ -339,9 +347,15 @@ func (n *Node) newIdentity() error {
 	return n.saveIdentity(identity{V: 1, NodeID: 1, Cluster: fmt.Sprintf("%016x", n.cfg.Clock().UnixNano())})
 }
 
+// saveIdentity makes id the node's identity and saves it. Only Open calls
+// it: n.id is read without a lock once the node runs.
 func (n *Node) saveIdentity(id identity) error {
 	n.id = id
-	b, _ := json.Marshal(n.id)
+	return n.writeIdentity(id)
+}
+
+func (n *Node) writeIdentity(id identity) error {
+	b, _ := json.Marshal(id)
 	return n.eng.DB().Set(identityKey, b, pebble.Sync)
 }
 

@@ -81,12 +81,18 @@ func (n *Node) loadSpaces(ctx context.Context) error {
 // openSpace opens the replicas of sp's ranges (creating the ranges if the
 // space has none yet) and caches the space.
 func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
+	n.openMu.Lock() // requests and the range watcher may open a space at once
+	defer n.openMu.Unlock()
 	descs, err := n.catalog.SpaceRanges(ctx, sp.ID)
 	if err != nil {
 		return nil, fmt.Errorf("load ranges of space %s: %w", sp.Name, err)
 	}
 	if len(descs) == 0 {
-		descs, err = n.catalog.CreateRanges(ctx, sp.ID, splitBounds(sp.ID, sp.Settings.Ranges), []uint64{n.id.NodeID})
+		place, err := n.placement(ctx, sp.Settings.Replicas)
+		if err != nil {
+			return nil, err
+		}
+		descs, err = n.catalog.CreatePlacedRanges(ctx, sp.ID, splitBounds(sp.ID, sp.Settings.Ranges), place)
 		if err != nil {
 			return nil, fmt.Errorf("create ranges of space %s: %w", sp.Name, err)
 		}
@@ -113,6 +119,68 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 	n.mu.spaces[sp.Name] = s
 	n.mu.Unlock()
 	return s, nil
+}
+
+// placement returns where a new range's replicas go: r (default 3) of the
+// nodes that are up, by meta.PlaceReplicas.
+func (n *Node) placement(ctx context.Context, r int) (func(uint64) []uint64, error) {
+	if r == 0 {
+		r = meta.DefaultReplicas
+	}
+	nodes, err := n.catalog.Nodes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the cluster map: %w", err)
+	}
+	up := nodes[:0]
+	for _, nd := range nodes {
+		if nd.State == meta.NodeUp {
+			up = append(up, nd)
+		}
+	}
+	if len(up) == 0 {
+		up = []meta.NodeInfo{{ID: n.id.NodeID, Zone: n.cfg.Zone}}
+	}
+	return func(rangeID uint64) []uint64 { return meta.PlaceReplicas(rangeID, up, r) }, nil
+}
+
+// watchRanges opens the spaces that have ranges placed on this node by
+// another node (a space created elsewhere), so that their replicas start
+// and join their groups. It polls the range table every 500ms until ctx
+// ends.
+func (n *Node) watchRanges(ctx context.Context) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ranges, err := n.catalog.ListRanges(ctx)
+		if err != nil {
+			continue
+		}
+		mine := map[uint32]bool{}
+		for _, r := range ranges {
+			if slices.Contains(r.Replicas, n.id.NodeID) && n.ranges.Replica(r.ID) == nil {
+				mine[r.SpaceID] = true
+			}
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		spaces, err := n.catalog.ListSpaces(ctx)
+		if err != nil {
+			continue
+		}
+		for _, sp := range spaces {
+			if mine[sp.ID] && sp.State == meta.SpaceActive {
+				if _, err := n.openSpace(ctx, sp); err != nil {
+					n.log.Warn("open a space placed on this node", "space", sp.Name, "err", err)
+				}
+			}
+		}
+	}
 }
 
 // splitBounds cuts a new ordered space into count ranges at evenly spaced
