@@ -53,7 +53,7 @@ func newClient(t testing.TB, addrs ...string) *Client {
 
 func TestClientOps(t *testing.T) {
 	ctx := context.Background()
-	svc := newMemService()
+	svc := wire.NewMemService()
 	// The first address is down: the client moves on to the next.
 	c := newClient(t, deadAddr(t), serve(t, svc))
 
@@ -157,14 +157,14 @@ func TestClientOps(t *testing.T) {
 
 func TestClientStreams(t *testing.T) {
 	ctx := context.Background()
-	svc := newMemService()
+	svc := wire.NewMemService()
 	c := newClient(t, serve(t, svc))
 	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	const size = 3<<20 + 12345
 	body := make([]byte, size)
-	(&patternReader{}).Read(body)
+	(&wire.PatternReader{}).Read(body)
 	if _, err := c.PutStream(ctx, "s", "big", bytes.NewReader(body), size); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestClientStreams(t *testing.T) {
 
 // flaky fails the first n calls of every method with code.
 type flaky struct {
-	*memService
+	*wire.MemService
 	code  wire.Code
 	left  atomic.Int32
 	calls atomic.Int32
@@ -228,19 +228,19 @@ func (f *flaky) Put(ctx context.Context, req *wire.PutRequest, body io.Reader) (
 		io.Copy(io.Discard, body)
 		return ObjectInfo{}, err
 	}
-	return f.memService.Put(ctx, req, body)
+	return f.MemService.Put(ctx, req, body)
 }
 
 func (f *flaky) Stat(ctx context.Context, req *wire.GetRequest) (ObjectInfo, error) {
 	if err := f.fail(); err != nil {
 		return ObjectInfo{}, err
 	}
-	return f.memService.Stat(ctx, req)
+	return f.MemService.Stat(ctx, req)
 }
 
 func TestRetries(t *testing.T) {
 	ctx := context.Background()
-	svc := &flaky{memService: newMemService(), code: wire.CodeUnavailable}
+	svc := &flaky{MemService: wire.NewMemService(), code: wire.CodeUnavailable}
 	c := newClient(t, serve(t, svc))
 	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
 		t.Fatal(err)
@@ -309,7 +309,7 @@ func TestRetryable(t *testing.T) {
 // A broken connection is replaced on next use.
 func TestReconnect(t *testing.T) {
 	ctx := context.Background()
-	c := newClient(t, serve(t, newMemService()))
+	c := newClient(t, serve(t, wire.NewMemService()))
 	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestDialFailsWithNoNode(t *testing.T) {
 
 func BenchmarkGet1KiB(b *testing.B) {
 	ctx := context.Background()
-	svc := newMemService()
+	svc := wire.NewMemService()
 	c := newClient(b, serve(b, svc))
 	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
 		b.Fatal(err)
@@ -379,7 +379,7 @@ func BenchmarkGet1KiB(b *testing.B) {
 
 func BenchmarkPut1KiB(b *testing.B) {
 	ctx := context.Background()
-	svc := newMemService()
+	svc := wire.NewMemService()
 	c := newClient(b, serve(b, svc))
 	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
 		b.Fatal(err)

@@ -54,7 +54,7 @@ func wantCode(t *testing.T, err error, c Code) {
 
 func TestEveryOp(t *testing.T) {
 	ctx := context.Background()
-	svc := newMemService()
+	svc := NewMemService()
 	addr, _ := startServer(t, svc, ServerOptions{})
 	c := dial(t, addr)
 
@@ -178,9 +178,9 @@ func TestEveryOp(t *testing.T) {
 // the same connection.
 func TestOutOfOrder(t *testing.T) {
 	ctx := context.Background()
-	svc := newMemService()
+	svc := NewMemService()
 	gate := make(chan struct{})
-	svc.gates["slow"] = gate
+	svc.Gates["slow"] = gate
 	addr, _ := startServer(t, svc, ServerOptions{})
 	c := dial(t, addr)
 	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
@@ -291,7 +291,7 @@ func (r *rawConn) ping(id uint32) {
 // 1000 requests written in one go, before any answer is read.
 func TestPipelining(t *testing.T) {
 	ctx := context.Background()
-	svc := newMemService()
+	svc := NewMemService()
 	addr, _ := startServer(t, svc, ServerOptions{})
 	c := dial(t, addr)
 	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
@@ -376,32 +376,32 @@ func heapWatch() (stop func() uint64) {
 func TestStreamBoundedMemory(t *testing.T) {
 	ctx := context.Background()
 	const size = 64 << 20
-	svc := newMemService()
-	svc.sinkSize = size
-	svc.sinkSeen = make(chan int64, 1)
+	svc := NewMemService()
+	svc.SinkSize = size
+	svc.SinkSeen = make(chan int64, 1)
 	addr, srv := startServer(t, svc, ServerOptions{})
 	c := dial(t, addr)
 
 	stop := heapWatch()
-	info, err := c.Put(ctx, &PutRequest{Space: "sink", Key: "big", Size: size}, io.LimitReader(&patternReader{}, size))
+	info, err := c.Put(ctx, &PutRequest{Space: "sink", Key: "big", Size: size}, io.LimitReader(&PatternReader{}, size))
 	if err != nil || info.Size != size {
 		t.Fatalf("Put: %+v %v", info, err)
 	}
-	if n := <-svc.sinkSeen; n != size {
+	if n := <-svc.SinkSeen; n != size {
 		t.Fatalf("service read %d bytes", n)
 	}
 	// Unknown size: streamed to EOF.
-	if _, err := c.Put(ctx, &PutRequest{Space: "sink", Key: "big", Size: -1}, io.LimitReader(&patternReader{}, size/4)); err != nil {
+	if _, err := c.Put(ctx, &PutRequest{Space: "sink", Key: "big", Size: -1}, io.LimitReader(&PatternReader{}, size/4)); err != nil {
 		t.Fatal(err)
 	}
-	if n := <-svc.sinkSeen; n != size/4 {
+	if n := <-svc.SinkSeen; n != size/4 {
 		t.Fatalf("service read %d bytes", n)
 	}
 	info, rc, err := c.Get(ctx, &GetRequest{Space: "sink", Key: "big", Length: -1})
 	if err != nil || info.Size != size {
 		t.Fatalf("Get: %+v %v", info, err)
 	}
-	want := &patternReader{}
+	want := &PatternReader{}
 	buf := make([]byte, 256<<10)
 	wbuf := make([]byte, len(buf))
 	var total int64
@@ -439,8 +439,8 @@ func TestStreamBoundedMemory(t *testing.T) {
 // sees the body fail.
 func TestTruncatedUpload(t *testing.T) {
 	ctx := context.Background()
-	svc := newMemService()
-	svc.putSeen = make(chan struct{}, 10)
+	svc := NewMemService()
+	svc.PutSeen = make(chan struct{}, 10)
 	addr, srv := startServer(t, svc, ServerOptions{})
 	c := dial(t, addr)
 	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
@@ -457,14 +457,14 @@ func TestTruncatedUpload(t *testing.T) {
 	hdr := AppendPutRequest(nil, &PutRequest{Space: "s", Key: "k", Size: 3000})
 	r.send(OpPut, FlagMore, 7, append(hdr, make([]byte, 1000)...))
 	r.send(OpData, 0, 7, make([]byte, 1000))
-	<-svc.putSeen
+	<-svc.PutSeen
 	r.nc.Close()
 	waitIdle()
 
 	// 2. The client CANCELs before END: the answer is an error.
 	r = rawDial(t, addr)
 	r.send(OpPut, FlagMore, 9, append(hdr, make([]byte, 1000)...))
-	<-svc.putSeen
+	<-svc.PutSeen
 	r.send(OpCancel, 0, 9, nil)
 	h, e := r.readError()
 	if h.ID != 9 || e.Code != CodeTruncated && e.Code != CodeCanceled {
@@ -474,14 +474,14 @@ func TestTruncatedUpload(t *testing.T) {
 
 	// 3. The client's body reader fails midway.
 	_, err := c.Put(ctx, &PutRequest{Space: "s", Key: "k", Size: 5 << 20}, io.MultiReader(
-		io.LimitReader(&patternReader{}, 2<<20), iotestErrReader{}))
+		io.LimitReader(&PatternReader{}, 2<<20), iotestErrReader{}))
 	if err == nil {
 		t.Fatal("Put with a failing body succeeded")
 	}
-	<-svc.putSeen
+	<-svc.PutSeen
 	waitIdle()
 
-	errs := svc.putErrors()
+	errs := svc.PutErrors()
 	if len(errs) != 3 {
 		t.Fatalf("service saw %d body errors, want 3: %v", len(errs), errs)
 	}
@@ -499,7 +499,7 @@ type iotestErrReader struct{}
 func (iotestErrReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
 
 func TestMalformedFrames(t *testing.T) {
-	svc := newMemService()
+	svc := NewMemService()
 	addr, _ := startServer(t, svc, ServerOptions{})
 
 	t.Run("bad version", func(t *testing.T) {
@@ -575,9 +575,9 @@ func TestMalformedFrames(t *testing.T) {
 
 func TestShutdownWaitsForInflight(t *testing.T) {
 	ctx := context.Background()
-	svc := newMemService()
+	svc := NewMemService()
 	gate := make(chan struct{})
-	svc.gates["slow"] = gate
+	svc.Gates["slow"] = gate
 	addr, srv := startServer(t, svc, ServerOptions{})
 	c := dial(t, addr)
 	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
@@ -617,7 +617,7 @@ func TestShutdownWaitsForInflight(t *testing.T) {
 
 func TestBodyLongerThanDeclared(t *testing.T) {
 	ctx := context.Background()
-	svc := newMemService()
+	svc := NewMemService()
 	addr, _ := startServer(t, svc, ServerOptions{})
 	c := dial(t, addr)
 	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
@@ -644,8 +644,8 @@ func TestBodyLongerThanDeclared(t *testing.T) {
 // An error met mid-stream reaches the reader in place of the rest.
 func TestGetStreamError(t *testing.T) {
 	ctx := context.Background()
-	svc := newMemService()
-	svc.sinkSize = 5 << 20
+	svc := NewMemService()
+	svc.SinkSize = 5 << 20
 	addr, _ := startServer(t, svc, ServerOptions{})
 	c := dial(t, addr)
 	_, rc, err := c.Get(ctx, &GetRequest{Space: "sink", Key: "corrupt", Length: -1})
@@ -654,7 +654,7 @@ func TestGetStreamError(t *testing.T) {
 	}
 	n, err := io.Copy(io.Discard, rc)
 	rc.Close()
-	if CodeOf(err) != CodeCorrupt || n > svc.sinkSize/2 {
+	if CodeOf(err) != CodeCorrupt || n > svc.SinkSize/2 {
 		t.Fatalf("read %d bytes, then %v", n, err)
 	}
 	// Abandoning a stream midway leaves the connection usable.
@@ -678,7 +678,7 @@ func TestGetStreamError(t *testing.T) {
 // every request is served.
 func TestInflightLimit(t *testing.T) {
 	ctx := context.Background()
-	svc := newMemService()
+	svc := NewMemService()
 	addr, _ := startServer(t, svc, ServerOptions{MaxInflightPerConn: 2})
 	c := dial(t, addr)
 	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
@@ -707,14 +707,14 @@ func TestInflightLimit(t *testing.T) {
 // smaller frames.
 func TestSmallServerFrames(t *testing.T) {
 	ctx := context.Background()
-	svc := newMemService()
+	svc := NewMemService()
 	addr, _ := startServer(t, svc, ServerOptions{MaxFrame: MinMaxFrame})
 	c := dial(t, addr)
 	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	body := make([]byte, 1<<20+3)
-	(&patternReader{}).Read(body)
+	(&PatternReader{}).Read(body)
 	if _, err := c.PutBytes(ctx, &PutRequest{Space: "s", Key: "k"}, body); err != nil {
 		t.Fatal(err)
 	}
@@ -744,7 +744,7 @@ func (m *countMetrics) RequestDone(op Op, code Code, _ time.Duration) {
 func TestMetrics(t *testing.T) {
 	ctx := context.Background()
 	m := &countMetrics{codes: map[Op][]Code{}}
-	addr, srv := startServer(t, newMemService(), ServerOptions{Metrics: m})
+	addr, srv := startServer(t, NewMemService(), ServerOptions{Metrics: m})
 	c := dial(t, addr)
 	c.CreateSpace(ctx, "s", SpaceSettings{})
 	c.Stat(ctx, &GetRequest{Space: "s", Key: "nope", Length: -1})
@@ -758,7 +758,7 @@ func TestMetrics(t *testing.T) {
 }
 
 // panicService panics in Stat.
-type panicService struct{ *memService }
+type panicService struct{ *MemService }
 
 func (panicService) Stat(context.Context, *GetRequest) (ObjectInfo, error) { panic("boom") }
 
@@ -766,7 +766,7 @@ func (panicService) Stat(context.Context, *GetRequest) (ObjectInfo, error) { pan
 // keeps serving the connection.
 func TestHandlerPanic(t *testing.T) {
 	ctx := context.Background()
-	addr, _ := startServer(t, panicService{newMemService()}, ServerOptions{Logger: discardLogger()})
+	addr, _ := startServer(t, panicService{NewMemService()}, ServerOptions{Logger: discardLogger()})
 	c := dial(t, addr)
 	_, err := c.Stat(ctx, &GetRequest{Space: "s", Key: "k"})
 	wantCode(t, err, CodeInternal)

@@ -24,7 +24,7 @@ import (
 //	reconnect      open a fresh connection
 func TestSessions(t *testing.T) {
 	datadriven.Walk(t, "testdata/sessions", func(t *testing.T, path string) {
-		svc := newMemService()
+		svc := NewMemService()
 		addr, _ := startServer(t, svc, ServerOptions{MaxFrame: MinMaxFrame})
 		r := rawDial(t, addr)
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {

@@ -1,4 +1,4 @@
-package client
+package wire
 
 import (
 	"bytes"
@@ -9,15 +9,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
-
-	"github.com/cairn-db/cairn/internal/wire"
 )
 
-// memService is an in-memory wire.Service (a copy of the one in package
-// wire's tests): a map of spaces, each a map from key
-// to its versions (oldest first). Hooks let tests slow it down and watch
-// what bodies look like from the Service's side.
-type memService struct {
+// MemService is an in-memory Service for tests of the protocol and of its
+// clients: a map of spaces, each a map from key to its versions (oldest
+// first). Hooks let tests slow it down and watch what bodies look like from
+// the Service's side. It is not a store: nothing is durable or verified.
+type MemService struct {
 	mu struct {
 		sync.Mutex
 		spaces  map[string]*memSpace
@@ -25,58 +23,60 @@ type memService struct {
 		clock   uint64
 		putErrs []error // every body-read error a Put saw
 	}
-	// gates: a Get/Stat of a key with a gate waits until it is closed.
-	gates map[string]chan struct{}
-	// sink: Puts to this space read and count the body but store nothing
-	// (for big streams); reads of it generate sinkSize bytes.
-	sinkSize int64
-	sinkSeen chan int64
-	putSeen  chan struct{} // if set, gets a value once a Put starts reading
+	// Gates: a Get/Stat of a key with a gate waits until it is closed.
+	Gates map[string]chan struct{}
+	// SinkSize, SinkSeen: Puts to space "sink" read and count the body but
+	// store nothing (for big streams), sending the count to SinkSeen if set;
+	// reads of it generate SinkSize bytes (key "corrupt": half of them, then
+	// CodeCorrupt).
+	SinkSize int64
+	SinkSeen chan int64
+	PutSeen  chan struct{} // if set, gets a value once a Put starts reading
 }
 
 type memSpace struct {
-	info wire.SpaceInfo
+	info SpaceInfo
 	objs map[string][]memVersion
 }
 
 type memVersion struct {
-	info wire.ObjectInfo
+	info ObjectInfo
 	data []byte
 }
 
-func newMemService() *memService {
-	m := &memService{gates: map[string]chan struct{}{}}
+func NewMemService() *MemService {
+	m := &MemService{Gates: map[string]chan struct{}{}}
 	m.mu.spaces = map[string]*memSpace{}
 	return m
 }
 
-func (m *memService) putErrors() []error {
+func (m *MemService) PutErrors() []error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]error(nil), m.mu.putErrs...)
 }
 
-func (m *memService) CreateSpace(ctx context.Context, name string, s wire.SpaceSettings) (wire.SpaceInfo, error) {
+func (m *MemService) CreateSpace(ctx context.Context, name string, s SpaceSettings) (SpaceInfo, error) {
 	if name == "" || strings.ContainsAny(name, "/ ") {
-		return wire.SpaceInfo{}, wire.Errorf(wire.CodeBadSpaceName, "%q", name)
+		return SpaceInfo{}, Errorf(CodeBadSpaceName, "%q", name)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.mu.spaces[name]; ok {
-		return wire.SpaceInfo{}, wire.Errorf(wire.CodeSpaceExists, "%q", name)
+		return SpaceInfo{}, Errorf(CodeSpaceExists, "%q", name)
 	}
 	m.mu.nextID++
 	m.mu.clock++
-	sp := &memSpace{info: wire.SpaceInfo{ID: m.mu.nextID, Name: name, Created: int64(m.mu.clock), Settings: s},
+	sp := &memSpace{info: SpaceInfo{ID: m.mu.nextID, Name: name, Created: int64(m.mu.clock), Settings: s},
 		objs: map[string][]memVersion{}}
 	m.mu.spaces[name] = sp
 	return sp.info, nil
 }
 
-func (m *memService) ListSpaces(ctx context.Context) ([]wire.SpaceInfo, error) {
+func (m *MemService) ListSpaces(ctx context.Context) ([]SpaceInfo, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var l []wire.SpaceInfo
+	var l []SpaceInfo
 	for _, sp := range m.mu.spaces {
 		l = append(l, sp.info)
 	}
@@ -84,36 +84,36 @@ func (m *memService) ListSpaces(ctx context.Context) ([]wire.SpaceInfo, error) {
 	return l, nil
 }
 
-func (m *memService) DeleteSpace(ctx context.Context, name string) error {
+func (m *MemService) DeleteSpace(ctx context.Context, name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sp, ok := m.mu.spaces[name]
 	if !ok {
-		return wire.Errorf(wire.CodeSpaceNotFound, "%q", name)
+		return Errorf(CodeSpaceNotFound, "%q", name)
 	}
 	for _, vs := range sp.objs {
 		if !vs[len(vs)-1].info.DeleteMarker {
-			return wire.Errorf(wire.CodeSpaceNotEmpty, "%q", name)
+			return Errorf(CodeSpaceNotEmpty, "%q", name)
 		}
 	}
 	delete(m.mu.spaces, name)
 	return nil
 }
 
-func (m *memService) spaceLocked(name string) (*memSpace, error) {
+func (m *MemService) spaceLocked(name string) (*memSpace, error) {
 	sp, ok := m.mu.spaces[name]
 	if !ok {
-		return nil, wire.Errorf(wire.CodeSpaceNotFound, "%q", name)
+		return nil, Errorf(CodeSpaceNotFound, "%q", name)
 	}
 	return sp, nil
 }
 
-func (m *memService) Put(ctx context.Context, req *wire.PutRequest, body io.Reader) (wire.ObjectInfo, error) {
+func (m *MemService) Put(ctx context.Context, req *PutRequest, body io.Reader) (ObjectInfo, error) {
 	if len(req.Key) > 1024 {
-		return wire.ObjectInfo{}, wire.Errorf(wire.CodeKeyTooLong, "%d bytes", len(req.Key))
+		return ObjectInfo{}, Errorf(CodeKeyTooLong, "%d bytes", len(req.Key))
 	}
-	if m.putSeen != nil {
-		m.putSeen <- struct{}{}
+	if m.PutSeen != nil {
+		m.PutSeen <- struct{}{}
 	}
 	if req.Space == "sink" {
 		n, err := io.Copy(io.Discard, body)
@@ -121,28 +121,28 @@ func (m *memService) Put(ctx context.Context, req *wire.PutRequest, body io.Read
 			m.mu.Lock()
 			m.mu.putErrs = append(m.mu.putErrs, err)
 			m.mu.Unlock()
-			return wire.ObjectInfo{}, wire.Errorf(wire.CodeTruncated, "%v", err)
+			return ObjectInfo{}, Errorf(CodeTruncated, "%v", err)
 		}
-		if m.sinkSeen != nil {
-			m.sinkSeen <- n
+		if m.SinkSeen != nil {
+			m.SinkSeen <- n
 		}
-		return wire.ObjectInfo{Space: req.Space, Key: req.Key, Size: n}, nil
+		return ObjectInfo{Space: req.Space, Key: req.Key, Size: n}, nil
 	}
 	data, err := io.ReadAll(body)
 	if err != nil {
 		m.mu.Lock()
 		m.mu.putErrs = append(m.mu.putErrs, err)
 		m.mu.Unlock()
-		return wire.ObjectInfo{}, wire.Errorf(wire.CodeTruncated, "%v", err)
+		return ObjectInfo{}, Errorf(CodeTruncated, "%v", err)
 	}
 	if req.Size >= 0 && int64(len(data)) != req.Size {
-		return wire.ObjectInfo{}, wire.Errorf(wire.CodeTruncated, "got %d of %d bytes", len(data), req.Size)
+		return ObjectInfo{}, Errorf(CodeTruncated, "got %d of %d bytes", len(data), req.Size)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sp, err := m.spaceLocked(req.Space)
 	if err != nil {
-		return wire.ObjectInfo{}, err
+		return ObjectInfo{}, err
 	}
 	vs := sp.objs[req.Key]
 	var cur *memVersion
@@ -150,28 +150,28 @@ func (m *memService) Put(ctx context.Context, req *wire.PutRequest, body io.Read
 		cur = &vs[len(vs)-1]
 	}
 	if req.IfMatch != 0 && (cur == nil || cur.info.Version != req.IfMatch) {
-		return wire.ObjectInfo{}, wire.Errorf(wire.CodePreconditionFailed, "if-match %d", req.IfMatch)
+		return ObjectInfo{}, Errorf(CodePreconditionFailed, "if-match %d", req.IfMatch)
 	}
 	if req.IfNoneMatch && cur != nil {
-		return wire.ObjectInfo{}, wire.Errorf(wire.CodePreconditionFailed, "if-none-match")
+		return ObjectInfo{}, Errorf(CodePreconditionFailed, "if-none-match")
 	}
 	var old []byte
 	if cur != nil {
 		old = cur.data
 	}
 	switch req.Mode {
-	case wire.PutWriteAt:
+	case PutWriteAt:
 		n := max(int64(len(old)), req.Offset+int64(len(data)))
 		nb := make([]byte, n)
 		copy(nb, old)
 		copy(nb[req.Offset:], data)
 		data = nb
-	case wire.PutAppend:
+	case PutAppend:
 		data = append(append([]byte(nil), old...), data...)
 	}
 	m.mu.clock++
 	sum := md5.Sum(data)
-	info := wire.ObjectInfo{Space: req.Space, Key: req.Key, Version: m.mu.clock, Size: int64(len(data)),
+	info := ObjectInfo{Space: req.Space, Key: req.Key, Version: m.mu.clock, Size: int64(len(data)),
 		ETag: hex.EncodeToString(sum[:]), ContentType: req.ContentType, Modified: int64(m.mu.clock),
 		Meta: req.Meta, Tags: req.Tags}
 	if len(vs) > 0 {
@@ -182,8 +182,8 @@ func (m *memService) Put(ctx context.Context, req *wire.PutRequest, body io.Read
 	return info, nil
 }
 
-func (m *memService) find(ctx context.Context, req *wire.GetRequest) (memVersion, error) {
-	if g := m.gates[req.Key]; g != nil {
+func (m *MemService) find(ctx context.Context, req *GetRequest) (memVersion, error) {
+	if g := m.Gates[req.Key]; g != nil {
 		select {
 		case <-g:
 		case <-ctx.Done():
@@ -207,27 +207,31 @@ func (m *memService) find(ctx context.Context, req *wire.GetRequest) (memVersion
 		}
 		if v.info.DeleteMarker {
 			if req.Version != 0 {
-				return memVersion{}, wire.Errorf(wire.CodeDeleted, "%d", v.info.Version)
+				return memVersion{}, Errorf(CodeDeleted, "%d", v.info.Version)
 			}
-			return memVersion{}, wire.Errorf(wire.CodeNotFound, "%q", req.Key)
+			return memVersion{}, Errorf(CodeNotFound, "%q", req.Key)
 		}
 		return v, nil
 	}
-	return memVersion{}, wire.Errorf(wire.CodeNotFound, "%q", req.Key)
+	return memVersion{}, Errorf(CodeNotFound, "%q", req.Key)
 }
 
-func (m *memService) Get(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, io.ReadCloser, error) {
+func (m *MemService) Get(ctx context.Context, req *GetRequest) (ObjectInfo, io.ReadCloser, error) {
 	if req.Space == "sink" {
-		return wire.ObjectInfo{Space: "sink", Key: req.Key, Size: m.sinkSize},
-			io.NopCloser(io.LimitReader(&patternReader{}, m.sinkSize)), nil
+		var r io.Reader = io.LimitReader(&PatternReader{}, m.SinkSize)
+		if req.Key == "corrupt" {
+			// Half the bytes, then a checksum failure.
+			r = io.MultiReader(io.LimitReader(&PatternReader{}, m.SinkSize/2), errReader{Errorf(CodeCorrupt, "chunk 7")})
+		}
+		return ObjectInfo{Space: "sink", Key: req.Key, Size: m.SinkSize}, io.NopCloser(r), nil
 	}
 	v, err := m.find(ctx, req)
 	if err != nil {
-		return wire.ObjectInfo{}, nil, err
+		return ObjectInfo{}, nil, err
 	}
 	size := int64(len(v.data))
 	if req.Offset > size {
-		return wire.ObjectInfo{}, nil, wire.Errorf(wire.CodeInvalidRange, "offset %d past %d", req.Offset, size)
+		return ObjectInfo{}, nil, Errorf(CodeInvalidRange, "offset %d past %d", req.Offset, size)
 	}
 	end := size
 	if req.Length >= 0 && req.Offset+req.Length < size {
@@ -236,17 +240,17 @@ func (m *memService) Get(ctx context.Context, req *wire.GetRequest) (wire.Object
 	return v.info, io.NopCloser(bytes.NewReader(v.data[req.Offset:end])), nil
 }
 
-func (m *memService) Stat(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, error) {
+func (m *MemService) Stat(ctx context.Context, req *GetRequest) (ObjectInfo, error) {
 	v, err := m.find(ctx, req)
 	return v.info, err
 }
 
-func (m *memService) Delete(ctx context.Context, req *wire.DeleteRequest) (wire.ObjectInfo, error) {
+func (m *MemService) Delete(ctx context.Context, req *DeleteRequest) (ObjectInfo, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sp, err := m.spaceLocked(req.Space)
 	if err != nil {
-		return wire.ObjectInfo{}, err
+		return ObjectInfo{}, err
 	}
 	vs := sp.objs[req.Key]
 	if req.Version != 0 {
@@ -256,24 +260,24 @@ func (m *memService) Delete(ctx context.Context, req *wire.DeleteRequest) (wire.
 				return v.info, nil
 			}
 		}
-		return wire.ObjectInfo{}, wire.Errorf(wire.CodeNotFound, "version %d", req.Version)
+		return ObjectInfo{}, Errorf(CodeNotFound, "version %d", req.Version)
 	}
 	if len(vs) == 0 {
-		return wire.ObjectInfo{}, wire.Errorf(wire.CodeNotFound, "%q", req.Key)
+		return ObjectInfo{}, Errorf(CodeNotFound, "%q", req.Key)
 	}
 	m.mu.clock++
-	info := wire.ObjectInfo{Space: req.Space, Key: req.Key, Version: m.mu.clock, Parent: vs[len(vs)-1].info.Version,
+	info := ObjectInfo{Space: req.Space, Key: req.Key, Version: m.mu.clock, Parent: vs[len(vs)-1].info.Version,
 		Modified: int64(m.mu.clock), DeleteMarker: true}
 	sp.objs[req.Key] = append(vs, memVersion{info: info})
 	return info, nil
 }
 
-func (m *memService) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult, error) {
+func (m *MemService) List(ctx context.Context, req *ListRequest) (ListResult, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sp, err := m.spaceLocked(req.Space)
 	if err != nil {
-		return wire.ListResult{}, err
+		return ListResult{}, err
 	}
 	limit := int(req.Limit)
 	if limit == 0 {
@@ -286,7 +290,7 @@ func (m *memService) List(ctx context.Context, req *wire.ListRequest) (wire.List
 		}
 	}
 	sort.Strings(keys)
-	var res wire.ListResult
+	var res ListResult
 	for i, k := range keys {
 		if i == limit {
 			res.Truncated = true
@@ -302,15 +306,15 @@ func (m *memService) List(ctx context.Context, req *wire.ListRequest) (wire.List
 	return res, nil
 }
 
-func (m *memService) Versions(ctx context.Context, req *wire.VersionsRequest) (wire.VersionsResult, error) {
+func (m *MemService) Versions(ctx context.Context, req *VersionsRequest) (VersionsResult, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sp, err := m.spaceLocked(req.Space)
 	if err != nil {
-		return wire.VersionsResult{}, err
+		return VersionsResult{}, err
 	}
 	vs := sp.objs[req.Key]
-	var res wire.VersionsResult
+	var res VersionsResult
 	for i := len(vs) - 1; i >= 0; i-- {
 		if req.Before != 0 && vs[i].info.Version >= req.Before {
 			continue
@@ -324,13 +328,18 @@ func (m *memService) Versions(ctx context.Context, req *wire.VersionsRequest) (w
 	return res, nil
 }
 
-// patternReader yields byte n%251 at offset n, forever.
-type patternReader struct{ n int64 }
+// PatternReader yields byte n%251 at offset n, forever; the sink space
+// serves it.
+type PatternReader struct{ n int64 }
 
-func (p *patternReader) Read(b []byte) (int, error) {
+func (p *PatternReader) Read(b []byte) (int, error) {
 	for i := range b {
 		b[i] = byte((p.n + int64(i)) % 251)
 	}
 	p.n += int64(len(b))
 	return len(b), nil
 }
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
