@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -284,7 +285,7 @@ func planPut(r Reader, obj []byte, rec *Record, pol Retention, now uint64, newes
 			return nil, nil, false, fmt.Errorf("%w: object %x has a version newer than %d", ErrStaleVersion, obj, rec.Version)
 		}
 		self, exists = slices.BinarySearchFunc(history, rec.Version, func(a, b uint64) int {
-			return cmpUint64(b, a) // newest first
+			return cmp.Compare(b, a) // newest first
 		})
 		if !exists {
 			history = slices.Insert(history, self, rec.Version)
@@ -320,16 +321,6 @@ func planPut(r Reader, obj []byte, rec *Record, pol Retention, now uint64, newes
 		}
 	}
 	return dels, pruned, !drop[self], nil
-}
-
-func cmpUint64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // DeleteVersion removes version ts of obj and returns it, or ErrNotFound.

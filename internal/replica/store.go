@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -187,7 +188,7 @@ func (s *Store) AddReplica(d Descriptor, sm StateMachine) (*Replica, error) {
 	m[d.RangeID] = r
 	s.mu.replicas = m
 	order := append(slices.Clone(s.mu.order), r)
-	slices.SortFunc(order, func(a, b *Replica) int { return cmpUint64(a.rangeID, b.rangeID) })
+	slices.SortFunc(order, func(a, b *Replica) int { return cmp.Compare(a.rangeID, b.rangeID) })
 	s.mu.order = order
 	s.mu.Unlock()
 	s.signal()
@@ -402,14 +403,4 @@ func (s *Store) cycle(tick bool) error {
 		s.signal()
 	}
 	return nil
-}
-
-func cmpUint64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
