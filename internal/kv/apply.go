@@ -66,20 +66,19 @@ func (m *StateMachine) wrote(obj []byte, latest *mvcc.Record) {
 }
 
 // latest returns obj's latest record as of the commands applied so far, if
-// it is known without reading pebble: from an earlier command of this batch,
-// or from the cache (which holds committed state; while a batch is being
-// applied, only this batch has pending writes to this range's keys). A nil
-// record with known == true never happens: absence is not cached.
-func (m *StateMachine) latest(obj []byte) (rec *mvcc.Record, known bool) {
+// it is known without reading pebble (nil otherwise): from an earlier
+// command of this batch, or from the cache (which holds committed state;
+// while a batch is being applied, only this batch has pending writes to this
+// range's keys). Absence is never cached.
+func (m *StateMachine) latest(obj []byte) *mvcc.Record {
 	if m.Cache == nil {
-		return nil, false
+		return nil
 	}
 	if i, ok := m.inBatch[string(obj)]; ok {
-		rec = m.written[i].latest
-		return rec, rec != nil
+		return m.written[i].latest
 	}
-	rec, _ = m.Cache.Get(obj)
-	return rec, rec != nil
+	rec, _ := m.Cache.Get(obj)
+	return rec
 }
 
 // Apply implements replica.StateMachine. It returns a *Result or an error;
@@ -95,15 +94,14 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 		// The latest version is needed for the conditions and, under KeepAll,
 		// is all mvcc needs: known from this batch or the cache, the write
 		// reads nothing from pebble.
-		latest, known := m.latest(c.Obj)
+		latest := m.latest(c.Obj)
 		if c.IfMatch != 0 || c.IfNoneMatch || c.IfAbsent {
-			if !known {
+			if latest == nil {
 				var err error
 				latest, err = mvcc.Latest(rw, c.Obj)
 				if err != nil && !errors.Is(err, mvcc.ErrNotFound) {
 					return err
 				}
-				known = true
 			}
 			live := latest != nil && !latest.DeleteMarker
 			if c.IfMatch != 0 && (!live || latest.Version != c.IfMatch) {
@@ -117,15 +115,11 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 		// the write was ordered, and a version must never appear below one
 		// that a reader has already seen as the latest (ErrStaleVersion: the
 		// proposer retries with a new timestamp).
-		var (
-			pruned []*mvcc.Record
-			err    error
-		)
-		if known && latest != nil {
-			pruned, err = mvcc.PutNewestOver(rw, c.Obj, c.Rec, latest.Version, c.Retention, c.Rec.Version)
-		} else {
-			pruned, err = mvcc.PutNewest(rw, c.Obj, c.Rec, c.Retention, c.Rec.Version)
+		var newest uint64 // 0: not known, mvcc reads it
+		if latest != nil {
+			newest = latest.Version
 		}
+		pruned, err := mvcc.PutNewestOver(rw, c.Obj, c.Rec, newest, c.Retention, c.Rec.Version)
 		if err != nil {
 			return err
 		}

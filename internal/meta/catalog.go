@@ -245,6 +245,22 @@ func (c *Catalog) DeleteSpace(ctx context.Context, name string) error {
 // allocIDs reserves n consecutive IDs from the counter at key (starting at 1)
 // with a compare-and-swap, and returns the first. IDs above limit are refused.
 func (c *Catalog) allocIDs(ctx context.Context, key string, n, limit uint64) (uint64, error) {
+	last, err := c.updateCounter(ctx, key, func(last uint64) (uint64, error) {
+		if last > limit || n > limit-last {
+			return 0, fmt.Errorf("meta: counter %s exhausted at %d", key, last)
+		}
+		return last + n, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return last + 1, nil
+}
+
+// updateCounter moves the counter at key (0 when absent) from last to
+// next(last) with a compare-and-swap, retrying on conflict, and returns the
+// last it moved from. A next equal to last writes nothing.
+func (c *Catalog) updateCounter(ctx context.Context, key string, next func(last uint64) (uint64, error)) (uint64, error) {
 	for {
 		var last uint64
 		var rev int64
@@ -259,12 +275,13 @@ func (c *Catalog) allocIDs(ctx context.Context, key string, n, limit uint64) (ui
 			}
 			rev = kv.Rev
 		}
-		if last > limit || n > limit-last {
-			return 0, fmt.Errorf("meta: counter %s exhausted at %d", key, last)
+		to, err := next(last)
+		if err != nil || to == last {
+			return last, err
 		}
-		_, err = c.store.Put(ctx, key, encodeCounter(last+n), rev)
+		_, err = c.store.Put(ctx, key, encodeCounter(to), rev)
 		if err == nil {
-			return last + 1, nil
+			return last, nil
 		}
 		if !errors.Is(err, ErrConflict) {
 			return 0, err

@@ -95,30 +95,8 @@ func (c *Catalog) Nodes(ctx context.Context) ([]NodeInfo, error) {
 // ReserveNodeID raises the node id counter to at least id, so that AllocNodeID
 // never hands out an id already taken (the first node takes id 1 itself).
 func (c *Catalog) ReserveNodeID(ctx context.Context, id uint64) error {
-	for {
-		var (
-			last uint64
-			rev  int64
-		)
-		kv, err := c.store.Get(ctx, keyNodeCounter)
-		switch {
-		case errors.Is(err, ErrNotFound):
-		case err != nil:
-			return err
-		default:
-			if last, err = decodeCounter(kv); err != nil {
-				return err
-			}
-			rev = kv.Rev
-		}
-		if last >= id {
-			return nil
-		}
-		_, err = c.store.Put(ctx, keyNodeCounter, encodeCounter(id), rev)
-		if !errors.Is(err, ErrConflict) {
-			return err
-		}
-	}
+	_, err := c.updateCounter(ctx, keyNodeCounter, func(last uint64) (uint64, error) { return max(last, id), nil })
+	return err
 }
 
 // MapEpoch returns the meta service revision of the newest change to the

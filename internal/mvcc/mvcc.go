@@ -194,10 +194,10 @@ func PutNewest(rw ReadWriter, obj []byte, rec *Record, pol Retention, now uint64
 	return put(rw, obj, rec, pol, now, true)
 }
 
-// PutNewestOver is PutNewest for a caller that knows obj's newest version,
-// latest (from a cache coherent with rw). Under KeepAll it writes without
-// reading rw; under other policies, which need the whole history, it is
-// PutNewest.
+// PutNewestOver is PutNewest for a caller that may know obj's newest
+// version, latest (from a cache coherent with rw; 0 if not known). Under
+// KeepAll with latest known it writes without reading rw; otherwise (other
+// policies need the whole history) it is PutNewest.
 func PutNewestOver(rw ReadWriter, obj []byte, rec *Record, latest uint64, pol Retention, now uint64) (pruned []*Record, err error) {
 	if pol.Mode != KeepAll || latest == 0 {
 		return PutNewest(rw, obj, rec, pol, now)

@@ -462,9 +462,15 @@ func (n *Node) readRecord(r *rng, obj []byte, version, asOf uint64) (*mvcc.Recor
 	)
 	// The cache holds the latest committed version: it answers reads of the
 	// latest, and of an exact version that is the latest.
-	cached, tok := n.cache.Get(obj)
+	var (
+		cached *mvcc.Record
+		tok    kv.CacheToken
+	)
+	if asOf == 0 {
+		cached, tok = n.cache.Get(obj)
+	}
 	switch {
-	case cached != nil && (version == 0 || version == cached.Version) && asOf == 0:
+	case cached != nil && (version == 0 || version == cached.Version):
 		rec = cached
 		n.metrics.cacheHits.Inc()
 	case version != 0:
