@@ -230,9 +230,10 @@ type DialOptions struct {
 }
 
 // DialEtcd returns a Store on a meta service run by other nodes (a node
-// that holds no voting etcd member reaches the cluster this way). The
-// member list is re-read every 10 s, so the client follows membership
-// changes; learners are not used as endpoints.
+// that holds no voting etcd member reaches the cluster this way). Once one
+// endpoint answers, the client is pointed at the current voters; the member
+// list is re-read every 10 s, so it follows membership changes (learners
+// are not used as endpoints).
 func DialEtcd(o DialOptions) (*EtcdStore, error) {
 	if len(o.Endpoints) == 0 || o.Name == "" {
 		return nil, errors.New("meta: DialEtcd needs endpoints and a name")
@@ -255,13 +256,23 @@ func DialEtcd(o DialOptions) (*EtcdStore, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.DialTimeout)
 	defer cancel()
-	if _, err := cli.MemberList(ctx); err != nil {
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
 		closing.Store(true)
 		cli.Close()
 		return nil, fmt.Errorf("meta: reach the meta service at %s: %w", strings.Join(o.Endpoints, ","), err)
 	}
 	s := &EtcdStore{client: cli, name: o.Name, log: o.Logger, closing: closing}
 	s.mu.leaders = make(map[*etcdLeadership]struct{})
+	// Start from the voters as they are now, not as the caller last saw
+	// them: the given endpoints may be a stale list.
+	var voters []string
+	for _, m := range resp.Members {
+		if !m.IsLearner {
+			voters = append(voters, m.ClientURLs...)
+		}
+	}
+	s.SetEndpoints(voters)
 	return s, nil
 }
 

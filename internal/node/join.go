@@ -161,7 +161,13 @@ func (n *Node) openMeta(joined *joinResponse) error {
 			return fmt.Errorf("start this node's meta service member: %w", err)
 		}
 	}
-	cli, err := meta.DialEtcd(meta.DialOptions{Endpoints: n.id.Endpoints, Name: memberName(n.id.NodeID), Logger: n.log})
+	eps := n.id.Endpoints
+	if n.id.Member && joined == nil {
+		// A restart: this node's own member (a voter by now, in all
+		// likelihood) is reachable even when every saved endpoint is gone.
+		eps = append([]string{urls.client}, eps...)
+	}
+	cli, err := meta.DialEtcd(meta.DialOptions{Endpoints: eps, Name: memberName(n.id.NodeID), Logger: n.log})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +105,16 @@ func TestJoinGrowsMeta(t *testing.T) {
 
 	// Restart the second node on its data directory: same id, no new join.
 	id := second.NodeID()
+	// A restarted node comes back on the ports it had (the meta service's
+	// members know each other by peer URL).
+	secondCfg.MetaPort, secondCfg.MetaClientPort = second.cfg.MetaPort, second.cfg.MetaClientPort
+	for _, p := range []struct {
+		port *int
+		addr string
+	}{{&secondCfg.PeerPort, second.PeerAddr()}, {&secondCfg.NativePort, second.NativeAddr()}, {&secondCfg.HTTPPort, second.HTTPAddr()}} {
+		_, port, _ := net.SplitHostPort(p.addr)
+		*p.port, _ = strconv.Atoi(port)
+	}
 	second.Close()
 	again := openNode(t, secondCfg)
 	if again.NodeID() != id {
