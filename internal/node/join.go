@@ -199,46 +199,38 @@ func (n *Node) followMembers(members []meta.Member) {
 	}
 }
 
-// reconcileMeta keeps the meta service's voters at the target for the
-// number of nodes: it promotes learners that have caught up. Every node
-// runs it; a promotion another node already made just fails.
+// reconcileMeta moves the meta service's voters toward the target for the
+// number of nodes: it promotes learners that have caught up, and points a
+// joined node's meta client at the voters. Every node runs it every 500ms;
+// a promotion another node already made just fails.
 func (n *Node) reconcileMeta(ctx context.Context) {
 	ms, ok := n.meta.(membership)
 	if !ok {
 		return
 	}
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	nodes, err := n.catalog.Nodes(ctx)
+	if err != nil {
+		return
+	}
+	members, err := ms.Members(ctx)
+	if err != nil {
+		return
+	}
+	n.followMembers(members)
+	voters := 0
+	for _, m := range members {
+		if !m.Learner {
+			voters++
 		}
-		nodes, err := n.catalog.Nodes(ctx)
-		if err != nil {
-			continue
+	}
+	for _, m := range members {
+		if voters >= meta.TargetVoters(len(nodes)) {
+			break
 		}
-		members, err := ms.Members(ctx)
-		if err != nil {
-			continue
-		}
-		n.followMembers(members)
-		voters := 0
-		for _, m := range members {
-			if !m.Learner {
+		if m.Learner && m.Name != "" { // started and known by name
+			if err := ms.Promote(ctx, m.ID); err == nil {
+				n.log.Info("meta service member promoted to voter", "member", m.Name)
 				voters++
-			}
-		}
-		for _, m := range members {
-			if voters >= meta.TargetVoters(len(nodes)) {
-				break
-			}
-			if m.Learner && m.Name != "" { // started and known by name
-				if err := ms.Promote(ctx, m.ID); err == nil {
-					n.log.Info("meta service member promoted to voter", "member", m.Name)
-					voters++
-				}
 			}
 		}
 	}

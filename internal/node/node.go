@@ -314,11 +314,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.bg.Add(3)
 	go func() {
 		defer n.bg.Done()
-		n.reconcileMeta(bgCtx)
+		every(bgCtx, 500*time.Millisecond, n.reconcileMeta)
 	}()
 	go func() {
 		defer n.bg.Done()
-		n.watchRanges(bgCtx)
+		every(bgCtx, 500*time.Millisecond, n.openPlacedSpaces)
 	}()
 	go func() {
 		defer n.bg.Done()
@@ -357,6 +357,20 @@ func (n *Node) saveIdentity(id identity) error {
 func (n *Node) writeIdentity(id identity) error {
 	b, _ := json.Marshal(id)
 	return n.eng.DB().Set(identityKey, b, pebble.Sync)
+}
+
+// every runs fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn(ctx)
+		}
+	}
 }
 
 func pickPort(host string, port int) (int, error) {

@@ -143,41 +143,31 @@ func (n *Node) placement(ctx context.Context, r int) (func(uint64) []uint64, err
 	return func(rangeID uint64) []uint64 { return meta.PlaceReplicas(rangeID, up, r) }, nil
 }
 
-// watchRanges opens the spaces that have ranges placed on this node by
-// another node (a space created elsewhere), so that their replicas start
-// and join their groups. It polls the range table every 500ms until ctx
-// ends.
-func (n *Node) watchRanges(ctx context.Context) {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+// openPlacedSpaces opens the spaces that have ranges placed on this node
+// by another node (a space created elsewhere), so that their replicas start
+// and join their groups. Every node runs it every 500ms.
+func (n *Node) openPlacedSpaces(ctx context.Context) {
+	ranges, err := n.catalog.ListRanges(ctx)
+	if err != nil {
+		return
+	}
+	mine := map[uint32]bool{}
+	for _, r := range ranges {
+		if slices.Contains(r.Replicas, n.id.NodeID) && n.ranges.Replica(r.ID) == nil {
+			mine[r.SpaceID] = true
 		}
-		ranges, err := n.catalog.ListRanges(ctx)
-		if err != nil {
-			continue
-		}
-		mine := map[uint32]bool{}
-		for _, r := range ranges {
-			if slices.Contains(r.Replicas, n.id.NodeID) && n.ranges.Replica(r.ID) == nil {
-				mine[r.SpaceID] = true
-			}
-		}
-		if len(mine) == 0 {
-			continue
-		}
-		spaces, err := n.catalog.ListSpaces(ctx)
-		if err != nil {
-			continue
-		}
-		for _, sp := range spaces {
-			if mine[sp.ID] && sp.State == meta.SpaceActive {
-				if _, err := n.openSpace(ctx, sp); err != nil {
-					n.log.Warn("open a space placed on this node", "space", sp.Name, "err", err)
-				}
+	}
+	if len(mine) == 0 {
+		return
+	}
+	spaces, err := n.catalog.ListSpaces(ctx)
+	if err != nil {
+		return
+	}
+	for _, sp := range spaces {
+		if mine[sp.ID] && sp.State == meta.SpaceActive {
+			if _, err := n.openSpace(ctx, sp); err != nil {
+				n.log.Warn("open a space placed on this node", "space", sp.Name, "err", err)
 			}
 		}
 	}
