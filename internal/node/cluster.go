@@ -29,7 +29,10 @@ type peers struct {
 	caller  transport.Caller             // unary calls to other nodes
 	mu      sync.Mutex
 	addrs   map[uint64]string // node id -> peer address, from the cluster map
-	fetched time.Time         // when addrs was last read
+	nodes   []meta.NodeInfo   // the cluster map, replaced (never modified) on refresh
+	// inflight counts calls in flight per node (see load).
+	inflight map[uint64]*atomic.Int64
+	fetched  time.Time // when addrs was last read
 }
 
 // startPeers binds the peer port and creates the transport; the server
@@ -56,37 +59,58 @@ func (n *Node) startPeers() error {
 		"Join":      n.handleJoin,
 		"Timestamp": n.handleTimestamp,
 	})
+	transport.RegisterUnary(p.srv, chunkService, map[string]transport.Unary{
+		"Put": n.handleChunkPut,
+		"Get": n.handleChunkGet,
+	})
 	n.peers = p
 	return nil
 }
 
-// resolve returns a node's peer address from the cluster map. The cached
-// copy is read again when it is older than two seconds, or (at most every
-// 500ms) when the node is not in it: a node that restarted on another
-// address is found again.
+// resolve returns a node's peer address from the cluster map (see view).
 func (p *peers) resolve(id uint64) (string, bool) {
+	p.refresh(id)
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	addr, ok := p.addrs[id]
+	return addr, ok
+}
+
+// view returns the cluster map's nodes as last read (see refresh). The
+// slice is shared: callers must not modify it.
+func (p *peers) view() []meta.NodeInfo {
+	p.refresh(0)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nodes
+}
+
+// refresh reads the cluster map again when the cached copy is older than
+// two seconds, or (at most every 500ms) when node want (if not 0) is not in
+// it: a node that restarted on another address is found again.
+func (p *peers) refresh(want uint64) {
+	p.mu.Lock()
+	_, ok := p.addrs[want]
 	age := time.Since(p.fetched)
 	p.mu.Unlock()
 	cat := p.catalog.Load()
-	if cat == nil || (ok && age < 2*time.Second) || (!ok && age < 500*time.Millisecond) {
-		return addr, ok
+	if cat == nil || ((ok || want == 0) && age < 2*time.Second) || (!ok && age < 500*time.Millisecond) {
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	nodes, err := cat.Nodes(ctx)
+	if err != nil {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err == nil {
-		p.fetched = time.Now()
-		clear(p.addrs)
-		for _, nd := range nodes {
-			p.addrs[nd.ID] = nd.Peer
-		}
+	p.fetched = time.Now()
+	p.nodes = nodes
+	clear(p.addrs)
+	for _, nd := range nodes {
+		p.addrs[nd.ID] = nd.Peer
 	}
-	addr, ok = p.addrs[id]
-	return addr, ok
 }
 
 // forget drops the cached map so that the next resolve reads it again (a

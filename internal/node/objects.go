@@ -15,7 +15,6 @@ import (
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/replica"
-	"github.com/cairn-db/cairn/internal/segment"
 	"github.com/cairn-db/cairn/internal/tstamp"
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -96,7 +95,7 @@ func (n *Node) Put(ctx context.Context, req *wire.PutRequest, body io.Reader) (w
 	}
 	switch req.Mode {
 	case wire.PutReplace:
-		rec, err := n.writeBody(ctx, body, req.Size)
+		rec, err := n.writeBody(ctx, body, req.Size, s.replicas())
 		if err != nil {
 			return wire.ObjectInfo{}, err
 		}
@@ -173,7 +172,7 @@ func unavailable(what string, err error) error {
 // content-defined chunks in the segment store. The returned record has Size,
 // Hash, ETag and Inline or Manifest set. size < 0 means "until EOF"; a body
 // that ends before size bytes is CodeTruncated.
-func (n *Node) writeBody(ctx context.Context, body io.Reader, size int64) (*mvcc.Record, error) {
+func (n *Node) writeBody(ctx context.Context, body io.Reader, size int64, replicas int) (*mvcc.Record, error) {
 	if body == nil {
 		body = bytes.NewReader(nil)
 	}
@@ -204,19 +203,19 @@ func (n *Node) writeBody(ctx context.Context, body io.Reader, size int64) (*mvcc
 			Size: int64(hn), Hash: chunk.Sum(head), ETag: hex.EncodeToString(sum[:]), Inline: head,
 		}, nil
 	}
-	return n.writeChunks(ctx, io.MultiReader(bytes.NewReader(head), src), size)
+	return n.writeChunks(ctx, io.MultiReader(bytes.NewReader(head), src), size, replicas)
 }
 
 // writeChunks cuts r into content-defined chunks and stores them; at most a
 // few chunks are in flight, so memory stays bounded whatever the size.
-func (n *Node) writeChunks(ctx context.Context, r io.Reader, size int64) (*mvcc.Record, error) {
+func (n *Node) writeChunks(ctx context.Context, r io.Reader, size int64, replicas int) (*mvcc.Record, error) {
 	const inflight = 4
 	md := md5.New()
 	bh := chunk.NewHasher()
 	ch := chunk.NewChunker(io.TeeReader(r, io.MultiWriter(md, bh)), n.cfg.Chunking)
 	var (
 		m       chunk.Manifest
-		pending []*segment.Pending
+		pending []*chunkPut
 		total   int64
 	)
 	wait := func(keep int) error {
@@ -242,7 +241,7 @@ func (n *Node) writeChunks(ctx context.Context, r io.Reader, size int64) (*mvcc.
 		}
 		h := chunk.Sum(c)
 		m.Chunks = append(m.Chunks, chunk.Ref{Hash: h, Size: uint32(len(c))})
-		pending = append(pending, n.chunks.PutAsync(h, c))
+		pending = append(pending, n.putChunk(ctx, h, c, replicas))
 		if err := wait(inflight); err != nil {
 			return nil, err
 		}
@@ -324,7 +323,7 @@ func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, r *rng, req
 			if req.IfMatch != 0 && req.IfMatch != pver {
 				return wire.ObjectInfo{}, wire.Errorf(wire.CodePreconditionFailed, "latest version is %s, not %s", tstamp.String(pver), tstamp.String(req.IfMatch))
 			}
-			if pm, err = n.manifestOf(ctx, parent); err != nil {
+			if pm, err = n.manifestOf(ctx, parent, s.replicas()); err != nil {
 				return wire.ObjectInfo{}, err
 			}
 		} else if req.IfMatch != 0 {
@@ -345,11 +344,11 @@ func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, r *rng, req
 		if off > n.cfg.MaxObjectSize-int64(len(data)) {
 			return wire.ObjectInfo{}, wire.Errorf(wire.CodeTooLarge, "the object would be over the %d byte limit", n.cfg.MaxObjectSize)
 		}
-		nm, err := chunk.WriteAt(pm, off, data, 0, n.loadChunk(ctx), n.storeChunk(ctx))
+		nm, err := chunk.WriteAt(pm, off, data, 0, n.loadChunk(ctx, s.replicas()), n.storeChunk(ctx, s.replicas()))
 		if err != nil {
 			return wire.ObjectInfo{}, err
 		}
-		rec, err := n.summarize(ctx, nm)
+		rec, err := n.summarize(ctx, nm, s.replicas())
 		if err != nil {
 			return wire.ObjectInfo{}, err
 		}
@@ -375,7 +374,7 @@ func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, r *rng, req
 
 // manifestOf returns rec's content as a manifest, moving inline bytes into a
 // chunk when needed.
-func (n *Node) manifestOf(ctx context.Context, rec *mvcc.Record) (chunk.Manifest, error) {
+func (n *Node) manifestOf(ctx context.Context, rec *mvcc.Record, replicas int) (chunk.Manifest, error) {
 	if rec.Manifest != nil {
 		m, err := chunk.UnmarshalManifest(rec.Manifest)
 		if err != nil {
@@ -386,18 +385,18 @@ func (n *Node) manifestOf(ctx context.Context, rec *mvcc.Record) (chunk.Manifest
 	if len(rec.Inline) == 0 {
 		return chunk.Manifest{}, nil
 	}
-	ref, err := n.storeChunk(ctx)(rec.Inline)
+	ref, err := n.storeChunk(ctx, replicas)(rec.Inline)
 	return chunk.Manifest{Chunks: []chunk.Ref{ref}}, err
 }
 
-func (n *Node) loadChunk(ctx context.Context) func(chunk.Ref) ([]byte, error) {
-	return func(ref chunk.Ref) ([]byte, error) { return n.getChunk(ctx, ref.Hash, nil) }
+func (n *Node) loadChunk(ctx context.Context, replicas int) func(chunk.Ref) ([]byte, error) {
+	return func(ref chunk.Ref) ([]byte, error) { return n.getChunk(ctx, ref.Hash, nil, replicas) }
 }
 
-func (n *Node) storeChunk(ctx context.Context) func([]byte) (chunk.Ref, error) {
+func (n *Node) storeChunk(ctx context.Context, replicas int) func([]byte) (chunk.Ref, error) {
 	return func(b []byte) (chunk.Ref, error) {
 		h := chunk.Sum(b)
-		if err := n.chunks.Put(ctx, h, b); err != nil {
+		if err := n.putChunk(ctx, h, b, replicas).Wait(ctx); err != nil {
 			return chunk.Ref{}, err
 		}
 		return chunk.Ref{Hash: h, Size: uint32(len(b))}, nil
@@ -407,13 +406,13 @@ func (n *Node) storeChunk(ctx context.Context) func([]byte) (chunk.Ref, error) {
 // summarize computes a record for the content m describes: size, BLAKE3
 // and MD5 of the whole content (read back through verified chunks), and
 // the manifest itself; small content is stored inline instead.
-func (n *Node) summarize(ctx context.Context, m chunk.Manifest) (*mvcc.Record, error) {
+func (n *Node) summarize(ctx context.Context, m chunk.Manifest, replicas int) (*mvcc.Record, error) {
 	md := md5.New()
 	bh := chunk.NewHasher()
 	var inline []byte
 	small := m.Size() <= int64(n.cfg.InlineThreshold)
 	for _, ref := range m.Chunks {
-		b, err := n.getChunk(ctx, ref.Hash, nil)
+		b, err := n.getChunk(ctx, ref.Hash, nil, replicas)
 		if err != nil {
 			return nil, err
 		}
@@ -433,18 +432,6 @@ func (n *Node) summarize(ctx context.Context, m chunk.Manifest) (*mvcc.Record, e
 		rec.Manifest = m.Marshal()
 	}
 	return rec, nil
-}
-
-func (n *Node) getChunk(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, error) {
-	b, err := n.chunks.Get(ctx, h, dst)
-	switch {
-	case errors.Is(err, segment.ErrCorrupt):
-		n.metrics.corrupt.Inc()
-		return nil, wire.Errorf(wire.CodeCorrupt, "chunk %s failed its checksum", h)
-	case errors.Is(err, segment.ErrNotFound):
-		return nil, wire.Errorf(wire.CodeCorrupt, "chunk %s is missing", h)
-	}
-	return b, err
 }
 
 // readRecord reads the selected version of obj from r's leaseholder state.
@@ -531,7 +518,7 @@ func (n *Node) Stat(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo,
 
 // Get implements wire.Service.
 func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, io.ReadCloser, error) {
-	_, obj, r, release, err := n.target(ctx, req.Space, req.Key)
+	s, obj, r, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
 		return wire.ObjectInfo{}, nil, err
 	}
@@ -558,7 +545,7 @@ func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, 
 	if err != nil {
 		return info, nil, wire.Errorf(wire.CodeCorrupt, "manifest of version %s: %v", tstamp.String(rec.Version), err)
 	}
-	return info, newChunkReader(ctx, n, m.Span(off, length)), nil
+	return info, newChunkReader(ctx, n, m.Span(off, length), s.replicas()), nil
 }
 
 // chunkReader streams pieces of chunks, each verified by the segment store,
@@ -567,6 +554,7 @@ type chunkReader struct {
 	ctx    context.Context
 	n      *Node
 	pieces []chunk.Piece
+	r      int // the space's replication factor
 	cur    []byte
 	next   chan fetched
 	err    error
@@ -577,8 +565,8 @@ type fetched struct {
 	err error
 }
 
-func newChunkReader(ctx context.Context, n *Node, pieces []chunk.Piece) *chunkReader {
-	cr := &chunkReader{ctx: ctx, n: n, pieces: pieces}
+func newChunkReader(ctx context.Context, n *Node, pieces []chunk.Piece, r int) *chunkReader {
+	cr := &chunkReader{ctx: ctx, n: n, pieces: pieces, r: r}
 	cr.prefetch()
 	return cr
 }
@@ -593,7 +581,7 @@ func (cr *chunkReader) prefetch() {
 	ch := make(chan fetched, 1)
 	cr.next = ch
 	go func() {
-		b, err := cr.n.getChunk(cr.ctx, p.Ref.Hash, nil)
+		b, err := cr.n.getChunk(cr.ctx, p.Ref.Hash, nil, cr.r)
 		if err == nil {
 			b = b[p.Off : p.Off+p.Len]
 		}

@@ -315,7 +315,7 @@ func manifestOfVersion(t *testing.T, n *Node, v uint64) chunk.Manifest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := n.manifestOf(context.Background(), rec)
+	m, err := n.manifestOf(context.Background(), rec, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

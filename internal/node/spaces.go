@@ -32,6 +32,15 @@ type space struct {
 	deleted bool // guarded by gate
 }
 
+// replicas is how many nodes hold each of the space's chunks (and ranges):
+// its setting, or meta.DefaultReplicas.
+func (s *space) replicas() int {
+	if s.meta.Settings.Replicas > 0 {
+		return s.meta.Settings.Replicas
+	}
+	return meta.DefaultReplicas
+}
+
 // rng is one range of a space with its local replica.
 type rng struct {
 	desc meta.RangeDesc

@@ -2,10 +2,12 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
@@ -26,7 +28,12 @@ func RegisterUnary(s *grpc.Server, service string, methods map[string]Unary) {
 					return nil, err
 				}
 				out, err := h(ctx, in.b)
-				if err != nil {
+				switch {
+				case errors.Is(err, ErrNotFound):
+					return nil, status.Error(codes.NotFound, err.Error())
+				case errors.Is(err, ErrCorrupt):
+					return nil, status.Error(codes.DataLoss, err.Error())
+				case err != nil:
 					return nil, err
 				}
 				return &frame{b: out}, nil
@@ -43,15 +50,39 @@ type Caller struct {
 	conns map[string]*grpc.ClientConn
 }
 
-// Call invokes service/method on the node at addr.
+// Errors a unary handler returns to tell the caller what happened; Call
+// returns them (wrapped) on the calling side.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrCorrupt  = errors.New("corrupt")
+)
+
+// Call invokes service/method on the node at addr, waiting for the
+// connection to come up for as long as ctx allows.
 func (c *Caller) Call(ctx context.Context, addr, service, method string, req []byte) ([]byte, error) {
+	return c.invoke(ctx, addr, service, method, req, true)
+}
+
+// Try is Call that fails at once when the node cannot be reached, rather
+// than waiting for it to come up (for calls that have somewhere else to go).
+func (c *Caller) Try(ctx context.Context, addr, service, method string, req []byte) ([]byte, error) {
+	return c.invoke(ctx, addr, service, method, req, false)
+}
+
+func (c *Caller) invoke(ctx context.Context, addr, service, method string, req []byte, wait bool) ([]byte, error) {
 	cc, err := c.conn(addr)
 	if err != nil {
 		return nil, err
 	}
 	var out frame
-	if err := cc.Invoke(ctx, "/"+service+"/"+method, &frame{b: req}, &out, grpc.WaitForReady(true)); err != nil {
+	if err := cc.Invoke(ctx, "/"+service+"/"+method, &frame{b: req}, &out, grpc.WaitForReady(wait)); err != nil {
 		if st, ok := status.FromError(err); ok {
+			switch st.Code() {
+			case codes.NotFound:
+				return nil, fmt.Errorf("%s/%s on %s: %w: %s", service, method, addr, ErrNotFound, st.Message())
+			case codes.DataLoss:
+				return nil, fmt.Errorf("%s/%s on %s: %w: %s", service, method, addr, ErrCorrupt, st.Message())
+			}
 			return nil, fmt.Errorf("%s/%s on %s: %s", service, method, addr, st.Message())
 		}
 		return nil, err

@@ -1,0 +1,289 @@
+package node
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/segment"
+	"github.com/cairn-db/cairn/internal/transport"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// chunkService is the peer gRPC service that stores and serves chunks for
+// other nodes.
+const chunkService = "cairn.Chunk"
+
+// A chunk is stored on r nodes: the first r of the live nodes ranked by
+// rendezvous hashing of the chunk's hash (one per zone first; see
+// meta.PlaceReplicas). A version commits only after every copy is durable.
+// A node that cannot be reached is replaced by the next node of the
+// ranking, so a write succeeds while r nodes are up; the repairer moves
+// copies back to their ranked places. Reads try the local store, then the
+// ranked nodes least loaded first, then every other node, and verify the
+// hash of whatever they get.
+
+// chunkRanking returns the nodes a chunk may live on, best first: the nodes
+// of the cluster map that are up (this node always counts as up).
+func (n *Node) chunkRanking(h chunk.Hash, nodes []meta.NodeInfo) []uint64 {
+	up := make([]meta.NodeInfo, 0, len(nodes)+1)
+	self := false
+	for _, nd := range nodes {
+		if nd.ID == n.id.NodeID {
+			self = true
+			up = append(up, nd)
+		} else if nd.State == meta.NodeUp {
+			up = append(up, nd)
+		}
+	}
+	if !self {
+		up = append(up, meta.NodeInfo{ID: n.id.NodeID, Zone: n.cfg.Zone})
+	}
+	if len(up) == 1 {
+		return []uint64{n.id.NodeID}
+	}
+	return meta.PlaceReplicas(binary.BigEndian.Uint64(h[:8]), up, len(up))
+}
+
+// chunkPut is a chunk being stored on its nodes; Wait returns when every
+// copy is durable or one cannot be made.
+type chunkPut struct {
+	h      chunk.Hash
+	local  *segment.Pending
+	remote int
+	errs   chan error
+}
+
+// Wait waits for every copy of the chunk to be durable.
+func (p *chunkPut) Wait(ctx context.Context) error {
+	var first error
+	if p.local != nil {
+		if err := p.local.Wait(ctx); err != nil {
+			first = err
+		}
+	}
+	for range p.remote {
+		select {
+		case err := <-p.errs:
+			if err != nil && first == nil {
+				first = err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return first
+}
+
+// putChunk starts storing data (whose hash is h) on r nodes. data is not
+// retained after putChunk returns.
+func (n *Node) putChunk(ctx context.Context, h chunk.Hash, data []byte, r int) *chunkPut {
+	if r <= 0 {
+		r = meta.DefaultReplicas
+	}
+	p := &chunkPut{h: h}
+	ranked := n.chunkRanking(h, n.peers.view())
+	r = min(r, len(ranked))
+	if r == 1 && ranked[0] == n.id.NodeID {
+		p.local = n.chunks.PutAsync(h, data)
+		return p
+	}
+	// Remote copies share one request frame: the hash, then the data.
+	frame := make([]byte, 0, chunk.HashSize+len(data))
+	frame = append(append(frame, h[:]...), data...)
+	spares := &spareNodes{ids: ranked[r:]}
+	p.errs = make(chan error, r)
+	for _, id := range ranked[:r] {
+		if id == n.id.NodeID {
+			p.local = n.chunks.PutAsync(h, data)
+			continue
+		}
+		p.remote++
+		go func() { p.errs <- n.sendChunk(ctx, id, frame, spares) }()
+	}
+	return p
+}
+
+// spareNodes hands out the nodes past the first r of a chunk's ranking to
+// copies whose node failed.
+type spareNodes struct {
+	mu  sync.Mutex
+	ids []uint64
+}
+
+func (s *spareNodes) next() (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ids) == 0 {
+		return 0, false
+	}
+	id := s.ids[0]
+	s.ids = s.ids[1:]
+	return id, true
+}
+
+// sendChunk stores one copy of a chunk on node id, or on the next spare
+// node when id fails.
+func (n *Node) sendChunk(ctx context.Context, id uint64, frame []byte, spares *spareNodes) error {
+	var errs []error
+	for {
+		var err error
+		if id == n.id.NodeID {
+			var h chunk.Hash
+			copy(h[:], frame)
+			err = n.chunks.Put(ctx, h, frame[chunk.HashSize:])
+		} else {
+			_, err = n.callNode(ctx, id, chunkService, "Put", frame, chunkTimeout(len(frame)))
+		}
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		errs = append(errs, fmt.Errorf("node %d: %w", id, err))
+		next, ok := spares.next()
+		if !ok {
+			return wire.Errorf(wire.CodeUnavailable, "too few nodes could store a copy of chunk %x: %v", frame[:8], errors.Join(errs...))
+		}
+		id = next
+	}
+}
+
+// chunkTimeout bounds one chunk transfer: 5s plus the time at 8 MiB/s.
+func chunkTimeout(size int) time.Duration {
+	return 5*time.Second + time.Duration(size)*time.Second/(8<<20)
+}
+
+// callNode makes a unary call to node id that fails at once if the node
+// cannot be reached, with at most timeout.
+func (n *Node) callNode(ctx context.Context, id uint64, service, method string, req []byte, timeout time.Duration) ([]byte, error) {
+	addr, ok := n.peers.resolve(id)
+	if !ok {
+		return nil, fmt.Errorf("node %d is not in the cluster map", id)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	n.peers.load(id).Add(1)
+	defer n.peers.load(id).Add(-1)
+	b, err := n.peers.caller.Try(ctx, addr, service, method, req)
+	if err != nil && !errors.Is(err, transport.ErrNotFound) && !errors.Is(err, transport.ErrCorrupt) {
+		n.peers.forget()
+	}
+	return b, err
+}
+
+// getChunk returns the chunk with hash h, verified: from the local store if
+// it holds a good copy, else from another node (see the comment at the top
+// of this file). r is the replication factor of the object's space, a hint
+// for which nodes are most likely to hold it.
+func (n *Node) getChunk(ctx context.Context, h chunk.Hash, dst []byte, r int) ([]byte, error) {
+	b, err := n.chunks.Get(ctx, h, dst)
+	if err == nil {
+		return b, nil
+	}
+	corrupt := errors.Is(err, segment.ErrCorrupt)
+	if corrupt {
+		n.metrics.corrupt.Inc()
+		n.log.Error("chunk failed its checksum; reading another copy", "chunk", h, "err", err)
+	} else if !errors.Is(err, segment.ErrNotFound) {
+		return nil, err
+	}
+	for _, id := range n.chunkSources(h, r) {
+		b, rerr := n.callNode(ctx, id, chunkService, "Get", h[:], chunkTimeout(chunk.MaxChunkSize))
+		switch {
+		case rerr == nil && chunk.Sum(b) == h:
+			return b, nil
+		case rerr == nil:
+			n.metrics.corrupt.Inc()
+			n.log.Error("chunk from another node does not match its hash", "chunk", h, "node", id)
+		case errors.Is(rerr, transport.ErrCorrupt):
+			n.metrics.corrupt.Inc()
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	if corrupt {
+		return nil, wire.Errorf(wire.CodeCorrupt, "chunk %s failed its checksum and no other node has a good copy", h)
+	}
+	return nil, wire.Errorf(wire.CodeCorrupt, "chunk %s is missing on every node that could hold it", h)
+}
+
+// chunkSources lists the other nodes to ask for chunk h, in order: its
+// first r ranked nodes, least loaded first, then the rest of the ranking,
+// then nodes that are not up but not known down (they may still answer).
+func (n *Node) chunkSources(h chunk.Hash, r int) []uint64 {
+	if r <= 0 {
+		r = meta.DefaultReplicas
+	}
+	nodes := n.peers.view()
+	ranked := n.chunkRanking(h, nodes)
+	ranked = slices.DeleteFunc(slices.Clone(ranked), func(id uint64) bool { return id == n.id.NodeID })
+	head := ranked[:min(r, len(ranked))]
+	slices.SortStableFunc(head, func(a, b uint64) int {
+		return int(n.peers.load(a).Load() - n.peers.load(b).Load())
+	})
+	for _, nd := range nodes {
+		if nd.State != meta.NodeUp && nd.State != meta.NodeDown && nd.ID != n.id.NodeID {
+			ranked = append(ranked, nd.ID)
+		}
+	}
+	return ranked
+}
+
+// handleChunkPut stores a chunk for another node: the request is the hash
+// followed by the data; the answer comes once the chunk is durable.
+func (n *Node) handleChunkPut(ctx context.Context, req []byte) ([]byte, error) {
+	if len(req) < chunk.HashSize {
+		return nil, fmt.Errorf("chunk put: %d-byte request is shorter than a hash", len(req))
+	}
+	var h chunk.Hash
+	copy(h[:], req)
+	if err := n.chunks.Put(ctx, h, req[chunk.HashSize:]); err != nil {
+		return nil, fmt.Errorf("chunk put %s: %w", h, err)
+	}
+	return nil, nil
+}
+
+// handleChunkGet serves a chunk to another node: the request is its hash.
+func (n *Node) handleChunkGet(ctx context.Context, req []byte) ([]byte, error) {
+	if len(req) != chunk.HashSize {
+		return nil, fmt.Errorf("chunk get: a %d-byte request is not a hash", len(req))
+	}
+	var h chunk.Hash
+	copy(h[:], req)
+	b, err := n.chunks.Get(ctx, h, nil)
+	switch {
+	case errors.Is(err, segment.ErrNotFound):
+		return nil, fmt.Errorf("chunk %s: %w", h, transport.ErrNotFound)
+	case errors.Is(err, segment.ErrCorrupt):
+		n.metrics.corrupt.Inc()
+		n.log.Error("chunk failed its checksum", "chunk", h, "err", err)
+		return nil, fmt.Errorf("chunk %s: %w", h, transport.ErrCorrupt)
+	}
+	return b, err
+}
+
+// load is the number of calls in flight to node id, for choosing the least
+// loaded copy.
+func (p *peers) load(id uint64) *atomic.Int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.inflight[id]
+	if c == nil {
+		if p.inflight == nil {
+			p.inflight = map[uint64]*atomic.Int64{}
+		}
+		c = new(atomic.Int64)
+		p.inflight[id] = c
+	}
+	return c
+}

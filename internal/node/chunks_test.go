@@ -1,0 +1,156 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// threeNodes starts a three-node cluster and waits until every node sees
+// all three in the cluster map.
+func threeNodes(t *testing.T) []*Node {
+	t.Helper()
+	first := openNode(t, clusterConfig(t, ""))
+	nodes := []*Node{first, openNode(t, clusterConfig(t, first.PeerAddr())), openNode(t, clusterConfig(t, first.PeerAddr()))}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, n := range nodes {
+		for len(n.peers.view()) < 3 {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d sees %d nodes", n.NodeID(), len(n.peers.view()))
+			}
+			n.peers.forget()
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nodes
+}
+
+// TestReplicatedChunks writes a chunked object on a three-node cluster and
+// checks that every chunk is durable on all three nodes (R = 3) before the
+// write is acknowledged, that a node holding no copy reads through the
+// others, and that a corrupt copy is skipped for a good one.
+func TestReplicatedChunks(t *testing.T) {
+	ctx := context.Background()
+	nodes := threeNodes(t)
+	if _, err := nodes[0].CreateSpace(ctx, "chunks", wire.SpaceSettings{Ranges: 1}); err != nil {
+		t.Fatal(err)
+	}
+	body := randBytes(rand.New(rand.NewPCG(1, 2)), 3<<20)
+	info := writeAny(t, nodes, "chunks", "big", string(body))
+	if got := readAny(t, nodes, "chunks", "big"); got != string(body) {
+		t.Fatalf("read back %d bytes, not the %d written", len(got), len(body))
+	}
+	var m chunk.Manifest
+	for _, n := range nodes {
+		r, err := n.readRecord(mustRange(t, n, "chunks", "big"), objKey(t, n, "chunks", "big"), info.Version, 0)
+		if err == nil {
+			if m, err = chunk.UnmarshalManifest(r.Manifest); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if len(m.Chunks) < 2 {
+		t.Fatalf("a 3 MiB object has %d chunks; want several", len(m.Chunks))
+	}
+	for _, n := range nodes {
+		for _, ref := range m.Chunks {
+			if ok, err := n.chunks.Has(ref.Hash); !ok || err != nil {
+				t.Fatalf("node %d lacks chunk %s of the acknowledged write (%v)", n.NodeID(), ref.Hash, err)
+			}
+		}
+	}
+
+	// A chunk only on node 1 is read through it by node 0 and node 2,
+	// verified.
+	lone := randBytes(rand.New(rand.NewPCG(3, 4)), 1<<20)
+	h := chunk.Sum(lone)
+	if err := nodes[1].chunks.Put(ctx, h, lone); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*Node{nodes[0], nodes[2]} {
+		b, err := n.getChunk(ctx, h, nil, 3)
+		if err != nil || !bytes.Equal(b, lone) {
+			t.Fatalf("node %d reading a chunk held only by node %d: %d bytes, %v", n.NodeID(), nodes[1].NodeID(), len(b), err)
+		}
+	}
+
+	// Corrupt node 1's only segment holding that chunk: the read fails as
+	// corrupt, never returning wrong bytes; with a good copy on node 2 it
+	// succeeds.
+	fresh := threeNodes(t)
+	lone2 := randBytes(rand.New(rand.NewPCG(5, 6)), 1<<20)
+	h2 := chunk.Sum(lone2)
+	if err := fresh[1].chunks.Put(ctx, h2, lone2); err != nil {
+		t.Fatal(err)
+	}
+	corruptSegments(t, fresh[1])
+	if _, err := fresh[0].getChunk(ctx, h2, nil, 3); wire.CodeOf(err) != wire.CodeCorrupt {
+		t.Fatalf("reading a chunk whose only copy is corrupt: %v, want CORRUPT", err)
+	}
+	if err := fresh[2].chunks.Put(ctx, h2, lone2); err != nil {
+		t.Fatal(err)
+	}
+	b, err := fresh[0].getChunk(ctx, h2, nil, 3)
+	if err != nil || !bytes.Equal(b, lone2) {
+		t.Fatalf("reading past a corrupt copy to a good one: %d bytes, %v", len(b), err)
+	}
+	if b, err := fresh[1].getChunk(ctx, h2, nil, 3); err != nil || !bytes.Equal(b, lone2) {
+		t.Fatalf("a node whose own copy is corrupt reads another: %d bytes, %v", len(b), err)
+	}
+}
+
+// corruptSegments flips a byte in the middle of every segment file of n.
+func corruptSegments(t *testing.T, n *Node) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(n.cfg.DataDir, "segments", "*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("segment files of node %d: %v %v", n.NodeID(), files, err)
+	}
+	for _, name := range files {
+		f, err := os.OpenFile(name, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		if st.Size() > 1<<10 {
+			var b [1]byte
+			off := st.Size() / 2
+			if _, err := f.ReadAt(b[:], off); err != nil {
+				t.Fatal(err)
+			}
+			b[0] ^= 0xff
+			if _, err := f.WriteAt(b[:], off); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.Close()
+	}
+}
+
+func mustRange(t *testing.T, n *Node, space, key string) *rng {
+	t.Helper()
+	_, _, r, release, err := n.target(context.Background(), space, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	return r
+}
+
+func objKey(t *testing.T, n *Node, space, key string) []byte {
+	t.Helper()
+	_, obj, _, release, err := n.target(context.Background(), space, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	return obj
+}
