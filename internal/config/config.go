@@ -11,6 +11,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/env/v2"
@@ -25,20 +26,21 @@ import (
 // Server is the server's configuration as a user writes it. Keys are the
 // flag names; the environment variable of key "data-dir" is CAIRN_DATA_DIR.
 type Server struct {
-	DataDir         string `koanf:"data-dir"`
-	Listen          string `koanf:"listen"`
-	Port            int    `koanf:"port"`
-	HTTPPort        int    `koanf:"http-port"`
-	MetaPort        int    `koanf:"meta-port"`
-	PeerPort        int    `koanf:"peer-port"`
-	Advertise       string `koanf:"advertise"`
-	Zone            string `koanf:"zone"`
-	Join            string `koanf:"join"`
-	MetaClientPort  int    `koanf:"meta-client-port"`
-	InlineThreshold int    `koanf:"inline-threshold"`
-	Ranges          int    `koanf:"ranges"`
-	RecordCache     int64  `koanf:"record-cache"`
-	LogLevel        string `koanf:"log-level"`
+	DataDir         string        `koanf:"data-dir"`
+	Listen          string        `koanf:"listen"`
+	Port            int           `koanf:"port"`
+	HTTPPort        int           `koanf:"http-port"`
+	MetaPort        int           `koanf:"meta-port"`
+	PeerPort        int           `koanf:"peer-port"`
+	Advertise       string        `koanf:"advertise"`
+	Zone            string        `koanf:"zone"`
+	Join            string        `koanf:"join"`
+	MetaClientPort  int           `koanf:"meta-client-port"`
+	InlineThreshold int           `koanf:"inline-threshold"`
+	Ranges          int           `koanf:"ranges"`
+	RecordCache     int64         `koanf:"record-cache"`
+	DownAfter       time.Duration `koanf:"down-after"`
+	LogLevel        string        `koanf:"log-level"`
 }
 
 // RegisterServerFlags adds the server's flags, with their defaults, to fs.
@@ -57,10 +59,11 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.Int("inline-threshold", 64<<10, "bodies up to this many bytes are stored inside the version record")
 	fs.Int("ranges", 4, "number of ranges a new space starts with")
 	fs.Int64("record-cache", 64<<20, "bytes of memory for the latest-version record cache (-1 disables it)")
+	fs.Duration("down-after", 5*time.Minute, "how long a node that stopped heartbeating stays suspect before it is down and its data is copied elsewhere")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 }
 
-var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "inline-threshold", "ranges", "record-cache", "log-level"}
+var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "inline-threshold", "ranges", "record-cache", "down-after", "log-level"}
 
 // LoadServer merges the config file (from --config or CAIRN_CONFIG), the
 // CAIRN_* environment (environ, e.g. os.Environ) and the flags of fs.
@@ -147,6 +150,7 @@ func (s Server) NodeConfig() (node.Config, error) {
 		InlineThreshold: s.InlineThreshold,
 		DefaultRanges:   s.Ranges,
 		RecordCache:     s.RecordCache,
+		DownAfter:       s.DownAfter,
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 	}, nil
 }

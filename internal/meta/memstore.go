@@ -120,6 +120,9 @@ func (m *MemStore) Campaign(ctx context.Context, name string, ttl time.Duration)
 		if m.mu.leaders[name] == nil {
 			l := &memLeadership{store: m, name: name, ttl: ttl, done: make(chan struct{})}
 			m.mu.leaders[name] = l
+			// As in etcd, the holder is visible under the leader key.
+			m.mu.rev++
+			m.mu.kv[leaderKey(name)] = KV{Key: leaderKey(name), Value: []byte{}, Rev: m.mu.rev}
 			m.mu.Unlock()
 			return l, nil
 		}
@@ -156,6 +159,8 @@ func (m *MemStore) endLocked(l *memLeadership) {
 	close(l.done)
 	if m.mu.leaders[l.name] == l {
 		delete(m.mu.leaders, l.name)
+		delete(m.mu.kv, leaderKey(l.name))
+		m.mu.rev++
 	}
 	close(m.mu.changed)
 	m.mu.changed = make(chan struct{})

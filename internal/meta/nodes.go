@@ -33,6 +33,8 @@ type NodeInfo struct {
 	State string
 	// Started is when the node last started.
 	Started time.Time
+	// Since is when State last changed.
+	Since time.Time
 }
 
 type nodeRecord struct {
@@ -46,6 +48,7 @@ type nodeRecord struct {
 	Capacity    uint64    `json:"capacity,string"`
 	State       string    `json:"state"`
 	Started     time.Time `json:"started"`
+	Since       time.Time `json:"since"`
 }
 
 func nodeKey(id uint64) string { return fmt.Sprintf("%s%016x", keyNodePrefix, id) }
@@ -64,10 +67,93 @@ func (c *Catalog) RegisterNode(ctx context.Context, n NodeInfo) error {
 	if n.State == "" {
 		n.State = NodeUp
 	}
-	b, _ := json.Marshal(nodeRecord{V: formatVersionOne, ID: n.ID, Native: n.Native, Peer: n.Peer, HTTP: n.HTTP,
-		MetaPeerURL: n.MetaPeerURL, Zone: n.Zone, Capacity: n.Capacity, State: n.State, Started: n.Started.UTC()})
-	_, err := c.store.Put(ctx, nodeKey(n.ID), b, AnyRev)
+	if n.Since.IsZero() {
+		n.Since = n.Started
+	}
+	_, err := c.store.Put(ctx, nodeKey(n.ID), encodeNode(n), AnyRev)
 	return err
+}
+
+func encodeNode(n NodeInfo) []byte {
+	b, _ := json.Marshal(nodeRecord{V: formatVersionOne, ID: n.ID, Native: n.Native, Peer: n.Peer, HTTP: n.HTTP,
+		MetaPeerURL: n.MetaPeerURL, Zone: n.Zone, Capacity: n.Capacity, State: n.State, Started: n.Started.UTC(),
+		Since: n.Since.UTC()})
+	return b
+}
+
+func decodeNode(kv KV) (NodeInfo, error) {
+	var r nodeRecord
+	if err := json.Unmarshal(kv.Value, &r); err != nil {
+		return NodeInfo{}, fmt.Errorf("meta: decode %s: %w", kv.Key, err)
+	}
+	if r.V != formatVersionOne {
+		return NodeInfo{}, fmt.Errorf("meta: %s has format version %d, want %d", kv.Key, r.V, formatVersionOne)
+	}
+	return NodeInfo{ID: r.ID, Native: r.Native, Peer: r.Peer, HTTP: r.HTTP, MetaPeerURL: r.MetaPeerURL,
+		Zone: r.Zone, Capacity: r.Capacity, State: r.State, Started: r.Started, Since: r.Since}, nil
+}
+
+// SetNodeState moves node id from state from to state to, as of at. It
+// reports false (and changes nothing) if the node is not in state from,
+// so that concurrent observers agree on one transition.
+func (c *Catalog) SetNodeState(ctx context.Context, id uint64, from, to string, at time.Time) (bool, error) {
+	kv, err := c.store.Get(ctx, nodeKey(id))
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	n, err := decodeNode(kv)
+	if err != nil || n.State != from {
+		return false, err
+	}
+	n.State, n.Since = to, at
+	_, err = c.store.Put(ctx, kv.Key, encodeNode(n), kv.Rev)
+	if errors.Is(err, ErrConflict) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// HeartbeatName is the leadership (see Store.Campaign) node id holds while
+// it is alive: its lease is the node's heartbeat.
+func HeartbeatName(id uint64) string { return fmt.Sprintf("node/%016x", id) }
+
+// LiveNodes returns the ids of the nodes whose heartbeat lease is held.
+func (c *Catalog) LiveNodes(ctx context.Context) (map[uint64]bool, error) {
+	prefix := leaderKey("node/")
+	kvs, err := c.store.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	live := make(map[uint64]bool, len(kvs))
+	for _, kv := range kvs {
+		var id uint64
+		if _, err := fmt.Sscanf(kv.Key[len(prefix):], "%016x", &id); err == nil {
+			live[id] = true
+		}
+	}
+	return live, nil
+}
+
+// NextState is the state a node in state cur moves to, given whether its
+// heartbeat is held and when it entered cur. A node that heartbeats is up
+// (a draining one stays draining); one that does not is suspect once it has
+// been up for grace (a node registers before its first heartbeat lands),
+// and down after downAfter as suspect.
+func NextState(cur string, alive bool, since, now time.Time, grace, downAfter time.Duration) string {
+	switch {
+	case cur == NodeDraining:
+		return cur
+	case alive:
+		return NodeUp
+	case cur == NodeUp && now.Sub(since) >= grace:
+		return NodeSuspect
+	case cur == NodeSuspect && now.Sub(since) >= downAfter:
+		return NodeDown
+	}
+	return cur
 }
 
 // Nodes returns the cluster map's nodes in id order.
@@ -78,15 +164,11 @@ func (c *Catalog) Nodes(ctx context.Context) ([]NodeInfo, error) {
 	}
 	nodes := make([]NodeInfo, 0, len(kvs))
 	for _, kv := range kvs {
-		var r nodeRecord
-		if err := json.Unmarshal(kv.Value, &r); err != nil {
-			return nil, fmt.Errorf("meta: decode %s: %w", kv.Key, err)
+		n, err := decodeNode(kv)
+		if err != nil {
+			return nil, err
 		}
-		if r.V != formatVersionOne {
-			return nil, fmt.Errorf("meta: %s has format version %d, want %d", kv.Key, r.V, formatVersionOne)
-		}
-		nodes = append(nodes, NodeInfo{ID: r.ID, Native: r.Native, Peer: r.Peer, HTTP: r.HTTP, MetaPeerURL: r.MetaPeerURL,
-			Zone: r.Zone, Capacity: r.Capacity, State: r.State, Started: r.Started})
+		nodes = append(nodes, n)
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].ID < nodes[j].ID })
 	return nodes, nil

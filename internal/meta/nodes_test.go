@@ -43,3 +43,76 @@ func TestClusterMap(t *testing.T) {
 		t.Fatal("node id 0 was accepted")
 	}
 }
+
+// TestNextState walks a node through every heartbeat-driven transition.
+func TestNextState(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+	const grace, down = 3 * time.Second, time.Minute
+	for _, tc := range []struct {
+		cur   string
+		alive bool
+		age   time.Duration // now - since
+		want  string
+	}{
+		{NodeUp, true, time.Hour, NodeUp},
+		{NodeUp, false, time.Second, NodeUp}, // just registered: its first heartbeat may not have landed
+		{NodeUp, false, grace, NodeSuspect},
+		{NodeSuspect, false, down - time.Second, NodeSuspect},
+		{NodeSuspect, false, down, NodeDown},
+		{NodeSuspect, true, time.Second, NodeUp},
+		{NodeDown, false, time.Hour, NodeDown},
+		{NodeDown, true, time.Hour, NodeUp},
+		{NodeDraining, false, time.Hour, NodeDraining},
+		{NodeDraining, true, 0, NodeDraining},
+	} {
+		if got := NextState(tc.cur, tc.alive, t0, t0.Add(tc.age), grace, down); got != tc.want {
+			t.Errorf("%s, alive=%v, %v in state: %s, want %s", tc.cur, tc.alive, tc.age, got, tc.want)
+		}
+	}
+}
+
+// TestNodeStateAndHeartbeats checks that heartbeat leases name the live
+// nodes and that a state change is a compare-and-swap that moves the map
+// epoch.
+func TestNodeStateAndHeartbeats(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemStore(time.Now)
+	c := NewCatalog(s)
+	at := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+	for _, id := range []uint64{1, 2} {
+		if err := c.RegisterNode(ctx, NodeInfo{ID: id, Peer: "p", Started: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := s.Campaign(ctx, HeartbeatName(2), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live, err := c.LiveNodes(ctx); err != nil || len(live) != 1 || !live[2] {
+		t.Fatalf("live nodes with node 2 heartbeating: %v, %v", live, err)
+	}
+	epoch, _ := c.MapEpoch(ctx)
+	later := at.Add(time.Minute)
+	if ok, err := c.SetNodeState(ctx, 1, NodeUp, NodeSuspect, later); !ok || err != nil {
+		t.Fatalf("up -> suspect: %v, %v", ok, err)
+	}
+	if ok, err := c.SetNodeState(ctx, 1, NodeUp, NodeSuspect, later); ok || err != nil {
+		t.Fatalf("a second up -> suspect must not apply: %v, %v", ok, err)
+	}
+	if ok, err := c.SetNodeState(ctx, 9, NodeUp, NodeSuspect, later); ok || err != nil {
+		t.Fatalf("state change of an unknown node: %v, %v", ok, err)
+	}
+	nodes, _ := c.Nodes(ctx)
+	if nodes[0].State != NodeSuspect || !nodes[0].Since.Equal(later) || !nodes[0].Started.Equal(at) || nodes[1].State != NodeUp {
+		t.Fatalf("after the change: %+v", nodes)
+	}
+	if e, _ := c.MapEpoch(ctx); e <= epoch {
+		t.Fatalf("map epoch %d did not move past %d", e, epoch)
+	}
+	if err := l.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if live, err := c.LiveNodes(ctx); err != nil || len(live) != 0 {
+		t.Fatalf("live nodes after node 2 resigned: %v, %v", live, err)
+	}
+}

@@ -14,11 +14,18 @@ import (
 )
 
 // threeNodes starts a three-node cluster and waits until every node sees
-// all three in the cluster map.
-func threeNodes(t *testing.T) []*Node {
+// all three in the cluster map. Each config passes through tune.
+func threeNodes(t *testing.T, tune ...func(*Config)) []*Node {
 	t.Helper()
-	first := openNode(t, clusterConfig(t, ""))
-	nodes := []*Node{first, openNode(t, clusterConfig(t, first.PeerAddr())), openNode(t, clusterConfig(t, first.PeerAddr()))}
+	cfg := func(join string) Config {
+		c := clusterConfig(t, join)
+		for _, f := range tune {
+			f(&c)
+		}
+		return c
+	}
+	first := openNode(t, cfg(""))
+	nodes := []*Node{first, openNode(t, cfg(first.PeerAddr())), openNode(t, cfg(first.PeerAddr()))}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, n := range nodes {
 		for len(n.peers.view()) < 3 {

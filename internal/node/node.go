@@ -78,6 +78,13 @@ type Config struct {
 	// object's latest version record (reads of the latest version skip
 	// pebble when it hits). Default: 64 MiB; -1 disables it.
 	RecordCache int64
+	// HeartbeatTTL is the lease a node's heartbeat holds in the meta
+	// service: a node that stops is suspect this long after its last
+	// renewal. Default: 3s.
+	HeartbeatTTL time.Duration
+	// DownAfter is how long a node stays suspect before it is down and
+	// its copies are restored elsewhere. Default: 5m.
+	DownAfter time.Duration
 
 	// FS is the disk seam. Default: the real disk.
 	FS vfs.FS
@@ -130,6 +137,12 @@ func (c *Config) EnsureDefaults() {
 	if c.RecordCache == 0 {
 		c.RecordCache = 64 << 20
 	}
+	if c.HeartbeatTTL == 0 {
+		c.HeartbeatTTL = 3 * time.Second
+	}
+	if c.DownAfter == 0 {
+		c.DownAfter = 5 * time.Minute
+	}
 	c.Chunking.EnsureDefaults()
 	if c.FS == nil {
 		c.FS = vfs.Default
@@ -157,6 +170,12 @@ func (c *Config) Validate() error {
 	port("meta client port", c.MetaClientPort)
 	if c.InlineThreshold < 0 || c.InlineThreshold > 1<<20 {
 		errs = append(errs, fmt.Errorf("inline threshold %d must be between 0 and 1 MiB", c.InlineThreshold))
+	}
+	if c.HeartbeatTTL < time.Second {
+		errs = append(errs, fmt.Errorf("heartbeat TTL %v is under the meta service's 1s lease granularity", c.HeartbeatTTL))
+	}
+	if c.DownAfter < 0 {
+		errs = append(errs, fmt.Errorf("down-after %v is negative", c.DownAfter))
 	}
 	if c.RecordCache < -1 {
 		errs = append(errs, fmt.Errorf("record cache %d must be a size in bytes, or -1 to disable it", c.RecordCache))
@@ -199,6 +218,8 @@ type Node struct {
 	// (reconcileMeta's goroutine only).
 	savedEndpoints []string
 	stopBG         context.CancelFunc
+	hbMu           sync.Mutex
+	heartbeat      meta.Leadership // held by keepBeating
 
 	wireSrv *wire.Server
 	httpSrv *http.Server
@@ -306,12 +327,21 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.listen(); err != nil {
 		return nil, err
 	}
-	if err := n.register(ctx); err != nil {
-		return nil, err
-	}
 	bgCtx, cancel := context.WithCancel(context.Background())
 	n.stopBG = cancel
-	n.bg.Add(3)
+	if err := n.register(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	n.bg.Add(5)
+	go func() {
+		defer n.bg.Done()
+		n.keepBeating(bgCtx)
+	}()
+	go func() {
+		defer n.bg.Done()
+		every(bgCtx, time.Second, n.watchNodes)
+	}()
 	go func() {
 		defer n.bg.Done()
 		every(bgCtx, 500*time.Millisecond, n.reconcileMeta)
@@ -458,6 +488,7 @@ func (n *Node) Close() error {
 		var errs []error
 		if n.stopBG != nil {
 			n.stopBG()
+			n.stopBeating()
 		}
 		if n.httpSrv != nil {
 			errs = append(errs, n.httpSrv.Close())
