@@ -526,7 +526,8 @@ func newSpaceCmd() *cobra.Command {
 			f := cmd.Flags()
 			ret, _ := f.GetString("retention")
 			ranges, _ := f.GetUint32("ranges")
-			set := client.SpaceSettings{Ranges: ranges}
+			replicas, _ := f.GetUint32("replicas")
+			set := client.SpaceSettings{Ranges: ranges, Replicas: replicas}
 			switch {
 			case ret == "all" || ret == "":
 				set.Retention = "all"
@@ -554,12 +555,13 @@ func newSpaceCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "created space %s (id %d, %d ranges, retention %s)\n", sp.Name, sp.ID, sp.Settings.Ranges, retentionString(sp.Settings))
+			fmt.Fprintf(cmd.OutOrStdout(), "created space %s (id %d, %d ranges, %d replicas, retention %s)\n", sp.Name, sp.ID, sp.Settings.Ranges, replicasOf(sp.Settings), retentionString(sp.Settings))
 			return nil
 		},
 	}
 	create.Flags().String("retention", "all", "version history kept: all, last:N, or for:DURATION")
 	create.Flags().Uint32("ranges", 0, "number of ranges the space starts with (default: the server's)")
+	create.Flags().Uint32("replicas", 0, "copies of each range and chunk, on as many nodes (default 3, capped by the nodes that are up)")
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List spaces",
@@ -575,9 +577,9 @@ func newSpaceCmd() *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tID\tRANGES\tRETENTION\tCREATED")
+			fmt.Fprintln(tw, "NAME\tID\tRANGES\tREPLICAS\tRETENTION\tCREATED")
 			for _, s := range spaces {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", s.Name, s.ID, s.Settings.Ranges, retentionString(s.Settings), time.Unix(0, s.Created).UTC().Format(time.RFC3339))
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", s.Name, s.ID, s.Settings.Ranges, replicasOf(s.Settings), retentionString(s.Settings), time.Unix(0, s.Created).UTC().Format(time.RFC3339))
 			}
 			return tw.Flush()
 		},
@@ -601,6 +603,14 @@ func newSpaceCmd() *cobra.Command {
 	}
 	cmd.AddCommand(create, ls, rm)
 	return cmd
+}
+
+// replicasOf is a space's replication factor as the server applies it.
+func replicasOf(s client.SpaceSettings) uint32 {
+	if s.Replicas == 0 {
+		return 3
+	}
+	return s.Replicas
 }
 
 func retentionString(s client.SpaceSettings) string {

@@ -56,7 +56,7 @@ func TestReplicatedChunks(t *testing.T) {
 	}
 	var m chunk.Manifest
 	for _, n := range nodes {
-		r, err := n.readRecord(mustRange(t, n, "chunks", "big"), objKey(t, n, "chunks", "big"), info.Version, 0)
+		r, err := n.readRecord(ctx, mustRange(t, n, "chunks", "big"), objKey(t, n, "chunks", "big"), info.Version, 0)
 		if err == nil {
 			if m, err = chunk.UnmarshalManifest(r.Manifest); err != nil {
 				t.Fatal(err)

@@ -59,6 +59,12 @@ func (n *Node) startPeers() error {
 		"Join":      n.handleJoin,
 		"Timestamp": n.handleTimestamp,
 	})
+	transport.RegisterUnary(p.srv, rangeService, map[string]transport.Unary{
+		"Propose":  n.rangeMethod(n.handlePropose),
+		"Read":     n.rangeMethod(n.handleRead),
+		"List":     n.rangeMethod(n.handleList),
+		"Versions": n.rangeMethod(n.handleVersions),
+	})
 	transport.RegisterUnary(p.srv, chunkService, map[string]transport.Unary{
 		"Put": n.handleChunkPut,
 		"Get": n.handleChunkGet,

@@ -58,7 +58,7 @@ func TestNodeFailureStates(t *testing.T) {
 		t.Fatal("read back a different body")
 	}
 	for _, n := range rest {
-		rec, err := n.readRecord(mustRange(t, n, "health", "after"), objKey(t, n, "health", "after"), info.Version, 0)
+		rec, err := n.readRecord(ctx, mustRange(t, n, "health", "after"), objKey(t, n, "health", "after"), info.Version, 0)
 		if err != nil {
 			continue
 		}

@@ -249,12 +249,14 @@ func TestReplicatedRange(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	// A follower answers NOT_LEADER rather than a stale read.
+	// A follower serves the read through the leaseholder, never from its
+	// own (possibly stale) state.
 	for _, n := range nodes {
 		if n != lh {
-			_, _, err := get(t, n, wire.GetRequest{Space: "replicated", Key: "k"})
-			mustCode(t, err, wire.CodeNotLeader)
-			break
+			b, info, err := get(t, n, wire.GetRequest{Space: "replicated", Key: "k"})
+			if err != nil || string(b) != "replicated body" || info.Version != v.Version {
+				t.Fatalf("read through follower %d: %q %+v %v", n.NodeID(), b, info, err)
+			}
 		}
 	}
 

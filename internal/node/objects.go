@@ -6,7 +6,6 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"unicode/utf8"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/mvcc"
-	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/tstamp"
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -130,35 +128,6 @@ func (n *Node) commit(ctx context.Context, s *space, obj []byte, r *rng, spaceNa
 		}
 		return objectInfo(spaceName, key, res.Rec), nil
 	}
-}
-
-func (n *Node) propose(ctx context.Context, r *rng, cmd []byte) (*kv.Result, error) {
-	if r.rep == nil {
-		return nil, r.elsewhere()
-	}
-	v, err := r.rep.Propose(ctx, cmd)
-	if err != nil {
-		if errors.Is(err, replica.ErrNotLeader) {
-			return nil, wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc.ID, err)
-		}
-		return nil, err
-	}
-	switch v := v.(type) {
-	case *kv.Result:
-		return v, nil
-	case error:
-		if errors.Is(v, kv.ErrPreconditionFailed) {
-			return nil, wire.Errorf(wire.CodePreconditionFailed, "the object's current version does not match the request's condition")
-		}
-		if errors.Is(v, mvcc.ErrNotFound) {
-			return nil, wire.Errorf(wire.CodeNotFound, "no such version")
-		}
-		if errors.Is(v, mvcc.ErrStaleVersion) {
-			return nil, v // commit retries with a new timestamp
-		}
-		return nil, v
-	}
-	return nil, fmt.Errorf("range %d: unexpected apply result %T", r.desc.ID, v)
 }
 
 func unavailable(what string, err error) error {
@@ -312,7 +281,7 @@ func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, r *rng, req
 		return wire.ObjectInfo{}, bodyErr(err)
 	}
 	for attempt := 0; ; attempt++ {
-		parent, err := n.readRecord(r, obj, 0, 0)
+		parent, err := n.readRecord(ctx, r, obj, 0, 0)
 		if err != nil && wire.CodeOf(err) != wire.CodeNotFound {
 			return wire.ObjectInfo{}, err
 		}
@@ -434,11 +403,12 @@ func (n *Node) summarize(ctx context.Context, m chunk.Manifest, replicas int) (*
 	return rec, nil
 }
 
-// readRecord reads the selected version of obj from r's leaseholder state.
-// version != 0 selects an exact version; asOf != 0 the newest at or before
-// it; otherwise the latest. A delete marker as the latest (or as-of) version
-// reads as CodeNotFound; an exact delete marker as CodeDeleted.
-func (n *Node) readRecord(r *rng, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
+// readLocal reads the selected version of obj from r's local replica, which
+// must hold the lease. version != 0 selects an exact version; asOf != 0 the
+// newest at or before it; otherwise the latest. A delete marker as the
+// latest (or as-of) version reads as CodeNotFound; an exact delete marker as
+// CodeDeleted (with the marker's record).
+func (n *Node) readLocal(r *rng, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
 	if err := r.readReady(); err != nil {
 		return nil, err
 	}
@@ -506,7 +476,7 @@ func (n *Node) Stat(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo,
 		return wire.ObjectInfo{}, err
 	}
 	defer release()
-	rec, err := n.readRecord(r, obj, req.Version, req.AsOf)
+	rec, err := n.readRecord(ctx, r, obj, req.Version, req.AsOf)
 	if err != nil {
 		if rec != nil {
 			return objectInfo(req.Space, req.Key, rec), err
@@ -523,7 +493,7 @@ func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, 
 		return wire.ObjectInfo{}, nil, err
 	}
 	defer release()
-	rec, err := n.readRecord(r, obj, req.Version, req.AsOf)
+	rec, err := n.readRecord(ctx, r, obj, req.Version, req.AsOf)
 	if err != nil {
 		if rec != nil {
 			return objectInfo(req.Space, req.Key, rec), nil, err
@@ -676,7 +646,7 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult
 		if len(out.Objects) >= limit {
 			// The page is full; it is truncated if any later range of the
 			// span holds a live key.
-			ents, _, err := n.listRange(r, mvcc.ListOptions{Lower: lo, Upper: hi, StartAfter: after, Limit: 1, AsOf: req.AsOf})
+			ents, _, err := n.listRange(ctx, r, mvcc.ListOptions{Lower: lo, Upper: hi, StartAfter: after, Limit: 1, AsOf: req.AsOf})
 			if err != nil {
 				return wire.ListResult{}, err
 			}
@@ -686,7 +656,7 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult
 			}
 			continue
 		}
-		ents, more, err := n.listRange(r, mvcc.ListOptions{Lower: lo, Upper: hi, StartAfter: after, Limit: limit - len(out.Objects), AsOf: req.AsOf})
+		ents, more, err := n.listRange(ctx, r, mvcc.ListOptions{Lower: lo, Upper: hi, StartAfter: after, Limit: limit - len(out.Objects), AsOf: req.AsOf})
 		if err != nil {
 			return wire.ListResult{}, err
 		}
@@ -708,7 +678,7 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult
 	return out, nil
 }
 
-func (n *Node) listRange(r *rng, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
+func (n *Node) listLocal(r *rng, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
 	if err := r.readReady(); err != nil {
 		return nil, false, err
 	}
@@ -726,9 +696,6 @@ func (n *Node) Versions(ctx context.Context, req *wire.VersionsRequest) (wire.Ve
 		return wire.VersionsResult{}, err
 	}
 	defer release()
-	if err := r.readReady(); err != nil {
-		return wire.VersionsResult{}, err
-	}
 	limit := int(req.Limit)
 	if limit == 0 {
 		limit = listDefault
@@ -736,11 +703,7 @@ func (n *Node) Versions(ctx context.Context, req *wire.VersionsRequest) (wire.Ve
 	if limit > listMax {
 		limit = listMax
 	}
-	recs, more, err := mvcc.Versions(kv.Reader{R: n.eng.DB()}, obj, req.Before, limit)
-	if errors.Is(err, mvcc.ErrCorrupt) {
-		n.metrics.corrupt.Inc()
-		return wire.VersionsResult{}, wire.Errorf(wire.CodeCorrupt, "%v", err)
-	}
+	recs, more, err := n.versions(ctx, r, obj, req.Before, limit)
 	if err != nil {
 		return wire.VersionsResult{}, err
 	}
@@ -749,6 +712,18 @@ func (n *Node) Versions(ctx context.Context, req *wire.VersionsRequest) (wire.Ve
 		out.Versions = append(out.Versions, objectInfo(req.Space, req.Key, rec))
 	}
 	return out, nil
+}
+
+func (n *Node) versionsLocal(r *rng, obj []byte, before uint64, limit int) ([]*mvcc.Record, bool, error) {
+	if err := r.readReady(); err != nil {
+		return nil, false, err
+	}
+	recs, more, err := mvcc.Versions(kv.Reader{R: n.eng.DB()}, obj, before, limit)
+	if errors.Is(err, mvcc.ErrCorrupt) {
+		n.metrics.corrupt.Inc()
+		return nil, false, wire.Errorf(wire.CodeCorrupt, "%v", err)
+	}
+	return recs, more, err
 }
 
 func maxBytes(a, b []byte) []byte {

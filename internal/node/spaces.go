@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/keys"
@@ -45,6 +46,8 @@ func (s *space) replicas() int {
 type rng struct {
 	desc meta.RangeDesc
 	rep  *replica.Replica // nil when this node holds no replica of the range
+	// hint is the node last found holding the range's lease (see forward).
+	hint atomic.Uint64
 }
 
 // readReady checks that this node may serve reads of the range: it holds
@@ -261,6 +264,7 @@ func settingsToMeta(ws wire.SpaceSettings, defRanges int) (meta.SpaceSettings, e
 		KeepFor:   time.Duration(ws.KeepForSeconds) * time.Second,
 		Ranges:    int(ws.Ranges),
 		Placement: ws.Placement,
+		Replicas:  int(ws.Replicas),
 	}
 	if ms.Retention == "" {
 		ms.Retention = "all"
@@ -273,6 +277,9 @@ func settingsToMeta(ws wire.SpaceSettings, defRanges int) (meta.SpaceSettings, e
 	}
 	if ms.Placement != "ordered" {
 		return ms, wire.Errorf(wire.CodeInvalidArgument, "placement %q is not available yet; use \"ordered\"", ms.Placement)
+	}
+	if ws.Replicas > 7 {
+		return ms, wire.Errorf(wire.CodeInvalidArgument, "replicas %d must be between 1 and 7", ws.Replicas)
 	}
 	if ms.Ranges < 1 || ms.Ranges > 256 {
 		return ms, wire.Errorf(wire.CodeInvalidArgument, "ranges %d must be between 1 and 256", ms.Ranges)
@@ -292,6 +299,7 @@ func spaceInfo(sp meta.Space) wire.SpaceInfo {
 			KeepForSeconds: uint64(sp.Settings.KeepFor / time.Second),
 			Ranges:         uint32(sp.Settings.Ranges),
 			Placement:      sp.Settings.Placement,
+			Replicas:       uint32(sp.Settings.Replicas),
 		},
 	}
 }
@@ -367,7 +375,7 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 		return wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist", name)
 	}
 	for _, r := range s.ranges {
-		ents, _, err := n.listRange(r, mvcc.ListOptions{Lower: r.desc.Start, Upper: r.desc.End, Limit: 1})
+		ents, _, err := n.listRange(ctx, r, mvcc.ListOptions{Lower: r.desc.Start, Upper: r.desc.End, Limit: 1})
 		if err != nil {
 			return err
 		}

@@ -210,7 +210,8 @@ func appendSettings(b []byte, s *SpaceSettings) []byte {
 	b = appendU32(b, s.KeepLast)
 	b = appendU64(b, s.KeepForSeconds)
 	b = appendU32(b, s.Ranges)
-	return appendStr(b, s.Placement)
+	b = appendStr(b, s.Placement)
+	return appendU32(b, s.Replicas)
 }
 
 func (d *decoder) settings() SpaceSettings {
@@ -220,6 +221,7 @@ func (d *decoder) settings() SpaceSettings {
 		KeepForSeconds: d.u64("keep for"),
 		Ranges:         d.u32("ranges"),
 		Placement:      d.str("placement"),
+		Replicas:       d.u32("replicas"),
 	}
 }
 
@@ -276,7 +278,7 @@ func AppendSpaceList(b []byte, l []SpaceInfo) []byte {
 // DecodeSpaceList decodes a LIST_SPACES response.
 func DecodeSpaceList(b []byte) ([]SpaceInfo, error) {
 	d := decoder{b: b}
-	n := d.count(4+1+8+1+4+8+4+1, "space count")
+	n := d.count(4+1+8+1+4+8+4+1+4, "space count")
 	l := make([]SpaceInfo, 0, n)
 	for i := 0; i < n && d.err == nil; i++ {
 		l = append(l, d.spaceInfo())

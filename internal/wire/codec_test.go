@@ -58,7 +58,7 @@ func randInfo(r *rand.Rand) ObjectInfo {
 
 func randSettings(r *rand.Rand) SpaceSettings {
 	return SpaceSettings{Retention: randStr(r), KeepLast: r.Uint32(), KeepForSeconds: r.Uint64(),
-		Ranges: r.Uint32(), Placement: randStr(r)}
+		Ranges: r.Uint32(), Placement: randStr(r), Replicas: r.Uint32()}
 }
 
 func randPut(r *rand.Rand) PutRequest {

@@ -73,6 +73,9 @@ type SpaceSettings struct {
 	Ranges uint32
 	// Placement is "ordered" (default) or "hash".
 	Placement string
+	// Replicas is how many nodes hold each range and chunk of the space
+	// (0: the default, 3), capped by the number of nodes that are up.
+	Replicas uint32
 }
 
 // SpaceInfo describes a space.

@@ -1,0 +1,483 @@
+package node
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// Any node serves any request. The body of a write goes to the chunk
+// nodes from whichever node took the request; only the range's part of an
+// operation (proposing a command, reading version records, listing) must
+// run on the range's leaseholder. A node that does not hold the lease
+// sends that part to the leaseholder over the peer service cairn.Range,
+// trying the node it last found holding it, then the range's other
+// replicas; a replica that is not the leaseholder answers with the leader
+// it knows of, which is tried next.
+
+const rangeService = "cairn.Range"
+
+// Reply envelope of the cairn.Range methods: a status byte, then for
+// replyErr a wire code (u16), the leader the replica knows of (u64, 0 if
+// none) and a length-prefixed message; the payload follows in every case.
+const (
+	replyOK    = 0
+	replyErr   = 1
+	replyStale = 2 // mvcc.ErrStaleVersion: commit retries with a new timestamp
+)
+
+// forwardTimeout bounds one forwarded call; forwardPatience bounds the
+// search for a leaseholder while leadership moves.
+const (
+	forwardTimeout  = 10 * time.Second
+	forwardPatience = 10 * time.Second
+)
+
+// forward runs method for range r on its leaseholder elsewhere and returns
+// the reply payload; a wire error from the leaseholder comes back as one,
+// along with any payload it carried.
+func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) ([]byte, error) {
+	msg := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(req)), r.desc.ID)
+	msg = append(msg, req...)
+	deadline := time.Now().Add(forwardPatience)
+	var last error
+	for round := 0; ; round++ {
+		tried := map[uint64]bool{n.id.NodeID: true}
+		queue := []uint64{}
+		if h := r.hint.Load(); h != 0 {
+			queue = append(queue, h)
+		}
+		queue = append(queue, r.desc.Replicas...)
+		for len(queue) > 0 {
+			id := queue[0]
+			queue = queue[1:]
+			if tried[id] {
+				continue
+			}
+			tried[id] = true
+			b, err := n.callNode(ctx, id, rangeService, method, msg, forwardTimeout)
+			if err != nil {
+				last = fmt.Errorf("node %d: %w", id, err)
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				continue
+			}
+			payload, lead, err := decodeReply(b)
+			if wire.CodeOf(err) == wire.CodeNotLeader {
+				last = err
+				if lead != 0 && !tried[lead] {
+					queue = append([]uint64{lead}, queue...)
+				}
+				continue
+			}
+			r.hint.Store(id)
+			return payload, err
+		}
+		if time.Now().After(deadline) {
+			return nil, wire.Errorf(wire.CodeUnavailable, "range %d: no replica of %v holds its lease: %v", r.desc.ID, r.desc.Replicas, last)
+		}
+		// Leadership is moving: wait a little and ask again.
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Duration(min(round+1, 10)) * 50 * time.Millisecond):
+		}
+	}
+}
+
+func okReply(payload []byte) []byte { return append([]byte{replyOK}, payload...) }
+
+// errReply encodes err (with any payload that goes with it) for the caller.
+func errReply(err error, lead uint64, payload []byte) []byte {
+	if errors.Is(err, mvcc.ErrStaleVersion) {
+		return append([]byte{replyStale}, payload...)
+	}
+	var we *wire.Error
+	code, msg := wire.CodeOf(err), err.Error()
+	if errors.As(err, &we) {
+		msg = we.Message
+	}
+	b := []byte{replyErr}
+	b = binary.BigEndian.AppendUint16(b, uint16(code))
+	b = binary.BigEndian.AppendUint64(b, lead)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(msg)))
+	b = append(b, msg...)
+	return append(b, payload...)
+}
+
+func decodeReply(b []byte) (payload []byte, lead uint64, err error) {
+	if len(b) == 0 {
+		return nil, 0, wire.Errorf(wire.CodeInternal, "empty reply from a peer")
+	}
+	switch b[0] {
+	case replyOK:
+		return b[1:], 0, nil
+	case replyStale:
+		return b[1:], 0, mvcc.ErrStaleVersion
+	case replyErr:
+		if len(b) >= 15 {
+			code := wire.Code(binary.BigEndian.Uint16(b[1:]))
+			lead = binary.BigEndian.Uint64(b[3:])
+			ml := binary.BigEndian.Uint32(b[11:])
+			if uint64(len(b)-15) >= uint64(ml) {
+				return b[15+ml:], lead, &wire.Error{Code: code, Message: string(b[15 : 15+ml])}
+			}
+		}
+	}
+	return nil, 0, wire.Errorf(wire.CodeInternal, "malformed reply from a peer")
+}
+
+// replicaFor finds the local replica a cairn.Range request names.
+func (n *Node) replicaFor(req []byte) (*rng, []byte, error) {
+	if len(req) < 8 {
+		return nil, nil, wire.Errorf(wire.CodeMalformed, "range request of %d bytes", len(req))
+	}
+	id := binary.BigEndian.Uint64(req)
+	rep := n.ranges.Replica(id)
+	if rep == nil {
+		return nil, nil, wire.Errorf(wire.CodeNotLeader, "node %d holds no replica of range %d", n.id.NodeID, id)
+	}
+	return &rng{desc: meta.RangeDesc{ID: id}, rep: rep}, req[8:], nil
+}
+
+// leaderOf is the leader r's replica knows of, for a NOT_LEADER reply.
+func leaderOf(r *rng) uint64 {
+	if r == nil || r.rep == nil {
+		return 0
+	}
+	return r.rep.Status().Leader
+}
+
+// rangeMethod adapts a cairn.Range handler: its error becomes the reply envelope.
+func (n *Node) rangeMethod(h func(ctx context.Context, r *rng, req []byte) ([]byte, error)) func(context.Context, []byte) ([]byte, error) {
+	return func(ctx context.Context, req []byte) ([]byte, error) {
+		r, rest, err := n.replicaFor(req)
+		if err != nil {
+			return errReply(err, 0, nil), nil
+		}
+		out, err := h(ctx, r, rest)
+		if err != nil {
+			return errReply(err, leaderOf(r), out), nil
+		}
+		return okReply(out), nil
+	}
+}
+
+// propose runs cmd on r's leaseholder: here if this node leads the range,
+// else on the node that does.
+func (n *Node) propose(ctx context.Context, r *rng, cmd []byte) (*kv.Result, error) {
+	if r.rep != nil {
+		res, err := n.proposeLocal(ctx, r, cmd)
+		if wire.CodeOf(err) != wire.CodeNotLeader {
+			return res, err
+		}
+	}
+	b, err := n.forward(ctx, r, "Propose", cmd)
+	if err != nil {
+		return nil, err
+	}
+	return decodeResult(b)
+}
+
+func (n *Node) handlePropose(ctx context.Context, r *rng, cmd []byte) ([]byte, error) {
+	res, err := n.proposeLocal(ctx, r, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return encodeResult(res), nil
+}
+
+// proposeLocal proposes cmd to the local replica of r.
+func (n *Node) proposeLocal(ctx context.Context, r *rng, cmd []byte) (*kv.Result, error) {
+	v, err := r.rep.Propose(ctx, cmd)
+	if err != nil {
+		if errors.Is(err, replica.ErrNotLeader) {
+			return nil, wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc.ID, err)
+		}
+		return nil, err
+	}
+	switch v := v.(type) {
+	case *kv.Result:
+		return v, nil
+	case error:
+		if errors.Is(v, kv.ErrPreconditionFailed) {
+			return nil, wire.Errorf(wire.CodePreconditionFailed, "the object's current version does not match the request's condition")
+		}
+		if errors.Is(v, mvcc.ErrNotFound) {
+			return nil, wire.Errorf(wire.CodeNotFound, "no such version")
+		}
+		return nil, v // mvcc.ErrStaleVersion: commit retries with a new timestamp
+	}
+	return nil, fmt.Errorf("range %d: unexpected apply result %T", r.desc.ID, v)
+}
+
+// readRecord reads the selected version of obj (see readLocal) from r's
+// leaseholder: here if this node holds the lease, else where it is.
+func (n *Node) readRecord(ctx context.Context, r *rng, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
+	if r.rep != nil && r.rep.ReadReady() == nil {
+		return n.readLocal(r, obj, version, asOf)
+	}
+	req := binary.BigEndian.AppendUint64(nil, version)
+	req = binary.BigEndian.AppendUint64(req, asOf)
+	req = append(req, obj...)
+	b, err := n.forward(ctx, r, "Read", req)
+	var rec *mvcc.Record
+	if len(b) > 0 {
+		d := decoder{b: b}
+		rec = d.record()
+		if d.err != nil {
+			return nil, d.err
+		}
+	}
+	return rec, err
+}
+
+func (n *Node) handleRead(_ context.Context, r *rng, req []byte) ([]byte, error) {
+	if len(req) < 16 {
+		return nil, wire.Errorf(wire.CodeMalformed, "read request of %d bytes", len(req))
+	}
+	rec, err := n.readLocal(r, req[16:], binary.BigEndian.Uint64(req), binary.BigEndian.Uint64(req[8:]))
+	var out []byte
+	if rec != nil {
+		out = appendRecord(nil, rec)
+	}
+	return out, err
+}
+
+// listRange lists r's part of a listing on its leaseholder.
+func (n *Node) listRange(ctx context.Context, r *rng, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
+	if r.rep != nil && r.rep.ReadReady() == nil {
+		return n.listLocal(r, o)
+	}
+	req := binary.BigEndian.AppendUint64(nil, o.AsOf)
+	req = binary.BigEndian.AppendUint32(req, uint32(max(o.Limit, 0)))
+	req = appendOptBytes(req, o.Lower)
+	req = appendOptBytes(req, o.Upper)
+	req = appendOptBytes(req, o.StartAfter)
+	b, err := n.forward(ctx, r, "List", req)
+	if err != nil {
+		return nil, false, err
+	}
+	d := decoder{b: b}
+	more := d.u8() == 1
+	ents := make([]mvcc.Entry, d.count())
+	for i := range ents {
+		ents[i].Obj = d.bytes()
+		ents[i].Rec = d.record()
+	}
+	return ents, more, d.done()
+}
+
+func (n *Node) handleList(_ context.Context, r *rng, req []byte) ([]byte, error) {
+	d := decoder{b: req}
+	o := mvcc.ListOptions{AsOf: d.u64(), Limit: int(d.u32())}
+	o.Lower, o.Upper, o.StartAfter = d.optBytes(), d.optBytes(), d.optBytes()
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	ents, more, err := n.listLocal(r, o)
+	if err != nil {
+		return nil, err
+	}
+	out := []byte{0}
+	if more {
+		out[0] = 1
+	}
+	out = binary.BigEndian.AppendUint32(out, uint32(len(ents)))
+	for _, e := range ents {
+		out = appendBytes(out, e.Obj)
+		out = appendRecord(out, e.Rec)
+	}
+	return out, nil
+}
+
+// versions lists obj's versions on r's leaseholder.
+func (n *Node) versions(ctx context.Context, r *rng, obj []byte, before uint64, limit int) ([]*mvcc.Record, bool, error) {
+	if r.rep != nil && r.rep.ReadReady() == nil {
+		return n.versionsLocal(r, obj, before, limit)
+	}
+	req := binary.BigEndian.AppendUint64(nil, before)
+	req = binary.BigEndian.AppendUint32(req, uint32(limit))
+	req = append(req, obj...)
+	b, err := n.forward(ctx, r, "Versions", req)
+	if err != nil {
+		return nil, false, err
+	}
+	d := decoder{b: b}
+	more := d.u8() == 1
+	recs := make([]*mvcc.Record, d.count())
+	for i := range recs {
+		recs[i] = d.record()
+	}
+	return recs, more, d.done()
+}
+
+func (n *Node) handleVersions(_ context.Context, r *rng, req []byte) ([]byte, error) {
+	if len(req) < 12 {
+		return nil, wire.Errorf(wire.CodeMalformed, "versions request of %d bytes", len(req))
+	}
+	recs, more, err := n.versionsLocal(r, req[12:], binary.BigEndian.Uint64(req), int(binary.BigEndian.Uint32(req[8:])))
+	if err != nil {
+		return nil, err
+	}
+	out := []byte{0}
+	if more {
+		out[0] = 1
+	}
+	out = binary.BigEndian.AppendUint32(out, uint32(len(recs)))
+	for _, rec := range recs {
+		out = appendRecord(out, rec)
+	}
+	return out, nil
+}
+
+func encodeResult(res *kv.Result) []byte {
+	var out []byte
+	if res.Rec != nil {
+		out = appendRecord(append(out, 1), res.Rec)
+	} else {
+		out = append(out, 0)
+	}
+	out = binary.BigEndian.AppendUint32(out, uint32(len(res.Pruned)))
+	for _, p := range res.Pruned {
+		out = appendRecord(out, p)
+	}
+	return out
+}
+
+func decodeResult(b []byte) (*kv.Result, error) {
+	d := decoder{b: b}
+	res := &kv.Result{}
+	if d.u8() == 1 {
+		res.Rec = d.record()
+	}
+	res.Pruned = make([]*mvcc.Record, d.count())
+	for i := range res.Pruned {
+		res.Pruned[i] = d.record()
+	}
+	return res, d.done()
+}
+
+// appendRecord encodes a version record with its version (which its own
+// encoding leaves to the key).
+func appendRecord(b []byte, rec *mvcc.Record) []byte {
+	b = binary.BigEndian.AppendUint64(b, rec.Version)
+	return appendBytes(b, rec.Marshal())
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+	return append(b, v...)
+}
+
+// appendOptBytes keeps nil apart from empty (nil bounds are unbounded).
+func appendOptBytes(b, v []byte) []byte {
+	if v == nil {
+		return append(b, 0)
+	}
+	return appendBytes(append(b, 1), v)
+}
+
+// decoder reads the encodings above; the first error sticks.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) take(n uint64) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if uint64(len(d.b)) < n {
+		d.err = wire.Errorf(wire.CodeMalformed, "peer message ends %d bytes early", n-uint64(len(d.b)))
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u8() byte {
+	if v := d.take(1); v != nil {
+		return v[0]
+	}
+	return 0
+}
+
+func (d *decoder) u32() uint32 {
+	if v := d.take(4); v != nil {
+		return binary.BigEndian.Uint32(v)
+	}
+	return 0
+}
+
+func (d *decoder) u64() uint64 {
+	if v := d.take(8); v != nil {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+// count reads a number of items, each of which takes at least 12 bytes.
+func (d *decoder) count() int {
+	n := d.u32()
+	if uint64(n)*12 > uint64(len(d.b)) {
+		if d.err == nil {
+			d.err = wire.Errorf(wire.CodeMalformed, "peer message claims %d items in %d bytes", n, len(d.b))
+		}
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.u32()
+	if uint64(n) > uint64(len(d.b)) && d.err == nil {
+		d.err = wire.Errorf(wire.CodeMalformed, "peer message field of %d bytes in %d", n, len(d.b))
+		return nil
+	}
+	return slices.Clone(d.take(uint64(n)))
+}
+
+func (d *decoder) optBytes() []byte {
+	if d.u8() == 0 {
+		return nil
+	}
+	b := d.bytes()
+	if b == nil {
+		b = []byte{}
+	}
+	return b
+}
+
+func (d *decoder) record() *mvcc.Record {
+	v := d.u64()
+	b := d.bytes()
+	if d.err != nil {
+		return nil
+	}
+	rec, err := mvcc.Unmarshal(b)
+	if err != nil {
+		d.err = wire.Errorf(wire.CodeCorrupt, "version record from a peer: %v", err)
+		return nil
+	}
+	rec.Version = v
+	return rec
+}
+
+func (d *decoder) done() error {
+	if d.err == nil && len(d.b) != 0 {
+		d.err = wire.Errorf(wire.CodeMalformed, "%d bytes left over in a peer message", len(d.b))
+	}
+	return d.err
+}

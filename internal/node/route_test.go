@@ -1,0 +1,165 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// TestAnyNodeServes puts a space's ranges on one node each (replicas 1)
+// and drives every operation through every node of three: the range's
+// part runs on its leaseholder, wherever the request arrived, and errors
+// come back with their codes.
+func TestAnyNodeServes(t *testing.T) {
+	ctx := context.Background()
+	nodes := threeNodes(t)
+	if _, err := nodes[0].CreateSpace(ctx, "routed", wire.SpaceSettings{Ranges: 8, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	sp, err := nodes[0].catalog.GetSpace(ctx, "routed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Opening the space anywhere creates its ranges.
+	if _, err := nodes[0].Stat(ctx, &wire.GetRequest{Space: "routed", Key: "x"}); wire.CodeOf(err) != wire.CodeNotFound {
+		t.Fatalf("stat of a missing object: %v", err)
+	}
+	descs, err := nodes[0].catalog.SpaceRanges(ctx, sp.ID)
+	if err != nil || len(descs) != 8 {
+		t.Fatalf("ranges: %+v %v", descs, err)
+	}
+	holders := map[uint64]bool{}
+	for _, d := range descs {
+		if len(d.Replicas) != 1 {
+			t.Fatalf("range %d has replicas %v with replicas=1", d.ID, d.Replicas)
+		}
+		holders[d.Replicas[0]] = true
+	}
+	if len(holders) < 2 {
+		t.Fatalf("8 ranges all placed on %v; the test needs them spread", holders)
+	}
+
+	var keys []string
+	for c := byte(0); c < 64; c++ {
+		keys = append(keys, string([]byte{'!' + c, 'k'}))
+	}
+	for i, k := range keys {
+		writeAny(t, nodes[i%3:i%3+1], "routed", k, "v-"+k)
+	}
+	for _, n := range nodes {
+		for _, k := range keys {
+			b, info, err := get(t, n, wire.GetRequest{Space: "routed", Key: k})
+			if err != nil || string(b) != "v-"+k || info.Key != k {
+				t.Fatalf("node %d reading %q: %q %+v %v", n.NodeID(), k, b, info, err)
+			}
+		}
+		l, err := n.List(ctx, &wire.ListRequest{Space: "routed", Limit: 1000})
+		if err != nil || len(l.Objects) != len(keys) || l.Truncated {
+			t.Fatalf("node %d lists %d objects (truncated %v), want %d: %v", n.NodeID(), len(l.Objects), l.Truncated, len(keys), err)
+		}
+		if !slices.IsSortedFunc(l.Objects, func(a, b wire.ObjectInfo) int { return strings.Compare(a.Key, b.Key) }) {
+			t.Fatalf("node %d lists out of order", n.NodeID())
+		}
+		page, err := n.List(ctx, &wire.ListRequest{Space: "routed", Limit: 10, StartAfter: keys[20]})
+		if err != nil || len(page.Objects) != 10 || page.Objects[0].Key != keys[21] || !page.Truncated {
+			t.Fatalf("node %d page after %q: %+v %v", n.NodeID(), keys[20], page, err)
+		}
+	}
+
+	// Conditions, misses and deletes through a node that may not hold
+	// the key's range.
+	k := keys[5]
+	mustCode(t, putErr(nodes[1], "routed", k, "nope", &wire.PutRequest{IfMatch: 1}), wire.CodePreconditionFailed)
+	_, _, err = get(t, nodes[2], wire.GetRequest{Space: "routed", Key: "missing"})
+	mustCode(t, err, wire.CodeNotFound)
+	del, err := nodes[2].Delete(ctx, &wire.DeleteRequest{Space: "routed", Key: k})
+	if err != nil || !del.DeleteMarker {
+		t.Fatalf("delete through node %d: %+v %v", nodes[2].NodeID(), del, err)
+	}
+	for _, n := range nodes {
+		_, _, err := get(t, n, wire.GetRequest{Space: "routed", Key: k})
+		mustCode(t, err, wire.CodeNotFound)
+		_, info, err := get(t, n, wire.GetRequest{Space: "routed", Key: k, Version: del.Version})
+		if wire.CodeOf(err) != wire.CodeDeleted || info.Version != del.Version {
+			t.Fatalf("node %d reading the delete marker: %+v %v", n.NodeID(), info, err)
+		}
+		vs, err := n.Versions(ctx, &wire.VersionsRequest{Space: "routed", Key: k})
+		if err != nil || len(vs.Versions) != 2 || !vs.Versions[0].DeleteMarker {
+			t.Fatalf("node %d versions of %q: %+v %v", n.NodeID(), k, vs, err)
+		}
+	}
+
+	// A chunked body written through one node is read through each.
+	body := string(randBytes(rand.New(rand.NewPCG(9, 10)), 1<<20))
+	writeAny(t, nodes[1:2], "routed", "big", body)
+	for _, n := range nodes {
+		b, _, err := get(t, n, wire.GetRequest{Space: "routed", Key: "big"})
+		if err != nil || string(b) != body {
+			t.Fatalf("node %d reading the chunked object: %d bytes, %v", n.NodeID(), len(b), err)
+		}
+	}
+}
+
+func putErr(n *Node, space, key, body string, req *wire.PutRequest) error {
+	req.Space, req.Key, req.Size = space, key, int64(len(body))
+	_, err := n.Put(context.Background(), req, strings.NewReader(body))
+	return err
+}
+
+// TestPeerCodec round-trips the cairn.Range encodings.
+func TestPeerCodec(t *testing.T) {
+	res := &kv.Result{
+		Rec:    &mvcc.Record{Version: 7, Parent: 3, Size: 2, Inline: []byte("hi"), ETag: "e", Meta: map[string]string{"a": "b"}},
+		Pruned: []*mvcc.Record{{Version: 3, DeleteMarker: true}},
+	}
+	got, err := decodeResult(encodeResult(res))
+	if err != nil || got.Rec.Version != 7 || string(got.Rec.Inline) != "hi" || got.Rec.Meta["a"] != "b" ||
+		len(got.Pruned) != 1 || got.Pruned[0].Version != 3 || !got.Pruned[0].DeleteMarker {
+		t.Fatalf("result round trip: %+v %v", got, err)
+	}
+	b := errReply(wire.Errorf(wire.CodeDeleted, "gone"), 4, appendRecord(nil, res.Rec))
+	payload, lead, err := decodeReply(b)
+	if wire.CodeOf(err) != wire.CodeDeleted || lead != 4 || err.(*wire.Error).Message != "gone" {
+		t.Fatalf("error reply: lead %d, %v", lead, err)
+	}
+	d := decoder{b: payload}
+	if rec := d.record(); d.done() != nil || rec.Version != 7 {
+		t.Fatalf("payload of an error reply: %+v %v", rec, d.err)
+	}
+	if _, _, err := decodeReply(errReply(mvcc.ErrStaleVersion, 0, nil)); !errors.Is(err, mvcc.ErrStaleVersion) {
+		t.Fatalf("stale reply: %v", err)
+	}
+	var opt []byte
+	opt = appendOptBytes(appendOptBytes(appendOptBytes(opt, nil), []byte{}), []byte("x"))
+	d = decoder{b: opt}
+	if a, e, x := d.optBytes(), d.optBytes(), d.optBytes(); a != nil || e == nil || len(e) != 0 || string(x) != "x" || d.done() != nil {
+		t.Fatalf("optional bytes: %q %q %q %v", a, e, x, d.err)
+	}
+}
+
+// FuzzPeerDecode feeds arbitrary bytes to the cairn.Range decoders: they
+// return an error or a value, never panic or allocate beyond the input.
+func FuzzPeerDecode(f *testing.F) {
+	f.Add(encodeResult(&kv.Result{Rec: &mvcc.Record{Version: 1, Size: 1, Inline: []byte("x")}}))
+	f.Add(errReply(wire.Errorf(wire.CodeNotLeader, "elsewhere"), 2, nil))
+	f.Add([]byte{1, 0, 0, 0, 9})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _, _ = decodeReply(b)
+		_, _ = decodeResult(b)
+		d := decoder{b: b}
+		_ = d.u8()
+		for range d.count() {
+			_ = d.bytes()
+			_ = d.record()
+		}
+		_ = d.optBytes()
+		_ = d.done()
+	})
+}
