@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,7 +56,7 @@ func newBenchCmd() *cobra.Command {
 			case conc < 1 || nkeys < 1 || dur <= 0 || conns < 1:
 				return usageError{errors.New("--concurrency, --keys, --conns and --duration must be positive")}
 			}
-			c, err := client.DialOptions(cmd.Context(), client.Options{Addrs: []string{serverAddr(cmd)}, Conns: conns})
+			c, err := client.DialOptions(cmd.Context(), client.Options{Addrs: strings.Split(serverAddr(cmd), ","), Conns: conns})
 			if err != nil {
 				return err
 			}

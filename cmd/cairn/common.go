@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/vbauerster/mpb/v8"
@@ -13,7 +14,9 @@ import (
 
 const defaultServer = "127.0.0.1:7070"
 
-// serverAddr is --server, else $CAIRN_SERVER, else the local default.
+// serverAddr is --server, else $CAIRN_SERVER, else the local default. A
+// comma-separated list names several nodes of a cluster: the client starts
+// with the first and moves on when one cannot be reached.
 func serverAddr(cmd *cobra.Command) string {
 	if s, _ := cmd.Flags().GetString("server"); s != "" {
 		return s
@@ -25,7 +28,7 @@ func serverAddr(cmd *cobra.Command) string {
 }
 
 func dial(cmd *cobra.Command) (*client.Client, error) {
-	return client.Dial(cmd.Context(), serverAddr(cmd))
+	return client.Dial(cmd.Context(), strings.Split(serverAddr(cmd), ",")...)
 }
 
 // isTerminal reports whether f is a character device (a terminal).

@@ -42,7 +42,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.PersistentFlags().String("server", "", "native protocol address of a node (default $CAIRN_SERVER or 127.0.0.1:7070)")
+	root.PersistentFlags().String("server", "", "native protocol address of a node, or a comma-separated list of a cluster's nodes (default $CAIRN_SERVER or 127.0.0.1:7070)")
 	root.AddCommand(
 		newServerCmd(),
 		newPutCmd(), newGetCmd(), newCatCmd(), newRmCmd(), newStatCmd(),
