@@ -1,8 +1,6 @@
 package meta
 
 import (
-	"encoding/binary"
-	"hash/fnv"
 	"sort"
 )
 
@@ -22,12 +20,7 @@ func PlaceReplicas(rangeID uint64, nodes []NodeInfo, r int) []uint64 {
 	}
 	cands := make([]scored, 0, len(nodes))
 	for _, n := range nodes {
-		h := fnv.New64a()
-		var b [16]byte
-		binary.BigEndian.PutUint64(b[:8], rangeID)
-		binary.BigEndian.PutUint64(b[8:], n.ID)
-		h.Write(b[:])
-		cands = append(cands, scored{n, h.Sum64()})
+		cands = append(cands, scored{n, rendezvous(rangeID, n.ID)})
 	}
 	sort.Slice(cands, func(i, j int) bool {
 		if cands[i].score != cands[j].score {
@@ -59,4 +52,21 @@ func PlaceReplicas(rangeID uint64, nodes []NodeInfo, r int) []uint64 {
 		}
 	}
 	return out
+}
+
+// rendezvous scores node for key: a full 64-bit mix of both, so that every
+// bit of either moves the whole score (FNV over the concatenation does not:
+// ids that differ only in low bits kept one order for most keys).
+func rendezvous(key, node uint64) uint64 {
+	return mix64(key ^ mix64(node+0x9e3779b97f4a7c15))
+}
+
+// mix64 is splitmix64's finalizer.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }

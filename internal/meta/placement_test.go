@@ -54,3 +54,33 @@ func TestPlaceReplicas(t *testing.T) {
 		t.Fatalf("%d of 300 ranges moved to the new node", moved)
 	}
 }
+
+// TestPlaceReplicasSmallIDs checks the spread where node ids differ only
+// in their low bits and keys are arbitrary 64-bit numbers (chunk hashes):
+// every node must be first choice for about its share of keys, for every
+// pair of nodes.
+func TestPlaceReplicasSmallIDs(t *testing.T) {
+	var nodes []NodeInfo
+	for i := range 4 {
+		nodes = append(nodes, NodeInfo{ID: uint64(i + 1), Zone: "default"})
+	}
+	first := map[uint64]int{}
+	held := map[uint64]int{}
+	key := uint64(0x243f6a8885a308d3)
+	for range 4000 {
+		key = key*6364136223846793005 + 1442695040888963407
+		got := PlaceReplicas(key, nodes, 3)
+		first[got[0]]++
+		for _, id := range got {
+			held[id]++
+		}
+	}
+	for _, nd := range nodes {
+		if f := first[nd.ID]; f < 800 || f > 1200 { // about 1000
+			t.Errorf("node %d is first choice for %d of 4000 keys: %v", nd.ID, f, first)
+		}
+		if h := held[nd.ID]; h < 2700 || h > 3300 { // about 3000
+			t.Errorf("node %d holds %d of 12000 copies: %v", nd.ID, h, held)
+		}
+	}
+}

@@ -49,8 +49,11 @@ func (n *Node) chunkRanking(h chunk.Hash, nodes []meta.NodeInfo) []uint64 {
 	if len(up) == 1 {
 		return []uint64{n.id.NodeID}
 	}
-	return meta.PlaceReplicas(binary.BigEndian.Uint64(h[:8]), up, len(up))
+	return meta.PlaceReplicas(chunkKey(h), up, len(up))
 }
+
+// chunkKey is the number a chunk is ranked by: its hash's first 8 bytes.
+func chunkKey(h chunk.Hash) uint64 { return binary.BigEndian.Uint64(h[:8]) }
 
 // chunkPut is a chunk being stored on its nodes; Wait returns when every
 // copy is durable or one cannot be made.

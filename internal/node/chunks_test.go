@@ -13,9 +13,12 @@ import (
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
-// threeNodes starts a three-node cluster and waits until every node sees
-// all three in the cluster map. Each config passes through tune.
-func threeNodes(t *testing.T, tune ...func(*Config)) []*Node {
+// threeNodes starts a three-node cluster (see clusterOf).
+func threeNodes(t *testing.T, tune ...func(*Config)) []*Node { return clusterOf(t, 3, tune...) }
+
+// clusterOf starts a cluster of k nodes and waits until every node sees all
+// of them in the cluster map. Each config passes through tune.
+func clusterOf(t *testing.T, k int, tune ...func(*Config)) []*Node {
 	t.Helper()
 	cfg := func(join string) Config {
 		c := clusterConfig(t, join)
@@ -25,10 +28,13 @@ func threeNodes(t *testing.T, tune ...func(*Config)) []*Node {
 		return c
 	}
 	first := openNode(t, cfg(""))
-	nodes := []*Node{first, openNode(t, cfg(first.PeerAddr())), openNode(t, cfg(first.PeerAddr()))}
+	nodes := []*Node{first}
+	for len(nodes) < k {
+		nodes = append(nodes, openNode(t, cfg(first.PeerAddr())))
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, n := range nodes {
-		for len(n.peers.view()) < 3 {
+		for len(n.peers.view()) < k {
 			if time.Now().After(deadline) {
 				t.Fatalf("node %d sees %d nodes", n.NodeID(), len(n.peers.view()))
 			}

@@ -68,6 +68,7 @@ func (n *Node) startPeers() error {
 	transport.RegisterUnary(p.srv, chunkService, map[string]transport.Unary{
 		"Put": n.handleChunkPut,
 		"Get": n.handleChunkGet,
+		"Has": n.handleChunkHas,
 	})
 	n.peers = p
 	return nil

@@ -12,6 +12,8 @@ type metrics struct {
 	corrupt    prometheus.Counter
 	cacheHits  prometheus.Counter
 	cacheMiss  prometheus.Counter
+	// repairBytes counts chunk bytes copied to other nodes by the repairer.
+	repairBytes prometheus.Counter
 }
 
 func newMetrics(n *Node) *metrics {
@@ -32,8 +34,12 @@ func newMetrics(n *Node) *metrics {
 		Name: "cairn_record_cache_misses_total",
 		Help: "Reads of a latest version that went to pebble.",
 	})
+	m.repairBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cairn_repair_bytes_total",
+		Help: "Chunk bytes copied to other nodes to restore their replication.",
+	})
 	m.reg.MustRegister(
-		m.cacheHits, m.cacheMiss,
+		m.cacheHits, m.cacheMiss, m.repairBytes,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cairn_record_cache_records", Help: "Records in the latest-version cache.",
 		}, func() float64 { return float64(n.cache.Len()) }),

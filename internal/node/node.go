@@ -85,6 +85,9 @@ type Config struct {
 	// DownAfter is how long a node stays suspect before it is down and
 	// its copies are restored elsewhere. Default: 5m.
 	DownAfter time.Duration
+	// RepairCheck is how often the node checks whether the cluster map
+	// changed since its last chunk repair pass. Default: 5s.
+	RepairCheck time.Duration
 
 	// FS is the disk seam. Default: the real disk.
 	FS vfs.FS
@@ -142,6 +145,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.DownAfter == 0 {
 		c.DownAfter = 5 * time.Minute
+	}
+	if c.RepairCheck == 0 {
+		c.RepairCheck = 5 * time.Second
 	}
 	c.Chunking.EnsureDefaults()
 	if c.FS == nil {
@@ -218,6 +224,7 @@ type Node struct {
 	// (reconcileMeta's goroutine only).
 	savedEndpoints []string
 	stopBG         context.CancelFunc
+	repairedFor    string // map signature of the last complete repair pass (repairStep only)
 	hbMu           sync.Mutex
 	heartbeat      meta.Leadership // held by keepBeating
 
@@ -333,7 +340,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		cancel()
 		return nil, err
 	}
-	n.bg.Add(5)
+	n.bg.Add(6)
+	go func() {
+		defer n.bg.Done()
+		every(bgCtx, n.cfg.RepairCheck, n.repairStep)
+	}()
 	go func() {
 		defer n.bg.Done()
 		n.keepBeating(bgCtx)

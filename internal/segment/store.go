@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/storage"
 )
 
 // MaxChunkSize is the largest chunk Put accepts.
@@ -298,3 +299,44 @@ func readErr(err error) error {
 	}
 	return fmt.Errorf("segment: read: %w", err)
 }
+
+// Chunks calls fn with the hash and length of every chunk in the index, in
+// hash order, starting after the hash after (nil: from the first), until fn
+// returns false or ctx ends. It reads one consistent view of the index.
+func (s *Store) Chunks(ctx context.Context, after *chunk.Hash, fn func(h chunk.Hash, length uint32) bool) error {
+	lower := []byte(storage.PrefixChunkIndex)
+	if after != nil {
+		lower = append(indexKey(*after), 0)
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: indexEnd})
+	if err != nil {
+		return fmt.Errorf("segment: iterate the chunk index: %w", err)
+	}
+	defer it.Close()
+	for valid := it.First(); valid; valid = it.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		k := it.Key()
+		if len(k) != len(storage.PrefixChunkIndex)+chunk.HashSize {
+			return fmt.Errorf("%w: chunk index key of %d bytes", ErrCorrupt, len(k))
+		}
+		loc, err := decodeLocation(it.Value())
+		if err != nil {
+			return err
+		}
+		var h chunk.Hash
+		copy(h[:], k[len(storage.PrefixChunkIndex):])
+		if !fn(h, loc.length) {
+			return nil
+		}
+	}
+	return it.Error()
+}
+
+// indexEnd bounds the chunk index from above.
+var indexEnd = func() []byte {
+	b := []byte(storage.PrefixChunkIndex)
+	b[len(b)-1]++
+	return b
+}()

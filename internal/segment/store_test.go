@@ -536,3 +536,45 @@ func TestConcurrentReadsAndWrites(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// TestChunksIterates lists every stored chunk once, in hash order, and
+// resumes after a given hash.
+func TestChunksIterates(t *testing.T) {
+	n := openNode(t, vfs.NewMem(), 0)
+	want := map[chunk.Hash]uint32{}
+	for i := range 20 {
+		b := bytes.Repeat([]byte{byte(i)}, 100+i)
+		h := chunk.Sum(b)
+		if err := n.st.Put(context.Background(), h, b); err != nil {
+			t.Fatal(err)
+		}
+		want[h] = uint32(len(b))
+	}
+	var seen []chunk.Hash
+	err := n.st.Chunks(context.Background(), nil, func(h chunk.Hash, length uint32) bool {
+		if want[h] != length {
+			t.Errorf("chunk %s: length %d, want %d", h, length, want[h])
+		}
+		seen = append(seen, h)
+		return true
+	})
+	if err != nil || len(seen) != len(want) {
+		t.Fatalf("listed %d of %d chunks: %v", len(seen), len(want), err)
+	}
+	for i := 1; i < len(seen); i++ {
+		if bytes.Compare(seen[i-1][:], seen[i][:]) >= 0 {
+			t.Fatal("chunks not in hash order")
+		}
+	}
+	var rest int
+	_ = n.st.Chunks(context.Background(), &seen[9], func(h chunk.Hash, _ uint32) bool {
+		if rest == 0 && h != seen[10] {
+			t.Errorf("resumed at %s, want %s", h, seen[10])
+		}
+		rest++
+		return rest < 5
+	})
+	if rest != 5 {
+		t.Fatalf("stopping early: %d calls", rest)
+	}
+}

@@ -1,0 +1,237 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/meta"
+)
+
+// The chunk repairer restores every chunk's copies to the first R nodes of
+// its ranking over the nodes that are not down or draining (R is the
+// largest replication factor of any space: a chunk does not know which
+// spaces refer to it). Every node runs it over its own chunks whenever the
+// cluster map's membership or states change (and once after it starts):
+// for a batch of local chunks it asks each wanted node which it holds
+// (Chunk/Has), and for each chunk the best-ranked wanted node that holds
+// it (or, when none does, every holder) copies it to the wanted nodes that
+// lack it. A suspect node is still wanted and presumed to hold its copies,
+// so a restart does not set off a copy; once it is down, the next node of
+// the ranking is wanted instead. Copies on nodes no longer wanted stay
+// until garbage collection exists.
+
+// repairBatch is how many chunks one Has round asks about.
+const repairBatch = 512
+
+// repairStats counts one repair pass.
+type repairStats struct {
+	Checked, Copied int
+	Bytes           int64
+	Failed          int
+}
+
+// repairStep runs a repair pass when the cluster map changed since the
+// last complete one.
+func (n *Node) repairStep(ctx context.Context) {
+	nodes := n.peers.view()
+	sig := mapSignature(nodes)
+	if sig == "" || sig == n.repairedFor {
+		return
+	}
+	start := time.Now()
+	st, err := n.repairChunks(ctx, nodes)
+	if err != nil {
+		if ctx.Err() == nil {
+			n.log.Warn("chunk repair pass stopped; it runs again", "err", err, "checked", st.Checked, "copied", st.Copied)
+		}
+		return
+	}
+	if st.Failed == 0 {
+		n.repairedFor = sig
+	}
+	if st.Copied > 0 || st.Failed > 0 {
+		n.log.Info("chunk repair pass", "checked", st.Checked, "copied", st.Copied, "bytes", st.Bytes,
+			"failed", st.Failed, "took", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// mapSignature identifies the membership and states of the map.
+func mapSignature(nodes []meta.NodeInfo) string {
+	var b strings.Builder
+	for _, nd := range nodes {
+		fmt.Fprintf(&b, "%d:%s;", nd.ID, nd.State)
+	}
+	return b.String()
+}
+
+// repairRanking ranks the nodes that may hold a chunk for repair: those
+// neither down nor draining (this node always counts unless it drains).
+func (n *Node) repairRanking(h chunk.Hash, nodes []meta.NodeInfo) []uint64 {
+	cands := make([]meta.NodeInfo, 0, len(nodes))
+	for _, nd := range nodes {
+		if nd.State != meta.NodeDown && nd.State != meta.NodeDraining {
+			cands = append(cands, nd)
+		}
+	}
+	return meta.PlaceReplicas(chunkKey(h), cands, len(cands))
+}
+
+// repairChunks runs one pass over the local chunks against nodes.
+func (n *Node) repairChunks(ctx context.Context, nodes []meta.NodeInfo) (repairStats, error) {
+	var st repairStats
+	r, err := n.maxReplicas(ctx)
+	if err != nil {
+		return st, err
+	}
+	state := map[uint64]string{}
+	for _, nd := range nodes {
+		state[nd.ID] = nd.State
+	}
+	var after *chunk.Hash
+	for {
+		var batch []chunk.Hash
+		err := n.chunks.Chunks(ctx, after, func(h chunk.Hash, _ uint32) bool {
+			batch = append(batch, h)
+			return len(batch) < repairBatch
+		})
+		if err != nil {
+			return st, err
+		}
+		if len(batch) == 0 {
+			return st, nil
+		}
+		after = &batch[len(batch)-1]
+		// Which wanted nodes to ask about which chunks.
+		wants := make([][]uint64, len(batch))
+		ask := map[uint64][]int{}
+		for i, h := range batch {
+			ranked := n.repairRanking(h, nodes)
+			wants[i] = ranked[:min(r, len(ranked))]
+			for _, id := range wants[i] {
+				if id != n.id.NodeID && state[id] == meta.NodeUp {
+					ask[id] = append(ask[id], i)
+				}
+			}
+		}
+		holds := map[uint64]map[int]bool{}
+		for id, idx := range ask {
+			req := make([]byte, 0, len(idx)*chunk.HashSize)
+			for _, i := range idx {
+				req = append(req, batch[i][:]...)
+			}
+			resp, err := n.callNode(ctx, id, chunkService, "Has", req, 30*time.Second)
+			if err != nil || len(resp) != len(idx) {
+				// Unknown: do not copy to it now; the pass is retried.
+				st.Failed += len(idx)
+				holds[id] = nil
+				continue
+			}
+			holds[id] = map[int]bool{}
+			for k, i := range idx {
+				if resp[k] == 1 {
+					holds[id][i] = true
+				}
+			}
+		}
+		for i, h := range batch {
+			st.Checked++
+			has := func(id uint64) bool {
+				switch {
+				case id == n.id.NodeID:
+					return true
+				case state[id] != meta.NodeUp:
+					return true // suspect: presumed to hold its copies
+				case holds[id] == nil:
+					return true // unknown this round
+				}
+				return holds[id][i]
+			}
+			want := wants[i]
+			mine := slices.Contains(want, n.id.NodeID)
+			first := -1
+			for k, id := range want {
+				if has(id) && (id == n.id.NodeID || state[id] == meta.NodeUp && holds[id] != nil) {
+					first = k
+					break
+				}
+			}
+			// The best-ranked wanted holder copies; if no wanted node holds
+			// the chunk, every holder does.
+			if (mine && (first < 0 || want[first] != n.id.NodeID)) || (!mine && first >= 0) {
+				continue
+			}
+			var data []byte
+			for _, id := range want {
+				if has(id) {
+					continue
+				}
+				if data == nil {
+					if data, err = n.chunks.Get(ctx, h, nil); err != nil {
+						st.Failed++
+						n.log.Warn("chunk repair: cannot read the local copy", "chunk", h, "err", err)
+						break
+					}
+				}
+				frame := append(append(make([]byte, 0, chunk.HashSize+len(data)), h[:]...), data...)
+				if _, err := n.callNode(ctx, id, chunkService, "Put", frame, chunkTimeout(len(frame))); err != nil {
+					st.Failed++
+					continue
+				}
+				st.Copied++
+				st.Bytes += int64(len(data))
+				n.metrics.repairBytes.Add(float64(len(data)))
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+	}
+}
+
+// maxReplicas is the largest replication factor of any space.
+func (n *Node) maxReplicas(ctx context.Context) (int, error) {
+	spaces, err := n.catalog.ListSpaces(ctx)
+	if err != nil {
+		return 0, err
+	}
+	r := meta.DefaultReplicas
+	if len(spaces) > 0 {
+		r = 1
+	}
+	for _, sp := range spaces {
+		r = max(r, cmpOr(sp.Settings.Replicas, meta.DefaultReplicas))
+	}
+	return r, nil
+}
+
+func cmpOr(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// handleChunkHas answers which of the hashes in req this node holds: one
+// byte per hash, 1 if held.
+func (n *Node) handleChunkHas(_ context.Context, req []byte) ([]byte, error) {
+	if len(req)%chunk.HashSize != 0 {
+		return nil, fmt.Errorf("chunk has: %d bytes is not a list of hashes", len(req))
+	}
+	out := make([]byte, len(req)/chunk.HashSize)
+	for i := range out {
+		var h chunk.Hash
+		copy(h[:], req[i*chunk.HashSize:])
+		ok, err := n.chunks.Has(h)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out[i] = 1
+		}
+	}
+	return out, nil
+}

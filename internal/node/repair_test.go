@@ -1,0 +1,94 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// TestChunkRepair writes chunked objects on four nodes (three copies of
+// each chunk), stops one node, and checks that once it is down the
+// repairer restores three copies of every chunk on the three left, and
+// that the objects read back whole.
+func TestChunkRepair(t *testing.T) {
+	ctx := context.Background()
+	nodes := clusterOf(t, 4, func(c *Config) {
+		c.HeartbeatTTL, c.DownAfter, c.RepairCheck = time.Second, time.Second, 200*time.Millisecond
+	})
+	if _, err := nodes[0].CreateSpace(ctx, "repaired", wire.SpaceSettings{Ranges: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(11, 12))
+	bodies := map[string]string{}
+	var hashes []chunk.Hash
+	for i := range 4 {
+		key := fmt.Sprintf("obj-%d", i)
+		bodies[key] = string(randBytes(rnd, 1<<20+i*4096))
+		info := writeAny(t, nodes, "repaired", key, bodies[key])
+		for _, n := range nodes {
+			rec, err := n.readRecord(ctx, mustRange(t, n, "repaired", key), objKey(t, n, "repaired", key), info.Version, 0)
+			if err != nil {
+				continue
+			}
+			m, err := chunk.UnmarshalManifest(rec.Manifest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ref := range m.Chunks {
+				hashes = append(hashes, ref.Hash)
+			}
+			break
+		}
+	}
+	copies := func(among []*Node, h chunk.Hash) int {
+		c := 0
+		for _, n := range among {
+			if ok, _ := n.chunks.Has(h); ok {
+				c++
+			}
+		}
+		return c
+	}
+	// Stop a node that holds copies (every node does, with 4 objects of
+	// several chunks at 3 copies on 4 nodes; pick the last).
+	gone, rest := nodes[3], nodes[:3]
+	lost := 0
+	for _, h := range hashes {
+		if ok, _ := gone.chunks.Has(h); ok {
+			lost++
+		}
+	}
+	if lost == 0 {
+		t.Fatalf("node %d holds none of the %d chunks", gone.NodeID(), len(hashes))
+	}
+	gone.Close()
+	stopped := time.Now()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		short := 0
+		for _, h := range hashes {
+			if copies(rest, h) < 3 {
+				short++
+			}
+		}
+		if short == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d chunks still have fewer than 3 copies a minute after node %d stopped", short, len(hashes), gone.NodeID())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("%d chunks of %d had a copy on node %d; 3 copies again %v after it stopped (down after 1s)",
+		lost, len(hashes), gone.NodeID(), time.Since(stopped).Round(time.Millisecond))
+	for key, body := range bodies {
+		if got := readAny(t, rest, "repaired", key); got != body {
+			t.Fatalf("%s read back differently after repair", key)
+		}
+	}
+}
