@@ -165,12 +165,15 @@ func chunkTimeout(size int) time.Duration {
 	return 5*time.Second + time.Duration(size)*time.Second/(8<<20)
 }
 
+// errNotSent marks a call that failed before anything was sent.
+var errNotSent = errors.New("call not sent")
+
 // callNode makes a unary call to node id that fails at once if the node
 // cannot be reached, with at most timeout.
 func (n *Node) callNode(ctx context.Context, id uint64, service, method string, req []byte, timeout time.Duration) ([]byte, error) {
 	addr, ok := n.peers.resolve(id)
 	if !ok {
-		return nil, fmt.Errorf("node %d is not in the cluster map", id)
+		return nil, fmt.Errorf("node %d is not in the cluster map: %w", id, errNotSent)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

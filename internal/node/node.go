@@ -309,12 +309,20 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("reserve node id %d: %w", n.id.NodeID, err)
 	}
 	n.oracle = meta.NewOracle(n.meta, meta.OracleOptions{Clock: cfg.Clock, Logger: n.log})
-	// A node that started the cluster leads the oracle before it serves; a
-	// node that joined asks the leader for timestamps. Either campaigns
-	// again in the background whenever it does not lead (keepOracle).
+	// A node alone in its cluster leads the oracle before it serves (no
+	// other node could); a node of a larger cluster asks the leader for
+	// timestamps, which may be another node for as long as that one
+	// lives. Either campaigns again in the background whenever it does not
+	// lead (keepOracle).
 	if !n.id.Joined {
-		if err := n.oracle.Start(ctx); err != nil {
-			return nil, fmt.Errorf("start timestamp oracle: %w", err)
+		nodes, err := n.catalog.Nodes(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read the cluster map: %w", err)
+		}
+		if len(nodes) <= 1 {
+			if err := n.oracle.Start(ctx); err != nil {
+				return nil, fmt.Errorf("start timestamp oracle: %w", err)
+			}
 		}
 	}
 	n.chunks, err = segment.Open(segment.Options{

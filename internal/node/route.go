@@ -66,10 +66,16 @@ func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) (
 			tried[id] = true
 			b, err := n.callNode(ctx, id, rangeService, method, msg, forwardTimeout)
 			if err != nil {
-				last = fmt.Errorf("node %d: %w", id, err)
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
+				if method == "Propose" && !errors.Is(err, errNotSent) {
+					// The command may have reached the leaseholder and
+					// applied: do not send it again, and do not claim it
+					// had no effect.
+					return nil, wire.Errorf(wire.CodeOutcomeUnknown, "range %d: node %d: %v", r.desc.ID, id, err)
+				}
+				last = fmt.Errorf("node %d: %w", id, err)
 				continue
 			}
 			payload, lead, err := decodeReply(b)

@@ -187,6 +187,7 @@ const (
 	CodeCanceled           Code = 17 // the request was canceled
 	CodeDeleted            Code = 18 // the selected version is a delete marker
 	CodeInvalidRange       Code = 19 // a byte range lies outside the object
+	CodeOutcomeUnknown     Code = 20 // a write may or may not have taken effect; read before retrying
 )
 
 var codeNames = map[Code]string{
@@ -199,7 +200,7 @@ var codeNames = map[Code]string{
 	CodeTruncated: "truncated body", CodeCorrupt: "corrupt data",
 	CodeNotLeader: "not leader", CodeUnavailable: "unavailable",
 	CodeCanceled: "canceled", CodeDeleted: "delete marker",
-	CodeInvalidRange: "invalid range",
+	CodeInvalidRange: "invalid range", CodeOutcomeUnknown: "outcome unknown",
 }
 
 func (c Code) String() string {
@@ -258,6 +259,7 @@ var (
 	ErrCanceled           = &Error{Code: CodeCanceled}
 	ErrDeleted            = &Error{Code: CodeDeleted}
 	ErrInvalidRange       = &Error{Code: CodeInvalidRange}
+	ErrOutcomeUnknown     = &Error{Code: CodeOutcomeUnknown}
 )
 
 // CodeOf returns the protocol code for err: the code of an *Error in its

@@ -1,0 +1,204 @@
+// Package history records the operations concurrent clients run against a
+// store under faults, and checks them: every key's history must be
+// linearizable as a register (checked with porcupine), which also proves
+// that no acknowledged write was lost when the history ends with reads of
+// every key.
+//
+// A write whose outcome is unknown (an error that does not prove it had no
+// effect: a timeout, a lost connection, a failover) is kept as pending
+// forever: it may have taken effect at any point after its call. Reads that
+// fail, and writes that provably did not apply, are dropped.
+package history
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Kind is an operation's kind.
+type Kind int
+
+// Operation kinds.
+const (
+	Put Kind = iota
+	Get
+)
+
+// Op is one recorded operation.
+type Op struct {
+	Client int
+	Kind   Kind
+	Key    string
+	// Value is what a Put wrote or what a Get read ("" for absent).
+	Value        string
+	Call, Return time.Duration // since the Recorder started
+	// Unknown marks a Put whose outcome is unknown.
+	Unknown bool
+}
+
+// Recorder collects operations from concurrent clients.
+type Recorder struct {
+	start time.Time
+	mu    sync.Mutex
+	ops   []Op
+}
+
+// NewRecorder starts a history now.
+func NewRecorder() *Recorder { return &Recorder{start: time.Now()} }
+
+// Now is the time since the recorder started, for Op.Call and Op.Return.
+func (r *Recorder) Now() time.Duration { return time.Since(r.start) }
+
+// Add records a completed operation.
+func (r *Recorder) Add(op Op) {
+	r.mu.Lock()
+	r.ops = append(r.ops, op)
+	r.mu.Unlock()
+}
+
+// Ops returns a copy of the history so far.
+func (r *Recorder) Ops() []Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Op(nil), r.ops...)
+}
+
+// Result is the outcome of Check.
+type Result struct {
+	// Linearizable is true when every key's history is.
+	Linearizable bool
+	// Unknown is true when the checker ran out of time.
+	Unknown bool
+	// Ops, Puts, Gets and Pending count the checked history.
+	Ops, Puts, Gets, Pending int
+	// Bad names the keys whose history is not linearizable, with the
+	// operations of each, for the failure message.
+	Bad string
+}
+
+type input struct {
+	put   bool
+	value string
+}
+
+// The model: a register per key, initially absent ("").
+func registerInit() any { return "" }
+
+func registerStep(state, in, out any) (bool, any) {
+	i := in.(input)
+	if i.put {
+		return true, i.value
+	}
+	return out.(string) == state.(string), state
+}
+
+// Check checks ops against a register per key, giving up after timeout.
+func Check(ops []Op, timeout time.Duration) Result {
+	res := Result{Ops: len(ops)}
+	hist := make([]porcupine.Operation, 0, len(ops))
+	for _, op := range ops {
+		ret := int64(op.Return)
+		if op.Kind == Put {
+			res.Puts++
+			if op.Unknown {
+				res.Pending++
+				ret = math.MaxInt64
+			}
+		} else {
+			res.Gets++
+		}
+		hist = append(hist, porcupine.Operation{
+			ClientId: op.Client,
+			Input:    input{put: op.Kind == Put, value: op.Value},
+			Call:     int64(op.Call),
+			Output:   op.Value,
+			Return:   ret,
+			Metadata: op.Key,
+		})
+	}
+	model := porcupine.Model{
+		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+			byKey := map[string][]porcupine.Operation{}
+			for _, op := range h {
+				k := op.Metadata.(string)
+				byKey[k] = append(byKey[k], op)
+			}
+			keys := make([]string, 0, len(byKey))
+			for k := range byKey {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			out := make([][]porcupine.Operation, 0, len(keys))
+			for _, k := range keys {
+				out = append(out, byKey[k])
+			}
+			return out
+		},
+		Init: registerInit,
+		Step: registerStep,
+	}
+	r := porcupine.CheckOperationsTimeout(model, hist, timeout)
+	switch r {
+	case porcupine.Ok:
+		res.Linearizable = true
+	case porcupine.Unknown:
+		res.Unknown, res.Linearizable = true, true
+	default:
+		res.Bad = describeBad(ops)
+	}
+	return res
+}
+
+// describeBad lists the operations of the keys whose history failed.
+func describeBad(ops []Op) string {
+	var b strings.Builder
+	bad := map[string]bool{}
+	// Check each key alone to name the ones that fail, and report their
+	// whole histories in call order.
+	byKey := map[string][]Op{}
+	for _, op := range ops {
+		byKey[op.Key] = append(byKey[op.Key], op)
+	}
+	for k, kops := range byKey {
+		h := make([]porcupine.Operation, 0, len(kops))
+		for _, op := range kops {
+			ret := int64(op.Return)
+			if op.Unknown {
+				ret = math.MaxInt64
+			}
+			h = append(h, porcupine.Operation{Input: input{put: op.Kind == Put, value: op.Value}, Call: int64(op.Call), Output: op.Value, Return: ret})
+		}
+		m := porcupine.Model{Init: registerInit, Step: registerStep}
+		if porcupine.CheckOperationsTimeout(m, h, 10*time.Second) == porcupine.Illegal {
+			bad[k] = true
+		}
+	}
+	keys := make([]string, 0, len(bad))
+	for k := range bad {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		kops := byKey[k]
+		sort.Slice(kops, func(i, j int) bool { return kops[i].Call < kops[j].Call })
+		fmt.Fprintf(&b, "key %q:\n", k)
+		for _, op := range kops {
+			kind := "get"
+			if op.Kind == Put {
+				kind = "put"
+			}
+			ret := op.Return.String()
+			if op.Unknown {
+				ret = "?"
+			}
+			fmt.Fprintf(&b, "  client %d %s %q [%v, %s]\n", op.Client, kind, op.Value, op.Call, ret)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,202 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/history"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// restartConfig is the config that reopens n as itself: its data
+// directory and the ports it had bound.
+func restartConfig(n *Node) Config {
+	cfg := n.cfg
+	for _, p := range []struct {
+		port *int
+		addr string
+	}{{&cfg.PeerPort, n.PeerAddr()}, {&cfg.NativePort, n.NativeAddr()}, {&cfg.HTTPPort, n.HTTPAddr()}} {
+		_, port, _ := net.SplitHostPort(p.addr)
+		*p.port, _ = strconv.Atoi(port)
+	}
+	return cfg
+}
+
+// TestFaultsInProcess runs concurrent clients against a three-node cluster
+// in one process while a nemesis stops and restarts nodes, each request
+// going to a random node that is up. Every key's history must be
+// linearizable, including the final reads after the cluster heals (so no
+// acknowledged write is lost), and the healed cluster must take writes
+// again.
+func TestFaultsInProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault test")
+	}
+	ctx := context.Background()
+	nodes := threeNodes(t, func(c *Config) { c.HeartbeatTTL = time.Second })
+	if _, err := nodes[0].CreateSpace(ctx, "faults", wire.SpaceSettings{Ranges: 2}); err != nil {
+		t.Fatal(err)
+	}
+	writeAny(t, nodes, "faults", "warmup", "x")
+
+	var mu sync.RWMutex // guards nodes; held shared for each request
+	var keys []string
+	for i := range 8 {
+		keys = append(keys, fmt.Sprintf("k%d", i))
+	}
+	rec := history.NewRecorder()
+	const run = 15 * time.Second
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for c := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(c), 99))
+			for seq := 0; ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				mu.RLock()
+				n := nodes[rnd.IntN(len(nodes))]
+				if n == nil {
+					mu.RUnlock()
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				key := keys[rnd.IntN(len(keys))]
+				octx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				call := rec.Now()
+				if rnd.IntN(2) == 0 {
+					val := fmt.Sprintf("c%d-%d", c, seq)
+					_, err := n.Put(octx, &wire.PutRequest{Space: "faults", Key: key, Size: int64(len(val))}, strings.NewReader(val))
+					// NOT_LEADER and UNAVAILABLE promise the write had no
+					// effect (the client retries them elsewhere); the
+					// checker holds the server to it. Any other error
+					// leaves the outcome unknown.
+					switch code := wire.CodeOf(err); code {
+					case wire.CodeNotLeader, wire.CodeUnavailable:
+					default:
+						rec.Add(history.Op{Client: c, Kind: history.Put, Key: key, Value: val, Call: call, Return: rec.Now(), Unknown: err != nil})
+					}
+				} else {
+					b, _, err := getCtx(octx, n, wire.GetRequest{Space: "faults", Key: key})
+					switch {
+					case err == nil:
+						rec.Add(history.Op{Client: c, Kind: history.Get, Key: key, Value: string(b), Call: call, Return: rec.Now()})
+					case wire.CodeOf(err) == wire.CodeNotFound:
+						rec.Add(history.Op{Client: c, Kind: history.Get, Key: key, Call: call, Return: rec.Now()})
+					}
+				}
+				cancel()
+				mu.RUnlock()
+				time.Sleep(time.Duration(rnd.IntN(4)) * time.Millisecond)
+			}
+		}()
+	}
+
+	// The nemesis: stop a random node, keep it down a while, restart it.
+	rnd := rand.New(rand.NewPCG(7, 7))
+	deadline := time.Now().Add(run)
+	restarts := 0
+	for time.Now().Before(deadline) {
+		time.Sleep(time.Duration(1000+rnd.IntN(1000)) * time.Millisecond)
+		i := rnd.IntN(len(nodes))
+		mu.Lock()
+		victim := nodes[i]
+		nodes[i] = nil
+		mu.Unlock()
+		cfg := restartConfig(victim)
+		victim.Close()
+		time.Sleep(time.Duration(500+rnd.IntN(1500)) * time.Millisecond)
+		again, err := Open(ctx, cfg)
+		if err != nil {
+			t.Fatalf("restart node %d: %v", victim.NodeID(), err)
+		}
+		again.Serve()
+		t.Cleanup(func() { again.Close() })
+		mu.Lock()
+		nodes[i] = again
+		mu.Unlock()
+		restarts++
+	}
+	close(stop)
+	wg.Wait()
+
+	// Healed: how soon does the cluster take a write, and what does
+	// every key hold?
+	healed := time.Now()
+	writeAny(t, nodes, "faults", "after-heal", "y")
+	t.Logf("healed cluster took a write %v after the last restart", time.Since(healed).Round(time.Millisecond))
+	for _, key := range keys {
+		call := rec.Now()
+		v := readAnyOrAbsent(t, nodes, "faults", key)
+		rec.Add(history.Op{Client: 99, Kind: history.Get, Key: key, Value: v, Call: call, Return: rec.Now()})
+	}
+	res := history.Check(rec.Ops(), time.Minute)
+	t.Logf("%d restarts; %d operations: %d puts (%d unknown), %d gets", restarts, res.Ops, res.Puts, res.Pending, res.Gets)
+	if res.Unknown {
+		t.Log("the checker ran out of time; the history was not fully checked")
+	}
+	if !res.Linearizable {
+		t.Fatalf("history is not linearizable:\n%s", res.Bad)
+	}
+	if res.Puts-res.Pending < 20 {
+		t.Fatalf("only %d writes succeeded under faults", res.Puts-res.Pending)
+	}
+}
+
+func getCtx(ctx context.Context, n *Node, req wire.GetRequest) ([]byte, wire.ObjectInfo, error) {
+	req.Length = -1
+	info, rc, err := n.Get(ctx, &req)
+	if err != nil {
+		return nil, info, err
+	}
+	defer rc.Close()
+	var b strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		k, err := rc.Read(buf)
+		b.Write(buf[:k])
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return []byte(b.String()), info, nil
+			}
+			return nil, info, err
+		}
+	}
+}
+
+// readAnyOrAbsent reads key through any node, "" when it does not exist.
+func readAnyOrAbsent(t *testing.T, among []*Node, space, key string) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var last error
+		for _, nd := range among {
+			b, _, err := get(t, nd, wire.GetRequest{Space: space, Key: key})
+			if err == nil {
+				return string(b)
+			}
+			if wire.CodeOf(err) == wire.CodeNotFound {
+				return ""
+			}
+			last = err
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no node served the read of %s/%s: %v", space, key, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
