@@ -18,6 +18,13 @@ if ! docker info >/dev/null 2>&1; then
   exit 1
 fi
 export CAIRN_REQUIRE_DOCKER=1
+# deploy/compose.yaml is exercised with the Compose tool: the docker compose
+# plugin where it exists, else docker-compose, installed from Debian.
+if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
+  echo "== installing docker-compose"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq && $SUDO DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
+fi
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/transport"
 )
 
 // adminService is the peer gRPC service of control calls between nodes.
@@ -44,6 +46,7 @@ type membership interface {
 	Members(ctx context.Context) ([]meta.Member, error)
 	AddLearner(ctx context.Context, peerURL string) (uint64, []meta.Member, error)
 	Promote(ctx context.Context, id uint64) error
+	RemoveMember(ctx context.Context, id uint64) error
 }
 
 // handleJoin admits a new node: it allocates its id and, while the meta
@@ -58,8 +61,39 @@ func (n *Node) handleJoin(ctx context.Context, b []byte) ([]byte, error) {
 	if !ok {
 		return nil, errors.New("this node's meta service cannot change membership")
 	}
+	// One admission at a time in the whole cluster: a joiner's initial
+	// cluster must list every member there is when its member starts.
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	lock, err := n.meta.Campaign(lctx, "join", 30*time.Second)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("another node is being admitted: %w", transport.ErrBusy)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = lock.Resign(rctx)
+	}()
 	members, err := ms.Members(ctx)
 	if err != nil {
+		return nil, err
+	}
+	for _, m := range members {
+		switch {
+		case slices.Contains(m.PeerURLs, req.MetaPeerURL):
+			// The same address joining again: a node whose earlier join
+			// failed, or that lost its data. Its old member is gone.
+			if err := ms.RemoveMember(ctx, m.ID); err != nil {
+				return nil, fmt.Errorf("remove the earlier meta member at %s: %w", req.MetaPeerURL, err)
+			}
+			n.log.Info("removed the meta member of an earlier join from the same address", "peer_url", req.MetaPeerURL)
+		case m.Name == "":
+			// Another joiner's member has not started yet; until it has,
+			// a new member's initial cluster cannot be right.
+			return nil, fmt.Errorf("the meta member at %v has not started yet: %w", m.PeerURLs, transport.ErrBusy)
+		}
+	}
+	if members, err = ms.Members(ctx); err != nil {
 		return nil, err
 	}
 	id, err := n.catalog.AllocNodeID(ctx)
@@ -87,21 +121,33 @@ func (n *Node) join(ctx context.Context) (*joinResponse, error) {
 		return nil, err
 	}
 	req, _ := json.Marshal(joinRequest{V: 1, MetaPeerURL: urls.peer, Zone: n.cfg.Zone})
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	b, err := n.peers.caller.Call(cctx, n.cfg.Join, adminService, "Join", req)
-	if err != nil {
-		return nil, fmt.Errorf("join the cluster at %s: %w (is a cairn node listening there on its peer port?)", n.cfg.Join, err)
+	deadline := time.Now().Add(2 * time.Minute)
+	var b []byte
+	for backoff := 200 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		b, err = n.peers.caller.Call(cctx, n.cfg.Join, adminService, "Join", req)
+		cancel()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, transport.ErrBusy) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("join the cluster at %s: %w (is a cairn node listening there on its peer port?)", n.cfg.Join, err)
+		}
+		n.log.Info("another node is joining; waiting to join", "retry", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
 	}
 	var resp joinResponse
 	if err := json.Unmarshal(b, &resp); err != nil || resp.V != 1 || resp.NodeID == 0 || len(resp.Endpoints) == 0 {
 		return nil, fmt.Errorf("join the cluster at %s: malformed answer (%v)", n.cfg.Join, err)
 	}
-	err = n.saveIdentity(identity{V: 1, NodeID: resp.NodeID, Cluster: resp.Cluster, Joined: true,
-		Member: resp.InitialCluster != "", Endpoints: resp.Endpoints})
-	if err != nil {
-		return nil, err
-	}
+	// The identity is saved once the meta member has started (see Open):
+	// a node whose member fails to start joins again when restarted.
+	n.id = identity{V: 1, NodeID: resp.NodeID, Cluster: resp.Cluster, Joined: true,
+		Member: resp.InitialCluster != "", Endpoints: resp.Endpoints}
 	n.log.Info("joined the cluster", "node", resp.NodeID, "cluster", resp.Cluster, "via", n.cfg.Join)
 	return &resp, nil
 }
@@ -155,7 +201,16 @@ func (n *Node) openMeta(joined *joinResponse) error {
 	}
 	if n.id.Member {
 		if joined != nil {
+			// A fresh member: whatever an earlier, failed join left in its
+			// directory belongs to a member that no longer exists.
+			if err := os.RemoveAll(opts.Dir); err != nil {
+				return err
+			}
 			opts.InitialCluster, opts.Join = joined.InitialCluster, true
+		} else if _, err := os.Stat(filepath.Join(opts.Dir, "member")); err != nil {
+			// Never start an empty member on restart: etcd would found a
+			// new cluster of one.
+			return fmt.Errorf("this node's meta service member has no data in %s (%v); remove %s and join the cluster again", opts.Dir, err, n.cfg.DataDir)
 		}
 		if n.member, err = meta.OpenEtcd(opts); err != nil {
 			return fmt.Errorf("start this node's meta service member: %w", err)

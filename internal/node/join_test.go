@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -277,5 +278,60 @@ func TestReplicatedRange(t *testing.T) {
 	// The stopped node may have led the oracle too: retry while it moves.
 	if v2 := writeAny(t, rest, "replicated", "k", "after failover"); v2.Parent != v.Version {
 		t.Fatalf("write after failover has parent %x, want %x", v2.Parent, v.Version)
+	}
+}
+
+// TestConcurrentJoins joins two nodes through the first at the same time:
+// admissions are serialized, so both meta members start (none founds a
+// cluster of its own) and the meta service ends with three started members.
+func TestConcurrentJoins(t *testing.T) {
+	ctx := context.Background()
+	first := openNode(t, clusterConfig(t, ""))
+	var wg sync.WaitGroup
+	joined := make([]*Node, 2)
+	errs := make([]error, 2)
+	for i := range joined {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := Open(ctx, clusterConfig(t, first.PeerAddr()))
+			if err == nil {
+				n.Serve()
+				t.Cleanup(func() { n.Close() })
+			}
+			joined[i], errs[i] = n, err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms := first.meta.(membership)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		members, err := ms.Members(ctx)
+		started := 0
+		for _, m := range members {
+			if m.Name != "" {
+				started++
+			}
+		}
+		if err == nil && len(members) == 3 && started == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("meta members after two concurrent joins: %+v, %v", members, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, n := range joined {
+		if _, err := n.catalog.Nodes(ctx); err != nil {
+			t.Fatalf("node %d cannot read the shared cluster map: %v", n.NodeID(), err)
+		}
+	}
+	if nodes, _ := first.catalog.Nodes(ctx); len(nodes) != 3 {
+		t.Fatalf("cluster map has %d nodes", len(nodes))
 	}
 }

@@ -303,6 +303,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.openMeta(joined); err != nil {
 		return nil, err
 	}
+	if joined != nil {
+		if err := n.saveIdentity(n.id); err != nil {
+			return nil, err
+		}
+	}
 	n.catalog = meta.NewCatalog(n.meta)
 	n.peers.catalog.Store(n.catalog)
 	if err := n.catalog.ReserveNodeID(ctx, n.id.NodeID); err != nil {

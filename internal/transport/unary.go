@@ -33,6 +33,8 @@ func RegisterUnary(s *grpc.Server, service string, methods map[string]Unary) {
 					return nil, status.Error(codes.NotFound, err.Error())
 				case errors.Is(err, ErrCorrupt):
 					return nil, status.Error(codes.DataLoss, err.Error())
+				case errors.Is(err, ErrBusy):
+					return nil, status.Error(codes.ResourceExhausted, err.Error())
 				case err != nil:
 					return nil, err
 				}
@@ -55,6 +57,8 @@ type Caller struct {
 var (
 	ErrNotFound = errors.New("not found")
 	ErrCorrupt  = errors.New("corrupt")
+	// ErrBusy asks the caller to try again shortly.
+	ErrBusy = errors.New("busy")
 )
 
 // Call invokes service/method on the node at addr, waiting for the
@@ -82,6 +86,8 @@ func (c *Caller) invoke(ctx context.Context, addr, service, method string, req [
 				return nil, fmt.Errorf("%s/%s on %s: %w: %s", service, method, addr, ErrNotFound, st.Message())
 			case codes.DataLoss:
 				return nil, fmt.Errorf("%s/%s on %s: %w: %s", service, method, addr, ErrCorrupt, st.Message())
+			case codes.ResourceExhausted:
+				return nil, fmt.Errorf("%s/%s on %s: %w: %s", service, method, addr, ErrBusy, st.Message())
 			}
 			return nil, fmt.Errorf("%s/%s on %s: %s", service, method, addr, st.Message())
 		}
