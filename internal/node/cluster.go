@@ -121,10 +121,13 @@ func (p *peers) refresh(want uint64) {
 }
 
 // forget drops the cached map so that the next resolve reads it again (a
-// call to a cached address failed).
+// call to a cached address failed). It takes effect at most every 500ms, so
+// calls failing against a dead node do not turn into a meta read each.
 func (p *peers) forget() {
 	p.mu.Lock()
-	p.fetched = time.Time{}
+	if time.Since(p.fetched) >= 500*time.Millisecond {
+		p.fetched = time.Time{}
+	}
 	p.mu.Unlock()
 }
 
