@@ -85,6 +85,10 @@ type Config struct {
 	// DownAfter is how long a node stays suspect before it is down and
 	// its copies are restored elsewhere. Default: 5m.
 	DownAfter time.Duration
+	// RepairRate bounds the bytes per second the chunk repairer copies
+	// from this node, so that restoring copies does not starve requests.
+	// Default: 64 MiB/s; -1: no limit.
+	RepairRate int64
 	// RepairCheck is how often the node checks whether the cluster map
 	// changed since its last chunk repair pass. Default: 5s.
 	RepairCheck time.Duration
@@ -146,6 +150,9 @@ func (c *Config) EnsureDefaults() {
 	if c.DownAfter == 0 {
 		c.DownAfter = 5 * time.Minute
 	}
+	if c.RepairRate == 0 {
+		c.RepairRate = 64 << 20
+	}
 	if c.RepairCheck == 0 {
 		c.RepairCheck = 5 * time.Second
 	}
@@ -182,6 +189,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DownAfter < 0 {
 		errs = append(errs, fmt.Errorf("down-after %v is negative", c.DownAfter))
+	}
+	if c.RepairRate < -1 {
+		errs = append(errs, fmt.Errorf("repair rate %d must be bytes per second, or -1 for no limit", c.RepairRate))
 	}
 	if c.RecordCache < -1 {
 		errs = append(errs, fmt.Errorf("record cache %d must be a size in bytes, or -1 to disable it", c.RecordCache))
@@ -225,6 +235,7 @@ type Node struct {
 	savedEndpoints []string
 	stopBG         context.CancelFunc
 	repairedFor    string // map signature of the last complete repair pass (repairStep only)
+	repairPace     pacer  // bounds the repairer's copy rate (repairStep only)
 	hbMu           sync.Mutex
 	heartbeat      meta.Leadership // held by keepBeating
 
@@ -267,6 +278,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, cache: kv.NewCache(cfg.RecordCache)}
+	n.repairPace.rate = float64(cfg.RepairRate)
 	n.mu.spaces = make(map[string]*space)
 	defer func() {
 		if err != nil {

@@ -184,6 +184,9 @@ func (n *Node) repairChunks(ctx context.Context, nodes []meta.NodeInfo) (repairS
 				st.Copied++
 				st.Bytes += int64(len(data))
 				n.metrics.repairBytes.Add(float64(len(data)))
+				if err := n.repairPace.wait(ctx, len(data)); err != nil {
+					return st, err
+				}
 			}
 		}
 		if err := ctx.Err(); err != nil {
@@ -234,4 +237,35 @@ func (n *Node) handleChunkHas(_ context.Context, req []byte) ([]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// pacer spaces out work to at most rate bytes per second (no limit when
+// rate <= 0). One goroutine uses it.
+type pacer struct {
+	rate float64
+	next time.Time
+}
+
+// wait accounts for n bytes and sleeps until they fit the rate.
+func (p *pacer) wait(ctx context.Context, n int) error {
+	if p.rate <= 0 {
+		return nil
+	}
+	now := time.Now()
+	if p.next.Before(now) {
+		p.next = now
+	}
+	p.next = p.next.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
+	d := time.Until(p.next)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
