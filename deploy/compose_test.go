@@ -45,12 +45,7 @@ func freePort(t *testing.T) int {
 // all three nodes joined, and writes through one node and reads through
 // the others with the CLI inside the containers.
 func TestCompose(t *testing.T) {
-	if _, err := exec.LookPath("docker"); err != nil {
-		if os.Getenv("CAIRN_REQUIRE_DOCKER") != "" {
-			t.Fatal("docker is not installed")
-		}
-		t.Skip("docker is not installed (scripts/test.sh requires it)")
-	}
+	requireDocker(t)
 	tag := fmt.Sprintf("cairn-compose-test:%d", os.Getpid())
 	if out, err := exec.Command("./build-image.sh", tag).CombinedOutput(); err != nil {
 		t.Fatalf("build image: %v\n%s", err, out)

@@ -37,6 +37,18 @@ func mustDocker(t *testing.T, stdin []byte, args ...string) string {
 	return out
 }
 
+// requireDocker skips the test without docker, unless CAIRN_REQUIRE_DOCKER
+// is set (scripts/test.sh sets it), which makes that a failure.
+func requireDocker(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("docker"); err != nil {
+		if os.Getenv("CAIRN_REQUIRE_DOCKER") != "" {
+			t.Fatal("docker is not installed")
+		}
+		t.Skip("docker is not installed (scripts/test.sh requires it)")
+	}
+}
+
 // waitCLI runs a CLI command in the container until it succeeds.
 func waitCLI(t *testing.T, name string, args ...string) string {
 	t.Helper()
@@ -58,12 +70,7 @@ func waitCLI(t *testing.T, name string, args ...string) string {
 // a named volume, writes through the CLI inside it, kills the container
 // (SIGKILL) and starts it again: the acknowledged object must still be there.
 func TestImage(t *testing.T) {
-	if _, err := exec.LookPath("docker"); err != nil {
-		if os.Getenv("CAIRN_REQUIRE_DOCKER") != "" {
-			t.Fatal("docker is not installed")
-		}
-		t.Skip("docker is not installed (scripts/test.sh requires it)")
-	}
+	requireDocker(t)
 	tag := fmt.Sprintf("cairn-test:%d", os.Getpid())
 	out, err := exec.Command("./build-image.sh", tag).CombinedOutput()
 	if err != nil {

@@ -73,7 +73,8 @@ func (r *Recorder) Ops() []Op {
 type Result struct {
 	// Linearizable is true when every key's history is.
 	Linearizable bool
-	// Unknown is true when the checker ran out of time.
+	// Unknown is true when the checker ran out of time (Linearizable then
+	// speaks only of the keys it finished).
 	Unknown bool
 	// Ops, Puts, Gets and Pending count the checked history.
 	Ops, Puts, Gets, Pending int
@@ -98,107 +99,70 @@ func registerStep(state, in, out any) (bool, any) {
 	return out.(string) == state.(string), state
 }
 
-// Check checks ops against a register per key, giving up after timeout.
+// Check checks each key's operations in ops against a register, giving up
+// after timeout in all.
 func Check(ops []Op, timeout time.Duration) Result {
-	res := Result{Ops: len(ops)}
-	hist := make([]porcupine.Operation, 0, len(ops))
+	res := Result{Ops: len(ops), Linearizable: true}
+	byKey := map[string][]Op{}
 	for _, op := range ops {
-		ret := int64(op.Return)
 		if op.Kind == Put {
 			res.Puts++
 			if op.Unknown {
 				res.Pending++
-				ret = math.MaxInt64
 			}
 		} else {
 			res.Gets++
 		}
-		hist = append(hist, porcupine.Operation{
-			ClientId: op.Client,
-			Input:    input{put: op.Kind == Put, value: op.Value},
-			Call:     int64(op.Call),
-			Output:   op.Value,
-			Return:   ret,
-			Metadata: op.Key,
-		})
-	}
-	model := porcupine.Model{
-		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-			byKey := map[string][]porcupine.Operation{}
-			for _, op := range h {
-				k := op.Metadata.(string)
-				byKey[k] = append(byKey[k], op)
-			}
-			keys := make([]string, 0, len(byKey))
-			for k := range byKey {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			out := make([][]porcupine.Operation, 0, len(keys))
-			for _, k := range keys {
-				out = append(out, byKey[k])
-			}
-			return out
-		},
-		Init: registerInit,
-		Step: registerStep,
-	}
-	r := porcupine.CheckOperationsTimeout(model, hist, timeout)
-	switch r {
-	case porcupine.Ok:
-		res.Linearizable = true
-	case porcupine.Unknown:
-		res.Unknown, res.Linearizable = true, true
-	default:
-		res.Bad = describeBad(ops)
-	}
-	return res
-}
-
-// describeBad lists the operations of the keys whose history failed.
-func describeBad(ops []Op) string {
-	var b strings.Builder
-	bad := map[string]bool{}
-	// Check each key alone to name the ones that fail, and report their
-	// whole histories in call order.
-	byKey := map[string][]Op{}
-	for _, op := range ops {
 		byKey[op.Key] = append(byKey[op.Key], op)
 	}
-	for k, kops := range byKey {
-		h := make([]porcupine.Operation, 0, len(kops))
-		for _, op := range kops {
-			ret := int64(op.Return)
-			if op.Unknown {
-				ret = math.MaxInt64
-			}
-			h = append(h, porcupine.Operation{Input: input{put: op.Kind == Put, value: op.Value}, Call: int64(op.Call), Output: op.Value, Return: ret})
-		}
-		m := porcupine.Model{Init: registerInit, Step: registerStep}
-		if porcupine.CheckOperationsTimeout(m, h, 10*time.Second) == porcupine.Illegal {
-			bad[k] = true
-		}
-	}
-	keys := make([]string, 0, len(bad))
-	for k := range bad {
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	model := porcupine.Model{Init: registerInit, Step: registerStep}
+	deadline := time.Now().Add(timeout)
+	var bad strings.Builder
 	for _, k := range keys {
-		kops := byKey[k]
-		sort.Slice(kops, func(i, j int) bool { return kops[i].Call < kops[j].Call })
-		fmt.Fprintf(&b, "key %q:\n", k)
-		for _, op := range kops {
-			kind := "get"
-			if op.Kind == Put {
-				kind = "put"
-			}
-			ret := op.Return.String()
+		left := time.Until(deadline)
+		if left <= 0 {
+			res.Unknown = true
+			break
+		}
+		hist := make([]porcupine.Operation, 0, len(byKey[k]))
+		for _, op := range byKey[k] {
+			ret := int64(op.Return)
 			if op.Unknown {
-				ret = "?"
+				ret = math.MaxInt64 // may take effect at any time after its call
 			}
-			fmt.Fprintf(&b, "  client %d %s %q [%v, %s]\n", op.Client, kind, op.Value, op.Call, ret)
+			hist = append(hist, porcupine.Operation{ClientId: op.Client, Input: input{put: op.Kind == Put, value: op.Value},
+				Call: int64(op.Call), Output: op.Value, Return: ret})
+		}
+		switch porcupine.CheckOperationsTimeout(model, hist, left) {
+		case porcupine.Unknown:
+			res.Unknown = true
+		case porcupine.Illegal:
+			res.Linearizable = false
+			describe(&bad, k, byKey[k])
 		}
 	}
-	return b.String()
+	res.Bad = bad.String()
+	return res
+}
+
+// describe writes a key's operations in call order, for a failure message.
+func describe(b *strings.Builder, key string, ops []Op) {
+	sort.Slice(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
+	fmt.Fprintf(b, "key %q:\n", key)
+	for _, op := range ops {
+		kind := "get"
+		if op.Kind == Put {
+			kind = "put"
+		}
+		ret := op.Return.String()
+		if op.Unknown {
+			ret = "?"
+		}
+		fmt.Fprintf(b, "  client %d %s %q [%v, %s]\n", op.Client, kind, op.Value, op.Call, ret)
+	}
 }

@@ -30,26 +30,32 @@ const chunkService = "cairn.Chunk"
 // ranked nodes least loaded first, then every other node, and verify the
 // hash of whatever they get.
 
-// chunkRanking returns the nodes a chunk may live on, best first: the nodes
-// of the cluster map that are up (this node always counts as up).
+// chunkRanking returns the nodes a new copy of a chunk may go to, best
+// first: the nodes of the cluster map that are up (this node always counts
+// as up).
 func (n *Node) chunkRanking(h chunk.Hash, nodes []meta.NodeInfo) []uint64 {
-	up := make([]meta.NodeInfo, 0, len(nodes)+1)
-	self := false
+	return n.rank(h, nodes, func(nd meta.NodeInfo) bool { return nd.ID == n.id.NodeID || nd.State == meta.NodeUp })
+}
+
+// rank orders the nodes of the map that pass eligible by rendezvous hashing
+// of h (meta.PlaceReplicas), best first. This node counts when the map does
+// not list it yet.
+func (n *Node) rank(h chunk.Hash, nodes []meta.NodeInfo, eligible func(meta.NodeInfo) bool) []uint64 {
+	cands := make([]meta.NodeInfo, 0, len(nodes)+1)
+	listed := false
 	for _, nd := range nodes {
-		if nd.ID == n.id.NodeID {
-			self = true
-			up = append(up, nd)
-		} else if nd.State == meta.NodeUp {
-			up = append(up, nd)
+		listed = listed || nd.ID == n.id.NodeID
+		if eligible(nd) {
+			cands = append(cands, nd)
 		}
 	}
-	if !self {
-		up = append(up, meta.NodeInfo{ID: n.id.NodeID, Zone: n.cfg.Zone})
+	if !listed {
+		cands = append(cands, meta.NodeInfo{ID: n.id.NodeID, Zone: n.cfg.Zone})
 	}
-	if len(up) == 1 {
-		return []uint64{n.id.NodeID}
+	if len(cands) == 1 {
+		return []uint64{cands[0].ID}
 	}
-	return meta.PlaceReplicas(chunkKey(h), up, len(up))
+	return meta.PlaceReplicas(chunkKey(h), cands, len(cands))
 }
 
 // chunkKey is the number a chunk is ranked by: its hash's first 8 bytes.
@@ -58,7 +64,6 @@ func chunkKey(h chunk.Hash) uint64 { return binary.BigEndian.Uint64(h[:8]) }
 // chunkPut is a chunk being stored on its nodes; Wait returns when every
 // copy is durable or one cannot be made.
 type chunkPut struct {
-	h      chunk.Hash
 	local  *segment.Pending
 	remote int
 	errs   chan error
@@ -91,7 +96,7 @@ func (n *Node) putChunk(ctx context.Context, h chunk.Hash, data []byte, r int) *
 	if r <= 0 {
 		r = meta.DefaultReplicas
 	}
-	p := &chunkPut{h: h}
+	p := &chunkPut{}
 	ranked := n.chunkRanking(h, n.peers.view())
 	r = min(r, len(ranked))
 	if r == 1 && ranked[0] == n.id.NodeID {
@@ -177,8 +182,9 @@ func (n *Node) callNode(ctx context.Context, id uint64, service, method string, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	n.peers.load(id).Add(1)
-	defer n.peers.load(id).Add(-1)
+	inflight := n.peers.load(id)
+	inflight.Add(1)
+	defer inflight.Add(-1)
 	b, err := n.peers.caller.Try(ctx, addr, service, method, req)
 	if err != nil && !errors.Is(err, transport.ErrNotFound) && !errors.Is(err, transport.ErrCorrupt) {
 		n.peers.forget()

@@ -60,16 +60,7 @@ func TestReplicatedChunks(t *testing.T) {
 	if got := readAny(t, nodes, "chunks", "big"); got != string(body) {
 		t.Fatalf("read back %d bytes, not the %d written", len(got), len(body))
 	}
-	var m chunk.Manifest
-	for _, n := range nodes {
-		r, err := n.readRecord(ctx, mustRange(t, n, "chunks", "big"), objKey(t, n, "chunks", "big"), info.Version, 0)
-		if err == nil {
-			if m, err = chunk.UnmarshalManifest(r.Manifest); err != nil {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
+	m := manifest(t, nodes[0], "chunks", "big", info.Version)
 	if len(m.Chunks) < 2 {
 		t.Fatalf("a 3 MiB object has %d chunks; want several", len(m.Chunks))
 	}
@@ -148,22 +139,23 @@ func corruptSegments(t *testing.T, n *Node) {
 	}
 }
 
-func mustRange(t *testing.T, n *Node, space, key string) *rng {
+// manifest returns the chunk manifest of a version of space/key, read
+// through n (which forwards to the leaseholder if need be).
+func manifest(t *testing.T, n *Node, space, key string, version uint64) chunk.Manifest {
 	t.Helper()
-	_, _, r, release, err := n.target(context.Background(), space, key)
+	ctx := context.Background()
+	_, obj, r, release, err := n.target(ctx, space, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	release()
-	return r
-}
-
-func objKey(t *testing.T, n *Node, space, key string) []byte {
-	t.Helper()
-	_, obj, _, release, err := n.target(context.Background(), space, key)
+	defer release()
+	rec, err := n.readRecord(ctx, r, obj, version, 0)
+	if err != nil {
+		t.Fatalf("read %s/%s through node %d: %v", space, key, n.NodeID(), err)
+	}
+	m, err := chunk.UnmarshalManifest(rec.Manifest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	release()
-	return obj
+	return m
 }

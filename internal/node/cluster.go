@@ -60,10 +60,10 @@ func (n *Node) startPeers() error {
 		"Timestamp": n.handleTimestamp,
 	})
 	transport.RegisterUnary(p.srv, rangeService, map[string]transport.Unary{
-		"Propose":  n.rangeMethod(n.handlePropose),
-		"Read":     n.rangeMethod(n.handleRead),
-		"List":     n.rangeMethod(n.handleList),
-		"Versions": n.rangeMethod(n.handleVersions),
+		"Propose":  n.rangeMethod(false, n.handlePropose),
+		"Read":     n.rangeMethod(true, n.handleRead),
+		"List":     n.rangeMethod(true, n.handleList),
+		"Versions": n.rangeMethod(true, n.handleVersions),
 	})
 	transport.RegisterUnary(p.srv, chunkService, map[string]transport.Unary{
 		"Put": n.handleChunkPut,

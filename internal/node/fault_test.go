@@ -2,9 +2,7 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -154,49 +152,5 @@ func TestFaultsInProcess(t *testing.T) {
 	}
 	if res.Puts-res.Pending < 20 {
 		t.Fatalf("only %d writes succeeded under faults", res.Puts-res.Pending)
-	}
-}
-
-func getCtx(ctx context.Context, n *Node, req wire.GetRequest) ([]byte, wire.ObjectInfo, error) {
-	req.Length = -1
-	info, rc, err := n.Get(ctx, &req)
-	if err != nil {
-		return nil, info, err
-	}
-	defer rc.Close()
-	var b strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		k, err := rc.Read(buf)
-		b.Write(buf[:k])
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return []byte(b.String()), info, nil
-			}
-			return nil, info, err
-		}
-	}
-}
-
-// readAnyOrAbsent reads key through any node, "" when it does not exist.
-func readAnyOrAbsent(t *testing.T, among []*Node, space, key string) string {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var last error
-		for _, nd := range among {
-			b, _, err := get(t, nd, wire.GetRequest{Space: space, Key: key})
-			if err == nil {
-				return string(b)
-			}
-			if wire.CodeOf(err) == wire.CodeNotFound {
-				return ""
-			}
-			last = err
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no node served the read of %s/%s: %v", space, key, last)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -28,10 +28,8 @@ func (n *Node) keepBeating(ctx context.Context) {
 				return
 			}
 			n.log.Warn("heartbeat: cannot take the lease", "err", err, "retry", backoff)
-			select {
-			case <-ctx.Done():
+			if sleep(ctx, backoff) != nil {
 				return
-			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, 2*time.Second)
 			continue

@@ -78,6 +78,7 @@ func (n *Node) handleJoin(ctx context.Context, b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	removed := false
 	for _, m := range members {
 		switch {
 		case slices.Contains(m.PeerURLs, req.MetaPeerURL):
@@ -87,14 +88,17 @@ func (n *Node) handleJoin(ctx context.Context, b []byte) ([]byte, error) {
 				return nil, fmt.Errorf("remove the earlier meta member at %s: %w", req.MetaPeerURL, err)
 			}
 			n.log.Info("removed the meta member of an earlier join from the same address", "peer_url", req.MetaPeerURL)
+			removed = true
 		case m.Name == "":
 			// Another joiner's member has not started yet; until it has,
 			// a new member's initial cluster cannot be right.
 			return nil, fmt.Errorf("the meta member at %v has not started yet: %w", m.PeerURLs, transport.ErrBusy)
 		}
 	}
-	if members, err = ms.Members(ctx); err != nil {
-		return nil, err
+	if removed {
+		if members, err = ms.Members(ctx); err != nil {
+			return nil, err
+		}
 	}
 	id, err := n.catalog.AllocNodeID(ctx)
 	if err != nil {
@@ -134,10 +138,8 @@ func (n *Node) join(ctx context.Context) (*joinResponse, error) {
 			return nil, fmt.Errorf("join the cluster at %s: %w (is a cairn node listening there on its peer port?)", n.cfg.Join, err)
 		}
 		n.log.Info("another node is joining; waiting to join", "retry", backoff)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(backoff):
+		if err := sleep(ctx, backoff); err != nil {
+			return nil, err
 		}
 	}
 	var resp joinResponse

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -43,8 +41,7 @@ func openNode(t *testing.T, cfg Config) *Node {
 func TestJoinGrowsMeta(t *testing.T) {
 	ctx := context.Background()
 	first := openNode(t, clusterConfig(t, ""))
-	secondCfg := clusterConfig(t, first.PeerAddr())
-	second := openNode(t, secondCfg)
+	second := openNode(t, clusterConfig(t, first.PeerAddr()))
 	thirdCfg := clusterConfig(t, second.PeerAddr())
 	third := openNode(t, thirdCfg) // any node admits
 
@@ -105,19 +102,12 @@ func TestJoinGrowsMeta(t *testing.T) {
 	}
 
 	// Restart the second node on its data directory: same id, no new join.
-	id := second.NodeID()
 	// A restarted node comes back on the ports it had (the meta service's
 	// members know each other by peer URL).
-	secondCfg.MetaPort, secondCfg.MetaClientPort = second.cfg.MetaPort, second.cfg.MetaClientPort
-	for _, p := range []struct {
-		port *int
-		addr string
-	}{{&secondCfg.PeerPort, second.PeerAddr()}, {&secondCfg.NativePort, second.NativeAddr()}, {&secondCfg.HTTPPort, second.HTTPAddr()}} {
-		_, port, _ := net.SplitHostPort(p.addr)
-		*p.port, _ = strconv.Atoi(port)
-	}
+	id := second.NodeID()
+	cfg := restartConfig(second)
 	second.Close()
-	again := openNode(t, secondCfg)
+	again := openNode(t, cfg)
 	if again.NodeID() != id {
 		t.Fatalf("restarted as node %d, was %d", again.NodeID(), id)
 	}
@@ -180,8 +170,20 @@ func writeAny(t *testing.T, among []*Node, space, key, body string) wire.ObjectI
 	}
 }
 
-// readAny reads key through whichever of the nodes holds its lease.
+// readAny reads key through whichever of the nodes answers first,
+// retrying (a missing object too) while leadership settles.
 func readAny(t *testing.T, among []*Node, space, key string) string {
+	t.Helper()
+	return readUntil(t, among, space, key, false)
+}
+
+// readAnyOrAbsent is readAny that takes a missing object for "".
+func readAnyOrAbsent(t *testing.T, among []*Node, space, key string) string {
+	t.Helper()
+	return readUntil(t, among, space, key, true)
+}
+
+func readUntil(t *testing.T, among []*Node, space, key string, absentOK bool) string {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -190,6 +192,9 @@ func readAny(t *testing.T, among []*Node, space, key string) string {
 			b, _, err := get(t, nd, wire.GetRequest{Space: space, Key: key})
 			if err == nil {
 				return string(b)
+			}
+			if absentOK && wire.CodeOf(err) == wire.CodeNotFound {
+				return ""
 			}
 			last = err
 		}

@@ -403,15 +403,12 @@ func (n *Node) summarize(ctx context.Context, m chunk.Manifest, replicas int) (*
 	return rec, nil
 }
 
-// readLocal reads the selected version of obj from r's local replica, which
-// must hold the lease. version != 0 selects an exact version; asOf != 0 the
+// readLocal reads the selected version of obj from the local replica of its
+// range, which must hold the lease. version != 0 selects an exact version; asOf != 0 the
 // newest at or before it; otherwise the latest. A delete marker as the
 // latest (or as-of) version reads as CodeNotFound; an exact delete marker as
 // CodeDeleted (with the marker's record).
-func (n *Node) readLocal(r *rng, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
-	if err := r.readReady(); err != nil {
-		return nil, err
-	}
+func (n *Node) readLocal(obj []byte, version, asOf uint64) (*mvcc.Record, error) {
 	rd := kv.Reader{R: n.eng.DB()}
 	var (
 		rec *mvcc.Record
@@ -678,10 +675,8 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult
 	return out, nil
 }
 
-func (n *Node) listLocal(r *rng, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
-	if err := r.readReady(); err != nil {
-		return nil, false, err
-	}
+// listLocal lists from the local replica, which must hold the lease.
+func (n *Node) listLocal(o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
 	ents, more, err := mvcc.List(kv.Reader{R: n.eng.DB()}, o)
 	if errors.Is(err, mvcc.ErrCorrupt) {
 		return nil, false, wire.Errorf(wire.CodeCorrupt, "%v", err)
@@ -714,10 +709,9 @@ func (n *Node) Versions(ctx context.Context, req *wire.VersionsRequest) (wire.Ve
 	return out, nil
 }
 
-func (n *Node) versionsLocal(r *rng, obj []byte, before uint64, limit int) ([]*mvcc.Record, bool, error) {
-	if err := r.readReady(); err != nil {
-		return nil, false, err
-	}
+// versionsLocal lists obj's versions from the local replica, which must
+// hold the lease.
+func (n *Node) versionsLocal(obj []byte, before uint64, limit int) ([]*mvcc.Record, bool, error) {
 	recs, more, err := mvcc.Versions(kv.Reader{R: n.eng.DB()}, obj, before, limit)
 	if errors.Is(err, mvcc.ErrCorrupt) {
 		n.metrics.corrupt.Inc()

@@ -1,9 +1,9 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -69,15 +69,9 @@ func mapSignature(nodes []meta.NodeInfo) string {
 }
 
 // repairRanking ranks the nodes that may hold a chunk for repair: those
-// neither down nor draining (this node always counts unless it drains).
+// neither down nor draining.
 func (n *Node) repairRanking(h chunk.Hash, nodes []meta.NodeInfo) []uint64 {
-	cands := make([]meta.NodeInfo, 0, len(nodes))
-	for _, nd := range nodes {
-		if nd.State != meta.NodeDown && nd.State != meta.NodeDraining {
-			cands = append(cands, nd)
-		}
-	}
-	return meta.PlaceReplicas(chunkKey(h), cands, len(cands))
+	return n.rank(h, nodes, func(nd meta.NodeInfo) bool { return nd.State != meta.NodeDown && nd.State != meta.NodeDraining })
 }
 
 // repairChunks runs one pass over the local chunks against nodes.
@@ -139,52 +133,46 @@ func (n *Node) repairChunks(ctx context.Context, nodes []meta.NodeInfo) (repairS
 		}
 		for i, h := range batch {
 			st.Checked++
-			has := func(id uint64) bool {
-				switch {
-				case id == n.id.NodeID:
-					return true
-				case state[id] != meta.NodeUp:
-					return true // suspect: presumed to hold its copies
-				case holds[id] == nil:
-					return true // unknown this round
-				}
-				return holds[id][i]
-			}
+			// holds has an entry (nil if the answer failed) only for up
+			// nodes asked this round: a suspect node is presumed to hold
+			// its copies, and one that did not answer is left alone.
+			lacks := func(id uint64) bool { return id != n.id.NodeID && holds[id] != nil && !holds[id][i] }
+			// The best-ranked wanted node known to hold the chunk copies
+			// it; if no wanted node is, every holder does.
 			want := wants[i]
-			mine := slices.Contains(want, n.id.NodeID)
-			first := -1
-			for k, id := range want {
-				if has(id) && (id == n.id.NodeID || state[id] == meta.NodeUp && holds[id] != nil) {
-					first = k
+			var copier uint64
+			for _, id := range want {
+				if id == n.id.NodeID || holds[id][i] {
+					copier = id
 					break
 				}
 			}
-			// The best-ranked wanted holder copies; if no wanted node holds
-			// the chunk, every holder does.
-			if (mine && (first < 0 || want[first] != n.id.NodeID)) || (!mine && first >= 0) {
+			if copier != 0 && copier != n.id.NodeID {
 				continue
 			}
-			var data []byte
+			var frame []byte // the hash and the chunk, read once it is needed
 			for _, id := range want {
-				if has(id) {
+				if !lacks(id) {
 					continue
 				}
-				if data == nil {
-					if data, err = n.chunks.Get(ctx, h, nil); err != nil {
+				if frame == nil {
+					data, err := n.chunks.Get(ctx, h, nil)
+					if err != nil {
 						st.Failed++
 						n.log.Warn("chunk repair: cannot read the local copy", "chunk", h, "err", err)
 						break
 					}
+					frame = append(append(make([]byte, 0, chunk.HashSize+len(data)), h[:]...), data...)
 				}
-				frame := append(append(make([]byte, 0, chunk.HashSize+len(data)), h[:]...), data...)
+				size := len(frame) - chunk.HashSize
 				if _, err := n.callNode(ctx, id, chunkService, "Put", frame, chunkTimeout(len(frame))); err != nil {
 					st.Failed++
 					continue
 				}
 				st.Copied++
-				st.Bytes += int64(len(data))
-				n.metrics.repairBytes.Add(float64(len(data)))
-				if err := n.repairPace.wait(ctx, len(data)); err != nil {
+				st.Bytes += int64(size)
+				n.metrics.repairBytes.Add(float64(size))
+				if err := n.repairPace.wait(ctx, size); err != nil {
 					return st, err
 				}
 			}
@@ -201,21 +189,14 @@ func (n *Node) maxReplicas(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	r := meta.DefaultReplicas
-	if len(spaces) > 0 {
-		r = 1
+	if len(spaces) == 0 {
+		return meta.DefaultReplicas, nil
 	}
+	r := 1
 	for _, sp := range spaces {
-		r = max(r, cmpOr(sp.Settings.Replicas, meta.DefaultReplicas))
+		r = max(r, cmp.Or(sp.Settings.Replicas, meta.DefaultReplicas))
 	}
 	return r, nil
-}
-
-func cmpOr(v, def int) int {
-	if v > 0 {
-		return v
-	}
-	return def
 }
 
 // handleChunkHas answers which of the hashes in req this node holds: one
@@ -256,16 +237,8 @@ func (p *pacer) wait(ctx context.Context, n int) error {
 		p.next = now
 	}
 	p.next = p.next.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
-	d := time.Until(p.next)
-	if d <= 0 {
-		return nil
+	if d := time.Until(p.next); d > 0 {
+		return sleep(ctx, d)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return nil
 }

@@ -93,10 +93,8 @@ func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) (
 			return nil, wire.Errorf(wire.CodeUnavailable, "range %d: no replica of %v holds its lease: %v", r.desc.ID, r.desc.Replicas, last)
 		}
 		// Leadership is moving: wait a little and ask again.
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Duration(min(round+1, 10)) * 50 * time.Millisecond):
+		if err := sleep(ctx, time.Duration(min(round+1, 10))*50*time.Millisecond); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -156,24 +154,23 @@ func (n *Node) replicaFor(req []byte) (*rng, []byte, error) {
 	return &rng{desc: meta.RangeDesc{ID: id}, rep: rep}, req[8:], nil
 }
 
-// leaderOf is the leader r's replica knows of, for a NOT_LEADER reply.
-func leaderOf(r *rng) uint64 {
-	if r == nil || r.rep == nil {
-		return 0
-	}
-	return r.rep.Status().Leader
-}
-
-// rangeMethod adapts a cairn.Range handler: its error becomes the reply envelope.
-func (n *Node) rangeMethod(h func(ctx context.Context, r *rng, req []byte) ([]byte, error)) func(context.Context, []byte) ([]byte, error) {
+// rangeMethod adapts a cairn.Range handler: its error becomes the reply
+// envelope. With lease, the handler runs only while the local replica holds
+// the range's lease (reads); without, raft decides (proposals).
+func (n *Node) rangeMethod(lease bool, h func(ctx context.Context, r *rng, req []byte) ([]byte, error)) func(context.Context, []byte) ([]byte, error) {
 	return func(ctx context.Context, req []byte) ([]byte, error) {
 		r, rest, err := n.replicaFor(req)
 		if err != nil {
 			return errReply(err, 0, nil), nil
 		}
+		if lease {
+			if err := r.rep.ReadReady(); err != nil {
+				return errReply(wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc.ID, err), r.rep.Status().Leader, nil), nil
+			}
+		}
 		out, err := h(ctx, r, rest)
 		if err != nil {
-			return errReply(err, leaderOf(r), out), nil
+			return errReply(err, r.rep.Status().Leader, out), nil
 		}
 		return okReply(out), nil
 	}
@@ -230,8 +227,8 @@ func (n *Node) proposeLocal(ctx context.Context, r *rng, cmd []byte) (*kv.Result
 // readRecord reads the selected version of obj (see readLocal) from r's
 // leaseholder: here if this node holds the lease, else where it is.
 func (n *Node) readRecord(ctx context.Context, r *rng, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
-	if r.rep != nil && r.rep.ReadReady() == nil {
-		return n.readLocal(r, obj, version, asOf)
+	if r.leaseHere() {
+		return n.readLocal(obj, version, asOf)
 	}
 	req := binary.BigEndian.AppendUint64(nil, version)
 	req = binary.BigEndian.AppendUint64(req, asOf)
@@ -248,11 +245,11 @@ func (n *Node) readRecord(ctx context.Context, r *rng, obj []byte, version, asOf
 	return rec, err
 }
 
-func (n *Node) handleRead(_ context.Context, r *rng, req []byte) ([]byte, error) {
+func (n *Node) handleRead(_ context.Context, _ *rng, req []byte) ([]byte, error) {
 	if len(req) < 16 {
 		return nil, wire.Errorf(wire.CodeMalformed, "read request of %d bytes", len(req))
 	}
-	rec, err := n.readLocal(r, req[16:], binary.BigEndian.Uint64(req), binary.BigEndian.Uint64(req[8:]))
+	rec, err := n.readLocal(req[16:], binary.BigEndian.Uint64(req), binary.BigEndian.Uint64(req[8:]))
 	var out []byte
 	if rec != nil {
 		out = appendRecord(nil, rec)
@@ -262,8 +259,8 @@ func (n *Node) handleRead(_ context.Context, r *rng, req []byte) ([]byte, error)
 
 // listRange lists r's part of a listing on its leaseholder.
 func (n *Node) listRange(ctx context.Context, r *rng, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
-	if r.rep != nil && r.rep.ReadReady() == nil {
-		return n.listLocal(r, o)
+	if r.leaseHere() {
+		return n.listLocal(o)
 	}
 	req := binary.BigEndian.AppendUint64(nil, o.AsOf)
 	req = binary.BigEndian.AppendUint32(req, uint32(max(o.Limit, 0)))
@@ -284,22 +281,18 @@ func (n *Node) listRange(ctx context.Context, r *rng, o mvcc.ListOptions) ([]mvc
 	return ents, more, d.done()
 }
 
-func (n *Node) handleList(_ context.Context, r *rng, req []byte) ([]byte, error) {
+func (n *Node) handleList(_ context.Context, _ *rng, req []byte) ([]byte, error) {
 	d := decoder{b: req}
 	o := mvcc.ListOptions{AsOf: d.u64(), Limit: int(d.u32())}
 	o.Lower, o.Upper, o.StartAfter = d.optBytes(), d.optBytes(), d.optBytes()
 	if err := d.done(); err != nil {
 		return nil, err
 	}
-	ents, more, err := n.listLocal(r, o)
+	ents, more, err := n.listLocal(o)
 	if err != nil {
 		return nil, err
 	}
-	out := []byte{0}
-	if more {
-		out[0] = 1
-	}
-	out = binary.BigEndian.AppendUint32(out, uint32(len(ents)))
+	out := appendPage(nil, more, len(ents))
 	for _, e := range ents {
 		out = appendBytes(out, e.Obj)
 		out = appendRecord(out, e.Rec)
@@ -309,8 +302,8 @@ func (n *Node) handleList(_ context.Context, r *rng, req []byte) ([]byte, error)
 
 // versions lists obj's versions on r's leaseholder.
 func (n *Node) versions(ctx context.Context, r *rng, obj []byte, before uint64, limit int) ([]*mvcc.Record, bool, error) {
-	if r.rep != nil && r.rep.ReadReady() == nil {
-		return n.versionsLocal(r, obj, before, limit)
+	if r.leaseHere() {
+		return n.versionsLocal(obj, before, limit)
 	}
 	req := binary.BigEndian.AppendUint64(nil, before)
 	req = binary.BigEndian.AppendUint32(req, uint32(limit))
@@ -328,23 +321,28 @@ func (n *Node) versions(ctx context.Context, r *rng, obj []byte, before uint64, 
 	return recs, more, d.done()
 }
 
-func (n *Node) handleVersions(_ context.Context, r *rng, req []byte) ([]byte, error) {
+func (n *Node) handleVersions(_ context.Context, _ *rng, req []byte) ([]byte, error) {
 	if len(req) < 12 {
 		return nil, wire.Errorf(wire.CodeMalformed, "versions request of %d bytes", len(req))
 	}
-	recs, more, err := n.versionsLocal(r, req[12:], binary.BigEndian.Uint64(req), int(binary.BigEndian.Uint32(req[8:])))
+	recs, more, err := n.versionsLocal(req[12:], binary.BigEndian.Uint64(req), int(binary.BigEndian.Uint32(req[8:])))
 	if err != nil {
 		return nil, err
 	}
-	out := []byte{0}
-	if more {
-		out[0] = 1
-	}
-	out = binary.BigEndian.AppendUint32(out, uint32(len(recs)))
+	out := appendPage(nil, more, len(recs))
 	for _, rec := range recs {
 		out = appendRecord(out, rec)
 	}
 	return out, nil
+}
+
+// appendPage starts a listing reply: whether more follow, and the count.
+func appendPage(b []byte, more bool, count int) []byte {
+	flag := byte(0)
+	if more {
+		flag = 1
+	}
+	return binary.BigEndian.AppendUint32(append(b, flag), uint32(count))
 }
 
 func encodeResult(res *kv.Result) []byte {

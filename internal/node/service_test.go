@@ -48,10 +48,15 @@ func put(t *testing.T, n *Node, space, key string, body []byte) wire.ObjectInfo 
 
 func get(t *testing.T, n *Node, req wire.GetRequest) ([]byte, wire.ObjectInfo, error) {
 	t.Helper()
+	return getCtx(context.Background(), n, req)
+}
+
+// getCtx reads an object whole (Length 0 means to the end).
+func getCtx(ctx context.Context, n *Node, req wire.GetRequest) ([]byte, wire.ObjectInfo, error) {
 	if req.Length == 0 {
 		req.Length = -1
 	}
-	info, rc, err := n.Get(context.Background(), &req)
+	info, rc, err := n.Get(ctx, &req)
 	if err != nil {
 		return nil, info, err
 	}

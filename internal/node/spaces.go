@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,12 +36,7 @@ type space struct {
 
 // replicas is how many nodes hold each of the space's chunks (and ranges):
 // its setting, or meta.DefaultReplicas.
-func (s *space) replicas() int {
-	if s.meta.Settings.Replicas > 0 {
-		return s.meta.Settings.Replicas
-	}
-	return meta.DefaultReplicas
-}
+func (s *space) replicas() int { return cmp.Or(s.meta.Settings.Replicas, meta.DefaultReplicas) }
 
 // rng is one range of a space with its local replica.
 type rng struct {
@@ -50,22 +46,8 @@ type rng struct {
 	hint atomic.Uint64
 }
 
-// readReady checks that this node may serve reads of the range: it holds
-// the range's leader lease. A range held elsewhere is CodeNotLeader with
-// the nodes that hold it.
-func (r *rng) readReady() error {
-	if r.rep == nil {
-		return r.elsewhere()
-	}
-	if err := r.rep.ReadReady(); err != nil {
-		return wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc.ID, err)
-	}
-	return nil
-}
-
-func (r *rng) elsewhere() error {
-	return wire.Errorf(wire.CodeNotLeader, "range %d is held by nodes %v, not this one", r.desc.ID, r.desc.Replicas)
-}
+// leaseHere reports whether this node holds r's lease now.
+func (r *rng) leaseHere() bool { return r.rep != nil && r.rep.ReadReady() == nil }
 
 // loadSpaces opens a replica for every range of every space, creating the
 // ranges of a space whose creation was interrupted before they existed.

@@ -78,10 +78,8 @@ func (n *Node) keepOracle(ctx context.Context) {
 				return
 			}
 			n.log.Warn("timestamp oracle campaign failed", "err", err, "retry", backoff)
-			select {
-			case <-ctx.Done():
+			if sleep(ctx, backoff) != nil {
 				return
-			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, 5*time.Second)
 			continue
