@@ -284,9 +284,9 @@ func TestPartitionedLeaderProposal(t *testing.T) {
 }
 
 // TestFollowerBehindTruncatedLog cuts a follower off until the leader has
-// truncated entries it lacks. Raft then wants to send it a snapshot, which
-// is not supported yet: the leader must keep working, the follower must
-// stay consistent (behind, not wrong).
+// truncated entries it lacks. When it is back, the leader sends it the
+// range's state as a snapshot (SSTs), and it catches up: same state, every
+// command applied once, and later commands apply on top.
 func TestFollowerBehindTruncatedLog(t *testing.T) {
 	net := &memNet{}
 	nodes := startClusterWith(t, net, func(o *Options) { o.LogKeep, o.TruncateEvery = 2, 8 }, 1, 2, 3)
@@ -310,28 +310,109 @@ func TestFollowerBehindTruncatedLog(t *testing.T) {
 		return err == nil && st.truncIndex > lagApplied
 	})
 	net.partition(lag.id, false)
-	// Let raft try to catch the follower up for a while; the leader goes on.
-	for range 20 {
-		seq++
-		proposeSeq(t, leader.rep, seq, seq)
-		time.Sleep(5 * time.Millisecond)
+	waitFor(t, "the follower to catch up", func() bool { return checkSM(t, lag.engine.DB(), 1) == seq })
+	if net.snaps.Load() == 0 {
+		t.Fatal("the follower caught up without a snapshot")
 	}
-	if err := leader.store.loopErr(); err != nil {
-		t.Fatalf("leader loop failed: %v", err)
-	}
-	if err := lag.store.loopErr(); err != nil {
-		t.Fatalf("follower loop failed: %v", err)
-	}
-	if st := lag.rep.Status(); st.Applied != lagApplied {
-		t.Logf("follower applied %d -> %d", lagApplied, st.Applied)
-	}
+	proposeSeq(t, leader.rep, seq+1, seq+5)
 	for _, n := range nodes {
-		c := checkSM(t, n.engine.DB(), 1)
-		if n == lag && c > 2 {
-			t.Fatalf("follower count %d: it cannot have caught up without a snapshot", c)
-		}
-		if n != lag && c != seq {
-			waitFor(t, "apply on the other follower", func() bool { return checkSM(t, n.engine.DB(), 1) == seq })
+		waitFor(t, "apply everywhere", func() bool { return checkSM(t, n.engine.DB(), 1) == seq+5 })
+		if err := n.store.loopErr(); err != nil {
+			t.Fatalf("node %d loop failed: %v", n.id, err)
 		}
 	}
+	// The installed state survives a restart of the follower.
+	net.set(lag.id, nil)
+	if err := lag.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions(lag.id, lag.engine)
+	o.Transport = net
+	lag.store = newStore(t, o)
+	net.set(lag.id, lag.store)
+	r, err := lag.store.AddReplica(Descriptor{RangeID: 1}, &counterSM{rangeID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lag.rep = r
+	proposeSeq(t, leader.rep, seq+6, seq+6)
+	waitFor(t, "apply after restart", func() bool { return checkSM(t, lag.engine.DB(), 1) == seq+6 })
+}
+
+// TestAddReplicaBySnapshot grows a range onto a new, empty node: it starts
+// uninitialized, is added as a learner, gets the state by snapshot, is
+// promoted while an old voter is removed in one joint change, and the
+// group goes on without the removed node.
+func TestAddReplicaBySnapshot(t *testing.T) {
+	net := &memNet{}
+	adjust := func(o *Options) { o.LogKeep, o.TruncateEvery = 2, 8 }
+	nodes := startClusterWith(t, net, adjust, 1, 2, 3)
+	leader := leaderOf(t, nodes)
+	proposeSeq(t, leader.rep, 1, 40)
+
+	e := openEngine(t, vfs.NewMem())
+	o := testOptions(4, e)
+	o.Transport = net
+	adjust(&o)
+	s4 := newStore(t, o)
+	t.Cleanup(func() { _ = s4.Close(); _ = e.Close() })
+	net.set(4, s4)
+	r4, err := s4.AddReplica(Descriptor{RangeID: 1}, &counterSM{rangeID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := r4.Status(); st.Applied != 0 || st.Leader != 0 {
+		t.Fatalf("uninitialized replica status %+v", st)
+	}
+	ctx := context.Background()
+	learner := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddLearnerNode.Enum(), NodeId: new(uint64(4))}}}
+	if err := leader.rep.ChangeReplicas(ctx, learner); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the learner to catch up", func() bool { return checkSM(t, e.DB(), 1) == 40 })
+	waitFor(t, "the leader to see the learner's progress", func() bool {
+		st := leader.rep.Status()
+		return slices.Contains(st.Learners, 4) && st.Match[4] >= 40
+	})
+
+	var out *testNode
+	for _, n := range nodes {
+		if n != leader {
+			out = n
+			break
+		}
+	}
+	swap := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{
+		{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(uint64(4))},
+		{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(out.id)},
+	}}
+	if err := leader.rep.ChangeReplicas(ctx, swap); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leaving the joint configuration", func() bool {
+		st := leader.rep.Status()
+		return !st.Joint && slices.Contains(st.Voters, 4) && !slices.Contains(st.Voters, out.id)
+	})
+	net.set(out.id, nil)
+	if err := out.store.RemoveReplica(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := loadRaftStorage(out.engine.DB(), 1); found || err != nil {
+		t.Fatalf("removed replica: raft state found %v, err %v", found, err)
+	}
+	if c := checkSM(t, out.engine.DB(), 1); c != 0 {
+		t.Fatalf("removed replica: count %d left", c)
+	}
+	if out.store.Replica(1) != nil {
+		t.Fatal("removed replica still listed")
+	}
+	_ = out.store.Close()
+	proposeSeq(t, leader.rep, 41, 45)
+	waitFor(t, "apply on the new voter", func() bool { return checkSM(t, e.DB(), 1) == 45 })
+	if v := r4.Descriptor().Peers; !slices.Contains(v, 4) || slices.Contains(v, out.id) {
+		t.Fatalf("new voter's peers %v", v)
+	}
+	leader.rep.TransferLeadership(4)
+	waitFor(t, "leadership on the new voter", func() bool { return r4.Status().IsLeader })
+	proposeSeq(t, r4, 46, 46)
 }

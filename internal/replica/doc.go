@@ -34,7 +34,34 @@
 // Membership changes (Replica.ChangeReplicas) are conf change entries,
 // checked against the current configuration before they are proposed,
 // applied with RawNode.ApplyConfChange, and persisted as the ConfState in
-// the same apply batch. Nothing assumes a single voter.
+// the same apply batch. Nothing assumes a single voter. A replica is added
+// as a learner on a node where AddReplica started it uninitialized (no
+// Peers, no state), catches up by snapshot, and is then promoted, usually
+// in one joint change that also removes the replica it replaces.
+// TransferLeadership moves leadership off a node before it is removed;
+// RemoveReplica deletes a removed replica's state.
+//
+// # Snapshots
+//
+// A follower that is new, or behind the leader's truncated log, gets the
+// range's state as pebble SSTs, one per span the StateMachine names
+// (Spanner): a range deletion of the span and every key in it. The loop
+// answers raft's MsgSnap in the send step of a cycle, before that cycle's
+// apply, so a pebble snapshot taken there holds exactly the applied state;
+// the message's metadata is rewritten to that applied index, its term and
+// the ConfState as of it. The SSTs are built from the pebble snapshot and
+// sent off the loop (SnapshotTransport); the outcome goes back to raft with
+// ReportSnapshot.
+//
+// The receiver (ReceiveSnapshot) writes the SSTs to files under the
+// engine's directory, reads them through (block checksums, every key a set
+// inside its span), and steps the message with a token naming them. When
+// raft takes it, the loop ingests the SSTs together with one more holding
+// the range's new raft state (a range deletion of the range's raft keys,
+// then hard state, ConfState, applied index and a log truncated at the
+// snapshot) in one atomic pebble ingestion, before the Ready's entries are
+// persisted. A crash before the ingestion leaves the old state; the files
+// are removed at the next start.
 //
 // # Key layout
 //
@@ -88,15 +115,11 @@
 //
 // # Deferred
 //
-//   - Raft snapshots. Storage.Snapshot describes the applied state with
-//     empty Data; the loop never sends it (it reports the snapshot as failed
-//     so raft keeps probing) and Step refuses snapshots without data. So a
-//     follower that falls behind the leader's truncated log stays behind
-//     until range state is streamed as SSTs (cluster work).
 //   - Quiescence: every replica ticks and heartbeats, idle or not.
 //   - A scheduler with a worker pool: one goroutine does every replica's
 //     persist/apply; an I/O error stops the loop (Close returns it).
-//   - A batched, per-peer-node transport; the Transport interface here is
-//     what it will implement. Uninitialized replicas created on a first
-//     message, replica removal, split and merge.
+//   - Snapshot SSTs are built in memory on the sender (ranges hold object
+//     metadata only, and split before they grow large); the receiver
+//     streams them to disk.
+//   - Split and merge.
 package replica

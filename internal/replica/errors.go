@@ -21,8 +21,8 @@ var (
 	// has a replica on this Store.
 	ErrReplicaExists = errors.New("replica: replica already exists")
 	// ErrSnapshotUnsupported is returned by Store.Step for a raft snapshot
-	// message without data: range state is not streamed yet (see doc.go).
-	ErrSnapshotUnsupported = errors.New("replica: raft snapshots are not supported yet")
+	// message: snapshots carry SSTs and arrive through ReceiveSnapshot.
+	ErrSnapshotUnsupported = errors.New("replica: snapshots are not taken through Step (use ReceiveSnapshot)")
 	// ErrInboxFull is returned by Store.Step when inbound messages arrive
 	// faster than the loop consumes them; the message is dropped (raft
 	// retransmits).

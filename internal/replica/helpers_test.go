@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -43,6 +44,12 @@ func readUint(r pebble.Reader, key []byte) uint64 {
 	return binary.BigEndian.Uint64(v)
 }
 
+// Spans implements Spanner: everything under "z" + rangeID.
+func (c *counterSM) Spans(Descriptor) []Span {
+	start := smKey(c.rangeID, "")
+	return []Span{{Start: start, End: prefixEnd(start)}}
+}
+
 func (c *counterSM) Apply(b *pebble.Batch, cmd []byte) any {
 	c.applies.Add(1)
 	if string(cmd) == "reject" {
@@ -67,7 +74,9 @@ func checkSM(t testing.TB, db *pebble.DB, rangeID uint64) uint64 {
 		t.Fatalf("range %d: state machine saw %s", rangeID, v)
 		c.Close()
 	}
-	n, last := readUint(db, smKey(rangeID, "count")), readUint(db, smKey(rangeID, "last"))
+	snap := db.NewSnapshot() // count and last as of one moment
+	defer snap.Close()
+	n, last := readUint(snap, smKey(rangeID, "count")), readUint(snap, smKey(rangeID, "last"))
 	if n != last {
 		t.Fatalf("range %d: count %d but last sequence %d", rangeID, n, last)
 	}
@@ -142,6 +151,7 @@ type memNet struct {
 	mu     sync.Mutex
 	stores map[uint64]*Store
 	cut    map[uint64]bool // partitioned nodes: nothing from or to them
+	snaps  atomic.Int64    // snapshots sent
 }
 
 func (n *memNet) partition(id uint64, cut bool) {
@@ -178,4 +188,23 @@ func (n *memNet) Send(msgs []Message) {
 			_ = s.Step(context.Background(), Message{RangeID: m.RangeID, Msg: proto.CloneOf(m.Msg)})
 		}
 	}
+}
+
+// SendSnapshot implements SnapshotTransport.
+func (n *memNet) SendSnapshot(ctx context.Context, m Message, ssts [][]byte) error {
+	n.mu.Lock()
+	s := n.stores[m.Msg.GetTo()]
+	cut := n.cut[m.Msg.GetTo()] || n.cut[m.Msg.GetFrom()]
+	n.mu.Unlock()
+	if s == nil || cut {
+		return errors.New("unreachable")
+	}
+	n.snaps.Add(1)
+	var sizes []int64
+	var all []byte
+	for _, b := range ssts {
+		sizes = append(sizes, int64(len(b)))
+		all = append(all, b...)
+	}
+	return s.ReceiveSnapshot(ctx, Message{RangeID: m.RangeID, Msg: proto.CloneOf(m.Msg)}, sizes, bytes.NewReader(all))
 }

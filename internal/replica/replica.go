@@ -62,6 +62,15 @@ type Status struct {
 	// LeaseExpiration is when this replica's leader lease expires; zero if
 	// it holds none (see ReadReady).
 	LeaseExpiration time.Time
+	// Voters and Learners are the group's configuration as of Applied
+	// (incoming voters while Joint); Joint is true while a joint change has
+	// not been left. An uninitialized replica has none. Shared: do not
+	// modify.
+	Voters, Learners []uint64
+	Joint            bool
+	// Match is, on the leader while the group has learners or is joint,
+	// the highest log index known to be on each member; nil otherwise.
+	Match map[uint64]uint64
 }
 
 // Replica is one range's replica on this node. Its methods are safe for
@@ -87,7 +96,12 @@ type Replica struct {
 	campaign      bool // campaign on start (fresh group or single voter)
 	singleVoter   bool // AddReplica also waits for leadership and a lease
 	initTarget    uint64
-	initDone      chan struct{} // closed once entries up to initTarget are applied
+	initDone      chan struct{}   // closed once entries up to initTarget are applied
+	sending       map[uint64]bool // peers a snapshot is being sent to
+	removed       bool            // by RemoveReplica: takes no more proposals
+	pubCS         *raftpb.ConfState
+	pubVoters     []uint64
+	pubLearners   []uint64
 
 	mu struct {
 		sync.Mutex
@@ -134,7 +148,7 @@ func newReplica(s *Store, d Descriptor, sm StateMachine, st *raftStorage, fresh 
 	// waiting out an election timeout; a restarted replica may have promised
 	// a lease to a leader it no longer remembers, so it refuses votes for an
 	// election timeout (see lease.go).
-	r.campaign = singleVoter || (fresh && slices.Min(voters) == s.opts.NodeID)
+	r.campaign = singleVoter || (fresh && len(voters) > 0 && slices.Min(voters) == s.opts.NodeID)
 	r.singleVoter = singleVoter
 	if !fresh && !singleVoter {
 		r.voteGrace = s.opts.ElectionTicks
@@ -189,6 +203,17 @@ func (r *Replica) Propose(ctx context.Context, cmd []byte) (any, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// TransferLeadership asks this replica, if it leads, to hand leadership to
+// voter to. It returns at once; raft makes the transfer (or gives up after
+// an election timeout) in the background: watch Status.
+func (r *Replica) TransferLeadership(to uint64) {
+	r.s.do(func() {
+		if r.isLeader && !r.removed {
+			r.rn.TransferLeader(to)
+		}
+	})
 }
 
 // ReadReady returns nil if this replica may serve a linearizable read from
@@ -313,6 +338,10 @@ func (r *Replica) handleReadStates(rss []raft.ReadState) {
 }
 
 func (r *Replica) propose(p *proposal) {
+	if r.removed {
+		p.finish(nil, fmt.Errorf("%w: range %d was removed from node %d", ErrRangeNotFound, r.rangeID, r.s.opts.NodeID))
+		return
+	}
 	if !r.isLeader {
 		p.finish(nil, fmt.Errorf("%w: range %d, leader %d", ErrNotLeader, r.rangeID, r.leader))
 		return
@@ -543,6 +572,17 @@ func (r *Replica) publish() {
 	}
 	if r.isLeader && r.lease.term == r.term {
 		r.mu.status.LeaseExpiration = r.lease.expiration(o.MaxClockOffset, o.electionTimeout())
+	}
+	if cs := r.st.cs; cs != r.pubCS {
+		r.pubCS = cs
+		r.pubVoters = slices.Clone(cs.GetVoters())
+		r.pubLearners = append(slices.Clone(cs.GetLearners()), cs.GetLearnersNext()...)
+	}
+	st := &r.mu.status
+	st.Voters, st.Learners, st.Joint = r.pubVoters, r.pubLearners, len(r.pubCS.GetVotersOutgoing()) > 0
+	if r.isLeader && (st.Joint || len(st.Learners) > 0) {
+		st.Match = map[uint64]uint64{}
+		r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) { st.Match[id] = pr.Match })
 	}
 	r.mu.lease = r.lease
 	r.mu.appliedInTerm = r.appliedInTerm

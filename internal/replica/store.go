@@ -33,6 +33,9 @@ type Store struct {
 	stopc     chan struct{}
 	done      chan struct{} // closed when the loop has exited
 	closeOnce sync.Once
+	ctx       context.Context // cancelled by Close: work off the loop (snapshots)
+	cancel    context.CancelFunc
+	bg        sync.WaitGroup // goroutines sending snapshots
 
 	mu struct {
 		sync.Mutex
@@ -42,6 +45,8 @@ type Store struct {
 		order    []*Replica          // replicas by range id, also copy-on-write
 		props    []*proposal
 		msgs     []Message
+		ops      []func()               // run on the loop at the next cycle (see do)
+		snaps    map[uint64]*pendingSnap // received snapshots by token
 	}
 }
 
@@ -63,6 +68,11 @@ func NewStore(o Options) (*Store, error) {
 	_, _ = rand.Read(seed[:])
 	s.nextID.Store(binary.BigEndian.Uint64(seed[:]))
 	s.mu.replicas = map[uint64]*Replica{}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	// Snapshots received before a crash were never installed.
+	if err := o.Engine.FS().RemoveAll(o.Engine.FS().PathJoin(o.Engine.Dir(), snapshotDir)); err != nil {
+		return nil, fmt.Errorf("replica: clear %s: %w", snapshotDir, err)
+	}
 	go s.run()
 	return s, nil
 }
@@ -77,8 +87,10 @@ func (s *Store) Close() error {
 		s.mu.closed = true
 		s.mu.Unlock()
 		close(s.stopc)
+		s.cancel()
 	})
 	<-s.done
+	s.bg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.mu.err
@@ -97,8 +109,8 @@ func (s *Store) Replica(rangeID uint64) *Replica {
 }
 
 // Step queues an inbound raft message from the transport for the loop.
-// It does not block on the loop. A raft snapshot without data is refused
-// with ErrSnapshotUnsupported (see doc.go).
+// It does not block on the loop. Snapshots are refused with
+// ErrSnapshotUnsupported: they arrive through ReceiveSnapshot.
 func (s *Store) Step(ctx context.Context, m Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -106,7 +118,7 @@ func (s *Store) Step(ctx context.Context, m Message) error {
 	if m.Msg == nil {
 		return errors.New("replica: Step of a nil message")
 	}
-	if m.Msg.GetType() == raftpb.MsgSnap && len(m.Msg.GetSnapshot().GetData()) == 0 {
+	if m.Msg.GetType() == raftpb.MsgSnap {
 		return ErrSnapshotUnsupported
 	}
 	s.mu.Lock()
@@ -129,10 +141,12 @@ func (s *Store) Step(ctx context.Context, m Message) error {
 
 // AddReplica starts the replica of d.RangeID on this node. With no raft
 // state on disk it bootstraps a new group whose voters are d.Peers (every
-// replica of the range must be bootstrapped from the same d.Peers); otherwise
-// it restarts from the persisted state and d.Peers is ignored. Before it
-// returns, committed entries that were not applied yet are applied through
-// sm, exactly once.
+// replica of the range must be bootstrapped from the same d.Peers), or, if
+// d.Peers is empty, starts an uninitialized replica: one with no state that
+// waits for the leader to add it to the group and send it a snapshot.
+// With raft state on disk it restarts from it and d.Peers is ignored.
+// Before it returns, committed entries that were not applied yet are
+// applied through sm, exactly once.
 func (s *Store) AddReplica(d Descriptor, sm StateMachine) (*Replica, error) {
 	if sm == nil {
 		return nil, errors.New("replica: AddReplica needs a StateMachine")
@@ -151,10 +165,9 @@ func (s *Store) AddReplica(d Descriptor, sm StateMachine) (*Replica, error) {
 		return nil, fmt.Errorf("replica: load range %d: %w", d.RangeID, err)
 	}
 	fresh := !found
-	if fresh {
-		if len(d.Peers) == 0 {
-			return nil, fmt.Errorf("replica: bootstrap range %d: Descriptor has no Peers", d.RangeID)
-		}
+	if fresh && len(d.Peers) == 0 {
+		st.hs = &raftpb.HardState{}
+	} else if fresh {
 		if !slices.Contains(d.Peers, s.opts.NodeID) {
 			return nil, fmt.Errorf("replica: bootstrap range %d: node %d is not in Peers %v", d.RangeID, s.opts.NodeID, d.Peers)
 		}
@@ -201,6 +214,83 @@ func (s *Store) AddReplica(d Descriptor, sm StateMachine) (*Replica, error) {
 		}
 		return nil, ErrClosed
 	}
+}
+
+// RemoveReplica stops the replica of rangeID and deletes its raft state
+// and, if its StateMachine is a Spanner, the range's data on this node, in
+// one synced batch. Call it once the group no longer has this node as a
+// member: a replica removed while still a member comes back empty on the
+// leader's next snapshot. Its waiting proposers get ErrRangeNotFound.
+func (s *Store) RemoveReplica(ctx context.Context, rangeID uint64) error {
+	res := make(chan error, 1)
+	s.do(func() { res <- s.removeReplica(rangeID) })
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.done:
+		if err := s.loopErr(); err != nil {
+			return err
+		}
+		return ErrClosed
+	}
+}
+
+// removeReplica runs on the loop.
+func (s *Store) removeReplica(rangeID uint64) error {
+	s.mu.Lock()
+	r := s.mu.replicas[rangeID]
+	if r == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: range %d on node %d", ErrRangeNotFound, rangeID, s.opts.NodeID)
+	}
+	m := make(map[uint64]*Replica, len(s.mu.replicas))
+	for k, v := range s.mu.replicas {
+		if k != rangeID {
+			m[k] = v
+		}
+	}
+	s.mu.replicas = m
+	s.mu.order = slices.DeleteFunc(slices.Clone(s.mu.order), func(x *Replica) bool { return x == r })
+	s.mu.Unlock()
+	r.removed = true
+	for id, p := range r.waiters {
+		p.finish(nil, fmt.Errorf("%w: range %d was removed from node %d", ErrRangeNotFound, rangeID, s.opts.NodeID))
+		delete(r.waiters, id)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	err := b.DeleteRange(r.st.prefix, prefixEnd(r.st.prefix), nil)
+	if sp, ok := r.sm.(Spanner); ok {
+		for _, x := range sp.Spans(r.Descriptor()) {
+			err = errors.Join(err, b.DeleteRange(x.Start, x.End, nil))
+		}
+	}
+	if err == nil {
+		err = b.Commit(pebble.Sync)
+	}
+	if err != nil {
+		return fmt.Errorf("replica: remove range %d: %w", rangeID, err)
+	}
+	if rs, ok := r.sm.(Restorer); ok {
+		rs.Restored()
+	}
+	s.log.Info("removed a replica", "range", rangeID)
+	return nil
+}
+
+// do runs f on the loop at the start of its next cycle; it is dropped if
+// the loop has stopped.
+func (s *Store) do(f func()) {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.ops = append(s.mu.ops, f)
+	s.mu.Unlock()
+	s.signal()
 }
 
 func (s *Store) signal() {
@@ -264,9 +354,13 @@ func (s *Store) shutdown(err error) {
 	s.mu.Lock()
 	s.mu.closed = true
 	props := s.mu.props
-	s.mu.props, s.mu.msgs = nil, nil
-	reps := s.mu.replicas
+	s.mu.props, s.mu.msgs, s.mu.ops = nil, nil, nil
+	reps, snaps := s.mu.replicas, s.mu.snaps
+	s.mu.snaps = nil
 	s.mu.Unlock()
+	for _, p := range snaps {
+		p.done <- err
+	}
 	for _, p := range props {
 		p.finish(nil, err)
 	}
@@ -289,18 +383,31 @@ type ready struct {
 // apply, and advance.
 func (s *Store) cycle(tick bool) error {
 	s.mu.Lock()
+	ops := s.mu.ops
+	s.mu.ops = nil
+	s.mu.Unlock()
+	for _, f := range ops {
+		f()
+	}
+
+	s.mu.Lock()
 	props, msgs, reps, order := s.mu.props, s.mu.msgs, s.mu.replicas, s.mu.order
 	s.mu.props, s.mu.msgs = nil, nil
 	s.mu.Unlock()
-
 	for _, r := range order {
 		r.start()
 	}
+	var snaps []uint64 // tokens of the snapshots stepped in this cycle
 	for _, m := range msgs {
+		if m.Msg.GetType() == raftpb.MsgSnap {
+			snaps = append(snaps, binary.BigEndian.Uint64(m.Msg.GetSnapshot().GetData()))
+		}
 		if r := reps[m.RangeID]; r != nil {
 			r.step(m.Msg)
 		}
 	}
+	// Whatever raft took is installed in the persist step below.
+	defer s.declineSnapshots(snaps)
 	for _, r := range order {
 		if tick {
 			r.tick()
@@ -321,15 +428,21 @@ func (s *Store) cycle(tick bool) error {
 		return nil
 	}
 
+	// Install received snapshots first: the entries of the same Ready
+	// follow them.
+	for _, x := range rds {
+		if !raft.IsEmptySnap(x.rd.Snapshot) {
+			if err := s.installSnapshot(x.r, x.rd.Snapshot, x.rd.HardState); err != nil {
+				return err
+			}
+		}
+	}
+
 	// Persist: every replica's entries and hard state in one batch, synced
 	// once if any of them must be.
 	b := s.db.NewBatch()
 	mustSync := false
 	for _, x := range rds {
-		if !raft.IsEmptySnap(x.rd.Snapshot) {
-			_ = b.Close()
-			return fmt.Errorf("replica: range %d: raft snapshot to install, which is not supported yet", x.r.rangeID)
-		}
 		if err := x.r.st.append(b, x.rd.Entries); err != nil {
 			_ = b.Close()
 			return err
@@ -363,11 +476,13 @@ func (s *Store) cycle(tick bool) error {
 	var snapFailed map[*Replica][]uint64
 	for _, x := range rds {
 		for _, m := range x.rd.Messages {
-			if m.GetType() == raftpb.MsgSnap && len(m.GetSnapshot().GetData()) == 0 {
-				// A follower is behind the truncated log; range state is
-				// not streamed yet, so tell raft the snapshot failed: it
-				// probes the follower again later instead of waiting.
-				s.log.Debug("follower needs a snapshot, which is not supported yet", "range", x.r.rangeID, "to", m.GetTo())
+			if m.GetType() == raftpb.MsgSnap {
+				// A follower is behind the truncated log (or new): send it
+				// the range's state. If that cannot be done, tell raft the
+				// snapshot failed: it probes the follower again later.
+				if s.startSnapshot(x.r, m) {
+					continue
+				}
 				if snapFailed == nil {
 					snapFailed = map[*Replica][]uint64{}
 				}

@@ -1,0 +1,451 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Span is [Start, End) of the node's keyspace. End is never nil.
+type Span struct{ Start, End []byte }
+
+// Spanner is implemented by a StateMachine whose state can be sent to
+// another replica: Spans returns the spans of the node's keyspace that hold
+// all of the range's replicated state, sorted and not overlapping. A range
+// whose StateMachine is not a Spanner never sends snapshots.
+type Spanner interface {
+	Spans(d Descriptor) []Span
+}
+
+// Restorer is implemented by a StateMachine that keeps state outside
+// pebble (a cache, say). Restored is called on the loop after a snapshot
+// replaced the range's state, or after the replica was removed.
+type Restorer interface {
+	Restored()
+}
+
+// SnapshotTransport is implemented by a Transport that can stream
+// snapshots; the Store sends none over a Transport that is not one.
+type SnapshotTransport interface {
+	// SendSnapshot sends m, a MsgSnap whose Snapshot carries the metadata
+	// but no Data, and the SSTs holding the range's state (one per span of
+	// the range, in order) to node m.Msg.To, and returns once the receiver
+	// has called Store.ReceiveSnapshot and it returned. It is called off
+	// the loop, one call per (range, peer) at a time.
+	SendSnapshot(ctx context.Context, m Message, ssts [][]byte) error
+}
+
+// MaxSnapshotBytes bounds the SSTs of one incoming snapshot.
+const MaxSnapshotBytes = 16 << 30
+
+// ErrSnapshotDeclined is returned by ReceiveSnapshot when raft did not take
+// the snapshot: the replica already has that state, or the message is from
+// an old term. Nothing was changed.
+var ErrSnapshotDeclined = errors.New("replica: snapshot declined")
+
+// snapshotDir holds incoming snapshot files under the engine's directory
+// until they are ingested; NewStore empties it.
+const snapshotDir = "snapshots"
+
+// pendingSnap is a received snapshot waiting for the loop to install it.
+type pendingSnap struct {
+	rangeID uint64
+	paths   []string
+	done    chan error // capacity 1
+}
+
+// The sending side. Raft asks for a snapshot by emitting a MsgSnap built
+// from raftStorage.Snapshot (metadata only). The loop answers it in the
+// send step of the cycle, before the cycle's apply: pebble then holds
+// exactly the state at r.st.applied, so a pebble snapshot taken there
+// matches metadata rewritten to (applied, its term, the ConfState as of
+// applied). That index may be above the one raft asked for, which raft
+// accepts (the follower's progress moves to it). The SSTs are built and
+// sent off the loop; the result goes back to raft as ReportSnapshot.
+func (s *Store) startSnapshot(r *Replica, m *raftpb.Message) bool {
+	tr, ok := s.opts.Transport.(SnapshotTransport)
+	sp, ok2 := r.sm.(Spanner)
+	if !ok || !ok2 {
+		return false
+	}
+	to := m.GetTo()
+	if r.sending[to] {
+		return true // raft sends another only after ReportSnapshot; be safe
+	}
+	term, err := r.st.Term(r.st.applied)
+	if err != nil {
+		s.log.Warn("snapshot: no term for the applied index", "range", r.rangeID, "err", err)
+		return false
+	}
+	out := proto.CloneOf(m)
+	out.Snapshot = &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
+		Index: new(r.st.applied), Term: new(term), ConfState: proto.CloneOf(r.st.cs),
+	}}
+	spans := sp.Spans(r.Descriptor())
+	snap := s.db.NewSnapshot()
+	format := s.db.FormatMajorVersion().MaxTableFormat()
+	if r.sending == nil {
+		r.sending = map[uint64]bool{}
+	}
+	r.sending[to] = true
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		ssts, err := buildSSTs(snap, spans, format)
+		_ = snap.Close()
+		if err == nil {
+			err = tr.SendSnapshot(s.ctx, Message{RangeID: r.rangeID, Msg: out}, ssts)
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Info("snapshot not delivered", "range", r.rangeID, "to", to, "index", r.st.applied, "err", err)
+		}
+		s.do(func() {
+			delete(r.sending, to)
+			status := raft.SnapshotFinish
+			if err != nil {
+				status = raft.SnapshotFailure
+			}
+			r.rn.ReportSnapshot(to, status)
+		})
+	}()
+	return true
+}
+
+// buildSSTs writes one SST per span: a range deletion of the whole span
+// (the receiver's old state there goes) and every key in it as of rd.
+func buildSSTs(rd pebble.Reader, spans []Span, format sstable.TableFormat) ([][]byte, error) {
+	out := make([][]byte, 0, len(spans))
+	for _, sp := range spans {
+		w := &memWritable{}
+		sw := sstable.NewWriter(w, sstable.WriterOptions{TableFormat: format})
+		err := sw.DeleteRange(sp.Start, sp.End)
+		if err == nil {
+			err = copySpan(rd, sp, sw)
+		}
+		if cerr := sw.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("replica: build snapshot SST of [%x, %x): %w", sp.Start, sp.End, err)
+		}
+		out = append(out, w.buf)
+	}
+	return out, nil
+}
+
+func copySpan(rd pebble.Reader, sp Span, w *sstable.Writer) error {
+	it, err := rd.NewIter(&pebble.IterOptions{LowerBound: sp.Start, UpperBound: sp.End})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+		if err := w.Set(it.Key(), v); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	return it.Close()
+}
+
+// memWritable is an objstorage.Writable into memory.
+type memWritable struct{ buf []byte }
+
+func (w *memWritable) Write(p []byte) error { w.buf = append(w.buf, p...); return nil }
+func (w *memWritable) Finish() error        { return nil }
+func (w *memWritable) Abort()               {}
+
+// The receiving side.
+
+// ReceiveSnapshot installs a snapshot of range m.RangeID sent by its
+// leader: m is the MsgSnap (metadata, no Data) and src yields the SSTs,
+// len(sizes) of them, sizes[i] bytes each, one per span of the range. It
+// writes them to files, checks them (block checksums, and every key inside
+// its span), hands the message to raft and waits until the loop has
+// ingested them together with the new raft state, atomically. It returns
+// ErrSnapshotDeclined if raft did not want the snapshot, ErrRangeNotFound
+// if the range has no replica here.
+func (s *Store) ReceiveSnapshot(ctx context.Context, m Message, sizes []int64, src io.Reader) error {
+	if m.Msg.GetType() != raftpb.MsgSnap || m.Msg.GetSnapshot().GetMetadata().GetIndex() == 0 {
+		return errors.New("replica: ReceiveSnapshot of a message that is not a snapshot")
+	}
+	s.mu.Lock()
+	r, closed := s.mu.replicas[m.RangeID], s.mu.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if r == nil {
+		return fmt.Errorf("%w: range %d on node %d", ErrRangeNotFound, m.RangeID, s.opts.NodeID)
+	}
+	sp, ok := r.sm.(Spanner)
+	if !ok {
+		return fmt.Errorf("replica: range %d cannot take snapshots (its state machine has no spans)", m.RangeID)
+	}
+	spans := sp.Spans(r.Descriptor())
+	if len(sizes) != len(spans) {
+		return fmt.Errorf("replica: snapshot of range %d has %d SSTs, want %d", m.RangeID, len(sizes), len(spans))
+	}
+	var total int64
+	for _, n := range sizes {
+		if n <= 0 || n > MaxSnapshotBytes-total {
+			return fmt.Errorf("replica: snapshot of range %d: bad SST sizes %v (at most %d bytes in all)", m.RangeID, sizes, int64(MaxSnapshotBytes))
+		}
+		total += n
+	}
+	token := s.nextID.Add(1)
+	p := &pendingSnap{rangeID: m.RangeID, done: make(chan error, 1)}
+	defer func() { s.removeFiles(p.paths) }() // ingest links them; the originals go
+	for i, n := range sizes {
+		path := s.snapPath(m.RangeID, token, i)
+		p.paths = append(p.paths, path)
+		if err := s.writeFile(path, io.LimitReader(src, n), n); err != nil {
+			return fmt.Errorf("replica: snapshot of range %d: receive SST %d: %w", m.RangeID, i, err)
+		}
+		if err := s.checkSST(ctx, path, spans[i]); err != nil {
+			return fmt.Errorf("replica: snapshot of range %d: SST %d: %w", m.RangeID, i, err)
+		}
+	}
+	msg := proto.CloneOf(m.Msg)
+	msg.Snapshot.Data = binary.BigEndian.AppendUint64(nil, token)
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if s.mu.snaps == nil {
+		s.mu.snaps = map[uint64]*pendingSnap{}
+	}
+	s.mu.snaps[token] = p
+	s.mu.msgs = append(s.mu.msgs, Message{RangeID: m.RangeID, Msg: msg})
+	s.mu.Unlock()
+	s.signal()
+	select {
+	case err := <-p.done:
+		return err
+	case <-s.done:
+		s.mu.Lock()
+		delete(s.mu.snaps, token)
+		s.mu.Unlock()
+		return ErrClosed
+	}
+}
+
+func (s *Store) snapPath(rangeID, token uint64, i int) string {
+	fs := s.opts.Engine.FS()
+	return fs.PathJoin(s.opts.Engine.Dir(), snapshotDir, fmt.Sprintf("r%d-%016x-%d.sst", rangeID, token, i))
+}
+
+// writeFile writes exactly n bytes of src to path and syncs it.
+func (s *Store) writeFile(path string, src io.Reader, n int64) error {
+	fs := s.opts.Engine.FS()
+	if err := fs.MkdirAll(fs.PathDir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := fs.Create(path, "")
+	if err != nil {
+		return err
+	}
+	got, err := io.Copy(f, src)
+	if err == nil && got != n {
+		err = fmt.Errorf("stream ended after %d of %d bytes", got, n)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (s *Store) removeFiles(paths []string) {
+	fs := s.opts.Engine.FS()
+	for _, p := range paths {
+		_ = fs.Remove(p)
+	}
+}
+
+// checkSST reads the whole SST at path, which verifies its block checksums,
+// and checks that it holds only point sets and range deletions inside sp.
+func (s *Store) checkSST(ctx context.Context, path string, sp Span) error {
+	f, err := s.opts.Engine.FS().Open(path)
+	if err != nil {
+		return err
+	}
+	readable, err := sstable.NewSimpleReadable(f)
+	if err != nil {
+		_ = f.Close()
+		return err
+	}
+	rd, err := sstable.NewReader(ctx, readable, sstable.ReaderOptions{})
+	if err != nil {
+		_ = readable.Close()
+		return err
+	}
+	defer rd.Close()
+	in := func(k []byte) bool { return bytes.Compare(k, sp.Start) >= 0 && bytes.Compare(k, sp.End) < 0 }
+	it, err := rd.NewIter(sstable.NoTransforms, nil, nil, sstable.AssertNoBlobHandles)
+	if err != nil {
+		return err
+	}
+	for kv := it.First(); kv != nil; kv = it.Next() {
+		if kv.Kind() != pebble.InternalKeyKindSet || !in(kv.K.UserKey) {
+			_ = it.Close()
+			return fmt.Errorf("%w: key %x (kind %v) outside [%x, %x) or not a set", ErrCorrupt, kv.K.UserKey, kv.Kind(), sp.Start, sp.End)
+		}
+		if _, _, err := kv.Value(nil); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return err
+	}
+	dels, err := rd.NewRawRangeDelIter(ctx, sstable.NoFragmentTransforms, sstable.NoReadEnv)
+	if err != nil {
+		return err
+	}
+	if dels != nil {
+		defer dels.Close()
+		span, err := dels.First()
+		for ; span != nil && err == nil; span, err = dels.Next() {
+			if !in(span.Start) || bytes.Compare(span.End, sp.End) > 0 {
+				return fmt.Errorf("%w: range deletion [%x, %x) outside [%x, %x)", ErrCorrupt, span.Start, span.End, sp.Start, sp.End)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	keys, err := rd.NewRawRangeKeyIter(ctx, sstable.NoFragmentTransforms, sstable.NoReadEnv)
+	if err != nil {
+		return err
+	}
+	if keys != nil {
+		keys.Close()
+		return fmt.Errorf("%w: range keys in a snapshot", ErrCorrupt)
+	}
+	return nil
+}
+
+// installSnapshot runs on the loop for a Ready carrying a snapshot: it
+// ingests the received SSTs and one more holding the range's new raft
+// state (truncated at the snapshot, applied and committed up to it; the
+// old log goes) in one atomic ingestion, then updates the in-memory mirror.
+func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.HardState) error {
+	if len(snap.GetData()) != 8 {
+		return fmt.Errorf("%w: snapshot data of %d bytes", ErrCorrupt, len(snap.GetData()))
+	}
+	token := binary.BigEndian.Uint64(snap.GetData())
+	s.mu.Lock()
+	p := s.mu.snaps[token]
+	delete(s.mu.snaps, token)
+	s.mu.Unlock()
+	if p == nil || p.rangeID != r.rangeID {
+		return fmt.Errorf("replica: range %d: raft took snapshot %x, which was not received", r.rangeID, token)
+	}
+	md := snap.GetMetadata()
+	idx, term := md.GetIndex(), md.GetTerm()
+	if raft.IsEmptyHardState(hs) {
+		hs = proto.CloneOf(r.st.hs)
+		hs.Commit = new(max(hs.GetCommit(), idx))
+	}
+	state, err := r.st.stateSST(hs, md.GetConfState(), idx, term, s.db.FormatMajorVersion().MaxTableFormat())
+	if err == nil {
+		path := s.snapPath(r.rangeID, token, len(p.paths))
+		if err = s.writeFile(path, bytes.NewReader(state), int64(len(state))); err == nil {
+			err = s.db.Ingest(s.ctx, append([]string{path}, p.paths...))
+		}
+		s.removeFiles([]string{path})
+	}
+	if err != nil {
+		err = fmt.Errorf("replica: range %d: install snapshot at %d: %w", r.rangeID, idx, err)
+		p.done <- err
+		return err
+	}
+	r.st.installed(hs, md.GetConfState(), idx, term)
+	if rs, ok := r.sm.(Restorer); ok {
+		rs.Restored()
+	}
+	r.mu.Lock()
+	r.mu.desc.Peers = append([]uint64(nil), md.GetConfState().GetVoters()...)
+	r.mu.Unlock()
+	s.log.Info("installed a snapshot", "range", r.rangeID, "index", idx, "term", term)
+	p.done <- nil
+	return nil
+}
+
+// declineSnapshots answers the snapshots stepped in this cycle that raft
+// did not take.
+func (s *Store) declineSnapshots(tokens []uint64) {
+	for _, t := range tokens {
+		s.mu.Lock()
+		p := s.mu.snaps[t]
+		delete(s.mu.snaps, t)
+		s.mu.Unlock()
+		if p != nil {
+			p.done <- ErrSnapshotDeclined
+		}
+	}
+}
+
+// stateSST is an SST that replaces all of the range's raft state with a
+// log truncated at (idx, term), applied up to idx.
+func (st *raftStorage) stateSST(hs *raftpb.HardState, cs *raftpb.ConfState, idx, term uint64, format sstable.TableFormat) ([]byte, error) {
+	w := &memWritable{}
+	sw := sstable.NewWriter(w, sstable.WriterOptions{TableFormat: format})
+	enc := func(m proto.Message) []byte {
+		p, err := proto.Marshal(m)
+		if err != nil {
+			panic(err) // a raftpb message always marshals
+		}
+		return encodeValue(p)
+	}
+	// Keys in order: 'a' < 'c' < 'h' < 't'.
+	errs := []error{
+		sw.DeleteRange(st.prefix, prefixEnd(st.prefix)),
+		sw.Set(stateKey(st.prefix, suffixApplied), encodeUint64s(idx)),
+		sw.Set(stateKey(st.prefix, suffixConfState), enc(cs)),
+		sw.Set(stateKey(st.prefix, suffixHardState), enc(hs)),
+		sw.Set(stateKey(st.prefix, suffixTruncated), encodeUint64s(idx, term)),
+		sw.Close(),
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return w.buf, nil
+}
+
+// installed mirrors a snapshot's state once it is ingested.
+func (st *raftStorage) installed(hs *raftpb.HardState, cs *raftpb.ConfState, idx, term uint64) {
+	st.hs = proto.CloneOf(hs)
+	st.cs = proto.CloneOf(cs)
+	st.truncIndex, st.truncTerm = idx, term
+	st.lastIndex, st.applied = idx, idx
+	st.cache = entryCache{maxEnts: st.cache.maxEnts, maxBytes: st.cache.maxBytes}
+}
+
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xFF {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
