@@ -45,7 +45,7 @@ type Store struct {
 		order    []*Replica          // replicas by range id, also copy-on-write
 		props    []*proposal
 		msgs     []Message
-		ops      []func()               // run on the loop at the next cycle (see do)
+		ops      []func()                // run on the loop at the next cycle (see do)
 		snaps    map[uint64]*pendingSnap // received snapshots by token
 	}
 }
