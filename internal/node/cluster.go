@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -51,7 +52,10 @@ func (n *Node) startPeers() error {
 		NodeID:  n.id.NodeID,
 		Resolve: p.resolve,
 		Deliver: func(ctx context.Context, m replica.Message) error { return n.ranges.Step(ctx, m) },
-		Logger:  n.log,
+		ReceiveSnapshot: func(ctx context.Context, m replica.Message, sizes []int64, src io.Reader) error {
+			return n.ranges.ReceiveSnapshot(ctx, m, sizes, src)
+		},
+		Logger: n.log,
 	})
 	p.srv = grpc.NewServer(transport.ServerOptions()...)
 	p.tr.Register(p.srv)

@@ -55,6 +55,9 @@ type Options struct {
 	Resolve func(nodeID uint64) (string, bool)
 	// Deliver hands an inbound message to the local replicas (Store.Step).
 	Deliver func(context.Context, replica.Message) error
+	// ReceiveSnapshot hands an inbound snapshot to the local replicas
+	// (Store.ReceiveSnapshot). Nil: snapshots are refused.
+	ReceiveSnapshot func(ctx context.Context, m replica.Message, sizes []int64, src io.Reader) error
 	// QueueLen bounds the messages waiting for one peer. Default: 4096.
 	QueueLen int
 	// DialTimeout bounds connecting a stream. Default: 2s.
@@ -109,6 +112,10 @@ func (t *Transport) Register(s *grpc.Server) {
 		Streams: []grpc.StreamDesc{{
 			StreamName:    "Raft",
 			Handler:       func(_ any, ss grpc.ServerStream) error { return t.serve(ss) },
+			ClientStreams: true,
+		}, {
+			StreamName:    "Snapshot",
+			Handler:       func(_ any, ss grpc.ServerStream) error { return t.serveSnapshot(ss) },
 			ClientStreams: true,
 		}},
 	}, t)

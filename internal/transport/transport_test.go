@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,10 @@ import (
 
 // countSM counts applied commands under key "count" of its range.
 type countSM struct{ key []byte }
+
+func (c countSM) Spans(replica.Descriptor) []replica.Span {
+	return []replica.Span{{Start: c.key, End: append(slices.Clone(c.key), 0)}}
+}
 
 func (c countSM) Apply(b *pebble.Batch, _ []byte) any {
 	n := uint64(0)
@@ -56,48 +61,61 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // its own gRPC server on a loopback port, all holding range 1.
 func startNodes(t *testing.T, ids ...uint64) []*testNode {
 	t.Helper()
-	var (
-		mu    sync.Mutex
-		addrs = map[uint64]string{}
-	)
-	resolve := func(id uint64) (string, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		a, ok := addrs[id]
-		return a, ok
-	}
+	c := &testCluster{addrs: map[uint64]string{}}
 	var nodes []*testNode
 	for _, id := range ids {
-		e, err := storage.Open(storage.Options{Dir: "db", FS: vfs.NewMem(), CacheSize: 8 << 20, Logger: quiet()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := &testNode{id: id, engine: e}
-		n.tr = New(Options{NodeID: id, Resolve: resolve, Logger: quiet(), Deliver: func(ctx context.Context, m replica.Message) error {
-			return n.store.Step(ctx, m)
-		}})
-		n.store, err = replica.NewStore(replica.Options{NodeID: id, Engine: e, Transport: n.tr, TickInterval: 10 * time.Millisecond, Logger: quiet()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.srv = grpc.NewServer(ServerOptions()...)
-		n.tr.Register(n.srv)
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go n.srv.Serve(l)
-		mu.Lock()
-		addrs[id] = l.Addr().String()
-		mu.Unlock()
-		n.rep, err = n.store.AddReplica(replica.Descriptor{RangeID: 1, Start: []byte("a"), End: []byte("b"), Peers: ids}, countSM{key: []byte("zcount")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
-		t.Cleanup(func() { n.stop(); e.Close() })
+		nodes = append(nodes, c.start(t, id, ids))
 	}
 	return nodes
+}
+
+type testCluster struct {
+	mu    sync.Mutex
+	addrs map[uint64]string
+}
+
+func (c *testCluster) resolve(id uint64) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.addrs[id]
+	return a, ok
+}
+
+// start starts node id with range 1 bootstrapped on peers, or
+// uninitialized if peers is empty.
+func (c *testCluster) start(t *testing.T, id uint64, peers []uint64) *testNode {
+	t.Helper()
+	e, err := storage.Open(storage.Options{Dir: "db", FS: vfs.NewMem(), CacheSize: 8 << 20, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &testNode{id: id, engine: e}
+	n.tr = New(Options{NodeID: id, Resolve: c.resolve, Logger: quiet(),
+		Deliver: func(ctx context.Context, m replica.Message) error { return n.store.Step(ctx, m) },
+		ReceiveSnapshot: func(ctx context.Context, m replica.Message, sizes []int64, src io.Reader) error {
+			return n.store.ReceiveSnapshot(ctx, m, sizes, src)
+		}})
+	n.store, err = replica.NewStore(replica.Options{NodeID: id, Engine: e, Transport: n.tr, TickInterval: 10 * time.Millisecond,
+		LogKeep: 2, TruncateEvery: 8, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.srv = grpc.NewServer(ServerOptions()...)
+	n.tr.Register(n.srv)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go n.srv.Serve(l)
+	c.mu.Lock()
+	c.addrs[id] = l.Addr().String()
+	c.mu.Unlock()
+	n.rep, err = n.store.AddReplica(replica.Descriptor{RangeID: 1, Start: []byte("a"), End: []byte("b"), Peers: peers}, countSM{key: []byte("zcount")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.stop(); e.Close() })
+	return n
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -168,6 +186,75 @@ func TestRaftOverGRPC(t *testing.T) {
 	for _, n := range rest {
 		waitFor(t, "replication after failover", func() bool { return count(n) == 30 })
 	}
+}
+
+// TestSnapshotOverGRPC adds a replica on a new, empty node to a range
+// whose log was truncated long ago: its state comes as SSTs over the
+// snapshot stream.
+func TestSnapshotOverGRPC(t *testing.T) {
+	c := &testCluster{addrs: map[uint64]string{}}
+	var nodes []*testNode
+	for _, id := range []uint64{1, 2, 3} {
+		nodes = append(nodes, c.start(t, id, []uint64{1, 2, 3}))
+	}
+	leader := leaderOf(t, nodes)
+	ctx := context.Background()
+	for i := range 50 {
+		if _, err := leader.rep.Propose(ctx, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n4 := c.start(t, 4, nil)
+	add := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddLearnerNode.Enum(), NodeId: proto.Uint64(4)}}}
+	if err := leader.rep.ChangeReplicas(ctx, add); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new replica's state", func() bool { return count(n4) == 50 })
+	if _, err := leader.rep.Propose(ctx, []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "replication after the snapshot", func() bool { return count(n4) == 51 })
+}
+
+func TestSnapHeaderRoundTrip(t *testing.T) {
+	m := replica.Message{RangeID: 9, Msg: &raftpb.Message{Type: raftpb.MsgSnap.Enum(), To: proto.Uint64(2), From: proto.Uint64(1),
+		Snapshot: &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: proto.Uint64(77), Term: proto.Uint64(3)}}}}
+	b, err := appendSnapHeader(nil, m, [][]byte{make([]byte, 10), make([]byte, 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, sizes, err := decodeSnapHeader(b)
+	if err != nil || got.RangeID != 9 || !proto.Equal(got.Msg, m.Msg) || !slices.Equal(sizes, []int64{10, 3}) {
+		t.Fatalf("decoded %v %v %v", got, sizes, err)
+	}
+	for n := range len(b) {
+		if _, _, err := decodeSnapHeader(b[:n]); !errors.Is(err, ErrBadFrame) {
+			t.Fatalf("truncated to %d bytes: %v", n, err)
+		}
+	}
+	app, _ := appendSnapHeader(nil, replica.Message{RangeID: 1, Msg: &raftpb.Message{Type: raftpb.MsgApp.Enum()}}, nil)
+	if _, _, err := decodeSnapHeader(app); !errors.Is(err, ErrBadFrame) {
+		t.Fatalf("a header holding a MsgApp: %v", err)
+	}
+}
+
+func FuzzDecodeSnapHeader(f *testing.F) {
+	b, _ := appendSnapHeader(nil, replica.Message{RangeID: 1, Msg: &raftpb.Message{Type: raftpb.MsgSnap.Enum()}}, [][]byte{{1}})
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, sizes, err := decodeSnapHeader(b)
+		if err != nil {
+			return
+		}
+		for _, s := range sizes {
+			if s < 0 || s > replica.MaxSnapshotBytes {
+				t.Fatalf("size %d passed", s)
+			}
+		}
+		if m.Msg.GetType() != raftpb.MsgSnap {
+			t.Fatalf("type %v passed", m.Msg.GetType())
+		}
+	})
 }
 
 func TestBatchRoundTrip(t *testing.T) {
