@@ -7,7 +7,9 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/replica"
 )
 
 // ErrPreconditionFailed is the result of a PutCmd whose IfMatch, IfNoneMatch
@@ -50,6 +52,21 @@ func (m *StateMachine) Committed() {
 	m.written = m.written[:0]
 	clear(m.inBatch)
 }
+
+// Spans implements replica.Spanner: a range's state is the locks and the
+// versions of its object keys.
+func (m *StateMachine) Spans(d replica.Descriptor) []replica.Span {
+	vlo, vhi := keys.VersionSpan(d.Start, d.End)
+	llo, lhi := keys.Lock(d.Start), []byte{keys.PrefixLock + 1}
+	if d.End != nil {
+		lhi = keys.Lock(d.End)
+	}
+	return []replica.Span{{Start: llo, End: lhi}, {Start: vlo, End: vhi}}
+}
+
+// Restored implements replica.Restorer: a range's state was replaced, so
+// cached records of its keys may be stale.
+func (m *StateMachine) Restored() { m.Cache.Clear() }
 
 func (m *StateMachine) wrote(obj []byte, latest *mvcc.Record) {
 	if m.Cache == nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/replica"
 )
 
 func openMem(t *testing.T) *pebble.DB {
@@ -206,4 +207,47 @@ func dump(t *testing.T, db *pebble.DB) string {
 		fmt.Fprintf(&sb, "%x=%x\n", it.Key(), it.Value())
 	}
 	return sb.String()
+}
+
+// TestSpansHoldTheRangesWrites: every key a command writes for an object of
+// a range is inside the range's spans (so a snapshot carries it), and keys
+// of objects outside the range are not.
+func TestSpansHoldTheRangesWrites(t *testing.T) {
+	db := openMem(t)
+	d := replica.Descriptor{Start: keys.ObjectPrefix(1, nil, []byte("b")), End: keys.ObjectPrefix(1, nil, []byte("d"))}
+	spans := (&StateMachine{}).Spans(d)
+	in := func(k []byte) bool {
+		for _, s := range spans {
+			if string(k) >= string(s.Start) && string(k) < string(s.End) {
+				return true
+			}
+		}
+		return false
+	}
+	for i, key := range []string{"a", "b", "bzz", "c", "d", "e"} {
+		obj := keys.Object(1, nil, []byte(key))
+		c := &PutCmd{Obj: obj, Rec: &mvcc.Record{Version: uint64(10 + i), Size: 1, Inline: []byte("x")}}
+		apply(t, db, c.Encode())
+		want := key >= "b" && key < "d"
+		for _, k := range [][]byte{keys.Version(obj, uint64(10+i)), keys.Lock(obj)} {
+			if in(k) != want {
+				t.Fatalf("key %x of object %q: inside the spans %v, want %v", k, key, in(k), want)
+			}
+		}
+	}
+	it, _ := db.NewIter(nil)
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if in(it.Key()) {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Fatalf("%d keys inside the spans, want 3 (b, bzz, c)", n)
+	}
+	last := (&StateMachine{}).Spans(replica.Descriptor{Start: keys.SpaceStart(1)})
+	if last[0].End == nil || last[1].End == nil {
+		t.Fatalf("open-ended range has unbounded spans: %v", last)
+	}
 }

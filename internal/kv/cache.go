@@ -167,6 +167,27 @@ func (c *Cache) evictLocked(s *cacheShard) {
 	}
 }
 
+// Clear drops every entry that no apply batch is writing, and makes
+// every outstanding miss token stale: for when a range's state was replaced
+// wholesale (a snapshot installed, a replica removed).
+func (c *Cache) Clear() {
+	if c == nil {
+		return
+	}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		s.seq++
+		for k, e := range s.m {
+			if e.pending == 0 {
+				delete(s.m, k)
+				s.bytes -= e.size
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
 // Len returns the number of cached records (tests and metrics).
 func (c *Cache) Len() int {
 	if c == nil {

@@ -181,3 +181,20 @@ func cacheInterleavings(t *testing.T, seed uint64) {
 		}
 	}
 }
+
+func TestCacheClear(t *testing.T) {
+	c := NewCache(1 << 20)
+	obj := []byte("k")
+	_, tok := c.Get(obj)
+	c.Fill(obj, &mvcc.Record{Version: 1}, tok)
+	_, stale := c.Get([]byte("other"))
+	c.Clear()
+	if rec, _ := c.Get(obj); rec != nil {
+		t.Fatal("record served after Clear")
+	}
+	c.Fill([]byte("other"), &mvcc.Record{Version: 2}, stale)
+	if rec, _ := c.Get([]byte("other")); rec != nil {
+		t.Fatal("a miss from before Clear filled the cache")
+	}
+	(*Cache)(nil).Clear()
+}
