@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -294,5 +295,35 @@ func TestCatalogFormat(t *testing.T) {
 	}
 	if _, err := decodeTSO([]byte(`{"v":2,"high":"1"}`)); err == nil {
 		t.Error("decoded a v2 tso record")
+	}
+}
+
+// TestSetRangeMembers: membership changes are compare-and-set on the
+// epoch, so two writers working from the same descriptor cannot both win.
+func TestSetRangeMembers(t *testing.T) {
+	ctx := context.Background()
+	c := NewCatalog(NewMemStore(nil))
+	rs, err := c.CreateRanges(ctx, 5, [][2][]byte{{{}, nil}}, []uint64{1, 2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rs[0]
+	next, err := c.SetRangeMembers(ctx, d, []uint64{1, 2, 3}, []uint64{4})
+	if err != nil || next.Epoch != d.Epoch+1 || !next.Holds(4) || next.Holds(9) {
+		t.Fatalf("add learner: %+v, %v", next, err)
+	}
+	if _, err := c.SetRangeMembers(ctx, d, []uint64{1, 2}, nil); !errors.Is(err, ErrConflict) {
+		t.Fatalf("write from a stale descriptor: %v", err)
+	}
+	if _, err := c.SetRangeMembers(ctx, next, nil, nil); err == nil {
+		t.Fatal("a range without voters was accepted")
+	}
+	final, err := c.SetRangeMembers(ctx, next, []uint64{1, 2, 4}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.SpaceRanges(ctx, 5)
+	if err != nil || len(got) != 1 || got[0].Epoch != final.Epoch || !slices.Equal(got[0].Replicas, []uint64{1, 2, 4}) || got[0].Learners != nil {
+		t.Fatalf("stored %+v, %v", got, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -16,8 +17,11 @@ type RangeDesc struct {
 	// Start and End bound the range's object keys: [Start, End). A nil End
 	// is the end of the space; an empty Start is its beginning.
 	Start, End []byte
-	// Replicas are the node ids holding the range.
+	// Replicas are the node ids of the range's voters.
 	Replicas []uint64
+	// Learners are nodes being added: they receive the range's state and
+	// log but do not vote until they are promoted.
+	Learners []uint64
 	// Epoch increases on every change to the descriptor (split, merge,
 	// replica change); it starts at 1.
 	Epoch uint64
@@ -32,12 +36,13 @@ type rangeRecord struct {
 	Start    []byte   `json:"start"`
 	End      []byte   `json:"end"`
 	Replicas []uint64 `json:"replicas"`
+	Learners []uint64 `json:"learners,omitempty"`
 	Epoch    uint64   `json:"epoch,string"`
 }
 
 func encodeRange(r RangeDesc) []byte {
 	b, _ := json.Marshal(rangeRecord{V: formatVersionOne, ID: r.ID, SpaceID: r.SpaceID,
-		Start: r.Start, End: r.End, Replicas: r.Replicas, Epoch: r.Epoch})
+		Start: r.Start, End: r.End, Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch})
 	return b
 }
 
@@ -54,7 +59,41 @@ func decodeRange(kv KV) (RangeDesc, error) {
 		start = []byte{}
 	}
 	return RangeDesc{ID: r.ID, SpaceID: r.SpaceID, Start: start, End: r.End,
-		Replicas: r.Replicas, Epoch: r.Epoch}, nil
+		Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch}, nil
+}
+
+// Holds reports whether node id holds a replica of r (voter or learner).
+func (r RangeDesc) Holds(id uint64) bool {
+	return slices.Contains(r.Replicas, id) || slices.Contains(r.Learners, id)
+}
+
+// SetRangeMembers records new voters and learners for range r, whose
+// descriptor must still be at r.Epoch (else ErrConflict: someone else
+// changed it), and returns the descriptor at the next epoch.
+func (c *Catalog) SetRangeMembers(ctx context.Context, r RangeDesc, voters, learners []uint64) (RangeDesc, error) {
+	if len(voters) == 0 {
+		return RangeDesc{}, errors.New("meta: a range needs at least one voter")
+	}
+	kv, err := c.store.Get(ctx, rangeKey(r.SpaceID, r.ID))
+	if err != nil {
+		return RangeDesc{}, fmt.Errorf("meta: range %d: %w", r.ID, err)
+	}
+	cur, err := decodeRange(kv)
+	if err != nil {
+		return RangeDesc{}, err
+	}
+	if cur.Epoch != r.Epoch {
+		return RangeDesc{}, fmt.Errorf("%w: range %d is at epoch %d, not %d", ErrConflict, r.ID, cur.Epoch, r.Epoch)
+	}
+	cur.Replicas, cur.Learners = slices.Clone(voters), slices.Clone(learners)
+	if len(cur.Learners) == 0 {
+		cur.Learners = nil
+	}
+	cur.Epoch++
+	if _, err := c.store.Put(ctx, kv.Key, encodeRange(cur), kv.Rev); err != nil {
+		return RangeDesc{}, fmt.Errorf("meta: range %d: %w", r.ID, err)
+	}
+	return cur, nil
 }
 
 // validBounds checks that bounds are non-empty, each [Start, End) non-empty,
