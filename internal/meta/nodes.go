@@ -15,6 +15,7 @@ const (
 	NodeSuspect  = "suspect"  // missed heartbeats
 	NodeDown     = "down"     // gone past the down timeout
 	NodeDraining = "draining" // being emptied before it leaves
+	NodeRemoved  = "removed"  // left the cluster for good; may not come back
 )
 
 // NodeInfo is one node's entry in the cluster map.
@@ -144,7 +145,7 @@ func (c *Catalog) LiveNodes(ctx context.Context) (map[uint64]bool, error) {
 // and down after downAfter as suspect.
 func NextState(cur string, alive bool, since, now time.Time, grace, downAfter time.Duration) string {
 	switch {
-	case cur == NodeDraining:
+	case cur == NodeDraining || cur == NodeRemoved:
 		return cur
 	case alive:
 		return NodeUp

@@ -34,7 +34,11 @@ const chunkService = "cairn.Chunk"
 // first: the nodes of the cluster map that are up (this node always counts
 // as up).
 func (n *Node) chunkRanking(h chunk.Hash, nodes []meta.NodeInfo) []uint64 {
-	return n.rank(h, nodes, func(nd meta.NodeInfo) bool { return nd.ID == n.id.NodeID || nd.State == meta.NodeUp })
+	return n.rank(h, nodes, func(nd meta.NodeInfo) bool {
+		// This node is alive whatever the cached map says, unless it is
+		// leaving.
+		return nd.State == meta.NodeUp || (nd.ID == n.id.NodeID && nd.State != meta.NodeDraining && nd.State != meta.NodeRemoved)
+	})
 }
 
 // rank orders the nodes of the map that pass eligible by rendezvous hashing
@@ -244,7 +248,7 @@ func (n *Node) chunkSources(h chunk.Hash, r int) []uint64 {
 		return int(n.peers.load(a).Load() - n.peers.load(b).Load())
 	})
 	for _, nd := range nodes {
-		if nd.State != meta.NodeUp && nd.State != meta.NodeDown && nd.ID != n.id.NodeID {
+		if nd.State != meta.NodeUp && nd.State != meta.NodeDown && nd.State != meta.NodeRemoved && nd.ID != n.id.NodeID {
 			ranked = append(ranked, nd.ID)
 		}
 	}

@@ -35,11 +35,12 @@ func (n *Node) healthz(w http.ResponseWriter, _ *http.Request) {
 	n.mu.RLock()
 	for name, s := range n.mu.spaces {
 		for _, r := range s.ranges {
-			if r.rep == nil {
+			rep := r.replica()
+			if rep == nil {
 				continue // held by other nodes
 			}
-			if err := r.rep.ReadReady(); err != nil {
-				problems = append(problems, rangeProblem{name, r.desc.ID, err.Error()})
+			if err := rep.ReadReady(); err != nil {
+				problems = append(problems, rangeProblem{name, r.desc().ID, err.Error()})
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/meta"
@@ -214,7 +215,17 @@ func (n *Node) openMeta(joined *joinResponse) error {
 			// new cluster of one.
 			return fmt.Errorf("this node's meta service member has no data in %s (%v); remove %s and join the cluster again", opts.Dir, err, n.cfg.DataDir)
 		}
-		if n.member, err = meta.OpenEtcd(opts); err != nil {
+		n.member, err = meta.OpenEtcd(opts)
+		for try := 0; err != nil && joined != nil && strings.Contains(err.Error(), "member count is unequal") && try < 20; try++ {
+			// A member that has not applied this node's admission yet
+			// answered etcd's cluster check; it catches up shortly.
+			n.log.Info("a meta member has not seen this node's admission yet; starting again", "err", err)
+			time.Sleep(250 * time.Millisecond)
+			if err = os.RemoveAll(opts.Dir); err == nil {
+				n.member, err = meta.OpenEtcd(opts)
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("start this node's meta service member: %w", err)
 		}
 	}

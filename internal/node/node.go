@@ -365,7 +365,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		cancel()
 		return nil, err
 	}
-	n.bg.Add(6)
+	n.bg.Add(7)
 	go func() {
 		defer n.bg.Done()
 		every(bgCtx, n.cfg.RepairCheck, n.repairStep)
@@ -384,7 +384,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}()
 	go func() {
 		defer n.bg.Done()
-		every(bgCtx, 500*time.Millisecond, n.openPlacedSpaces)
+		every(bgCtx, 500*time.Millisecond, n.syncRanges)
+	}()
+	go func() {
+		defer n.bg.Done()
+		every(bgCtx, time.Second, n.repairRanges)
 	}()
 	go func() {
 		defer n.bg.Done()

@@ -630,16 +630,16 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult
 	}
 	var out wire.ListResult
 	for _, r := range s.ranges {
-		if r.desc.End != nil && bytes.Compare(r.desc.End, lower) <= 0 {
+		if r.desc().End != nil && bytes.Compare(r.desc().End, lower) <= 0 {
 			continue
 		}
-		if upper != nil && bytes.Compare(r.desc.Start, upper) >= 0 {
+		if upper != nil && bytes.Compare(r.desc().Start, upper) >= 0 {
 			break
 		}
-		if after != nil && r.desc.End != nil && bytes.Compare(r.desc.End, after) <= 0 {
+		if after != nil && r.desc().End != nil && bytes.Compare(r.desc().End, after) <= 0 {
 			continue
 		}
-		lo, hi := maxBytes(lower, r.desc.Start), minBytes(upper, r.desc.End)
+		lo, hi := maxBytes(lower, r.desc().Start), minBytes(upper, r.desc().End)
 		if len(out.Objects) >= limit {
 			// The page is full; it is truncated if any later range of the
 			// span holds a live key.

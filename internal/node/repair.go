@@ -71,7 +71,9 @@ func mapSignature(nodes []meta.NodeInfo) string {
 // repairRanking ranks the nodes that may hold a chunk for repair: those
 // neither down nor draining.
 func (n *Node) repairRanking(h chunk.Hash, nodes []meta.NodeInfo) []uint64 {
-	return n.rank(h, nodes, func(nd meta.NodeInfo) bool { return nd.State != meta.NodeDown && nd.State != meta.NodeDraining })
+	return n.rank(h, nodes, func(nd meta.NodeInfo) bool {
+		return nd.State != meta.NodeDown && nd.State != meta.NodeDraining && nd.State != meta.NodeRemoved
+	})
 }
 
 // repairChunks runs one pass over the local chunks against nodes.

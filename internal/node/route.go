@@ -46,7 +46,7 @@ const (
 // the reply payload; a wire error from the leaseholder comes back as one,
 // along with any payload it carried.
 func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) ([]byte, error) {
-	msg := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(req)), r.desc.ID)
+	msg := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(req)), r.desc().ID)
 	msg = append(msg, req...)
 	deadline := time.Now().Add(forwardPatience)
 	var last error
@@ -56,7 +56,7 @@ func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) (
 		if h := r.hint.Load(); h != 0 {
 			queue = append(queue, h)
 		}
-		queue = append(queue, r.desc.Replicas...)
+		queue = append(queue, r.desc().Replicas...)
 		for len(queue) > 0 {
 			id := queue[0]
 			queue = queue[1:]
@@ -73,7 +73,7 @@ func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) (
 					// The command may have reached the leaseholder and
 					// applied: do not send it again, and do not claim it
 					// had no effect.
-					return nil, wire.Errorf(wire.CodeOutcomeUnknown, "range %d: node %d: %v", r.desc.ID, id, err)
+					return nil, wire.Errorf(wire.CodeOutcomeUnknown, "range %d: node %d: %v", r.desc().ID, id, err)
 				}
 				last = fmt.Errorf("node %d: %w", id, err)
 				continue
@@ -90,7 +90,7 @@ func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) (
 			return payload, err
 		}
 		if time.Now().After(deadline) {
-			return nil, wire.Errorf(wire.CodeUnavailable, "range %d: no replica of %v holds its lease: %v", r.desc.ID, r.desc.Replicas, last)
+			return nil, wire.Errorf(wire.CodeUnavailable, "range %d: no replica of %v holds its lease: %v", r.desc().ID, r.desc().Replicas, last)
 		}
 		// Leadership is moving: wait a little and ask again.
 		if err := sleep(ctx, time.Duration(min(round+1, 10))*50*time.Millisecond); err != nil {
@@ -151,7 +151,7 @@ func (n *Node) replicaFor(req []byte) (*rng, []byte, error) {
 	if rep == nil {
 		return nil, nil, wire.Errorf(wire.CodeNotLeader, "node %d holds no replica of range %d", n.id.NodeID, id)
 	}
-	return &rng{desc: meta.RangeDesc{ID: id}, rep: rep}, req[8:], nil
+	return newRng(meta.RangeDesc{ID: id}, rep), req[8:], nil
 }
 
 // rangeMethod adapts a cairn.Range handler: its error becomes the reply
@@ -164,13 +164,13 @@ func (n *Node) rangeMethod(lease bool, h func(ctx context.Context, r *rng, req [
 			return errReply(err, 0, nil), nil
 		}
 		if lease {
-			if err := r.rep.ReadReady(); err != nil {
-				return errReply(wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc.ID, err), r.rep.Status().Leader, nil), nil
+			if err := r.replica().ReadReady(); err != nil {
+				return errReply(wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc().ID, err), r.replica().Status().Leader, nil), nil
 			}
 		}
 		out, err := h(ctx, r, rest)
 		if err != nil {
-			return errReply(err, r.rep.Status().Leader, out), nil
+			return errReply(err, r.replica().Status().Leader, out), nil
 		}
 		return okReply(out), nil
 	}
@@ -179,8 +179,8 @@ func (n *Node) rangeMethod(lease bool, h func(ctx context.Context, r *rng, req [
 // propose runs cmd on r's leaseholder: here if this node leads the range,
 // else on the node that does.
 func (n *Node) propose(ctx context.Context, r *rng, cmd []byte) (*kv.Result, error) {
-	if r.rep != nil {
-		res, err := n.proposeLocal(ctx, r, cmd)
+	if rep := r.replica(); rep != nil {
+		res, err := n.proposeLocal(ctx, r.desc().ID, rep, cmd)
 		if wire.CodeOf(err) != wire.CodeNotLeader {
 			return res, err
 		}
@@ -193,19 +193,20 @@ func (n *Node) propose(ctx context.Context, r *rng, cmd []byte) (*kv.Result, err
 }
 
 func (n *Node) handlePropose(ctx context.Context, r *rng, cmd []byte) ([]byte, error) {
-	res, err := n.proposeLocal(ctx, r, cmd)
+	res, err := n.proposeLocal(ctx, r.desc().ID, r.replica(), cmd)
 	if err != nil {
 		return nil, err
 	}
 	return encodeResult(res), nil
 }
 
-// proposeLocal proposes cmd to the local replica of r.
-func (n *Node) proposeLocal(ctx context.Context, r *rng, cmd []byte) (*kv.Result, error) {
-	v, err := r.rep.Propose(ctx, cmd)
+// proposeLocal proposes cmd to rep, the local replica of range id.
+func (n *Node) proposeLocal(ctx context.Context, id uint64, rep *replica.Replica, cmd []byte) (*kv.Result, error) {
+	v, err := rep.Propose(ctx, cmd)
 	if err != nil {
-		if errors.Is(err, replica.ErrNotLeader) {
-			return nil, wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc.ID, err)
+		if errors.Is(err, replica.ErrNotLeader) || errors.Is(err, replica.ErrRangeNotFound) {
+			// Not applied: raft never took it (or the replica is gone).
+			return nil, wire.Errorf(wire.CodeNotLeader, "range %d: %v", id, err)
 		}
 		return nil, err
 	}
@@ -221,7 +222,7 @@ func (n *Node) proposeLocal(ctx context.Context, r *rng, cmd []byte) (*kv.Result
 		}
 		return nil, v // mvcc.ErrStaleVersion: commit retries with a new timestamp
 	}
-	return nil, fmt.Errorf("range %d: unexpected apply result %T", r.desc.ID, v)
+	return nil, fmt.Errorf("range %d: unexpected apply result %T", id, v)
 }
 
 // readRecord reads the selected version of obj (see readLocal) from r's

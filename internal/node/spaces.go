@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -38,16 +37,38 @@ type space struct {
 // its setting, or meta.DefaultReplicas.
 func (s *space) replicas() int { return cmp.Or(s.meta.Settings.Replicas, meta.DefaultReplicas) }
 
-// rng is one range of a space with its local replica.
+// rng is one range of a space with its local replica. Its descriptor and
+// replica change together when the range's membership changes (see
+// syncRanges); readers take both from one snapshot.
 type rng struct {
-	desc meta.RangeDesc
-	rep  *replica.Replica // nil when this node holds no replica of the range
+	cur atomic.Pointer[rngState]
 	// hint is the node last found holding the range's lease (see forward).
 	hint atomic.Uint64
 }
 
+type rngState struct {
+	desc meta.RangeDesc
+	rep  *replica.Replica // nil when this node holds no replica of the range
+}
+
+func newRng(d meta.RangeDesc, rep *replica.Replica) *rng {
+	r := &rng{}
+	r.cur.Store(&rngState{desc: d, rep: rep})
+	return r
+}
+
+// desc returns the range's descriptor as this node last read it. Shared:
+// do not modify.
+func (r *rng) desc() *meta.RangeDesc { return &r.cur.Load().desc }
+
+// replica returns the local replica, or nil.
+func (r *rng) replica() *replica.Replica { return r.cur.Load().rep }
+
 // leaseHere reports whether this node holds r's lease now.
-func (r *rng) leaseHere() bool { return r.rep != nil && r.rep.ReadReady() == nil }
+func (r *rng) leaseHere() bool {
+	rep := r.replica()
+	return rep != nil && rep.ReadReady() == nil
+}
 
 // loadSpaces opens a replica for every range of every space, creating the
 // ranges of a space whose creation was interrupted before they existed.
@@ -93,26 +114,40 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 	}
 	s := &space{meta: sp, retention: retentionOf(sp.Settings)}
 	for _, d := range descs {
-		if !slices.Contains(d.Replicas, n.id.NodeID) {
-			s.ranges = append(s.ranges, &rng{desc: d})
-			continue
-		}
-		rep := n.ranges.Replica(d.ID)
-		if rep == nil {
-			rep, err = n.ranges.AddReplica(replica.Descriptor{
-				RangeID: d.ID, Start: d.Start, End: d.End, Peers: d.Replicas,
-			}, &kv.StateMachine{Cache: n.cache})
-			if err != nil {
+		var rep *replica.Replica
+		if d.Holds(n.id.NodeID) {
+			if rep, err = n.openReplica(d); err != nil {
 				return nil, fmt.Errorf("open range %d of space %s: %w", d.ID, sp.Name, err)
 			}
 		}
-		s.ranges = append(s.ranges, &rng{desc: d, rep: rep})
+		s.ranges = append(s.ranges, newRng(d, rep))
 	}
-	sort.Slice(s.ranges, func(i, j int) bool { return bytes.Compare(s.ranges[i].desc.Start, s.ranges[j].desc.Start) < 0 })
+	sort.Slice(s.ranges, func(i, j int) bool { return bytes.Compare(s.ranges[i].desc().Start, s.ranges[j].desc().Start) < 0 })
 	n.mu.Lock()
 	n.mu.spaces[sp.Name] = s
 	n.mu.Unlock()
 	return s, nil
+}
+
+// openReplica starts the local replica of range d, or returns the one
+// running. A range never changed since it was created (epoch 1) is
+// bootstrapped from its first replicas; a replica added later starts empty
+// and gets the range's state from the leader as a snapshot.
+func (n *Node) openReplica(d meta.RangeDesc) (*replica.Replica, error) {
+	if rep := n.ranges.Replica(d.ID); rep != nil {
+		return rep, nil
+	}
+	rd := replica.Descriptor{RangeID: d.ID, Start: d.Start, End: d.End}
+	if d.Epoch == 1 {
+		rd.Peers = d.Replicas
+	}
+	rep, err := n.ranges.AddReplica(rd, &kv.StateMachine{Cache: n.cache})
+	if errors.Is(err, replica.ErrReplicaExists) {
+		if rep = n.ranges.Replica(d.ID); rep != nil {
+			return rep, nil
+		}
+	}
+	return rep, err
 }
 
 // placement returns where a new range's replicas go: r (default 3) of the
@@ -135,36 +170,6 @@ func (n *Node) placement(ctx context.Context, r int) (func(uint64) []uint64, err
 		up = []meta.NodeInfo{{ID: n.id.NodeID, Zone: n.cfg.Zone}}
 	}
 	return func(rangeID uint64) []uint64 { return meta.PlaceReplicas(rangeID, up, r) }, nil
-}
-
-// openPlacedSpaces opens the spaces that have ranges placed on this node
-// by another node (a space created elsewhere), so that their replicas start
-// and join their groups. Every node runs it every 500ms.
-func (n *Node) openPlacedSpaces(ctx context.Context) {
-	ranges, err := n.catalog.ListRanges(ctx)
-	if err != nil {
-		return
-	}
-	mine := map[uint32]bool{}
-	for _, r := range ranges {
-		if slices.Contains(r.Replicas, n.id.NodeID) && n.ranges.Replica(r.ID) == nil {
-			mine[r.SpaceID] = true
-		}
-	}
-	if len(mine) == 0 {
-		return
-	}
-	spaces, err := n.catalog.ListSpaces(ctx)
-	if err != nil {
-		return
-	}
-	for _, sp := range spaces {
-		if mine[sp.ID] && sp.State == meta.SpaceActive {
-			if _, err := n.openSpace(ctx, sp); err != nil {
-				n.log.Warn("open a space placed on this node", "space", sp.Name, "err", err)
-			}
-		}
-	}
 }
 
 // splitBounds cuts a new ordered space into count ranges at evenly spaced
@@ -228,7 +233,7 @@ func (n *Node) acquire(ctx context.Context, name string) (s *space, release func
 // route returns the range of s that holds object key obj.
 func (s *space) route(obj []byte) *rng {
 	i := sort.Search(len(s.ranges), func(i int) bool {
-		return bytes.Compare(s.ranges[i].desc.Start, obj) > 0
+		return bytes.Compare(s.ranges[i].desc().Start, obj) > 0
 	})
 	if i == 0 {
 		return s.ranges[0]
@@ -357,7 +362,7 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 		return wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist", name)
 	}
 	for _, r := range s.ranges {
-		ents, _, err := n.listRange(ctx, r, mvcc.ListOptions{Lower: r.desc.Start, Upper: r.desc.End, Limit: 1})
+		ents, _, err := n.listRange(ctx, r, mvcc.ListOptions{Lower: r.desc().Start, Upper: r.desc().End, Limit: 1})
 		if err != nil {
 			return err
 		}

@@ -220,7 +220,8 @@ func (s *Store) AddReplica(d Descriptor, sm StateMachine) (*Replica, error) {
 // and, if its StateMachine is a Spanner, the range's data on this node, in
 // one synced batch. Call it once the group no longer has this node as a
 // member: a replica removed while still a member comes back empty on the
-// leader's next snapshot. Its waiting proposers get ErrRangeNotFound.
+// leader's next snapshot. Its waiting proposers get ErrClosed (their
+// commands may still apply elsewhere); later ones ErrRangeNotFound.
 func (s *Store) RemoveReplica(ctx context.Context, rangeID uint64) error {
 	res := make(chan error, 1)
 	s.do(func() { res <- s.removeReplica(rangeID) })
@@ -256,7 +257,8 @@ func (s *Store) removeReplica(rangeID uint64) error {
 	s.mu.Unlock()
 	r.removed = true
 	for id, p := range r.waiters {
-		p.finish(nil, fmt.Errorf("%w: range %d was removed from node %d", ErrRangeNotFound, rangeID, s.opts.NodeID))
+		// The entry may still commit on the other replicas.
+		p.finish(nil, fmt.Errorf("%w: range %d was removed from node %d while the command was in flight", ErrClosed, rangeID, s.opts.NodeID))
 		delete(r.waiters, id)
 	}
 	b := s.db.NewBatch()

@@ -1,0 +1,318 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/cairn-db/cairn/internal/meta"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Range membership.
+//
+// The raft configuration of a range is the truth about who holds it; the
+// range table in the meta service follows it, one compare-and-set on the
+// descriptor's epoch per change, written by the leaseholder:
+//
+//   - A replica is added as a learner: the meta service lists it first, so
+//     that its node opens an empty replica (syncRanges), then the leader adds
+//     it to the raft group, sends it a snapshot and then the log. Once it has
+//     caught up, one joint change promotes it and removes the replica it
+//     replaces.
+//   - A replica is removed from the raft group first, then from the meta
+//     service; a node that finds itself no longer listed drops its replica
+//     and the range's data (syncRanges).
+//
+// A leaseholder that stops half-way leaves the two disagreeing; the next
+// leaseholder's first repair step writes the raft configuration back to
+// the meta service, which undoes a learner that was listed but never added.
+
+// caughtUpLag is how far (in log entries) a learner may trail the commit
+// index and still be promoted.
+const caughtUpLag = 64
+
+// syncRanges brings the node's ranges in line with the range table: it
+// opens the replicas newly placed here (opening their spaces if needed),
+// drops those no longer listed, and refreshes the cached descriptors.
+// Every node runs it every 500ms.
+func (n *Node) syncRanges(ctx context.Context) {
+	descs, err := n.catalog.ListRanges(ctx)
+	if err != nil {
+		return
+	}
+	n.openMu.Lock()
+	defer n.openMu.Unlock()
+	open := map[uint64]*rng{}
+	n.mu.RLock()
+	for _, s := range n.mu.spaces {
+		for _, r := range s.ranges {
+			open[r.desc().ID] = r
+		}
+	}
+	n.mu.RUnlock()
+	unopened := map[uint32]bool{}
+	for _, d := range descs {
+		r := open[d.ID]
+		if r == nil {
+			if d.Holds(n.id.NodeID) && n.ranges.Replica(d.ID) == nil {
+				unopened[d.SpaceID] = true
+			}
+			continue
+		}
+		n.syncRange(ctx, r, d)
+	}
+	if len(unopened) == 0 {
+		return
+	}
+	spaces, err := n.catalog.ListSpaces(ctx)
+	if err != nil {
+		return
+	}
+	n.openMu.Unlock() // openSpace takes it
+	defer n.openMu.Lock()
+	for _, sp := range spaces {
+		if unopened[sp.ID] && sp.State == meta.SpaceActive {
+			if _, err := n.openSpace(ctx, sp); err != nil {
+				n.log.Warn("open a space placed on this node", "space", sp.Name, "err", err)
+			}
+		}
+	}
+}
+
+// syncRange applies descriptor d of an open range r.
+func (n *Node) syncRange(ctx context.Context, r *rng, d meta.RangeDesc) {
+	cur := r.cur.Load()
+	if d.Epoch < cur.desc.Epoch {
+		return // an older read than what the repairer stored
+	}
+	rep := cur.rep
+	switch {
+	case d.Holds(n.id.NodeID) && rep == nil:
+		var err error
+		if rep, err = n.openReplica(d); err != nil {
+			n.log.Warn("open a replica placed on this node", "range", d.ID, "err", err)
+			return
+		}
+		n.log.Info("opened a replica added to this node", "range", d.ID, "epoch", d.Epoch)
+	case !d.Holds(n.id.NodeID) && rep != nil:
+		// The group removed this node before the table did (or never
+		// added it): the replica and its data go.
+		if err := n.ranges.RemoveReplica(ctx, d.ID); err != nil {
+			n.log.Warn("drop a replica removed from this node", "range", d.ID, "err", err)
+			return
+		}
+		rep = nil
+	}
+	if d.Epoch != cur.desc.Epoch || rep != cur.rep {
+		r.cur.Store(&rngState{desc: d, rep: rep})
+	}
+}
+
+// repairRanges takes one membership step for each range this node holds
+// the lease of, towards R replicas on nodes that are neither down nor
+// draining. Every node runs it every second.
+func (n *Node) repairRanges(ctx context.Context) {
+	nodes := n.peers.view()
+	if len(nodes) == 0 {
+		return
+	}
+	n.mu.RLock()
+	var work []struct {
+		s *space
+		r *rng
+	}
+	for _, s := range n.mu.spaces {
+		for _, r := range s.ranges {
+			if r.leaseHere() {
+				work = append(work, struct {
+					s *space
+					r *rng
+				}{s, r})
+			}
+		}
+	}
+	n.mu.RUnlock()
+	for _, w := range work {
+		if err := n.repairRange(ctx, w.s, w.r, nodes); err != nil && ctx.Err() == nil {
+			n.log.Info("range membership step failed; it is tried again", "range", w.r.desc().ID, "err", err)
+		}
+	}
+}
+
+// rangePlan is what the repairer knows of one range and the nodes.
+type rangePlan struct {
+	me       uint64
+	state    map[uint64]string // node states; missing: not in the map
+	up       []meta.NodeInfo   // nodes that are up, in id order
+	want     int               // voters wanted
+	voters   []uint64
+	learners []uint64
+}
+
+// usable: a node that may keep or receive a replica.
+func (p *rangePlan) usable(id uint64) bool {
+	s := p.state[id]
+	return s == meta.NodeUp || s == meta.NodeSuspect
+}
+
+// leaving: a node whose replicas must move (draining, or gone from the map).
+func (p *rangePlan) leaving(id uint64) bool {
+	s, ok := p.state[id]
+	return !ok || s == meta.NodeDraining || s == meta.NodeRemoved
+}
+
+func newRangePlan(me uint64, replicas int, nodes []meta.NodeInfo, voters, learners []uint64) *rangePlan {
+	p := &rangePlan{me: me, state: map[uint64]string{}, voters: voters, learners: learners}
+	staying := 0
+	for _, nd := range nodes {
+		p.state[nd.ID] = nd.State
+		if nd.State == meta.NodeUp {
+			p.up = append(p.up, nd)
+		}
+		if nd.State != meta.NodeDraining && nd.State != meta.NodeRemoved {
+			staying++
+		}
+	}
+	// Down nodes count: a range keeps its dead replica rather than shrink,
+	// until another node can take it.
+	p.want = max(1, min(replicas, staying))
+	return p
+}
+
+// target returns the up node a new replica of range id goes to: the best
+// placed one that holds none yet, or 0.
+func (p *rangePlan) target(id uint64) uint64 {
+	for _, c := range meta.PlaceReplicas(id, p.up, len(p.up)) {
+		if !slices.Contains(p.voters, c) && !slices.Contains(p.learners, c) {
+			return c
+		}
+	}
+	return 0
+}
+
+// victim returns the voter to remove when there are too many, or a leaving
+// one: leaving first, then down, then suspect, then the worst placed.
+func (p *rangePlan) victim(id uint64) uint64 {
+	best, rank := uint64(0), -1
+	order := meta.PlaceReplicas(id, p.up, len(p.up))
+	for _, v := range p.voters {
+		r := 0
+		switch {
+		case p.leaving(v):
+			r = 4
+		case p.state[v] == meta.NodeDown:
+			r = 3
+		case p.state[v] == meta.NodeSuspect:
+			r = 2
+		default:
+			r = 1
+		}
+		if r > rank || (r == rank && slices.Index(order, v) > slices.Index(order, best)) {
+			best, rank = v, r
+		}
+	}
+	return best
+}
+
+// repairRange takes at most one step for range r, whose lease is here.
+func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.NodeInfo) error {
+	rep := r.replica()
+	if rep == nil {
+		return nil
+	}
+	st := rep.Status()
+	d := *r.desc()
+	if st.Joint || len(st.Voters) == 0 {
+		return nil // raft leaves a joint configuration by itself
+	}
+	// The table follows raft.
+	if !sameMembers(d.Replicas, st.Voters) || !sameMembers(d.Learners, st.Learners) {
+		nd, err := n.catalog.SetRangeMembers(ctx, d, st.Voters, st.Learners)
+		if err != nil {
+			return err
+		}
+		r.cur.Store(&rngState{desc: nd, rep: rep})
+		n.log.Info("range table updated", "range", d.ID, "voters", st.Voters, "learners", st.Learners, "epoch", nd.Epoch)
+		return nil
+	}
+	p := newRangePlan(n.id.NodeID, s.replicas(), nodes, st.Voters, st.Learners)
+	me := n.id.NodeID
+
+	// A leaving node hands its leases away first.
+	if !p.usable(me) {
+		return n.handOff(rep, p)
+	}
+
+	// A learner is promoted once it has caught up, replacing a voter that
+	// is leaving or down (or one too many); a learner on a node that can
+	// no longer hold it is dropped.
+	for _, l := range st.Learners {
+		if !p.usable(l) {
+			return rep.ChangeReplicas(ctx, change(raftpb.ConfChangeRemoveNode, l))
+		}
+		if m := st.Match[l]; m == 0 || st.Commit > m+caughtUpLag {
+			return nil // still catching up
+		}
+		cc := change(raftpb.ConfChangeAddNode, l)
+		if v := p.victim(d.ID); v != me && (!p.usable(v) || len(st.Voters)+1 > p.want) {
+			cc.Changes = append(cc.Changes, change(raftpb.ConfChangeRemoveNode, v).Changes...)
+		}
+		n.log.Info("promoting a caught-up replica", "range", d.ID, "node", l, "changes", len(cc.Changes))
+		return rep.ChangeReplicas(ctx, cc)
+	}
+
+	// Replace voters that are down or leaving, or add missing ones.
+	replace := slices.ContainsFunc(st.Voters, func(v uint64) bool { return !p.usable(v) })
+	if replace || len(st.Voters) < p.want {
+		if t := p.target(d.ID); t != 0 {
+			nd, err := n.catalog.SetRangeMembers(ctx, d, st.Voters, append(slices.Clone(st.Learners), t))
+			if err != nil {
+				return err
+			}
+			r.cur.Store(&rngState{desc: nd, rep: rep})
+			n.log.Info("adding a replica", "range", d.ID, "node", t, "voters", st.Voters)
+			return rep.ChangeReplicas(ctx, change(raftpb.ConfChangeAddLearnerNode, t))
+		}
+	}
+
+	// Remove one too many, or a leaving one nobody can replace.
+	leaving := slices.ContainsFunc(st.Voters, p.leaving)
+	if len(st.Voters) > p.want || (leaving && len(st.Voters) > 1) {
+		v := p.victim(d.ID)
+		if v == me {
+			return n.handOff(rep, p)
+		}
+		n.log.Info("removing a replica", "range", d.ID, "node", v, "voters", st.Voters, "want", p.want)
+		return rep.ChangeReplicas(ctx, change(raftpb.ConfChangeRemoveNode, v))
+	}
+	return nil
+}
+
+// handOff moves the range's leadership to the best usable voter.
+func (n *Node) handOff(rep interface{ TransferLeadership(uint64) }, p *rangePlan) error {
+	for _, v := range p.voters {
+		if v != p.me && p.usable(v) {
+			rep.TransferLeadership(v)
+			return nil
+		}
+	}
+	return errors.New("no other voter can take the lease")
+}
+
+func change(t raftpb.ConfChangeType, id uint64) *raftpb.ConfChangeV2 {
+	return &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: t.Enum(), NodeId: new(id)}}}
+}
+
+// sameMembers reports whether a and b hold the same ids.
+func sameMembers(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,159 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// rangesOf returns the range table entries of space name.
+func rangesOf(t *testing.T, n *Node, name string) []meta.RangeDesc {
+	t.Helper()
+	ctx := context.Background()
+	sp, err := n.catalog.GetSpace(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := n.catalog.SpaceRanges(ctx, sp.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// waitRanges waits until every range of space name has exactly want voters
+// and no learners, in raft (on its leader) and in the range table, all of
+// them among nodes.
+func waitRanges(t *testing.T, nodes []*Node, name string, want int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		ok := true
+		var last string
+		for _, d := range rangesOf(t, nodes[0], name) {
+			settled := len(d.Replicas) == want && len(d.Learners) == 0
+			for _, v := range d.Replicas {
+				if !slices.ContainsFunc(nodes, func(n *Node) bool { return n.NodeID() == v }) {
+					settled = false
+				}
+			}
+			leader := false
+			for _, n := range nodes {
+				if rep := n.ranges.Replica(d.ID); rep != nil && rep.Status().IsLeader {
+					st := rep.Status()
+					leader = sameMembers(st.Voters, d.Replicas) && len(st.Learners) == 0 && !st.Joint
+				}
+			}
+			if !settled || !leader {
+				ok = false
+				last = fmt.Sprintf("range %d: table voters %v learners %v (epoch %d), leader agrees %v", d.ID, d.Replicas, d.Learners, d.Epoch, leader)
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not settled after 90s: %s", what, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestRangeRepair stops a node holding range replicas in a four-node
+// cluster: once it is down, each range gets a replica on the fourth node
+// (learner, snapshot, joint promotion), the table follows, and every
+// object reads back and takes writes. When the stopped node returns, it
+// drops the replicas it no longer holds.
+func TestRangeRepair(t *testing.T) {
+	ctx := context.Background()
+	nodes := clusterOf(t, 4, func(c *Config) {
+		c.HeartbeatTTL, c.DownAfter, c.RepairCheck = time.Second, time.Second, 200*time.Millisecond
+	})
+	if _, err := nodes[0].CreateSpace(ctx, "moved", wire.SpaceSettings{Ranges: 2}); err != nil {
+		t.Fatal(err)
+	}
+	const objects = 40
+	for i := range objects {
+		writeAny(t, nodes, "moved", fmt.Sprintf("k%02d-%d", i, i*7919%256), fmt.Sprintf("body %d", i))
+	}
+	// Stop the node that holds the most replicas.
+	held := map[uint64]int{}
+	for _, d := range rangesOf(t, nodes[0], "moved") {
+		for _, v := range d.Replicas {
+			held[v]++
+		}
+	}
+	gone := slices.MaxFunc(nodes, func(a, b *Node) int { return held[a.NodeID()] - held[b.NodeID()] })
+	if held[gone.NodeID()] == 0 {
+		t.Fatal("no node holds a replica")
+	}
+	var rest []*Node
+	for _, n := range nodes {
+		if n != gone {
+			rest = append(rest, n)
+		}
+	}
+	goneID, cfg := gone.NodeID(), restartConfig(gone)
+	gone.Close()
+	stopped := time.Now()
+	waitRanges(t, rest, "moved", 3, "replicas moved off the stopped node")
+	t.Logf("node %d held %d replicas; 3 replicas each on the other nodes %v after it stopped (down after 1s)",
+		goneID, held[goneID], time.Since(stopped).Round(time.Millisecond))
+	for i := range objects {
+		key := fmt.Sprintf("k%02d-%d", i, i*7919%256)
+		if got := readAny(t, rest, "moved", key); got != fmt.Sprintf("body %d", i) {
+			t.Fatalf("%s reads %q after the move", key, got)
+		}
+	}
+	writeAny(t, rest, "moved", "after", "written after the move")
+
+	// Every replica holds the same objects: read each range's state on
+	// every voter by making it the leader in turn is heavy; instead check
+	// that the new replicas applied as far as their leaders.
+	for _, d := range rangesOf(t, rest[0], "moved") {
+		var commit uint64
+		for _, n := range rest {
+			if rep := n.ranges.Replica(d.ID); rep != nil && rep.Status().IsLeader {
+				commit = rep.Status().Commit
+			}
+		}
+		for _, n := range rest {
+			if !slices.Contains(d.Replicas, n.NodeID()) {
+				continue
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for n.ranges.Replica(d.ID) == nil || n.ranges.Replica(d.ID).Status().Applied < commit {
+				if time.Now().After(deadline) {
+					t.Fatalf("range %d on node %d did not apply up to %d", d.ID, n.NodeID(), commit)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+
+	back := openNode(t, cfg)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		left := 0
+		for _, d := range rangesOf(t, back, "moved") {
+			if back.ranges.Replica(d.ID) != nil {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d still holds %d replicas it was replaced on", back.NodeID(), left)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := readAny(t, []*Node{back}, "moved", "after"); got != "written after the move" {
+		t.Fatalf("the returned node reads %q", got)
+	}
+}
