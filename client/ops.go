@@ -310,3 +310,17 @@ func (c *Client) ClusterStatus(ctx context.Context) (ClusterReport, error) {
 	})
 	return rep, err
 }
+
+// DrainNode marks node id draining: the cluster moves its range replicas,
+// leases and chunk copies to other nodes. It returns at once; watch
+// ClusterStatus (the node's Replicas count falls to 0).
+func (c *Client) DrainNode(ctx context.Context, id uint64) error {
+	return c.do(ctx, true, nil, func(cn *wire.Conn) error { return cn.NodeAdmin(ctx, wire.NodeDrain, id) })
+}
+
+// RemoveNode takes node id out of the cluster for good, with its meta
+// service member. The node must be drained (or down): until it is, the
+// error has code wire.CodeNotDrained and says what is left.
+func (c *Client) RemoveNode(ctx context.Context, id uint64) error {
+	return c.do(ctx, true, nil, func(cn *wire.Conn) error { return cn.NodeAdmin(ctx, wire.NodeRemove, id) })
+}

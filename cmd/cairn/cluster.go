@@ -55,9 +55,12 @@ func newClusterCmd() *cobra.Command {
 			tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "RANGE\tSPACE\tSTART\tEND\tREPLICAS\tLEADER\tEPOCH")
 			for _, r := range rep.Ranges {
-				ids := make([]string, len(r.Replicas))
-				for i, id := range r.Replicas {
-					ids[i] = fmt.Sprint(id)
+				ids := make([]string, 0, len(r.Replicas)+len(r.Learners))
+				for _, id := range r.Replicas {
+					ids = append(ids, fmt.Sprint(id))
+				}
+				for _, id := range r.Learners {
+					ids = append(ids, fmt.Sprintf("%d(learner)", id))
 				}
 				leader := "?"
 				if r.Leader != 0 {

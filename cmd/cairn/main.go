@@ -47,7 +47,7 @@ func newRoot() *cobra.Command {
 		newServerCmd(),
 		newPutCmd(), newGetCmd(), newCatCmd(), newRmCmd(), newStatCmd(),
 		newVersionsCmd(), newLsCmd(), newSpaceCmd(),
-		newShellCmd(), newReplayCmd(), newBenchCmd(), newClusterCmd(),
+		newShellCmd(), newReplayCmd(), newBenchCmd(), newClusterCmd(), newNodeCmd(),
 	)
 	return root
 }

@@ -60,7 +60,13 @@ func (c *Catalog) AllocNodeID(ctx context.Context) (uint64, error) {
 	return c.allocIDs(ctx, keyNodeCounter, 1, 1<<62)
 }
 
+// ErrNodeRemoved is returned by RegisterNode for a node removed from the
+// cluster: it may not come back under its old id.
+var ErrNodeRemoved = errors.New("meta: node was removed from the cluster")
+
 // RegisterNode writes (creates or replaces) n's entry in the cluster map.
+// A node that is draining stays draining; a removed node gets
+// ErrNodeRemoved.
 func (c *Catalog) RegisterNode(ctx context.Context, n NodeInfo) error {
 	if n.ID == 0 {
 		return errors.New("meta: node id 0 is reserved")
@@ -71,8 +77,28 @@ func (c *Catalog) RegisterNode(ctx context.Context, n NodeInfo) error {
 	if n.Since.IsZero() {
 		n.Since = n.Started
 	}
-	_, err := c.store.Put(ctx, nodeKey(n.ID), encodeNode(n), AnyRev)
-	return err
+	for {
+		rev := int64(0)
+		kv, err := c.store.Get(ctx, nodeKey(n.ID))
+		if err == nil {
+			old, err := decodeNode(kv)
+			if err != nil {
+				return err
+			}
+			switch old.State {
+			case NodeRemoved:
+				return fmt.Errorf("%w: node %d", ErrNodeRemoved, n.ID)
+			case NodeDraining:
+				n.State, n.Since = old.State, old.Since
+			}
+			rev = kv.Rev
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if _, err = c.store.Put(ctx, nodeKey(n.ID), encodeNode(n), rev); !errors.Is(err, ErrConflict) {
+			return err
+		}
+	}
 }
 
 func encodeNode(n NodeInfo) []byte {

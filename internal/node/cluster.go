@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -62,6 +63,7 @@ func (n *Node) startPeers() error {
 	transport.RegisterUnary(p.srv, adminService, map[string]transport.Unary{
 		"Join":      n.handleJoin,
 		"Timestamp": n.handleTimestamp,
+		"Drained":   n.handleDrained,
 	})
 	transport.RegisterUnary(p.srv, rangeService, map[string]transport.Unary{
 		"Propose":  n.rangeMethod(false, n.handlePropose),
@@ -177,7 +179,9 @@ func (n *Node) register(ctx context.Context) error {
 		ID: n.id.NodeID, Native: n.advertised(n.nativeL), Peer: n.advertised(n.peers.l), HTTP: n.advertised(n.httpL),
 		MetaPeerURL: n.metaPeerURL, Zone: n.cfg.Zone, Capacity: capacity, State: meta.NodeUp, Started: n.cfg.Clock(),
 	}
-	if err := n.catalog.RegisterNode(ctx, info); err != nil {
+	if err := n.catalog.RegisterNode(ctx, info); errors.Is(err, meta.ErrNodeRemoved) {
+		return fmt.Errorf("node %d was removed from the cluster and cannot come back; to use this machine again, remove %s and start with --join", n.id.NodeID, n.cfg.DataDir)
+	} else if err != nil {
 		return fmt.Errorf("register node %d in the cluster map: %w", n.id.NodeID, err)
 	}
 	return nil

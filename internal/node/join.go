@@ -225,6 +225,10 @@ func (n *Node) openMeta(joined *joinResponse) error {
 				n.member, err = meta.OpenEtcd(opts)
 			}
 		}
+		if err != nil && joined == nil {
+			// etcd stops a member that was removed from the cluster.
+			return fmt.Errorf("start this node's meta service member: %w (a node removed with cairn node remove cannot come back: remove %s and start it with --join)", err, n.cfg.DataDir)
+		}
 		if err != nil {
 			return fmt.Errorf("start this node's meta service member: %w", err)
 		}
@@ -285,6 +289,7 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 		return
 	}
 	n.followMembers(members)
+	nodes = slices.DeleteFunc(nodes, func(nd meta.NodeInfo) bool { return nd.State == meta.NodeRemoved })
 	voters := 0
 	for _, m := range members {
 		if !m.Learner {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -235,7 +236,8 @@ type Node struct {
 	savedEndpoints []string
 	stopBG         context.CancelFunc
 	repairedFor    string // map signature of the last complete repair pass (repairStep only)
-	repairPace     pacer  // bounds the repairer's copy rate (repairStep only)
+	chunkPass      atomic.Pointer[chunkPass]
+	repairPace     pacer // bounds the repairer's copy rate (repairStep only)
 	hbMu           sync.Mutex
 	heartbeat      meta.Leadership // held by keepBeating
 

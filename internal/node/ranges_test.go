@@ -3,10 +3,13 @@ package node
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -155,5 +158,120 @@ func TestRangeRepair(t *testing.T) {
 	}
 	if got := readAny(t, []*Node{back}, "moved", "after"); got != "written after the move" {
 		t.Fatalf("the returned node reads %q", got)
+	}
+}
+
+// TestDrainAndRemove drains a node of a four-node cluster and removes it:
+// its range replicas move, its chunks get their copies elsewhere, its meta
+// member goes, the map says removed, everything reads back, and the node
+// cannot start again under its id. Removal refuses until the node is
+// empty, and refuses the answering node itself and unknown nodes.
+func TestDrainAndRemove(t *testing.T) {
+	ctx := context.Background()
+	nodes := clusterOf(t, 4, func(c *Config) {
+		c.HeartbeatTTL, c.RepairCheck = time.Second, 200*time.Millisecond
+	})
+	admin := nodes[0]
+	if _, err := admin.CreateSpace(ctx, "drained", wire.SpaceSettings{Ranges: 2}); err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	bodies := map[string]string{}
+	var hashes []chunk.Hash
+	for i := range 6 {
+		key := fmt.Sprintf("obj-%d", i)
+		bodies[key] = string(randBytes(rnd, 600<<10+i*1000))
+		info := writeAny(t, nodes, "drained", key, bodies[key])
+		for _, ref := range manifest(t, admin, "drained", key, info.Version).Chunks {
+			hashes = append(hashes, ref.Hash)
+		}
+	}
+	// The node to remove holds range replicas and is not the admin node.
+	held := map[uint64]int{}
+	for _, d := range rangesOf(t, admin, "drained") {
+		for _, v := range d.Replicas {
+			held[v]++
+		}
+	}
+	victim := slices.MaxFunc(nodes[1:], func(a, b *Node) int { return held[a.NodeID()] - held[b.NodeID()] })
+	id := victim.NodeID()
+	var rest []*Node
+	for _, n := range nodes {
+		if n != victim {
+			rest = append(rest, n)
+		}
+	}
+	for _, c := range []struct {
+		id   uint64
+		code wire.Code
+	}{{id, wire.CodeNotDrained}, {admin.NodeID(), wire.CodeInvalidArgument}, {999, wire.CodeNotFound}} {
+		if err := admin.NodeAdmin(ctx, wire.NodeRemove, c.id); wire.CodeOf(err) != c.code {
+			t.Fatalf("remove node %d before draining: %v, want code %v", c.id, err, c.code)
+		}
+	}
+	if err := admin.NodeAdmin(ctx, wire.NodeDrain, id); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	deadline := start.Add(90 * time.Second)
+	for {
+		err := admin.NodeAdmin(ctx, wire.NodeRemove, id)
+		if err == nil {
+			break
+		}
+		if wire.CodeOf(err) != wire.CodeNotDrained || time.Now().After(deadline) {
+			t.Fatalf("remove node %d after %v: %v", id, time.Since(start).Round(time.Millisecond), err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("node %d held %d replicas; drained and removed %v after the drain began", id, held[id], time.Since(start).Round(time.Millisecond))
+
+	for _, d := range rangesOf(t, admin, "drained") {
+		if d.Holds(id) {
+			t.Fatalf("range %d still lists node %d: %+v", d.ID, id, d)
+		}
+	}
+	for _, h := range hashes {
+		c := 0
+		for _, n := range rest {
+			if ok, _ := n.chunks.Has(h); ok {
+				c++
+			}
+		}
+		if c < 3 {
+			t.Fatalf("chunk %s has %d copies on the remaining nodes", h, c)
+		}
+	}
+	all, err := admin.catalog.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range all {
+		if nd.ID == id && nd.State != meta.NodeRemoved {
+			t.Fatalf("node %d is %s after removal", id, nd.State)
+		}
+	}
+	members, err := admin.meta.(membership).Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		if m.Name == memberName(id) {
+			t.Fatalf("meta member of the removed node is still there: %+v", members)
+		}
+	}
+	cfg := restartConfig(victim)
+	victim.Close()
+	for key, body := range bodies {
+		if got := readAny(t, rest, "drained", key); got != body {
+			t.Fatalf("%s reads back differently after the removal", key)
+		}
+	}
+	writeAny(t, rest, "drained", "after", "x")
+	if n, err := Open(ctx, cfg); err == nil {
+		n.Close()
+		t.Fatal("a removed node started again")
+	} else if !strings.Contains(err.Error(), "removed") {
+		t.Fatalf("restart of a removed node: %v", err)
 	}
 }

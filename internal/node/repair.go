@@ -39,7 +39,10 @@ type repairStats struct {
 func (n *Node) repairStep(ctx context.Context) {
 	nodes := n.peers.view()
 	sig := mapSignature(nodes)
-	if sig == "" || sig == n.repairedFor {
+	// A draining node passes again and again: a node with an older map
+	// may still have written a chunk to it.
+	draining := strings.Contains(sig, fmt.Sprintf("%d:%s;", n.id.NodeID, meta.NodeDraining))
+	if sig == "" || (sig == n.repairedFor && !draining) {
 		return
 	}
 	start := time.Now()
@@ -52,6 +55,7 @@ func (n *Node) repairStep(ctx context.Context) {
 	}
 	if st.Failed == 0 {
 		n.repairedFor = sig
+		n.chunkPass.Store(&chunkPass{sig: sig, start: start})
 	}
 	if st.Copied > 0 || st.Failed > 0 {
 		n.log.Info("chunk repair pass", "checked", st.Checked, "copied", st.Copied, "bytes", st.Bytes,

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -50,11 +51,11 @@ func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
 		return nil, unavailable("meta service", err)
 	}
 	for _, r := range ranges {
-		cr := wire.ClusterRange{ID: r.ID, Space: names[r.SpaceID], Start: r.Start, End: r.End, Replicas: r.Replicas, Epoch: r.Epoch}
+		cr := wire.ClusterRange{ID: r.ID, Space: names[r.SpaceID], Start: r.Start, End: r.End, Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch}
 		if local := n.ranges.Replica(r.ID); local != nil {
 			cr.Leader = local.Status().Leader
 		}
-		for _, id := range r.Replicas {
+		for _, id := range append(slices.Clone(r.Replicas), r.Learners...) {
 			if i, ok := index[id]; ok {
 				rep.Nodes[i].Replicas++
 			}

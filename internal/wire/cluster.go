@@ -46,6 +46,7 @@ type ClusterRange struct {
 	Start    []byte   `json:"start"`
 	End      []byte   `json:"end"`
 	Replicas []uint64 `json:"replicas"`
+	Learners []uint64 `json:"learners,omitempty"`
 	Leader   uint64   `json:"leader"`
 	Epoch    uint64   `json:"epoch"`
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -414,6 +415,12 @@ func (c *Conn) ListSpaces(ctx context.Context) ([]SpaceInfo, error) {
 // ClusterStatus asks for the server's cluster report (a JSON document).
 func (c *Conn) ClusterStatus(ctx context.Context) ([]byte, error) {
 	return c.Call(ctx, OpCluster, nil)
+}
+
+// NodeAdmin asks the server to drain or remove a node of its cluster.
+func (c *Conn) NodeAdmin(ctx context.Context, action NodeAction, nodeID uint64) error {
+	_, err := c.Call(ctx, OpNode, binary.BigEndian.AppendUint64([]byte{byte(action)}, nodeID))
+	return err
 }
 
 // DeleteSpace implements Service.

@@ -36,6 +36,7 @@ const (
 	OpListSpaces  Op = 0x03
 	OpDeleteSpace Op = 0x04
 	OpCluster     Op = 0x05
+	OpNode        Op = 0x06
 	OpPut         Op = 0x10
 	OpGet         Op = 0x11
 	OpStat        Op = 0x12
@@ -49,7 +50,7 @@ const (
 
 var opNames = map[Op]string{
 	OpPing: "PING", OpCreateSpace: "CREATE_SPACE", OpListSpaces: "LIST_SPACES",
-	OpDeleteSpace: "DELETE_SPACE", OpCluster: "CLUSTER", OpPut: "PUT", OpGet: "GET", OpStat: "STAT",
+	OpDeleteSpace: "DELETE_SPACE", OpCluster: "CLUSTER", OpNode: "NODE", OpPut: "PUT", OpGet: "GET", OpStat: "STAT",
 	OpDelete: "DELETE", OpList: "LIST", OpVersions: "VERSIONS", OpBatch: "BATCH",
 	OpData: "DATA", OpCancel: "CANCEL",
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -522,6 +523,20 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 			var doc []byte
 			if doc, err = cs.ClusterStatus(ctx); err == nil {
 				resp = append(buf, doc...)
+			}
+		}
+	case OpNode:
+		ns, ok := svc.(NodeService)
+		switch {
+		case len(body) != 9:
+			err = Errorf(CodeMalformed, "NODE takes an action u8 and a node id u64, not %d bytes", len(body))
+		case !ok:
+			err = Errorf(CodeUnknownOp, "this server does not manage cluster nodes")
+		case body[0] != byte(NodeDrain) && body[0] != byte(NodeRemove):
+			err = Errorf(CodeInvalidArgument, "unknown NODE action %d", body[0])
+		default:
+			if err = ns.NodeAdmin(ctx, NodeAction(body[0]), binary.BigEndian.Uint64(body[1:])); err == nil {
+				resp = buf
 			}
 		}
 	case OpDeleteSpace:

@@ -559,6 +559,16 @@ func TestMalformedFrames(t *testing.T) {
 			t.Fatal(e)
 		}
 		r.ping(7)
+		// NODE needs exactly an action and a node id.
+		r.send(OpNode, 0, 8, []byte{1, 2})
+		if _, e := r.readError(); e.Code != CodeMalformed {
+			t.Fatal(e)
+		}
+		r.send(OpNode, 0, 9, []byte{1, 0, 0, 0, 0, 0, 0, 0, 2})
+		if _, e := r.readError(); e.Code != CodeUnknownOp {
+			t.Fatal(e)
+		}
+		r.ping(10)
 	})
 	t.Run("response flag on a request", func(t *testing.T) {
 		r := rawDial(t, addr)

@@ -49,6 +49,25 @@ type ClusterService interface {
 	ClusterStatus(ctx context.Context) ([]byte, error)
 }
 
+// NodeAction is what a NODE request asks of a node of the cluster.
+type NodeAction uint8
+
+const (
+	// NodeDrain marks the node draining: its range replicas, leases and
+	// chunk copies move to other nodes.
+	NodeDrain NodeAction = 1
+	// NodeRemove takes a drained (or down) node out of the cluster for
+	// good, with its meta service member. It fails with CodeNotDrained
+	// while the node still holds data other nodes lack.
+	NodeRemove NodeAction = 2
+)
+
+// NodeService is implemented by a Service that can change the cluster's
+// membership (the NODE op); a Service without it answers CodeUnknownOp.
+type NodeService interface {
+	NodeAdmin(ctx context.Context, action NodeAction, nodeID uint64) error
+}
+
 // PutMode says how a Put's body relates to the parent version.
 type PutMode uint8
 
@@ -188,6 +207,7 @@ const (
 	CodeDeleted            Code = 18 // the selected version is a delete marker
 	CodeInvalidRange       Code = 19 // a byte range lies outside the object
 	CodeOutcomeUnknown     Code = 20 // a write may or may not have taken effect; read before retrying
+	CodeNotDrained         Code = 21 // the node still holds data others lack; wait for its drain
 )
 
 var codeNames = map[Code]string{
@@ -200,7 +220,7 @@ var codeNames = map[Code]string{
 	CodeTruncated: "truncated body", CodeCorrupt: "corrupt data",
 	CodeNotLeader: "not leader", CodeUnavailable: "unavailable",
 	CodeCanceled: "canceled", CodeDeleted: "delete marker",
-	CodeInvalidRange: "invalid range", CodeOutcomeUnknown: "outcome unknown",
+	CodeInvalidRange: "invalid range", CodeOutcomeUnknown: "outcome unknown", CodeNotDrained: "not drained",
 }
 
 func (c Code) String() string {
@@ -260,6 +280,7 @@ var (
 	ErrDeleted            = &Error{Code: CodeDeleted}
 	ErrInvalidRange       = &Error{Code: CodeInvalidRange}
 	ErrOutcomeUnknown     = &Error{Code: CodeOutcomeUnknown}
+	ErrNotDrained         = &Error{Code: CodeNotDrained}
 )
 
 // CodeOf returns the protocol code for err: the code of an *Error in its

@@ -1,0 +1,175 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// Draining and removing a node.
+//
+// Drain marks the node draining in the cluster map. From then on no new
+// chunk or range replica is placed on it; the range repairer of each range
+// moves its replicas to other nodes (the node's own leases are handed off
+// first); its chunk repairer copies every chunk it holds to the nodes now
+// wanted for it, pass after pass while it drains.
+//
+// Remove takes a node out for good: it must be draining or down, hold no
+// range replica, and, if it is still alive, have completed a chunk pass
+// that began after every node could have seen it draining (drainSettle
+// after the state change), so no chunk written to it by a node with an
+// older map is left behind. Its meta service member is removed (the meta
+// service shrinks) and its map entry becomes "removed", which it can
+// never leave: the node refuses to start again under that id.
+
+// drainSettle is how long after a node starts draining its chunk passes
+// count towards removal: longer than any node caches the cluster map.
+const drainSettle = 5 * time.Second
+
+// NodeAdmin implements wire.NodeService.
+func (n *Node) NodeAdmin(ctx context.Context, action wire.NodeAction, id uint64) error {
+	nodes, err := n.catalog.Nodes(ctx)
+	if err != nil {
+		return unavailable("meta service", err)
+	}
+	i := slices.IndexFunc(nodes, func(nd meta.NodeInfo) bool { return nd.ID == id })
+	if i < 0 {
+		return wire.Errorf(wire.CodeNotFound, "no node %d in the cluster map (see cairn cluster status)", id)
+	}
+	nd := nodes[i]
+	switch action {
+	case wire.NodeDrain:
+		return n.drainNode(ctx, nd)
+	case wire.NodeRemove:
+		return n.removeNode(ctx, nd)
+	}
+	return wire.Errorf(wire.CodeInvalidArgument, "unknown node action %d", action)
+}
+
+func (n *Node) drainNode(ctx context.Context, nd meta.NodeInfo) error {
+	for range 10 {
+		switch nd.State {
+		case meta.NodeRemoved:
+			return wire.Errorf(wire.CodeInvalidArgument, "node %d was removed from the cluster", nd.ID)
+		case meta.NodeDraining:
+			return nil
+		}
+		ok, err := n.catalog.SetNodeState(ctx, nd.ID, nd.State, meta.NodeDraining, n.cfg.Clock())
+		if err != nil {
+			return unavailable("meta service", err)
+		}
+		if ok {
+			n.log.Info("node draining", "node", nd.ID, "was", nd.State)
+			n.peers.forget()
+			return nil
+		}
+		// Its state changed meanwhile: read it again.
+		nodes, err := n.catalog.Nodes(ctx)
+		if err != nil {
+			return unavailable("meta service", err)
+		}
+		if i := slices.IndexFunc(nodes, func(x meta.NodeInfo) bool { return x.ID == nd.ID }); i >= 0 {
+			nd = nodes[i]
+		}
+	}
+	return wire.Errorf(wire.CodeUnavailable, "node %d keeps changing state; try again", nd.ID)
+}
+
+func (n *Node) removeNode(ctx context.Context, nd meta.NodeInfo) error {
+	switch {
+	case nd.State == meta.NodeRemoved:
+		return nil
+	case nd.ID == n.id.NodeID:
+		return wire.Errorf(wire.CodeInvalidArgument, "node %d cannot remove itself; ask another node (--server)", nd.ID)
+	case nd.State != meta.NodeDraining && nd.State != meta.NodeDown:
+		return wire.Errorf(wire.CodeNotDrained, "node %d is %s; drain it first (cairn node drain %d)", nd.ID, nd.State, nd.ID)
+	}
+	ranges, err := n.catalog.ListRanges(ctx)
+	if err != nil {
+		return unavailable("meta service", err)
+	}
+	if held := countHeld(ranges, nd.ID); held > 0 {
+		return wire.Errorf(wire.CodeNotDrained, "node %d still holds %d range replicas; they are moving to other nodes", nd.ID, held)
+	}
+	live, err := n.catalog.LiveNodes(ctx)
+	if err != nil {
+		return unavailable("meta service", err)
+	}
+	if live[nd.ID] {
+		// Alive: its chunks are safe only once it has copied them away.
+		if time.Since(nd.Since) < drainSettle {
+			return wire.Errorf(wire.CodeNotDrained, "node %d started draining %v ago; its chunks are being copied", nd.ID, time.Since(nd.Since).Round(time.Second))
+		}
+		b, err := n.callNode(ctx, nd.ID, adminService, "Drained", nil, 10*time.Second)
+		if err != nil {
+			return wire.Errorf(wire.CodeNotDrained, "node %d did not say whether its chunks are copied away: %v", nd.ID, err)
+		}
+		if len(b) != 1 || b[0] != 1 {
+			return wire.Errorf(wire.CodeNotDrained, "node %d is still copying its chunks to other nodes", nd.ID)
+		}
+	}
+	if ms, ok := n.meta.(membership); ok && nd.MetaPeerURL != "" {
+		members, err := ms.Members(ctx)
+		if err != nil {
+			return unavailable("meta service", err)
+		}
+		for _, m := range members {
+			if slices.Contains(m.PeerURLs, nd.MetaPeerURL) {
+				if err := ms.RemoveMember(ctx, m.ID); err != nil {
+					return unavailable("meta service", fmt.Errorf("remove the meta member of node %d: %w", nd.ID, err))
+				}
+				n.log.Info("meta service member removed", "node", nd.ID, "member", m.Name)
+			}
+		}
+	}
+	ok, err := n.catalog.SetNodeState(ctx, nd.ID, nd.State, meta.NodeRemoved, n.cfg.Clock())
+	if err != nil {
+		return unavailable("meta service", err)
+	}
+	if !ok {
+		return wire.Errorf(wire.CodeUnavailable, "node %d changed state meanwhile; try again", nd.ID)
+	}
+	n.log.Info("node removed from the cluster", "node", nd.ID)
+	n.peers.forget()
+	return nil
+}
+
+func countHeld(ranges []meta.RangeDesc, id uint64) int {
+	held := 0
+	for _, r := range ranges {
+		if r.Holds(id) {
+			held++
+		}
+	}
+	return held
+}
+
+// handleDrained answers whether this node, draining, has completed a chunk
+// repair pass that began drainSettle after it started draining: one byte,
+// 1 if so.
+func (n *Node) handleDrained(ctx context.Context, _ []byte) ([]byte, error) {
+	p := n.chunkPass.Load()
+	nodes := n.peers.view()
+	i := slices.IndexFunc(nodes, func(nd meta.NodeInfo) bool { return nd.ID == n.id.NodeID })
+	if p == nil || i < 0 || nodes[i].State != meta.NodeDraining {
+		return []byte{0}, nil
+	}
+	self := fmt.Sprintf("%d:%s;", n.id.NodeID, meta.NodeDraining)
+	if strings.Contains(p.sig, self) && p.start.After(nodes[i].Since.Add(drainSettle)) {
+		return []byte{1}, nil
+	}
+	return []byte{0}, nil
+}
+
+// chunkPass is the last complete chunk repair pass without failures.
+type chunkPass struct {
+	sig   string
+	start time.Time
+}
+
+var _ wire.NodeService = (*Node)(nil)
