@@ -108,6 +108,11 @@ func (n *Node) handleJoin(ctx context.Context, b []byte) ([]byte, error) {
 	resp := joinResponse{V: 1, NodeID: id, Cluster: n.id.Cluster, Endpoints: meta.VoterEndpoints(members)}
 	if len(members) < maxMetaMembers {
 		if _, members, err = ms.AddLearner(ctx, req.MetaPeerURL); err != nil {
+			if strings.Contains(err.Error(), "unhealthy cluster") {
+				// etcd refuses a member change until the members have
+				// been connected a few seconds after the last one.
+				return nil, fmt.Errorf("%v: %w", err, transport.ErrBusy)
+			}
 			return nil, err
 		}
 		resp.InitialCluster = meta.InitialCluster(members, memberName(id))

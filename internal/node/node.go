@@ -93,6 +93,10 @@ type Config struct {
 	// RepairCheck is how often the node checks whether the cluster map
 	// changed since its last chunk repair pass. Default: 5s.
 	RepairCheck time.Duration
+	// RebalanceAfter is how long every node must have been up before range
+	// replicas and leases move to their best-placed nodes (so a restart or
+	// a fault moves nothing back and forth). Default: 10s.
+	RebalanceAfter time.Duration
 
 	// FS is the disk seam. Default: the real disk.
 	FS vfs.FS
@@ -153,6 +157,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.RepairRate == 0 {
 		c.RepairRate = 64 << 20
+	}
+	if c.RebalanceAfter == 0 {
+		c.RebalanceAfter = 10 * time.Second
 	}
 	if c.RepairCheck == 0 {
 		c.RepairCheck = 5 * time.Second
@@ -237,7 +244,8 @@ type Node struct {
 	stopBG         context.CancelFunc
 	repairedFor    string // map signature of the last complete repair pass (repairStep only)
 	chunkPass      atomic.Pointer[chunkPass]
-	repairPace     pacer // bounds the repairer's copy rate (repairStep only)
+	moving         atomic.Int64 // ranges this node leads that have a learner (repairRanges)
+	repairPace     pacer        // bounds the repairer's copy rate (repairStep only)
 	hbMu           sync.Mutex
 	heartbeat      meta.Leadership // held by keepBeating
 

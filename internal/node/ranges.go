@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/meta"
 	"go.etcd.io/raft/v3/raftpb"
@@ -133,6 +134,13 @@ func (n *Node) repairRanges(ctx context.Context) {
 		}
 	}
 	n.mu.RUnlock()
+	moving := int64(0)
+	for _, w := range work {
+		if rep := w.r.replica(); rep != nil && len(rep.Status().Learners) > 0 {
+			moving++
+		}
+	}
+	n.moving.Store(moving)
 	for _, w := range work {
 		if err := n.repairRange(ctx, w.s, w.r, nodes); err != nil && ctx.Err() == nil {
 			n.log.Info("range membership step failed; it is tried again", "range", w.r.desc().ID, "err", err)
@@ -148,6 +156,7 @@ type rangePlan struct {
 	want     int               // voters wanted
 	voters   []uint64
 	learners []uint64
+	calm     bool // every node has been up for Config.RebalanceAfter
 }
 
 // usable: a node that may keep or receive a replica.
@@ -162,10 +171,13 @@ func (p *rangePlan) leaving(id uint64) bool {
 	return !ok || s == meta.NodeDraining || s == meta.NodeRemoved
 }
 
-func newRangePlan(me uint64, replicas int, nodes []meta.NodeInfo, voters, learners []uint64) *rangePlan {
-	p := &rangePlan{me: me, state: map[uint64]string{}, voters: voters, learners: learners}
+func newRangePlan(me uint64, replicas int, nodes []meta.NodeInfo, voters, learners []uint64, now time.Time, calmFor time.Duration) *rangePlan {
+	p := &rangePlan{me: me, state: map[uint64]string{}, voters: voters, learners: learners, calm: true}
 	staying := 0
 	for _, nd := range nodes {
+		if nd.State != meta.NodeRemoved && (nd.State != meta.NodeUp || now.Sub(nd.Since) < calmFor) {
+			p.calm = false
+		}
 		p.state[nd.ID] = nd.State
 		if nd.State == meta.NodeUp {
 			p.up = append(p.up, nd)
@@ -236,7 +248,7 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 		n.log.Info("range table updated", "range", d.ID, "voters", st.Voters, "learners", st.Learners, "epoch", nd.Epoch)
 		return nil
 	}
-	p := newRangePlan(n.id.NodeID, s.replicas(), nodes, st.Voters, st.Learners)
+	p := newRangePlan(n.id.NodeID, s.replicas(), nodes, st.Voters, st.Learners, n.cfg.Clock(), n.cfg.RebalanceAfter)
 	me := n.id.NodeID
 
 	// A leaving node hands its leases away first.
@@ -286,7 +298,44 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 		n.log.Info("removing a replica", "range", d.ID, "node", v, "voters", st.Voters, "want", p.want)
 		return rep.ChangeReplicas(ctx, change(raftpb.ConfChangeRemoveNode, v))
 	}
+
+	// Rebalance, only while every node has been up a while (so a restart
+	// or a fault does not move replicas back and forth): replicas go to
+	// the range's best-placed nodes, one at a time (a node added to the
+	// cluster takes its share this way), and the lease to the first of
+	// them.
+	if !p.calm {
+		return nil
+	}
+	ideal := meta.PlaceReplicas(d.ID, p.up, p.want)
+	if t := firstMissing(ideal, st.Voters); t != 0 && n.moving.Load() < maxMoves {
+		n.moving.Add(1)
+		nd, err := n.catalog.SetRangeMembers(ctx, d, st.Voters, []uint64{t})
+		if err != nil {
+			return err
+		}
+		r.cur.Store(&rngState{desc: nd, rep: rep})
+		n.log.Info("rebalancing a replica", "range", d.ID, "to", t, "voters", st.Voters)
+		return rep.ChangeReplicas(ctx, change(raftpb.ConfChangeAddLearnerNode, t))
+	}
+	if len(ideal) > 0 && ideal[0] != me && slices.Contains(st.Voters, ideal[0]) {
+		rep.TransferLeadership(ideal[0])
+	}
 	return nil
+}
+
+// maxMoves bounds the rebalancing moves (ranges with a learner) a node
+// leads at once.
+const maxMoves = 2
+
+// firstMissing returns the first of want that have does not hold, or 0.
+func firstMissing(want, have []uint64) uint64 {
+	for _, id := range want {
+		if !slices.Contains(have, id) {
+			return id
+		}
+	}
+	return 0
 }
 
 // handOff moves the range's leadership to the best usable voter.

@@ -275,3 +275,55 @@ func TestDrainAndRemove(t *testing.T) {
 		t.Fatalf("restart of a removed node: %v", err)
 	}
 }
+
+// TestRebalanceToNewNode adds a fourth node to a three-node cluster whose
+// ranges are on all three: once every node has been up a while, each range
+// whose best placement includes the new node moves a replica to it (and
+// the lease goes to each range's first-placed node), with every object
+// still readable.
+func TestRebalanceToNewNode(t *testing.T) {
+	ctx := context.Background()
+	tune := func(c *Config) { c.HeartbeatTTL, c.RebalanceAfter = time.Second, 2*time.Second }
+	nodes := clusterOf(t, 3, tune)
+	if _, err := nodes[0].CreateSpace(ctx, "spread", wire.SpaceSettings{Ranges: 4}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		writeAny(t, nodes, "spread", fmt.Sprintf("%c-%d", 'a'+i*6, i), fmt.Sprintf("body %d", i))
+	}
+	c := clusterConfig(t, nodes[0].PeerAddr())
+	tune(&c)
+	added := openNode(t, c)
+	nodes = append(nodes, added)
+	start := time.Now()
+	deadline := start.Add(90 * time.Second)
+	for {
+		up, err := nodes[0].catalog.Nodes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		settled, holds := true, 0
+		for _, d := range rangesOf(t, nodes[0], "spread") {
+			ideal := meta.PlaceReplicas(d.ID, up, 3)
+			if !sameMembers(d.Replicas, ideal) || len(d.Learners) > 0 {
+				settled = false
+			}
+			if d.Holds(added.NodeID()) {
+				holds++
+			}
+		}
+		if settled && holds > 0 {
+			t.Logf("node %d joined and holds replicas of %d of 4 ranges; placement settled %v after it joined", added.NodeID(), holds, time.Since(start).Round(time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("placement not settled 90s after node %d joined (it holds %d ranges)", added.NodeID(), holds)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for i := range 40 {
+		if got := readAny(t, nodes, "spread", fmt.Sprintf("%c-%d", 'a'+i*6, i)); got != fmt.Sprintf("body %d", i) {
+			t.Fatalf("object %d reads %q after the rebalance", i, got)
+		}
+	}
+}
