@@ -41,6 +41,7 @@ type Server struct {
 	RecordCache     int64         `koanf:"record-cache"`
 	DownAfter       time.Duration `koanf:"down-after"`
 	RepairRate      int64         `koanf:"repair-rate"`
+	RebalanceAfter  time.Duration `koanf:"rebalance-after"`
 	LogLevel        string        `koanf:"log-level"`
 }
 
@@ -62,10 +63,11 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.Int64("record-cache", 64<<20, "bytes of memory for the latest-version record cache (-1 disables it)")
 	fs.Duration("down-after", 5*time.Minute, "how long a node that stopped heartbeating stays suspect before it is down and its data is copied elsewhere")
 	fs.Int64("repair-rate", 64<<20, "bytes per second this node copies to restore other nodes' lost copies (-1: no limit)")
+	fs.Duration("rebalance-after", 10*time.Second, "how long every node must have been up before range replicas and leases move to balance the cluster")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 }
 
-var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "inline-threshold", "ranges", "record-cache", "down-after", "repair-rate", "log-level"}
+var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "inline-threshold", "ranges", "record-cache", "down-after", "repair-rate", "rebalance-after", "log-level"}
 
 // LoadServer merges the config file (from --config or CAIRN_CONFIG), the
 // CAIRN_* environment (environ, e.g. os.Environ) and the flags of fs.
@@ -154,6 +156,7 @@ func (s Server) NodeConfig() (node.Config, error) {
 		RecordCache:     s.RecordCache,
 		DownAfter:       s.DownAfter,
 		RepairRate:      s.RepairRate,
+		RebalanceAfter:  s.RebalanceAfter,
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 	}, nil
 }
