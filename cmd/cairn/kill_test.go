@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -46,14 +47,22 @@ func cairnBinary(t *testing.T) string {
 	return buildOnce.path
 }
 
+// freePort returns a port that is free now, below the kernel's ephemeral
+// range (32768 and up on Linux): a server restarted on the same ports must
+// not find one taken by another test's outgoing connection or port-0
+// listener meanwhile.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		port := 20000 + mathrand.IntN(12000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			l.Close()
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port below the ephemeral range")
+	return 0
 }
 
 // server is a cairn server process under test.

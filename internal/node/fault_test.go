@@ -46,7 +46,7 @@ func TestFaultsInProcess(t *testing.T) {
 	}
 	writeAny(t, nodes, "faults", "warmup", "x")
 
-	var mu sync.RWMutex // guards nodes; held shared for each request
+	fc := &faultCluster{nodes: nodes}
 	var keys []string
 	for i := range 8 {
 		keys = append(keys, fmt.Sprintf("k%d", i))
@@ -55,54 +55,8 @@ func TestFaultsInProcess(t *testing.T) {
 	const run = 15 * time.Second
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for c := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rnd := rand.New(rand.NewPCG(uint64(c), 99))
-			for seq := 0; ; seq++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				mu.RLock()
-				n := nodes[rnd.IntN(len(nodes))]
-				if n == nil {
-					mu.RUnlock()
-					time.Sleep(10 * time.Millisecond)
-					continue
-				}
-				key := keys[rnd.IntN(len(keys))]
-				octx, cancel := context.WithTimeout(ctx, 3*time.Second)
-				call := rec.Now()
-				if rnd.IntN(2) == 0 {
-					val := fmt.Sprintf("c%d-%d", c, seq)
-					_, err := n.Put(octx, &wire.PutRequest{Space: "faults", Key: key, Size: int64(len(val))}, strings.NewReader(val))
-					// NOT_LEADER and UNAVAILABLE promise the write had no
-					// effect (the client retries them elsewhere); the
-					// checker holds the server to it. Any other error
-					// leaves the outcome unknown.
-					switch code := wire.CodeOf(err); code {
-					case wire.CodeNotLeader, wire.CodeUnavailable:
-					default:
-						rec.Add(history.Op{Client: c, Kind: history.Put, Key: key, Value: val, Call: call, Return: rec.Now(), Unknown: err != nil})
-					}
-				} else {
-					b, _, err := getCtx(octx, n, wire.GetRequest{Space: "faults", Key: key})
-					switch {
-					case err == nil:
-						rec.Add(history.Op{Client: c, Kind: history.Get, Key: key, Value: string(b), Call: call, Return: rec.Now()})
-					case wire.CodeOf(err) == wire.CodeNotFound:
-						rec.Add(history.Op{Client: c, Kind: history.Get, Key: key, Call: call, Return: rec.Now()})
-					}
-				}
-				cancel()
-				mu.RUnlock()
-				time.Sleep(time.Duration(rnd.IntN(4)) * time.Millisecond)
-			}
-		}()
-	}
+	fc.startClients(ctx, "faults", keys, rec, stop, &wg)
+	mu := &fc.mu
 
 	// The nemesis: stop a random node, keep it down a while, restart it.
 	rnd := rand.New(rand.NewPCG(7, 7))
@@ -110,10 +64,10 @@ func TestFaultsInProcess(t *testing.T) {
 	restarts := 0
 	for time.Now().Before(deadline) {
 		time.Sleep(time.Duration(1000+rnd.IntN(1000)) * time.Millisecond)
-		i := rnd.IntN(len(nodes))
+		i := rnd.IntN(len(fc.nodes))
 		mu.Lock()
-		victim := nodes[i]
-		nodes[i] = nil
+		victim := fc.nodes[i]
+		fc.nodes[i] = nil
 		mu.Unlock()
 		cfg := restartConfig(victim)
 		victim.Close()
@@ -125,7 +79,7 @@ func TestFaultsInProcess(t *testing.T) {
 		again.Serve()
 		t.Cleanup(func() { again.Close() })
 		mu.Lock()
-		nodes[i] = again
+		fc.nodes[i] = again
 		mu.Unlock()
 		restarts++
 	}
@@ -137,13 +91,20 @@ func TestFaultsInProcess(t *testing.T) {
 	healed := time.Now()
 	writeAny(t, nodes, "faults", "after-heal", "y")
 	t.Logf("healed cluster took a write %v after the last restart", time.Since(healed).Round(time.Millisecond))
+	res := checkAfterHeal(t, nodes, "faults", keys, rec)
+	t.Logf("%d restarts; %d operations: %d puts (%d unknown), %d gets", restarts, res.Ops, res.Puts, res.Pending, res.Gets)
+}
+
+// checkAfterHeal reads every key once the cluster has healed (so a lost
+// acknowledged write shows) and checks every key's history.
+func checkAfterHeal(t *testing.T, nodes []*Node, space string, keys []string, rec *history.Recorder) history.Result {
+	t.Helper()
 	for _, key := range keys {
 		call := rec.Now()
-		v := readAnyOrAbsent(t, nodes, "faults", key)
+		v := readAnyOrAbsent(t, nodes, space, key)
 		rec.Add(history.Op{Client: 99, Kind: history.Get, Key: key, Value: v, Call: call, Return: rec.Now()})
 	}
 	res := history.Check(rec.Ops(), time.Minute)
-	t.Logf("%d restarts; %d operations: %d puts (%d unknown), %d gets", restarts, res.Ops, res.Puts, res.Pending, res.Gets)
 	if res.Unknown {
 		t.Log("the checker ran out of time; the history was not fully checked")
 	}
@@ -153,4 +114,144 @@ func TestFaultsInProcess(t *testing.T) {
 	if res.Puts-res.Pending < 20 {
 		t.Fatalf("only %d writes succeeded under faults", res.Puts-res.Pending)
 	}
+	return res
+}
+
+// faultCluster is the nodes a fault test's clients pick from; a nil entry
+// is a node that is down.
+type faultCluster struct {
+	mu    sync.RWMutex // guards nodes; held shared for each request
+	nodes []*Node
+}
+
+// startClients starts four clients that put and get keys of space through
+// random nodes that are up, recording every operation, until stop closes.
+func (fc *faultCluster) startClients(ctx context.Context, space string, keys []string, rec *history.Recorder, stop chan struct{}, wg *sync.WaitGroup) {
+	for c := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(c), 99))
+			for seq := 0; ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				fc.mu.RLock()
+				n := fc.nodes[rnd.IntN(len(fc.nodes))]
+				if n == nil {
+					fc.mu.RUnlock()
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				key := keys[rnd.IntN(len(keys))]
+				octx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				call := rec.Now()
+				if rnd.IntN(2) == 0 {
+					val := fmt.Sprintf("c%d-%d", c, seq)
+					_, err := n.Put(octx, &wire.PutRequest{Space: space, Key: key, Size: int64(len(val))}, strings.NewReader(val))
+					// NOT_LEADER and UNAVAILABLE promise the write had no
+					// effect (the client retries them elsewhere); the
+					// checker holds the server to it. Any other error
+					// leaves the outcome unknown.
+					switch code := wire.CodeOf(err); code {
+					case wire.CodeNotLeader, wire.CodeUnavailable:
+					default:
+						rec.Add(history.Op{Client: c, Kind: history.Put, Key: key, Value: val, Call: call, Return: rec.Now(), Unknown: err != nil})
+					}
+				} else {
+					b, _, err := getCtx(octx, n, wire.GetRequest{Space: space, Key: key})
+					switch {
+					case err == nil:
+						rec.Add(history.Op{Client: c, Kind: history.Get, Key: key, Value: string(b), Call: call, Return: rec.Now()})
+					case wire.CodeOf(err) == wire.CodeNotFound:
+						rec.Add(history.Op{Client: c, Kind: history.Get, Key: key, Call: call, Return: rec.Now()})
+					}
+				}
+				cancel()
+				fc.mu.RUnlock()
+				time.Sleep(time.Duration(rnd.IntN(4)) * time.Millisecond)
+			}
+		}()
+	}
+}
+
+// TestMembershipUnderLoad runs the fault test's clients against four nodes
+// while the membership changes under them: a node stays stopped past the
+// down timeout (its range replicas are rebuilt elsewhere by snapshot),
+// comes back (replicas move back by rebalancing), and another node is
+// drained and removed. Every key's history must be linearizable, with no
+// acknowledged write lost.
+func TestMembershipUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault test")
+	}
+	ctx := context.Background()
+	nodes := clusterOf(t, 4, func(c *Config) {
+		c.HeartbeatTTL, c.DownAfter, c.RepairCheck, c.RebalanceAfter = time.Second, time.Second, 200*time.Millisecond, 2*time.Second
+	})
+	admin := nodes[0]
+	if _, err := admin.CreateSpace(ctx, "members", wire.SpaceSettings{Ranges: 2}); err != nil {
+		t.Fatal(err)
+	}
+	writeAny(t, nodes, "members", "warmup", "x")
+	fc := &faultCluster{nodes: nodes}
+	var keys []string
+	for i := range 8 {
+		keys = append(keys, fmt.Sprintf("k%d", i))
+	}
+	rec := history.NewRecorder()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	fc.startClients(ctx, "members", keys, rec, stop, &wg)
+
+	// A node down long enough to be replaced, then back.
+	time.Sleep(time.Second)
+	fc.mu.Lock()
+	victim := fc.nodes[1]
+	fc.nodes[1] = nil
+	fc.mu.Unlock()
+	cfg := restartConfig(victim)
+	victim.Close()
+	waitRanges(t, []*Node{nodes[0], nodes[2], nodes[3]}, "members", 3, "replicas rebuilt while node 2 is down")
+	again, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Serve()
+	t.Cleanup(func() { again.Close() })
+	fc.mu.Lock()
+	fc.nodes[1] = again
+	fc.mu.Unlock()
+	time.Sleep(4 * time.Second) // rebalancing may move replicas back
+
+	// Another node drained and removed.
+	out := fc.nodes[3]
+	if err := admin.NodeAdmin(ctx, wire.NodeDrain, out.NodeID()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		err := admin.NodeAdmin(ctx, wire.NodeRemove, out.NodeID())
+		if err == nil {
+			break
+		}
+		if wire.CodeOf(err) != wire.CodeNotDrained || time.Now().After(deadline) {
+			t.Fatalf("remove node %d: %v", out.NodeID(), err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	fc.mu.Lock()
+	fc.nodes = fc.nodes[:3]
+	fc.mu.Unlock()
+	out.Close()
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+
+	rest := []*Node{admin, again, fc.nodes[2]}
+	waitRanges(t, rest, "members", 3, "three replicas on the three nodes left")
+	res := checkAfterHeal(t, rest, "members", keys, rec)
+	t.Logf("%d operations: %d puts (%d unknown), %d gets", res.Ops, res.Puts, res.Pending, res.Gets)
 }
