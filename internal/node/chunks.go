@@ -193,6 +193,9 @@ func (n *Node) callNode(ctx context.Context, id uint64, service, method string, 
 	if err != nil && !errors.Is(err, transport.ErrNotFound) && !errors.Is(err, transport.ErrCorrupt) {
 		n.peers.forget()
 	}
+	if errors.Is(err, transport.ErrNotSent) {
+		err = fmt.Errorf("%w: %w", errNotSent, err)
+	}
 	return b, err
 }
 

@@ -18,7 +18,7 @@ func threeNodes(t *testing.T, tune ...func(*Config)) []*Node { return clusterOf(
 
 // clusterOf starts a cluster of k nodes and waits until every node sees all
 // of them in the cluster map. Each config passes through tune.
-func clusterOf(t *testing.T, k int, tune ...func(*Config)) []*Node {
+func clusterOf(t testing.TB, k int, tune ...func(*Config)) []*Node {
 	t.Helper()
 	cfg := func(join string) Config {
 		c := clusterConfig(t, join)
@@ -141,7 +141,7 @@ func corruptSegments(t *testing.T, n *Node) {
 
 // manifest returns the chunk manifest of a version of space/key, read
 // through n (which forwards to the leaseholder if need be).
-func manifest(t *testing.T, n *Node, space, key string, version uint64) chunk.Manifest {
+func manifest(t testing.TB, n *Node, space, key string, version uint64) chunk.Manifest {
 	t.Helper()
 	ctx := context.Background()
 	_, obj, r, release, err := n.target(ctx, space, key)

@@ -14,7 +14,7 @@ import (
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
-func clusterConfig(t *testing.T, join string) Config {
+func clusterConfig(t testing.TB, join string) Config {
 	return Config{
 		DataDir: t.TempDir(), Listen: "127.0.0.1",
 		NativePort: -1, HTTPPort: -1, MetaPort: -1, MetaClientPort: -1, PeerPort: -1,
@@ -23,7 +23,7 @@ func clusterConfig(t *testing.T, join string) Config {
 	}
 }
 
-func openNode(t *testing.T, cfg Config) *Node {
+func openNode(t testing.TB, cfg Config) *Node {
 	t.Helper()
 	n, err := Open(context.Background(), cfg)
 	if err != nil {
@@ -149,7 +149,7 @@ func TestJoinGrowsMeta(t *testing.T) {
 
 // writeAny writes key through whichever of the nodes holds its range's
 // lease, retrying while leadership settles.
-func writeAny(t *testing.T, among []*Node, space, key, body string) wire.ObjectInfo {
+func writeAny(t testing.TB, among []*Node, space, key, body string) wire.ObjectInfo {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {

@@ -15,7 +15,7 @@ import (
 )
 
 // rangesOf returns the range table entries of space name.
-func rangesOf(t *testing.T, n *Node, name string) []meta.RangeDesc {
+func rangesOf(t testing.TB, n *Node, name string) []meta.RangeDesc {
 	t.Helper()
 	ctx := context.Background()
 	sp, err := n.catalog.GetSpace(ctx, name)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/chunk"
@@ -91,6 +92,8 @@ func (n *Node) repairChunks(ctx context.Context, nodes []meta.NodeInfo) (repairS
 	for _, nd := range nodes {
 		state[nd.ID] = nd.State
 	}
+	cp := &copier{n: n, st: &st, sem: make(chan struct{}, repairParallel)}
+	defer cp.wait()
 	var after *chunk.Hash
 	for {
 		var batch []chunk.Hash
@@ -156,38 +159,81 @@ func (n *Node) repairChunks(ctx context.Context, nodes []meta.NodeInfo) (repairS
 			if copier != 0 && copier != n.id.NodeID {
 				continue
 			}
-			var frame []byte // the hash and the chunk, read once it is needed
+			var to []uint64
 			for _, id := range want {
-				if !lacks(id) {
-					continue
-				}
-				if frame == nil {
-					data, err := n.chunks.Get(ctx, h, nil)
-					if err != nil {
-						st.Failed++
-						n.log.Warn("chunk repair: cannot read the local copy", "chunk", h, "err", err)
-						break
-					}
-					frame = append(append(make([]byte, 0, chunk.HashSize+len(data)), h[:]...), data...)
-				}
-				size := len(frame) - chunk.HashSize
-				if _, err := n.callNode(ctx, id, chunkService, "Put", frame, chunkTimeout(len(frame))); err != nil {
-					st.Failed++
-					continue
-				}
-				st.Copied++
-				st.Bytes += int64(size)
-				n.metrics.repairBytes.Add(float64(size))
-				if err := n.repairPace.wait(ctx, size); err != nil {
-					return st, err
+				if lacks(id) {
+					to = append(to, id)
 				}
 			}
+			if len(to) > 0 {
+				cp.copy(ctx, h, to)
+			}
 		}
+		cp.wait()
 		if err := ctx.Err(); err != nil {
 			return st, err
 		}
 	}
 }
+
+// repairParallel is how many chunks a node copies at once: each copy
+// waits for the receiver's fsync, so one at a time leaves the disk and
+// network idle most of the time.
+const repairParallel = 4
+
+// copier copies chunks to other nodes, repairParallel at a time, paced
+// by the node's repair rate.
+type copier struct {
+	n   *Node
+	sem chan struct{}
+	wg  sync.WaitGroup
+	mu  sync.Mutex // guards st and the pacer
+	st  *repairStats
+}
+
+// copy reads chunk h once and puts it on every node of to, in the
+// background.
+func (c *copier) copy(ctx context.Context, h chunk.Hash, to []uint64) {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer func() { <-c.sem; c.wg.Done() }()
+		data, err := c.n.chunks.Get(ctx, h, nil)
+		if err != nil {
+			c.mu.Lock()
+			c.st.Failed++
+			c.mu.Unlock()
+			c.n.log.Warn("chunk repair: cannot read the local copy", "chunk", h, "err", err)
+			return
+		}
+		frame := append(append(make([]byte, 0, chunk.HashSize+len(data)), h[:]...), data...)
+		for _, id := range to {
+			_, err := c.n.callNode(ctx, id, chunkService, "Put", frame, chunkTimeout(len(frame)))
+			c.mu.Lock()
+			if err != nil {
+				c.st.Failed++
+				c.mu.Unlock()
+				continue
+			}
+			c.st.Copied++
+			c.st.Bytes += int64(len(data))
+			c.n.metrics.repairBytes.Add(float64(len(data)))
+			// The pacer is shared: hold the lock while it computes, not
+			// while it sleeps.
+			d := c.n.repairPace.reserve(len(data))
+			c.mu.Unlock()
+			if d > 0 && sleep(ctx, d) != nil {
+				return
+			}
+		}
+	}()
+}
+
+func (c *copier) wait() { c.wg.Wait() }
 
 // maxReplicas is the largest replication factor of any space.
 func (n *Node) maxReplicas(ctx context.Context) (int, error) {
@@ -227,23 +273,29 @@ func (n *Node) handleChunkHas(_ context.Context, req []byte) ([]byte, error) {
 }
 
 // pacer spaces out work to at most rate bytes per second (no limit when
-// rate <= 0). One goroutine uses it.
+// rate <= 0). Callers serialize its use.
 type pacer struct {
 	rate float64
 	next time.Time
 }
 
-// wait accounts for n bytes and sleeps until they fit the rate.
-func (p *pacer) wait(ctx context.Context, n int) error {
+// reserve accounts for n bytes and returns how long to wait until they fit
+// the rate.
+func (p *pacer) reserve(n int) time.Duration {
 	if p.rate <= 0 {
-		return nil
+		return 0
 	}
 	now := time.Now()
 	if p.next.Before(now) {
 		p.next = now
 	}
 	p.next = p.next.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
-	if d := time.Until(p.next); d > 0 {
+	return time.Until(p.next)
+}
+
+// wait accounts for n bytes and sleeps until they fit the rate.
+func (p *pacer) wait(ctx context.Context, n int) error {
+	if d := p.reserve(n); d > 0 {
 		return sleep(ctx, d)
 	}
 	return nil

@@ -76,6 +76,7 @@ func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) (
 					return nil, wire.Errorf(wire.CodeOutcomeUnknown, "range %d: node %d: %v", r.desc().ID, id, err)
 				}
 				last = fmt.Errorf("node %d: %w", id, err)
+				r.hint.CompareAndSwap(id, 0) // unreachable: do not try it first again
 				continue
 			}
 			payload, lead, err := decodeReply(b)

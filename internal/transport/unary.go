@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -57,6 +58,9 @@ type Caller struct {
 var (
 	ErrNotFound = errors.New("not found")
 	ErrCorrupt  = errors.New("corrupt")
+	// ErrNotSent is returned by Try when the node could not be reached
+	// at all: the request was not sent, so it had no effect.
+	ErrNotSent = errors.New("not sent")
 	// ErrBusy asks the caller to try again shortly.
 	ErrBusy = errors.New("busy")
 )
@@ -88,6 +92,12 @@ func (c *Caller) invoke(ctx context.Context, addr, service, method string, req [
 				return nil, fmt.Errorf("%s/%s on %s: %w: %s", service, method, addr, ErrCorrupt, st.Message())
 			case codes.ResourceExhausted:
 				return nil, fmt.Errorf("%s/%s on %s: %w: %s", service, method, addr, ErrBusy, st.Message())
+			case codes.Unavailable:
+				if !wait && strings.Contains(st.Message(), "while dialing") {
+					// Failed fast on a connection that could not be made:
+					// the request never left.
+					return nil, fmt.Errorf("%s/%s on %s: %w: %s", service, method, addr, ErrNotSent, st.Message())
+				}
 			}
 			return nil, fmt.Errorf("%s/%s on %s: %s", service, method, addr, st.Message())
 		}
