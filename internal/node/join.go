@@ -101,12 +101,9 @@ func (n *Node) handleJoin(ctx context.Context, b []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	id, err := n.catalog.AllocNodeID(ctx)
-	if err != nil {
-		return nil, err
-	}
-	resp := joinResponse{V: 1, NodeID: id, Cluster: n.id.Cluster, Endpoints: meta.VoterEndpoints(members)}
-	if len(members) < maxMetaMembers {
+	endpoints := meta.VoterEndpoints(members)
+	member := len(members) < maxMetaMembers
+	if member {
 		if _, members, err = ms.AddLearner(ctx, req.MetaPeerURL); err != nil {
 			if strings.Contains(err.Error(), "unhealthy cluster") {
 				// etcd refuses a member change until the members have
@@ -115,6 +112,14 @@ func (n *Node) handleJoin(ctx context.Context, b []byte) ([]byte, error) {
 			}
 			return nil, err
 		}
+	}
+	// The id comes last, so a refused admission uses none up.
+	id, err := n.catalog.AllocNodeID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp := joinResponse{V: 1, NodeID: id, Cluster: n.id.Cluster, Endpoints: endpoints}
+	if member {
 		resp.InitialCluster = meta.InitialCluster(members, memberName(id))
 	}
 	n.log.Info("node joining", "node", id, "meta_member", resp.InitialCluster != "", "zone", req.Zone)
