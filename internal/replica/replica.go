@@ -96,9 +96,8 @@ type Replica struct {
 	campaign      bool // campaign on start (fresh group or single voter)
 	singleVoter   bool // AddReplica also waits for leadership and a lease
 	initTarget    uint64
-	initDone      chan struct{}   // closed once entries up to initTarget are applied
-	sending       map[uint64]bool // peers a snapshot is being sent to
-	removed       bool            // by RemoveReplica: takes no more proposals
+	initDone      chan struct{} // closed once entries up to initTarget are applied
+	removed       bool          // by RemoveReplica: takes no more proposals
 	pubCS         *raftpb.ConfState
 	pubVoters     []uint64
 	pubLearners   []uint64

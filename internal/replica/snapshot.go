@@ -40,7 +40,8 @@ type SnapshotTransport interface {
 	// but no Data, and the SSTs holding the range's state (one per span of
 	// the range, in order) to node m.Msg.To, and returns once the receiver
 	// has called Store.ReceiveSnapshot and it returned. It is called off
-	// the loop, one call per (range, peer) at a time.
+	// the loop, one call per (range, peer) at a time (raft sends a peer no
+	// other snapshot until this one is reported).
 	SendSnapshot(ctx context.Context, m Message, ssts [][]byte) error
 }
 
@@ -77,10 +78,9 @@ func (s *Store) startSnapshot(r *Replica, m *raftpb.Message) bool {
 	if !ok || !ok2 {
 		return false
 	}
+	// Raft sends a peer no other snapshot until this one is reported
+	// (the peer's progress is paused in StateSnapshot).
 	to := m.GetTo()
-	if r.sending[to] {
-		return true // raft sends another only after ReportSnapshot; be safe
-	}
 	term, err := r.st.Term(r.st.applied)
 	if err != nil {
 		s.log.Warn("snapshot: no term for the applied index", "range", r.rangeID, "err", err)
@@ -93,10 +93,6 @@ func (s *Store) startSnapshot(r *Replica, m *raftpb.Message) bool {
 	spans := sp.Spans(r.Descriptor())
 	snap := s.db.NewSnapshot()
 	format := s.db.FormatMajorVersion().MaxTableFormat()
-	if r.sending == nil {
-		r.sending = map[uint64]bool{}
-	}
-	r.sending[to] = true
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
@@ -109,7 +105,6 @@ func (s *Store) startSnapshot(r *Replica, m *raftpb.Message) bool {
 			s.log.Info("snapshot not delivered", "range", r.rangeID, "to", to, "index", r.st.applied, "err", err)
 		}
 		s.do(func() {
-			delete(r.sending, to)
 			status := raft.SnapshotFinish
 			if err != nil {
 				status = raft.SnapshotFailure

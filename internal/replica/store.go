@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -194,10 +195,7 @@ func (s *Store) AddReplica(d Descriptor, sm StateMachine) (*Replica, error) {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("%w: range %d", ErrReplicaExists, d.RangeID)
 	}
-	m := make(map[uint64]*Replica, len(s.mu.replicas)+1)
-	for k, v := range s.mu.replicas {
-		m[k] = v
-	}
+	m := maps.Clone(s.mu.replicas)
 	m[d.RangeID] = r
 	s.mu.replicas = m
 	order := append(slices.Clone(s.mu.order), r)
@@ -246,12 +244,8 @@ func (s *Store) removeReplica(rangeID uint64) error {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: range %d on node %d", ErrRangeNotFound, rangeID, s.opts.NodeID)
 	}
-	m := make(map[uint64]*Replica, len(s.mu.replicas))
-	for k, v := range s.mu.replicas {
-		if k != rangeID {
-			m[k] = v
-		}
-	}
+	m := maps.Clone(s.mu.replicas)
+	delete(m, rangeID)
 	s.mu.replicas = m
 	s.mu.order = slices.DeleteFunc(slices.Clone(s.mu.order), func(x *Replica) bool { return x == r })
 	s.mu.Unlock()
