@@ -20,11 +20,7 @@ func newNodeCmd() *cobra.Command {
 		Short: "Move every range replica, lease and chunk off a node (it stays in the cluster, empty)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := nodeID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := dial(cmd)
+			id, c, err := dialForNode(cmd, args[0])
 			if err != nil {
 				return err
 			}
@@ -46,11 +42,7 @@ func newNodeCmd() *cobra.Command {
 			"under its id: to use the machine again, delete its data directory and --join afresh.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := nodeID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := dial(cmd)
+			id, c, err := dialForNode(cmd, args[0])
 			if err != nil {
 				return err
 			}
@@ -63,12 +55,14 @@ func newNodeCmd() *cobra.Command {
 	return cmd
 }
 
-func nodeID(s string) (uint64, error) {
-	id, err := strconv.ParseUint(s, 10, 64)
+// dialForNode parses the node id argument and connects to the server.
+func dialForNode(cmd *cobra.Command, arg string) (uint64, *client.Client, error) {
+	id, err := strconv.ParseUint(arg, 10, 64)
 	if err != nil || id == 0 {
-		return 0, fmt.Errorf("%q is not a node id (see the NODE column of cairn cluster status)", s)
+		return 0, nil, fmt.Errorf("%q is not a node id (see the NODE column of cairn cluster status)", arg)
 	}
-	return id, nil
+	c, err := dial(cmd)
+	return id, c, err
 }
 
 // removeNode drains node id and retries the removal until the node is

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/replica"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -42,7 +43,27 @@ func (n *Node) syncRanges(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	n.openMu.Lock()
+	unopened := n.syncOpenRanges(ctx, descs)
+	if len(unopened) == 0 {
+		return
+	}
+	spaces, err := n.catalog.ListSpaces(ctx)
+	if err != nil {
+		return
+	}
+	for _, sp := range spaces {
+		if unopened[sp.ID] && sp.State == meta.SpaceActive {
+			if _, err := n.openSpace(ctx, sp); err != nil {
+				n.log.Warn("open a space placed on this node", "space", sp.Name, "err", err)
+			}
+		}
+	}
+}
+
+// syncOpenRanges applies descs to the ranges of the open spaces and returns
+// the spaces not open here that have a range placed on this node.
+func (n *Node) syncOpenRanges(ctx context.Context, descs []meta.RangeDesc) map[uint32]bool {
+	n.openMu.Lock() // serialized with openSpace
 	defer n.openMu.Unlock()
 	open := map[uint64]*rng{}
 	n.mu.RLock()
@@ -63,22 +84,7 @@ func (n *Node) syncRanges(ctx context.Context) {
 		}
 		n.syncRange(ctx, r, d)
 	}
-	if len(unopened) == 0 {
-		return
-	}
-	spaces, err := n.catalog.ListSpaces(ctx)
-	if err != nil {
-		return
-	}
-	n.openMu.Unlock() // openSpace takes it
-	defer n.openMu.Lock()
-	for _, sp := range spaces {
-		if unopened[sp.ID] && sp.State == meta.SpaceActive {
-			if _, err := n.openSpace(ctx, sp); err != nil {
-				n.log.Warn("open a space placed on this node", "space", sp.Name, "err", err)
-			}
-		}
-	}
+	return unopened
 }
 
 // syncRange applies descriptor d of an open range r.
@@ -118,18 +124,16 @@ func (n *Node) repairRanges(ctx context.Context) {
 	if len(nodes) == 0 {
 		return
 	}
-	n.mu.RLock()
-	var work []struct {
+	type leased struct {
 		s *space
 		r *rng
 	}
+	var work []leased
+	n.mu.RLock()
 	for _, s := range n.mu.spaces {
 		for _, r := range s.ranges {
 			if r.leaseHere() {
-				work = append(work, struct {
-					s *space
-					r *rng
-				}{s, r})
+				work = append(work, leased{s, r})
 			}
 		}
 	}
@@ -278,13 +282,7 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 	replace := slices.ContainsFunc(st.Voters, func(v uint64) bool { return !p.usable(v) })
 	if replace || len(st.Voters) < p.want {
 		if t := p.target(d.ID); t != 0 {
-			nd, err := n.catalog.SetRangeMembers(ctx, d, st.Voters, append(slices.Clone(st.Learners), t))
-			if err != nil {
-				return err
-			}
-			r.cur.Store(&rngState{desc: nd, rep: rep})
-			n.log.Info("adding a replica", "range", d.ID, "node", t, "voters", st.Voters)
-			return rep.ChangeReplicas(ctx, change(raftpb.ConfChangeAddLearnerNode, t))
+			return n.addLearner(ctx, r, rep, d, st.Voters, t, "replacing or adding a replica")
 		}
 	}
 
@@ -310,13 +308,7 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 	ideal := meta.PlaceReplicas(d.ID, p.up, p.want)
 	if t := firstMissing(ideal, st.Voters); t != 0 && n.moving.Load() < maxMoves {
 		n.moving.Add(1)
-		nd, err := n.catalog.SetRangeMembers(ctx, d, st.Voters, []uint64{t})
-		if err != nil {
-			return err
-		}
-		r.cur.Store(&rngState{desc: nd, rep: rep})
-		n.log.Info("rebalancing a replica", "range", d.ID, "to", t, "voters", st.Voters)
-		return rep.ChangeReplicas(ctx, change(raftpb.ConfChangeAddLearnerNode, t))
+		return n.addLearner(ctx, r, rep, d, st.Voters, t, "rebalancing a replica")
 	}
 	if len(ideal) > 0 && ideal[0] != me && slices.Contains(st.Voters, ideal[0]) {
 		rep.TransferLeadership(ideal[0])
@@ -338,8 +330,21 @@ func firstMissing(want, have []uint64) uint64 {
 	return 0
 }
 
+// addLearner adds node t to range r (local replica rep, descriptor d,
+// which has no learners) as a learner: in the range table first, so that t opens an
+// empty replica, then in raft.
+func (n *Node) addLearner(ctx context.Context, r *rng, rep *replica.Replica, d meta.RangeDesc, voters []uint64, t uint64, why string) error {
+	nd, err := n.catalog.SetRangeMembers(ctx, d, voters, []uint64{t})
+	if err != nil {
+		return err
+	}
+	r.cur.Store(&rngState{desc: nd, rep: rep})
+	n.log.Info(why, "range", d.ID, "node", t, "voters", voters)
+	return rep.ChangeReplicas(ctx, change(raftpb.ConfChangeAddLearnerNode, t))
+}
+
 // handOff moves the range's leadership to the best usable voter.
-func (n *Node) handOff(rep interface{ TransferLeadership(uint64) }, p *rangePlan) error {
+func (n *Node) handOff(rep *replica.Replica, p *rangePlan) error {
 	for _, v := range p.voters {
 		if v != p.me && p.usable(v) {
 			rep.TransferLeadership(v)

@@ -232,13 +232,7 @@ func TestDrainAndRemove(t *testing.T) {
 		}
 	}
 	for _, h := range hashes {
-		c := 0
-		for _, n := range rest {
-			if ok, _ := n.chunks.Has(h); ok {
-				c++
-			}
-		}
-		if c < 3 {
+		if c := copies(rest, h); c < 3 {
 			t.Fatalf("chunk %s has %d copies on the remaining nodes", h, c)
 		}
 	}

@@ -34,15 +34,6 @@ func TestChunkRepair(t *testing.T) {
 			hashes = append(hashes, ref.Hash)
 		}
 	}
-	copies := func(among []*Node, h chunk.Hash) int {
-		c := 0
-		for _, n := range among {
-			if ok, _ := n.chunks.Has(h); ok {
-				c++
-			}
-		}
-		return c
-	}
 	// Stop a node that holds copies (every node does, with 4 objects of
 	// several chunks at 3 copies on 4 nodes; pick the last).
 	gone, rest := nodes[3], nodes[:3]
@@ -111,4 +102,15 @@ func TestPacer(t *testing.T) {
 	if err := slow.wait(cctx, 1<<20); err == nil {
 		t.Fatal("a canceled wait returned nil")
 	}
+}
+
+// copies counts the nodes of among that hold chunk h.
+func copies(among []*Node, h chunk.Hash) int {
+	c := 0
+	for _, n := range among {
+		if ok, _ := n.chunks.Has(h); ok {
+			c++
+		}
+	}
+	return c
 }
