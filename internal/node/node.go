@@ -52,7 +52,7 @@ type Config struct {
 	// PeerPort is the node-to-node (gRPC) port. Default: 7071. -1 picks a free port.
 	PeerPort int
 	// Advertise is the host other nodes and clients reach this node at.
-	// Default: Listen (set it when Listen is 0.0.0.0).
+	// Default: Listen, or the host name when Listen is 0.0.0.0 or ::.
 	Advertise string
 	// Zone is the node's failure domain. Default: "default".
 	Zone string
@@ -244,8 +244,9 @@ type Node struct {
 	stopBG         context.CancelFunc
 	repairedFor    string // map signature of the last complete repair pass (repairStep only)
 	chunkPass      atomic.Pointer[chunkPass]
-	moving         atomic.Int64 // ranges this node leads that have a learner (repairRanges)
-	repairPace     pacer        // bounds the repairer's copy rate (repairStep only)
+	moving         atomic.Int64  // ranges this node leads that have a learner (repairRanges)
+	tsoLeader      atomic.Uint64 // the oracle's leader as last found (remoteTimestamp); 0 unknown
+	repairPace     pacer         // bounds the repairer's copy rate (repairStep only)
 	hbMu           sync.Mutex
 	heartbeat      meta.Leadership // held by keepBeating
 

@@ -23,27 +23,38 @@ func (n *Node) timestamp(ctx context.Context) (uint64, error) {
 	return n.remoteTimestamp(ctx)
 }
 
+// remoteTimestamp asks the oracle's leader for a timestamp. The leader's
+// id is cached (n.tsoLeader); the meta service is read again only when
+// the cached leader fails to answer, and then the call is made once more.
 func (n *Node) remoteTimestamp(ctx context.Context) (uint64, error) {
-	name, err := meta.Leader(ctx, n.meta, "tso")
+	cached := n.tsoLeader.Load()
+	ts, err := n.timestampFrom(ctx, cached)
+	if err == nil || cached == 0 || ctx.Err() != nil {
+		return ts, err
+	}
+	n.tsoLeader.CompareAndSwap(cached, 0)
+	return n.timestampFrom(ctx, 0)
+}
+
+// timestampFrom gets a timestamp from node id, or from the oracle's
+// leader as the meta service names it when id is 0 (and caches it).
+func (n *Node) timestampFrom(ctx context.Context, id uint64) (uint64, error) {
+	if id == 0 {
+		name, err := meta.Leader(ctx, n.meta, "tso")
+		if err != nil {
+			return 0, fmt.Errorf("find the timestamp oracle's leader: %w", err)
+		}
+		id, err = strconv.ParseUint(strings.TrimPrefix(name, "node-"), 10, 64)
+		if err != nil || !strings.HasPrefix(name, "node-") {
+			return 0, fmt.Errorf("the timestamp oracle's leader is %q, not a node", name)
+		}
+		if id == n.id.NodeID {
+			return 0, meta.ErrNotLeader // our own term is starting or ending
+		}
+		n.tsoLeader.Store(id)
+	}
+	b, err := n.callNode(ctx, id, adminService, "Timestamp", nil, 2*time.Second)
 	if err != nil {
-		return 0, fmt.Errorf("find the timestamp oracle's leader: %w", err)
-	}
-	id, err := strconv.ParseUint(strings.TrimPrefix(name, "node-"), 10, 64)
-	if err != nil || !strings.HasPrefix(name, "node-") {
-		return 0, fmt.Errorf("the timestamp oracle's leader is %q, not a node", name)
-	}
-	if id == n.id.NodeID {
-		return 0, meta.ErrNotLeader // our own term is starting or ending
-	}
-	addr, ok := n.peers.resolve(id)
-	if !ok {
-		return 0, fmt.Errorf("the timestamp oracle's leader, node %d, is not in the cluster map", id)
-	}
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	b, err := n.peers.caller.Call(cctx, addr, adminService, "Timestamp", nil)
-	if err != nil {
-		n.peers.forget()
 		return 0, err
 	}
 	if len(b) != 8 {
