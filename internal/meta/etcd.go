@@ -266,13 +266,7 @@ func DialEtcd(o DialOptions) (*EtcdStore, error) {
 	s.mu.leaders = make(map[*etcdLeadership]struct{})
 	// Start from the voters as they are now, not as the caller last saw
 	// them: the given endpoints may be a stale list.
-	var voters []string
-	for _, m := range resp.Members {
-		if !m.IsLearner {
-			voters = append(voters, m.ClientURLs...)
-		}
-	}
-	s.SetEndpoints(voters)
+	s.SetEndpoints(VoterEndpoints(toMembers(resp.Members)))
 	return s, nil
 }
 
