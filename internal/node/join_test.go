@@ -259,9 +259,20 @@ func TestReplicatedRange(t *testing.T) {
 	// own (possibly stale) state.
 	for _, n := range nodes {
 		if n != lh {
+			n.mu.RLock()
+			sp := n.mu.spaces["replicated"]
+			n.mu.RUnlock()
+			if sp == nil {
+				t.Fatalf("follower %d has not opened the space", n.NodeID())
+			}
+			r := sp.ranges[0]
+			r.hint.Store(0) // set again only by a read forwarded to the leaseholder
 			b, info, err := get(t, n, wire.GetRequest{Space: "replicated", Key: "k"})
 			if err != nil || string(b) != "replicated body" || info.Version != v.Version {
 				t.Fatalf("read through follower %d: %q %+v %v", n.NodeID(), b, info, err)
+			}
+			if r.leaseHere() || r.hint.Load() != lh.NodeID() {
+				t.Fatalf("follower %d did not read through the leaseholder %d (lease here %v, hint %d)", n.NodeID(), lh.NodeID(), r.leaseHere(), r.hint.Load())
 			}
 		}
 	}
