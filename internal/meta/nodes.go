@@ -208,9 +208,10 @@ func (c *Catalog) ReserveNodeID(ctx context.Context, id uint64) error {
 	return err
 }
 
-// MapEpoch returns the meta service revision of the newest change to the
+// MapEpoch returns the meta service revision of the newest entry of the
 // cluster map or the range table (0 when both are empty). It increases with
-// every change to either, so clients can tell a stale copy.
+// every write to either; deleting range entries (a deleted space) can lower
+// it, so a copy is stale when its epoch differs.
 func (c *Catalog) MapEpoch(ctx context.Context) (int64, error) {
 	var epoch int64
 	for _, prefix := range []string{keyNodePrefix, keyRangePrefix} {

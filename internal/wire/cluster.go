@@ -5,8 +5,10 @@ import "time"
 // ClusterReport is the CLUSTER op's answer, encoded as JSON.
 type ClusterReport struct {
 	Cluster string `json:"cluster"` // the cluster's id
-	// Epoch is the meta service revision of the newest change to the
-	// cluster map or the range table: it grows with every change.
+	// Epoch is the meta service revision of the newest entry of the
+	// cluster map or the range table: it grows with every write to them,
+	// but deleting a space's ranges can lower it, so it tells a copy is
+	// stale by differing, not by being smaller.
 	Epoch int64           `json:"epoch"`
 	Node  uint64          `json:"node"` // the node that answered
 	Nodes []ClusterNode   `json:"nodes"`
