@@ -26,7 +26,11 @@ func newClusterCmd() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "cluster %s, map epoch %d, answered by node %d\n\n", rep.Cluster, rep.Epoch, rep.Node)
+			oracle := "none"
+			if rep.Oracle != 0 {
+				oracle = fmt.Sprintf("node %d", rep.Oracle)
+			}
+			fmt.Fprintf(out, "cluster %s, map epoch %d, timestamp oracle on %s, answered by node %d\n\n", rep.Cluster, rep.Epoch, oracle, rep.Node)
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tADDRESS\tPEER\tZONE\tSTATE\tCAPACITY\tREPLICAS\tLEADS\tSTARTED")
 			for _, n := range rep.Nodes {

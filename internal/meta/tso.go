@@ -22,7 +22,10 @@ type OracleOptions struct {
 	// Window is how far ahead of the clock the high-water mark is persisted.
 	// Default: 3s.
 	Window time.Duration
-	// LeaseTTL is the TTL of the "tso" leadership lease. Default: 5s.
+	// LeaseTTL is the TTL of the "tso" leadership lease: how long the
+	// oracle may go without a leader after its leader dies without
+	// resigning (killed, cut off, paused). Default: 2s, the shortest lease
+	// etcd grants with its default 1s election timeout.
 	LeaseTTL time.Duration
 	// Logger receives renewal failures and leadership changes.
 	// Default: slog.Default().
@@ -38,7 +41,7 @@ func (o *OracleOptions) EnsureDefaults() {
 		o.Window = 3 * time.Second
 	}
 	if o.LeaseTTL == 0 {
-		o.LeaseTTL = 5 * time.Second
+		o.LeaseTTL = 2 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -25,6 +25,7 @@ func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
 		rep.Nodes = append(rep.Nodes, wire.ClusterNode{ID: nd.ID, Native: nd.Native, Peer: nd.Peer, HTTP: nd.HTTP,
 			Zone: nd.Zone, State: nd.State, Capacity: nd.Capacity, Started: nd.Started})
 	}
+	rep.Oracle, _ = n.oracleLeader(ctx) // 0 between terms
 	if ms, ok := n.meta.(membership); ok {
 		members, err := ms.Members(ctx)
 		if err != nil {

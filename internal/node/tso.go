@@ -40,13 +40,9 @@ func (n *Node) remoteTimestamp(ctx context.Context) (uint64, error) {
 // leader as the meta service names it when id is 0 (and caches it).
 func (n *Node) timestampFrom(ctx context.Context, id uint64) (uint64, error) {
 	if id == 0 {
-		name, err := meta.Leader(ctx, n.meta, "tso")
-		if err != nil {
-			return 0, fmt.Errorf("find the timestamp oracle's leader: %w", err)
-		}
-		id, err = strconv.ParseUint(strings.TrimPrefix(name, "node-"), 10, 64)
-		if err != nil || !strings.HasPrefix(name, "node-") {
-			return 0, fmt.Errorf("the timestamp oracle's leader is %q, not a node", name)
+		var err error
+		if id, err = n.oracleLeader(ctx); err != nil {
+			return 0, err
 		}
 		if id == n.id.NodeID {
 			return 0, meta.ErrNotLeader // our own term is starting or ending
@@ -61,6 +57,20 @@ func (n *Node) timestampFrom(ctx context.Context, id uint64) (uint64, error) {
 		return 0, fmt.Errorf("node %d answered a timestamp of %d bytes", id, len(b))
 	}
 	return binary.BigEndian.Uint64(b), nil
+}
+
+// oracleLeader is the id of the node leading the timestamp oracle, as the
+// meta service names it.
+func (n *Node) oracleLeader(ctx context.Context) (uint64, error) {
+	name, err := meta.Leader(ctx, n.meta, "tso")
+	if err != nil {
+		return 0, fmt.Errorf("find the timestamp oracle's leader: %w", err)
+	}
+	id, err := strconv.ParseUint(strings.TrimPrefix(name, "node-"), 10, 64)
+	if err != nil || !strings.HasPrefix(name, "node-") {
+		return 0, fmt.Errorf("the timestamp oracle's leader is %q, not a node", name)
+	}
+	return id, nil
 }
 
 // handleTimestamp serves a timestamp to another node; only the oracle's

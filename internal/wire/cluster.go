@@ -9,10 +9,12 @@ type ClusterReport struct {
 	// cluster map or the range table: it grows with every write to them,
 	// but deleting a space's ranges can lower it, so it tells a copy is
 	// stale by differing, not by being smaller.
-	Epoch int64           `json:"epoch"`
-	Node  uint64          `json:"node"` // the node that answered
-	Nodes []ClusterNode   `json:"nodes"`
-	Meta  []ClusterMember `json:"meta"`
+	Epoch int64  `json:"epoch"`
+	Node  uint64 `json:"node"` // the node that answered
+	// Oracle is the node leading the timestamp oracle (0: none right now).
+	Oracle uint64          `json:"oracle"`
+	Nodes  []ClusterNode   `json:"nodes"`
+	Meta   []ClusterMember `json:"meta"`
 	// Ranges lists every range with its replicas; Leader is known for the
 	// ranges the answering node holds a replica of (0 otherwise).
 	Ranges []ClusterRange `json:"ranges"`
