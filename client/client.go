@@ -15,9 +15,15 @@ import (
 // Options configure a Client. The zero value of every field but Addrs
 // means its default.
 type Options struct {
-	// Addrs are the nodes' native-protocol addresses (host:port). At least
-	// one is required; requests go to the first reachable one, in order.
+	// Addrs are the nodes' native-protocol addresses (host:port), the
+	// seeds. At least one is required. A request on one key goes straight
+	// to the node holding its range's lease, as the route table the
+	// client keeps says; other requests, and keyed ones when the table does
+	// not know, go to the first reachable seed, in order.
 	Addrs []string
+	// NoRouting turns the route table off: every request goes to the
+	// seeds, which pass keyed requests on to the leaseholder.
+	NoRouting bool
 	// Conns is the number of connections per address (default 2).
 	Conns int
 	// DialTimeout bounds each connection attempt (default 5s).
@@ -87,19 +93,23 @@ func (o *Options) Validate() error {
 // Client talks to a Cairn cluster over the native protocol. It is safe for
 // concurrent use; Close it when done.
 type Client struct {
-	opts  Options
-	log   *slog.Logger
-	nodes []*node
-	pref  atomic.Uint32 // index of the node tried first
-	done  chan struct{}
-	once  sync.Once
+	opts   Options
+	log    *slog.Logger
+	nodes  []*node       // the seeds
+	pref   atomic.Uint32 // index of the seed tried first
+	routes router
+	done   chan struct{}
+	once   sync.Once
 }
 
 // node is one address and its connection pool.
 type node struct {
 	addr string
 	rr   atomic.Uint32
-	mu   struct {
+	// failed is when dialing it last failed (Unix ns; 0: it answered since).
+	// Routing skips it for a while after.
+	failed atomic.Int64
+	mu     struct {
 		sync.Mutex
 		conns []*wire.Conn // nil: not dialed yet
 	}
@@ -125,10 +135,9 @@ func DialOptions(ctx context.Context, o Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{opts: o, log: o.Logger, done: make(chan struct{})}
+	c.routes.init(c)
 	for _, a := range o.Addrs {
-		n := &node{addr: a}
-		n.mu.conns = make([]*wire.Conn, o.Conns)
-		c.nodes = append(c.nodes, n)
+		c.nodes = append(c.nodes, c.routes.node(a))
 	}
 	var errs []error
 	for i := range c.nodes {
@@ -147,7 +156,8 @@ func DialOptions(ctx context.Context, o Options) (*Client, error) {
 func (c *Client) Close() error {
 	c.once.Do(func() {
 		close(c.done)
-		for _, n := range c.nodes {
+		c.routes.close()
+		for _, n := range c.routes.allNodes() {
 			n.mu.Lock()
 			conns := n.mu.conns
 			n.mu.conns = make([]*wire.Conn, len(conns))
@@ -165,12 +175,17 @@ func (c *Client) Close() error {
 // conn returns a working connection to node i, dialing one if its slot is
 // empty or broken.
 func (c *Client) conn(ctx context.Context, i int) (*wire.Conn, error) {
+	return c.connTo(ctx, c.nodes[i])
+}
+
+// connTo returns a working connection to n, dialing one if its slot is
+// empty or broken.
+func (c *Client) connTo(ctx context.Context, n *node) (*wire.Conn, error) {
 	select {
 	case <-c.done:
 		return nil, fmt.Errorf("%w: client closed", wire.ErrConnClosed)
 	default:
 	}
-	n := c.nodes[i]
 	slot := int(n.rr.Add(1)) % c.opts.Conns
 	n.mu.Lock()
 	cn := n.mu.conns[slot]
@@ -180,10 +195,12 @@ func (c *Client) conn(ctx context.Context, i int) (*wire.Conn, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
 	defer cancel()
-	fresh, err := wire.DialConn(dctx, n.addr, wire.ConnOptions{MaxInflight: c.opts.MaxInflightPerConn, Logger: c.log})
+	fresh, err := wire.DialConn(dctx, n.addr, wire.ConnOptions{MaxInflight: c.opts.MaxInflightPerConn, Logger: c.log, OnForwarded: c.routes.forwarded})
 	if err != nil {
+		n.failed.Store(time.Now().UnixNano())
 		return nil, &errDial{err: err}
 	}
+	n.failed.Store(0)
 	n.mu.Lock()
 	cur := n.mu.conns[slot]
 	if cur != nil && cur.Err() == nil {
@@ -206,6 +223,12 @@ func (c *Client) conn(ctx context.Context, i int) (*wire.Conn, error) {
 	}
 	return fresh, nil
 }
+
+// NotApplied reports whether err, returned by a request, proves that the
+// request had no effect: it was never sent, or the cluster refused it
+// before doing anything (NOT_LEADER, UNAVAILABLE). Any other error from a
+// write leaves its outcome unknown: it may have been applied.
+func NotApplied(err error) bool { return notApplied(err) }
 
 // notApplied reports whether err proves the request had no effect.
 func notApplied(err error) bool {

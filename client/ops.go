@@ -39,7 +39,7 @@ func (c *Client) DeleteSpace(ctx context.Context, name string) error {
 
 func (c *Client) putBytes(ctx context.Context, req *wire.PutRequest, data []byte) (ObjectInfo, error) {
 	var info ObjectInfo
-	err := c.do(ctx, false, nil, func(cn *wire.Conn) (err error) {
+	err := c.doKey(ctx, req.Space, req.Key, false, nil, func(cn *wire.Conn) (err error) {
 		info, err = cn.PutBytes(ctx, req, data)
 		return err
 	})
@@ -61,7 +61,7 @@ func (c *Client) PutStream(ctx context.Context, space, key string, r io.Reader, 
 	req := putRequest(space, key, size, opts)
 	cr := &countingReader{r: r}
 	var info ObjectInfo
-	err := c.do(ctx, false, func() bool { return cr.n == 0 }, func(cn *wire.Conn) (err error) {
+	err := c.doKey(ctx, space, key, false, func() bool { return cr.n == 0 }, func(cn *wire.Conn) (err error) {
 		info, err = cn.Put(ctx, &req, cr)
 		return err
 	})
@@ -107,7 +107,7 @@ func (c *Client) getBytes(ctx context.Context, req *wire.GetRequest) ([]byte, Ob
 		info ObjectInfo
 		data []byte
 	)
-	err := c.do(ctx, true, nil, func(cn *wire.Conn) (err error) {
+	err := c.doKey(ctx, req.Space, req.Key, true, nil, func(cn *wire.Conn) (err error) {
 		info, data, err = cn.GetBytes(ctx, req)
 		return err
 	})
@@ -140,7 +140,7 @@ func (c *Client) GetStream(ctx context.Context, space, key string, opts ...GetOp
 		info ObjectInfo
 		rc   io.ReadCloser
 	)
-	err := c.do(ctx, true, nil, func(cn *wire.Conn) (err error) {
+	err := c.doKey(ctx, space, key, true, nil, func(cn *wire.Conn) (err error) {
 		info, rc, err = cn.Get(ctx, &req)
 		return err
 	})
@@ -151,7 +151,7 @@ func (c *Client) GetStream(ctx context.Context, space, key string, opts ...GetOp
 func (c *Client) Stat(ctx context.Context, space, key string, opts ...GetOption) (ObjectInfo, error) {
 	req := getRequest(space, key, opts)
 	var info ObjectInfo
-	err := c.do(ctx, true, nil, func(cn *wire.Conn) (err error) {
+	err := c.doKey(ctx, space, key, true, nil, func(cn *wire.Conn) (err error) {
 		info, err = cn.Stat(ctx, &req)
 		return err
 	})
@@ -163,7 +163,7 @@ func (c *Client) Stat(ctx context.Context, space, key string, opts ...GetOption)
 func (c *Client) Delete(ctx context.Context, space, key string, opts ...DeleteOption) (ObjectInfo, error) {
 	req := deleteRequest(space, key, opts)
 	var info ObjectInfo
-	err := c.do(ctx, false, nil, func(cn *wire.Conn) (err error) {
+	err := c.doKey(ctx, space, key, false, nil, func(cn *wire.Conn) (err error) {
 		info, err = cn.Delete(ctx, &req)
 		return err
 	})
@@ -209,7 +209,7 @@ func (c *Client) ListAll(ctx context.Context, space string, o ListOptions) iter.
 func (c *Client) Versions(ctx context.Context, space, key string, o VersionsOptions) (VersionsResult, error) {
 	req := wire.VersionsRequest{Space: space, Key: key, Before: o.Before, Limit: o.Limit}
 	var res VersionsResult
-	err := c.do(ctx, true, nil, func(cn *wire.Conn) (err error) {
+	err := c.doKey(ctx, space, key, true, nil, func(cn *wire.Conn) (err error) {
 		res, err = cn.Versions(ctx, &req)
 		return err
 	})

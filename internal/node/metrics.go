@@ -14,6 +14,8 @@ type metrics struct {
 	cacheMiss  prometheus.Counter
 	// repairBytes counts chunk bytes copied to other nodes by the repairer.
 	repairBytes prometheus.Counter
+	// forwards counts range operations this node passed to the leaseholder.
+	forwards prometheus.Counter
 }
 
 func newMetrics(n *Node) *metrics {
@@ -38,8 +40,12 @@ func newMetrics(n *Node) *metrics {
 		Name: "cairn_repair_bytes_total",
 		Help: "Chunk bytes copied to other nodes to restore their replication.",
 	})
+	m.forwards = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cairn_forwarded_total",
+		Help: "Range operations passed on to the range's leaseholder on another node (clients that route by the route table cause few).",
+	})
 	m.reg.MustRegister(
-		m.cacheHits, m.cacheMiss, m.repairBytes,
+		m.cacheHits, m.cacheMiss, m.repairBytes, m.forwards,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cairn_record_cache_records", Help: "Records in the latest-version cache.",
 		}, func() float64 { return float64(n.cache.Len()) }),

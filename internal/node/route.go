@@ -46,6 +46,8 @@ const (
 // the reply payload; a wire error from the leaseholder comes back as one,
 // along with any payload it carried.
 func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) ([]byte, error) {
+	wire.MarkForwarded(ctx) // the client's route for this key is stale
+	n.metrics.forwards.Inc()
 	msg := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(req)), r.desc().ID)
 	msg = append(msg, req...)
 	deadline := time.Now().Add(forwardPatience)

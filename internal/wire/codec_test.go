@@ -136,6 +136,12 @@ func TestMessageRoundTrip(t *testing.T) {
 		gi, err := DecodeBatchRequest(AppendBatchRequest(nil, items))
 		check("BatchRequest", items, gi, err)
 
+		rt := RouteTable{Space: r.Uint32(), Epoch: r.Int64(), Routes: []Route{
+			{Range: r.Uint64(), Epoch: r.Uint64(), Start: []byte(randStr(r)), End: []byte(randStr(r)), Leaseholder: randStr(r), Replicas: []string{randStr(r), randStr(r)}},
+			{Range: r.Uint64(), Epoch: r.Uint64(), Start: []byte{}}}}
+		grt, err := DecodeRouteTable(AppendRouteTable(nil, &rt))
+		check("RouteTable", rt, grt, err)
+
 		rs := []BatchResult{{Op: BatchGet, Info: randInfo(r), Data: []byte("data")},
 			{Op: BatchPut, Code: CodeNotFound, Message: randStr(r)}, {Op: BatchStat, Info: randInfo(r)}}
 		grs, err := DecodeBatchResponse(AppendBatchResponse(nil, rs))
@@ -188,6 +194,9 @@ func FuzzDecodeMessages(f *testing.F) {
 	f.Add(uint8(2), AppendGetRequest(nil, &get))
 	f.Add(uint8(9), AppendBatchRequest(nil, []BatchItem{{Op: BatchGet, Get: get}, {Op: BatchPut, Put: PutRequest{Size: 1}, Body: []byte("x")}}))
 	f.Add(uint8(10), AppendBatchResponse(nil, []BatchResult{{Op: BatchGet, Info: info, Data: []byte("d")}}))
+	f.Add(uint8(13), AppendRouteTable(nil, &RouteTable{Space: 3, Epoch: 9, Routes: []Route{
+		{Range: 1, Epoch: 2, Start: []byte{0, 0, 0, 3}, End: []byte{0, 0, 0, 3, 'm'}, Leaseholder: "10.0.0.1:7070", Replicas: []string{"10.0.0.1:7070", "10.0.0.2:7070"}},
+		{Range: 2, Epoch: 1, Start: []byte{0, 0, 0, 3, 'm'}}}}))
 	f.Fuzz(func(t *testing.T, kind uint8, b []byte) {
 		// Each case decodes, re-encodes what decoded and must decode to the
 		// same value again.
@@ -196,7 +205,7 @@ func FuzzDecodeMessages(f *testing.F) {
 				t.Fatalf("kind %d does not round-trip: %v\n%+v\n%+v", kind, err, a, b)
 			}
 		}
-		switch kind % 13 {
+		switch kind % 14 {
 		case 0:
 			if v, err := DecodeObjectInfo(b); err == nil {
 				v2, err := DecodeObjectInfo(AppendObjectInfo(nil, &v))
@@ -255,6 +264,11 @@ func FuzzDecodeMessages(f *testing.F) {
 		case 11:
 			if v, err := DecodeSpaceList(b); err == nil {
 				v2, err := DecodeSpaceList(AppendSpaceList(nil, v))
+				same(v, v2, err)
+			}
+		case 13:
+			if v, err := DecodeRouteTable(b); err == nil {
+				v2, err := DecodeRouteTable(AppendRouteTable(nil, &v))
 				same(v, v2, err)
 			}
 		case 12:

@@ -39,6 +39,10 @@ type ConnOptions struct {
 	StreamFrames int
 	// Logger (default: discarded).
 	Logger *slog.Logger
+	// OnForwarded, if set, is called (from the connection's reader, so it
+	// must not block) with the opcode of every answer carrying
+	// FlagForwarded.
+	OnForwarded func(Op)
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -247,6 +251,9 @@ func (c *Conn) readLoop() error {
 			return Errorf(CodeMalformed, "server sent a frame without the response flag")
 		}
 		f := inFrame{op: h.Op, flags: h.Flags, body: body}
+		if h.Flags&FlagForwarded != 0 && c.opts.OnForwarded != nil {
+			c.opts.OnForwarded(h.Op)
+		}
 		term := f.terminal()
 		c.mu.Lock()
 		cl := c.mu.calls[h.ID]
@@ -421,6 +428,15 @@ func (c *Conn) ClusterStatus(ctx context.Context) ([]byte, error) {
 func (c *Conn) NodeAdmin(ctx context.Context, action NodeAction, nodeID uint64) error {
 	_, err := c.Call(ctx, OpNode, binary.BigEndian.AppendUint64([]byte{byte(action)}, nodeID))
 	return err
+}
+
+// Routes asks for the route table of a space (ROUTES).
+func (c *Conn) Routes(ctx context.Context, space string) (RouteTable, error) {
+	b, err := c.Call(ctx, OpRoutes, AppendName(nil, space))
+	if err != nil {
+		return RouteTable{}, err
+	}
+	return DecodeRouteTable(b)
 }
 
 // DeleteSpace implements Service.

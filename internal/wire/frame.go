@@ -37,6 +37,7 @@ const (
 	OpDeleteSpace Op = 0x04
 	OpCluster     Op = 0x05
 	OpNode        Op = 0x06
+	OpRoutes      Op = 0x07
 	OpPut         Op = 0x10
 	OpGet         Op = 0x11
 	OpStat        Op = 0x12
@@ -50,7 +51,7 @@ const (
 
 var opNames = map[Op]string{
 	OpPing: "PING", OpCreateSpace: "CREATE_SPACE", OpListSpaces: "LIST_SPACES",
-	OpDeleteSpace: "DELETE_SPACE", OpCluster: "CLUSTER", OpNode: "NODE", OpPut: "PUT", OpGet: "GET", OpStat: "STAT",
+	OpDeleteSpace: "DELETE_SPACE", OpCluster: "CLUSTER", OpNode: "NODE", OpRoutes: "ROUTES", OpPut: "PUT", OpGet: "GET", OpStat: "STAT",
 	OpDelete: "DELETE", OpList: "LIST", OpVersions: "VERSIONS", OpBatch: "BATCH",
 	OpData: "DATA", OpCancel: "CANCEL",
 }
@@ -75,7 +76,12 @@ const (
 	FlagMore uint16 = 1 << 2
 	// FlagEnd marks the last DATA frame of a stream.
 	FlagEnd uint16 = 1 << 3
+	// FlagForwarded, on an answer, says the node that answered did not
+	// hold the lease of the key's range and passed the request on: a
+	// client that routed by its route table should fetch it again.
+	FlagForwarded uint16 = 1 << 4
 
+	// knownFlags are the flags a request may carry.
 	knownFlags = FlagResponse | FlagError | FlagMore | FlagEnd
 )
 

@@ -396,10 +396,44 @@ func (c *serverConn) cancelRequest(id uint32) {
 	}
 }
 
+// reqContext is a request's context; it carries what the service reports
+// about the request for its answer's flags.
+type reqContext struct {
+	context.Context
+	forwarded atomic.Bool
+}
+
+type reqContextKey struct{}
+
+func (c *reqContext) Value(k any) any {
+	if k == (reqContextKey{}) {
+		return c
+	}
+	return c.Context.Value(k)
+}
+
+// MarkForwarded records, in the context of the request being served, that
+// this node did not hold the lease of the request's range and passed the
+// request on; the answer then carries FlagForwarded. It does nothing with a
+// context that is not a request's.
+func MarkForwarded(ctx context.Context) {
+	if c, ok := ctx.Value(reqContextKey{}).(*reqContext); ok {
+		c.forwarded.Store(true)
+	}
+}
+
+func forwardedFlag(ctx context.Context) uint16 {
+	if c, ok := ctx.(*reqContext); ok && c.forwarded.Load() {
+		return FlagForwarded
+	}
+	return 0
+}
+
 // start registers a request and runs it on its own goroutine.
 func (c *serverConn) start(h Header, body []byte) {
 	s := c.s
-	ctx, cancel := context.WithCancel(c.ctx)
+	cctx, cancel := context.WithCancel(c.ctx)
+	ctx := &reqContext{Context: cctx}
 	r := &request{cancel: cancel}
 	var put PutRequest
 	var putBody io.Reader
@@ -525,6 +559,19 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 				resp = append(buf, doc...)
 			}
 		}
+	case OpRoutes:
+		rs, ok := svc.(RouteService)
+		var name string
+		switch name, err = DecodeName(body); {
+		case err != nil:
+		case !ok:
+			err = Errorf(CodeUnknownOp, "this server does not report routes")
+		default:
+			var t RouteTable
+			if t, err = rs.Routes(ctx, name); err == nil {
+				resp = AppendRouteTable(buf, &t)
+			}
+		}
 	case OpNode:
 		ns, ok := svc.(NodeService)
 		switch {
@@ -605,7 +652,7 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 		c.s.small.Put(bp)
 		return c.sendError(h.Op, id, Errorf(CodeTooLarge, "response of %d bytes over the frame limit", len(resp)))
 	}
-	f := outFrame{op: h.Op, flags: FlagResponse, id: id, a: resp}
+	f := outFrame{op: h.Op, flags: FlagResponse | forwardedFlag(ctx), id: id, a: resp}
 	if cap(resp) <= 64<<10 {
 		// Small buffers go back to the pool once written; big ones are
 		// left to the collector so the pool stays small.
@@ -684,7 +731,7 @@ func (c *serverConn) get(ctx context.Context, id uint32, body []byte) Code {
 		if first && last && bp == nil {
 			// The common small GET: one frame, nothing to recycle.
 			c.unregister(id)
-			c.w.send(outFrame{op: OpGet, flags: FlagResponse, id: id, a: hdr, b: buf[:n]})
+			c.w.send(outFrame{op: OpGet, flags: FlagResponse | forwardedFlag(ctx), id: id, a: hdr, b: buf[:n]})
 			return CodeOK
 		}
 		if credit == nil {
@@ -702,6 +749,7 @@ func (c *serverConn) get(ctx context.Context, id uint32, body []byte) Code {
 		f := outFrame{op: OpData, flags: FlagResponse, id: id, b: buf[:n]}
 		if first {
 			f.op, f.a = OpGet, hdr
+			f.flags |= forwardedFlag(ctx)
 			if !last {
 				f.flags |= FlagMore
 			}

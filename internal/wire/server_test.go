@@ -786,3 +786,63 @@ func TestHandlerPanic(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// routed is a MemService that reports routes and says it forwarded every
+// STAT.
+type routed struct{ *MemService }
+
+func (routed) Routes(_ context.Context, space string) (RouteTable, error) {
+	if space != "s" {
+		return RouteTable{}, Errorf(CodeSpaceNotFound, "no space %q", space)
+	}
+	return RouteTable{Space: 7, Epoch: 3, Routes: []Route{{Range: 1, Epoch: 1, Start: []byte{0, 0, 0, 7}, Leaseholder: "a:1", Replicas: []string{"a:1"}}}}, nil
+}
+
+func (r routed) Stat(ctx context.Context, req *GetRequest) (ObjectInfo, error) {
+	MarkForwarded(ctx)
+	return r.MemService.Stat(ctx, req)
+}
+
+// TestRoutesAndForwarded checks ROUTES (answered by a RouteService, and
+// UNKNOWN_OP from a Service without routes) and that an answer the service
+// marked forwarded carries FlagForwarded, while others do not.
+func TestRoutesAndForwarded(t *testing.T) {
+	ctx := context.Background()
+	plain, _ := startServer(t, NewMemService(), ServerOptions{})
+	if _, err := dial(t, plain).Routes(ctx, "s"); CodeOf(err) != CodeUnknownOp {
+		t.Fatalf("ROUTES from a service without routes: %v", err)
+	}
+	addr, _ := startServer(t, routed{NewMemService()}, ServerOptions{})
+	var mu sync.Mutex
+	var seen []Op
+	c, err := DialConn(ctx, addr, ConnOptions{OnForwarded: func(op Op) {
+		mu.Lock()
+		seen = append(seen, op)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rt, err := c.Routes(ctx, "s")
+	if err != nil || rt.Space != 7 || len(rt.Routes) != 1 || rt.Routes[0].Leaseholder != "a:1" {
+		t.Fatalf("routes: %+v %v", rt, err)
+	}
+	if _, err := c.Routes(ctx, "nope"); CodeOf(err) != CodeSpaceNotFound {
+		t.Fatalf("routes of a missing space: %v", err)
+	}
+	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutBytes(ctx, &PutRequest{Space: "s", Key: "k", Size: 1}, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Stat(ctx, &GetRequest{Space: "s", Key: "k", Length: -1}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0] != OpStat {
+		t.Fatalf("answers flagged forwarded: %v, want only the STAT", seen)
+	}
+}

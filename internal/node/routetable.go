@@ -1,0 +1,45 @@
+package node
+
+import (
+	"context"
+
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// Routes implements wire.RouteService: the space's ranges as this node
+// knows them, each with the node holding its lease (the raft leader of a
+// range this node holds a replica of; else the node forwarding last found
+// holding it), so a client can send keyed requests straight there.
+func (n *Node) Routes(ctx context.Context, name string) (wire.RouteTable, error) {
+	s, release, err := n.acquire(ctx, name)
+	if err != nil {
+		return wire.RouteTable{}, err
+	}
+	defer release()
+	t := wire.RouteTable{Space: s.meta.ID}
+	if t.Epoch, err = n.catalog.MapEpoch(ctx); err != nil {
+		return wire.RouteTable{}, unavailable("meta service", err)
+	}
+	native := map[uint64]string{}
+	for _, nd := range n.peers.view() {
+		native[nd.ID] = nd.Native
+	}
+	for _, r := range s.ranges {
+		st := r.cur.Load() // descriptor and replica from one snapshot
+		d := &st.desc
+		lead := r.hint.Load()
+		if st.rep != nil {
+			lead = st.rep.Status().Leader
+		}
+		rt := wire.Route{Range: d.ID, Epoch: d.Epoch, Start: d.Start, End: d.End, Leaseholder: native[lead]}
+		for _, id := range d.Replicas {
+			if a := native[id]; a != "" {
+				rt.Replicas = append(rt.Replicas, a)
+			}
+		}
+		t.Routes = append(t.Routes, rt)
+	}
+	return t, nil
+}
+
+var _ wire.RouteService = (*Node)(nil)
