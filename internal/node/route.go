@@ -55,6 +55,13 @@ func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) (
 	for round := 0; ; round++ {
 		tried := map[uint64]bool{n.id.NodeID: true}
 		queue := []uint64{}
+		// The local replica's raft knows the current leader best (a
+		// frozen old leader stays the hint until a call to it fails).
+		if rep := r.replica(); rep != nil {
+			if lead := rep.Status().Leader; lead != 0 {
+				queue = append(queue, lead)
+			}
+		}
 		if h := r.hint.Load(); h != 0 {
 			queue = append(queue, h)
 		}
@@ -68,6 +75,9 @@ func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) (
 			tried[id] = true
 			b, err := n.callNode(ctx, id, rangeService, method, msg, forwardTimeout)
 			if err != nil {
+				// Even when our caller gave up first: a frozen node would
+				// otherwise stay the first one tried by every request.
+				r.hint.CompareAndSwap(id, 0)
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
@@ -78,7 +88,6 @@ func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) (
 					return nil, wire.Errorf(wire.CodeOutcomeUnknown, "range %d: node %d: %v", r.desc().ID, id, err)
 				}
 				last = fmt.Errorf("node %d: %w", id, err)
-				r.hint.CompareAndSwap(id, 0) // unreachable: do not try it first again
 				continue
 			}
 			payload, lead, err := decodeReply(b)

@@ -25,14 +25,21 @@ func (n *Node) timestamp(ctx context.Context) (uint64, error) {
 
 // remoteTimestamp asks the oracle's leader for a timestamp. The leader's
 // id is cached (n.tsoLeader); the meta service is read again only when
-// the cached leader fails to answer, and then the call is made once more.
+// the cached leader fails to answer, and then the call is made once more
+// (if the caller's deadline allows).
 func (n *Node) remoteTimestamp(ctx context.Context) (uint64, error) {
 	cached := n.tsoLeader.Load()
 	ts, err := n.timestampFrom(ctx, cached)
-	if err == nil || cached == 0 || ctx.Err() != nil {
+	if err == nil || cached == 0 {
 		return ts, err
 	}
+	// Forget the leader even when our caller gave up first: a dead or
+	// frozen leader makes every call wait until its caller's deadline, and
+	// keeping it cached would send every later request to wait there too.
 	n.tsoLeader.CompareAndSwap(cached, 0)
+	if ctx.Err() != nil {
+		return ts, err
+	}
 	return n.timestampFrom(ctx, 0)
 }
 
