@@ -274,11 +274,18 @@ func (c *Client) do(ctx context.Context, idempotent bool, mayRetry func() bool, 
 			delay = min(2*delay, time.Second)
 		}
 		var cn *wire.Conn
-		cn, err = c.pick(ctx)
+		var n *node
+		cn, n, err = c.pick(ctx)
 		if err == nil {
 			err = fn(cn)
 			if err == nil {
 				return nil
+			}
+			if suspect(err) {
+				// No answer in time (a paused or cut-off node looks like
+				// this): later requests start elsewhere.
+				n.failed.Store(time.Now().UnixNano())
+				c.advance()
 			}
 		}
 		if attempt >= c.opts.RetryAttempts || !retryable(err, idempotent) || mayRetry != nil && !mayRetry() {
@@ -294,24 +301,48 @@ func (c *Client) do(ctx context.Context, idempotent bool, mayRetry func() bool, 
 
 // pick returns a connection to the preferred node, moving on to the next
 // address when one cannot be reached.
-func (c *Client) pick(ctx context.Context) (*wire.Conn, error) {
+func (c *Client) pick(ctx context.Context) (*wire.Conn, *node, error) {
 	var errs []error
 	start := int(c.pref.Load())
-	for k := range c.nodes {
-		i := (start + k) % len(c.nodes)
-		cn, err := c.conn(ctx, i)
-		if err == nil {
-			if k > 0 {
-				c.pref.Store(uint32(i))
+	// Nodes that recently failed to answer are tried last.
+	var tried []bool
+	for pass := range 2 {
+		for k := range c.nodes {
+			i := (start + k) % len(c.nodes)
+			if pass == 0 && c.nodes[i].recentlyFailed() || pass == 1 && tried != nil && tried[i] {
+				continue
 			}
-			return cn, nil
+			cn, err := c.conn(ctx, i)
+			if err == nil {
+				if i != start {
+					c.pref.Store(uint32(i))
+				}
+				return cn, c.nodes[i], nil
+			}
+			if ctx.Err() != nil {
+				return nil, nil, err
+			}
+			if tried == nil {
+				tried = make([]bool, len(c.nodes))
+			}
+			tried[i] = true
+			errs = append(errs, err)
 		}
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		errs = append(errs, err)
 	}
-	return nil, &errDial{err: errors.Join(errs...)}
+	return nil, nil, &errDial{err: errors.Join(errs...)}
+}
+
+// recentlyFailed reports whether dialing n or a request to it failed
+// within skipFailedFor.
+func (n *node) recentlyFailed() bool {
+	f := n.failed.Load()
+	return f != 0 && time.Since(time.Unix(0, f)) < skipFailedFor
+}
+
+// suspect reports whether err says the node did not answer: its
+// connection broke, or the request ran out of time there.
+func suspect(err error) bool {
+	return errors.Is(err, wire.ErrConnLost) || errors.Is(err, context.DeadlineExceeded)
 }
 
 func (c *Client) advance() {

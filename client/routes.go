@@ -132,7 +132,7 @@ func (r *router) target(space, key string) *node {
 		return nil
 	}
 	n := r.node(rt.Leaseholder)
-	if f := n.failed.Load(); f != 0 && time.Since(time.Unix(0, f)) < skipFailedFor {
+	if n.recentlyFailed() {
 		return nil
 	}
 	return n
@@ -224,6 +224,9 @@ func (c *Client) doKey(ctx context.Context, space, key string, idempotent bool, 
 			err = fn(cn)
 			if err == nil || routedAnswer(err) {
 				return err
+			}
+			if suspect(err) {
+				n.failed.Store(time.Now().UnixNano())
 			}
 		}
 		c.routes.failed(space)
