@@ -45,11 +45,7 @@ func freePort(t *testing.T) int {
 // all three nodes joined, and writes through one node and reads through
 // the others with the CLI inside the containers.
 func TestCompose(t *testing.T) {
-	requireDocker(t)
-	tag := fmt.Sprintf("cairn-compose-test:%d", os.Getpid())
-	if out, err := exec.Command("./build-image.sh", tag).CombinedOutput(); err != nil {
-		t.Fatalf("build image: %v\n%s", err, out)
-	}
+	tag := testImage(t)
 	p := fmt.Sprintf("cairncompose%d", os.Getpid())
 	env := []string{"CAIRN_IMAGE=" + tag, fmt.Sprintf("CAIRN_PORT=%d", freePort(t)), fmt.Sprintf("CAIRN_HTTP_PORT=%d", freePort(t))}
 	t.Cleanup(func() {
@@ -58,7 +54,6 @@ func TestCompose(t *testing.T) {
 			t.Logf("cluster logs:\n%s", logs)
 		}
 		compose(t, env, nil, p, "down", "-v", "-t", "1")
-		docker(t, nil, "rmi", "-f", tag)
 	})
 	if _, err := compose(t, env, nil, p, "up", "-d"); err != nil {
 		t.Fatal(err)

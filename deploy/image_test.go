@@ -13,7 +13,7 @@ import (
 )
 
 // docker runs the docker CLI and returns its standard output.
-func docker(t *testing.T, stdin []byte, args ...string) (string, error) {
+func docker(t testing.TB, stdin []byte, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command("docker", args...)
 	var out, errb bytes.Buffer
@@ -28,7 +28,7 @@ func docker(t *testing.T, stdin []byte, args ...string) (string, error) {
 	return out.String(), nil
 }
 
-func mustDocker(t *testing.T, stdin []byte, args ...string) string {
+func mustDocker(t testing.TB, stdin []byte, args ...string) string {
 	t.Helper()
 	out, err := docker(t, stdin, args...)
 	if err != nil {
@@ -39,7 +39,7 @@ func mustDocker(t *testing.T, stdin []byte, args ...string) string {
 
 // requireDocker skips the test without docker, unless CAIRN_REQUIRE_DOCKER
 // is set (scripts/test.sh sets it), which makes that a failure.
-func requireDocker(t *testing.T) {
+func requireDocker(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("docker"); err != nil {
 		if os.Getenv("CAIRN_REQUIRE_DOCKER") != "" {
@@ -70,18 +70,12 @@ func waitCLI(t *testing.T, name string, args ...string) string {
 // a named volume, writes through the CLI inside it, kills the container
 // (SIGKILL) and starts it again: the acknowledged object must still be there.
 func TestImage(t *testing.T) {
-	requireDocker(t)
-	tag := fmt.Sprintf("cairn-test:%d", os.Getpid())
-	out, err := exec.Command("./build-image.sh", tag).CombinedOutput()
-	if err != nil {
-		t.Fatalf("build image: %v\n%s", err, out)
-	}
+	tag := testImage(t)
 	name := fmt.Sprintf("cairn-image-test-%d", os.Getpid())
 	vol := name + "-data"
 	t.Cleanup(func() {
 		docker(t, nil, "rm", "-f", name)
 		docker(t, nil, "volume", "rm", "-f", vol)
-		docker(t, nil, "rmi", "-f", tag)
 	})
 	// Nothing but the binary is in the image.
 	if out := mustDocker(t, nil, "image", "inspect", "--format", "{{json .Config.Entrypoint}} {{len .RootFS.Layers}}", tag); strings.TrimSpace(out) != `["/cairn"] 1` {

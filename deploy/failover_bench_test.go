@@ -1,0 +1,123 @@
+package deploy
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/client"
+)
+
+// BenchmarkFailoverDocker measures how soon a three-node cluster of
+// containers takes writes again after a node is killed with SIGKILL: first
+// the node leading the timestamp oracle (so the oracle's lease must run
+// out before another node serves timestamps), then, once that node is back,
+// the node leading the most ranges that does not lead the oracle. Writes go
+// to keys in every range through the surviving nodes only, so the figure
+// is the cluster's failover, not a client's dial timeout; a key counts as
+// resumed at its first acknowledged write after the kill.
+//
+//	go test ./deploy -run '^$' -bench FailoverDocker -benchtime 1x
+func BenchmarkFailoverDocker(b *testing.B) {
+	c := newDockerCluster(b, 3)
+	ctx := context.Background()
+	admin, err := client.Dial(ctx, c.seeds()...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := admin.CreateSpace(ctx, "failover", client.SpaceSettings{Ranges: 6}); err != nil {
+		b.Fatal(err)
+	}
+	admin.Close()
+	c.writable("failover")
+	time.Sleep(6 * time.Second) // leases settle where rebalancing puts them
+
+	for b.Loop() {
+		for _, tc := range []struct {
+			oracle bool
+			signal string
+		}{{true, "KILL"}, {false, "KILL"}, {true, "STOP"}, {false, "STOP"}} {
+			oracle, signal := tc.oracle, tc.signal
+			rep := c.waitUp(3)
+			var victim *dockerNode
+			most := -1
+			for _, nd := range rep.Nodes {
+				if (nd.ID == rep.Oracle) != oracle || !oracle && nd.Leaders <= most {
+					continue
+				}
+				for _, dn := range c.nodes {
+					if dn.native() == nd.Native {
+						victim, most = dn, nd.Leaders
+					}
+				}
+			}
+			if victim == nil {
+				b.Fatalf("no node to kill (oracle %v): %+v", oracle, rep.Nodes)
+			}
+			first, all := c.killAndTime(b, victim, "failover", signal)
+			what := "range-leader"
+			if oracle {
+				what = "oracle"
+			}
+			what += "-" + signal
+			b.Logf("killed %s (the %s, leading %d ranges): first write after %v, every key written after %v",
+				victim.name, what, most, first.Round(time.Millisecond), all.Round(time.Millisecond))
+			b.ReportMetric(first.Seconds(), what+"-first-s")
+			b.ReportMetric(all.Seconds(), what+"-all-s")
+			if signal == "KILL" {
+				mustDocker(b, nil, "start", victim.name)
+			} else {
+				mustDocker(b, nil, "kill", "--signal", "CONT", victim.name)
+			}
+			c.waitUp(3)
+			time.Sleep(8 * time.Second) // leases move back (--rebalance-after 5s)
+		}
+	}
+}
+
+// killAndTime sends victim signal (KILL, or STOP to freeze it) and writes to 32 keys (in every range) through the other nodes
+// until each has taken a write; it returns the time from the kill to the
+// first acknowledged write and to the last key's.
+func (c *dockerCluster) killAndTime(b *testing.B, victim *dockerNode, space, signal string) (first, all time.Duration) {
+	var seeds []string
+	for _, nd := range c.nodes {
+		if nd != victim {
+			seeds = append(seeds, nd.native())
+		}
+	}
+	cl, err := client.DialOptions(context.Background(), client.Options{Addrs: seeds, DialTimeout: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	mustDocker(b, nil, "kill", "--signal", signal, victim.name)
+	killed := time.Now()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, key := range spreadKeys(32) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(killed) < time.Minute {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_, err := cl.Put(ctx, space, key, []byte("after the kill"))
+				cancel()
+				if err == nil {
+					d := time.Since(killed)
+					mu.Lock()
+					if first == 0 || d < first {
+						first = d
+					}
+					all = max(all, d)
+					mu.Unlock()
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			b.Errorf("%s took no write for a minute after the kill", key)
+		}()
+	}
+	wg.Wait()
+	return first, all
+}

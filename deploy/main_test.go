@@ -1,0 +1,44 @@
+package deploy
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+)
+
+// image is the image the tests build once and share; TestMain removes it.
+var image struct {
+	once sync.Once
+	tag  string
+	err  error
+}
+
+// testImage builds the FROM-scratch image the first time a test asks for
+// it and returns its tag.
+func testImage(t testing.TB) string {
+	t.Helper()
+	requireDocker(t)
+	image.once.Do(func() {
+		tag := fmt.Sprintf("cairn-test:%d", os.Getpid())
+		out, err := exec.Command("./build-image.sh", tag).CombinedOutput()
+		if err != nil {
+			image.err = fmt.Errorf("build image: %v\n%s", err, out)
+			return
+		}
+		image.tag = tag
+	})
+	if image.err != nil {
+		t.Fatal(image.err)
+	}
+	return image.tag
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if image.tag != "" {
+		exec.Command("docker", "rmi", "-f", image.tag).Run()
+	}
+	os.Exit(code)
+}
