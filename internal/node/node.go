@@ -245,7 +245,8 @@ type Node struct {
 	repairedFor    string // map signature of the last complete repair pass (repairStep only)
 	chunkPass      atomic.Pointer[chunkPass]
 	moving         atomic.Int64  // ranges this node leads that have a learner (repairRanges)
-	tsoLeader      atomic.Uint64 // the oracle's leader as last found (remoteTimestamp); 0 unknown
+	tsoLeader      atomic.Uint64 // the oracle's leader as last found (fetchTimestamps); 0 unknown
+	tsb            tsBatcher     // remote timestamp requests waiting for a call
 	repairPace     pacer         // bounds the repairer's copy rate (repairStep only)
 	hbMu           sync.Mutex
 	heartbeat      meta.Leadership // held by keepBeating

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/meta"
@@ -23,29 +24,93 @@ func (n *Node) timestamp(ctx context.Context) (uint64, error) {
 	return n.remoteTimestamp(ctx)
 }
 
-// remoteTimestamp asks the oracle's leader for a timestamp. The leader's
-// id is cached (n.tsoLeader); the meta service is read again only when
-// the cached leader fails to answer, and then the call is made once more
-// (if the caller's deadline allows).
+// maxTimestampBatch bounds the timestamps one call to the oracle's leader
+// fetches.
+const maxTimestampBatch = 1024
+
+// tsBatcher lets concurrent requests on a node that does not lead the
+// oracle share one call to its leader: while a call is out, requests
+// queue; the next call fetches as many timestamps as are waiting (NextN)
+// and hands one to each. Every waiter queued before that call was sent, so
+// its timestamp is above every one handed out before its request began.
+type tsBatcher struct {
+	mu      sync.Mutex
+	waiting []chan tsResult
+	running bool // a goroutine is serving the queue
+}
+
+type tsResult struct {
+	ts  uint64
+	err error
+}
+
+// remoteTimestamp gets a timestamp from the oracle's leader, in a batch
+// with the other requests waiting for one.
 func (n *Node) remoteTimestamp(ctx context.Context) (uint64, error) {
+	ch := make(chan tsResult, 1)
+	b := &n.tsb
+	b.mu.Lock()
+	b.waiting = append(b.waiting, ch)
+	if !b.running {
+		b.running = true
+		go n.serveTimestampBatches()
+	}
+	b.mu.Unlock()
+	select {
+	case r := <-ch:
+		return r.ts, r.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// serveTimestampBatches fetches timestamps for the queue until it is empty.
+func (n *Node) serveTimestampBatches() {
+	b := &n.tsb
+	for {
+		b.mu.Lock()
+		batch := b.waiting
+		b.waiting = nil
+		if len(batch) == 0 {
+			b.running = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		for len(batch) > 0 {
+			k := min(len(batch), maxTimestampBatch)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			first, err := n.fetchTimestamps(ctx, k)
+			cancel()
+			for i, ch := range batch[:k] {
+				ch <- tsResult{ts: first + uint64(i), err: err}
+			}
+			batch = batch[k:]
+		}
+	}
+}
+
+// fetchTimestamps reserves k consecutive timestamps on the oracle's leader
+// and returns the first. The leader's id is cached (n.tsoLeader); the meta
+// service is read again only when the cached leader fails to answer, and
+// then the call is made once more (if the deadline allows).
+func (n *Node) fetchTimestamps(ctx context.Context, k int) (uint64, error) {
 	cached := n.tsoLeader.Load()
-	ts, err := n.timestampFrom(ctx, cached)
+	ts, err := n.timestampFrom(ctx, cached, k)
 	if err == nil || cached == 0 {
 		return ts, err
 	}
-	// Forget the leader even when our caller gave up first: a dead or
-	// frozen leader makes every call wait until its caller's deadline, and
-	// keeping it cached would send every later request to wait there too.
+	// A dead or frozen leader must not stay first in line.
 	n.tsoLeader.CompareAndSwap(cached, 0)
 	if ctx.Err() != nil {
 		return ts, err
 	}
-	return n.timestampFrom(ctx, 0)
+	return n.timestampFrom(ctx, 0, k)
 }
 
-// timestampFrom gets a timestamp from node id, or from the oracle's
+// timestampFrom reserves k timestamps on node id, or on the oracle's
 // leader as the meta service names it when id is 0 (and caches it).
-func (n *Node) timestampFrom(ctx context.Context, id uint64) (uint64, error) {
+func (n *Node) timestampFrom(ctx context.Context, id uint64, k int) (uint64, error) {
 	if id == 0 {
 		var err error
 		if id, err = n.oracleLeader(ctx); err != nil {
@@ -56,7 +121,7 @@ func (n *Node) timestampFrom(ctx context.Context, id uint64) (uint64, error) {
 		}
 		n.tsoLeader.Store(id)
 	}
-	b, err := n.callNode(ctx, id, adminService, "Timestamp", nil, 2*time.Second)
+	b, err := n.callNode(ctx, id, adminService, "Timestamp", binary.BigEndian.AppendUint32(nil, uint32(k)), 2*time.Second)
 	if err != nil {
 		return 0, err
 	}
@@ -80,10 +145,18 @@ func (n *Node) oracleLeader(ctx context.Context) (uint64, error) {
 	return id, nil
 }
 
-// handleTimestamp serves a timestamp to another node; only the oracle's
-// leader can.
-func (n *Node) handleTimestamp(ctx context.Context, _ []byte) ([]byte, error) {
-	ts, err := n.oracle.Next(ctx)
+// handleTimestamp serves timestamps to another node (a u32 count, else
+// one): the first of that many consecutive ones. Only the oracle's leader
+// can.
+func (n *Node) handleTimestamp(ctx context.Context, req []byte) ([]byte, error) {
+	k := 1 // a request without a count asks for one
+	if len(req) == 4 {
+		k = int(binary.BigEndian.Uint32(req))
+	}
+	if k < 1 || k > maxTimestampBatch {
+		return nil, fmt.Errorf("a batch of %d timestamps is outside [1, %d]", k, maxTimestampBatch)
+	}
+	ts, err := n.oracle.NextN(ctx, k)
 	if err != nil {
 		return nil, err
 	}
