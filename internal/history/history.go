@@ -83,6 +83,22 @@ type Result struct {
 	Bad string
 }
 
+// Verdict is nil when the whole history was checked, is linearizable and
+// holds at least minAcked acknowledged writes (so the run tested
+// something); else it says what failed. Keys the checker had no time for
+// would pass as linearizable, so running out of time fails too.
+func (r Result) Verdict(minAcked int) error {
+	switch {
+	case r.Unknown:
+		return fmt.Errorf("the checker ran out of time; the history was not fully checked")
+	case !r.Linearizable:
+		return fmt.Errorf("history is not linearizable:\n%s", r.Bad)
+	case r.Puts-r.Pending < minAcked:
+		return fmt.Errorf("only %d writes were acknowledged, fewer than %d", r.Puts-r.Pending, minAcked)
+	}
+	return nil
+}
+
 type input struct {
 	put   bool
 	value string

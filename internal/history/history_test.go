@@ -58,3 +58,22 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestVerdict checks that a result passes only when fully checked,
+// linearizable and with enough acknowledged writes.
+func TestVerdict(t *testing.T) {
+	ok := Result{Linearizable: true, Puts: 30, Pending: 5}
+	if err := ok.Verdict(25); err != nil {
+		t.Fatalf("a good result failed: %v", err)
+	}
+	for name, r := range map[string]Result{
+		"unknown":      {Linearizable: true, Unknown: true, Puts: 30},
+		"illegal":      {Bad: "key k", Puts: 30},
+		"few writes":   {Linearizable: true, Puts: 30, Pending: 6},
+		"no writes at": {Linearizable: true},
+	} {
+		if err := r.Verdict(25); err == nil {
+			t.Errorf("%s: passed", name)
+		}
+	}
+}
