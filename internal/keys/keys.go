@@ -255,3 +255,16 @@ func Lock(obj []byte) []byte {
 	dst = append(dst, PrefixLock)
 	return append(dst, obj...)
 }
+
+// LockSpan returns the span [lower, upper) of the lock keys of every object
+// in [objStart, objEnd); a nil objEnd means past the last one (the end of
+// the 'l' keyspace).
+func LockSpan(objStart, objEnd []byte) (lower, upper []byte) {
+	lower = Lock(objStart)
+	if objEnd == nil {
+		upper = []byte{PrefixLock + 1}
+	} else {
+		upper = Lock(objEnd)
+	}
+	return lower, upper
+}

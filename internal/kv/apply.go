@@ -57,16 +57,14 @@ func (m *StateMachine) Committed() {
 // versions of its object keys.
 func (m *StateMachine) Spans(d replica.Descriptor) []replica.Span {
 	vlo, vhi := keys.VersionSpan(d.Start, d.End)
-	llo, lhi := keys.Lock(d.Start), []byte{keys.PrefixLock + 1}
-	if d.End != nil {
-		lhi = keys.Lock(d.End)
-	}
+	llo, lhi := keys.LockSpan(d.Start, d.End)
 	return []replica.Span{{Start: llo, End: lhi}, {Start: vlo, End: vhi}}
 }
 
 // Restored implements replica.Restorer: a range's state was replaced, so
-// cached records of its keys may be stale.
-func (m *StateMachine) Restored() { m.Cache.Clear() }
+// cached records of its keys may be stale. The cache is the node's, shared
+// by every range: only this range's keys are dropped.
+func (m *StateMachine) Restored(d replica.Descriptor) { m.Cache.ClearRange(d.Start, d.End) }
 
 func (m *StateMachine) wrote(obj []byte, latest *mvcc.Record) {
 	if m.Cache == nil {

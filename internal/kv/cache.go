@@ -167,10 +167,12 @@ func (c *Cache) evictLocked(s *cacheShard) {
 	}
 }
 
-// Clear drops every entry that no apply batch is writing, and makes
-// every outstanding miss token stale: for when a range's state was replaced
-// wholesale (a snapshot installed, a replica removed).
-func (c *Cache) Clear() {
+// ClearRange drops every entry of an object key in [start, end) (a nil end:
+// no upper bound) that no apply batch is writing, and makes every
+// outstanding miss token stale: for when a range's state was replaced
+// wholesale (a snapshot installed, a replica removed). Entries of other
+// ranges stay.
+func (c *Cache) ClearRange(start, end []byte) {
 	if c == nil {
 		return
 	}
@@ -179,7 +181,7 @@ func (c *Cache) Clear() {
 		s.mu.Lock()
 		s.seq++
 		for k, e := range s.m {
-			if e.pending == 0 {
+			if e.pending == 0 && k >= string(start) && (end == nil || k < string(end)) {
 				delete(s.m, k)
 				s.bytes -= e.size
 			}

@@ -182,13 +182,16 @@ func cacheInterleavings(t *testing.T, seed uint64) {
 	}
 }
 
-func TestCacheClear(t *testing.T) {
+func TestCacheClearRange(t *testing.T) {
 	c := NewCache(1 << 20)
 	obj := []byte("k")
 	_, tok := c.Get(obj)
 	c.Fill(obj, &mvcc.Record{Version: 1}, tok)
+	outside := []byte("z")
+	_, tok = c.Get(outside)
+	c.Fill(outside, &mvcc.Record{Version: 3}, tok)
 	_, stale := c.Get([]byte("other"))
-	c.Clear()
+	c.ClearRange([]byte("a"), []byte("p"))
 	if rec, _ := c.Get(obj); rec != nil {
 		t.Fatal("record served after Clear")
 	}
@@ -196,5 +199,12 @@ func TestCacheClear(t *testing.T) {
 	if rec, _ := c.Get([]byte("other")); rec != nil {
 		t.Fatal("a miss from before Clear filled the cache")
 	}
-	(*Cache)(nil).Clear()
+	if rec, _ := c.Get(outside); rec == nil || rec.Version != 3 {
+		t.Fatalf("a record of another range was dropped: %+v", rec)
+	}
+	c.ClearRange(nil, nil)
+	if rec, _ := c.Get(outside); rec != nil {
+		t.Fatal("record served after clearing everything")
+	}
+	(*Cache)(nil).ClearRange(nil, nil)
 }

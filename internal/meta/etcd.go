@@ -256,17 +256,16 @@ func DialEtcd(o DialOptions) (*EtcdStore, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.DialTimeout)
 	defer cancel()
-	resp, err := cli.MemberList(ctx)
-	if err != nil {
+	// Start from the started voters as they are now, not as the caller
+	// last saw them (the given endpoints may be a stale list); this is
+	// also the reachability check.
+	if err := cli.Sync(ctx); err != nil {
 		closing.Store(true)
 		cli.Close()
 		return nil, fmt.Errorf("meta: reach the meta service at %s: %w", strings.Join(o.Endpoints, ","), err)
 	}
 	s := &EtcdStore{client: cli, name: o.Name, log: o.Logger, closing: closing}
 	s.mu.leaders = make(map[*etcdLeadership]struct{})
-	// Start from the voters as they are now, not as the caller last saw
-	// them: the given endpoints may be a stale list.
-	s.SetEndpoints(VoterEndpoints(toMembers(resp.Members)))
 	return s, nil
 }
 

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
 // Member is one member of the meta service's etcd cluster.
@@ -25,17 +23,12 @@ func (s *EtcdStore) Members(ctx context.Context) ([]Member, error) {
 	if err != nil {
 		return nil, s.mapErr("member list", err)
 	}
-	return toMembers(resp.Members), nil
-}
-
-// toMembers converts etcd's member list, in id order.
-func toMembers(ms []*etcdserverpb.Member) []Member {
-	out := make([]Member, 0, len(ms))
-	for _, m := range ms {
+	out := make([]Member, 0, len(resp.Members))
+	for _, m := range resp.Members {
 		out = append(out, Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Learner: m.IsLearner})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
+	return out, nil
 }
 
 // AddLearner adds a non-voting member that will start at peerURL, and

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -47,7 +48,7 @@ func readUint(r pebble.Reader, key []byte) uint64 {
 // Spans implements Spanner: everything under "z" + rangeID.
 func (c *counterSM) Spans(Descriptor) []Span {
 	start := smKey(c.rangeID, "")
-	return []Span{{Start: start, End: prefixEnd(start)}}
+	return []Span{{Start: start, End: keys.PrefixEnd(start)}}
 }
 
 func (c *counterSM) Apply(b *pebble.Batch, cmd []byte) any {

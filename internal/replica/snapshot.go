@@ -13,6 +13,8 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/cairn-db/cairn/internal/keys"
 )
 
 // Span is [Start, End) of the node's keyspace. End is never nil.
@@ -27,10 +29,11 @@ type Spanner interface {
 }
 
 // Restorer is implemented by a StateMachine that keeps state outside
-// pebble (a cache, say). Restored is called on the loop after a snapshot
-// replaced the range's state, or after the replica was removed.
+// pebble (a cache, say). Restored is called on the loop, with the range's
+// descriptor, after a snapshot replaced the range's state or after the
+// replica was removed.
 type Restorer interface {
-	Restored()
+	Restored(d Descriptor)
 }
 
 // SnapshotTransport is implemented by a Transport that can stream
@@ -102,7 +105,7 @@ func (s *Store) startSnapshot(r *Replica, m *raftpb.Message) bool {
 			err = tr.SendSnapshot(s.ctx, Message{RangeID: r.rangeID, Msg: out}, ssts)
 		}
 		if err != nil && !errors.Is(err, context.Canceled) {
-			s.log.Info("snapshot not delivered", "range", r.rangeID, "to", to, "index", r.st.applied, "err", err)
+			s.log.Info("snapshot not delivered", "range", r.rangeID, "to", to, "index", out.Snapshot.GetMetadata().GetIndex(), "err", err)
 		}
 		s.do(func() {
 			status := raft.SnapshotFinish
@@ -374,7 +377,7 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 	}
 	r.st.installed(hs, md.GetConfState(), idx, term)
 	if rs, ok := r.sm.(Restorer); ok {
-		rs.Restored()
+		rs.Restored(r.Descriptor())
 	}
 	r.mu.Lock()
 	r.mu.desc.Peers = append([]uint64(nil), md.GetConfState().GetVoters()...)
@@ -412,7 +415,7 @@ func (st *raftStorage) stateSST(hs *raftpb.HardState, cs *raftpb.ConfState, idx,
 	}
 	// Keys in order: 'a' < 'c' < 'h' < 't'.
 	errs := []error{
-		sw.DeleteRange(st.prefix, prefixEnd(st.prefix)),
+		sw.DeleteRange(st.prefix, keys.PrefixEnd(st.prefix)),
 		sw.Set(stateKey(st.prefix, suffixApplied), encodeUint64s(idx)),
 		sw.Set(stateKey(st.prefix, suffixConfState), enc(cs)),
 		sw.Set(stateKey(st.prefix, suffixHardState), enc(hs)),
@@ -432,15 +435,4 @@ func (st *raftStorage) installed(hs *raftpb.HardState, cs *raftpb.ConfState, idx
 	st.truncIndex, st.truncTerm = idx, term
 	st.lastIndex, st.applied = idx, idx
 	st.cache = entryCache{maxEnts: st.cache.maxEnts, maxBytes: st.cache.maxBytes}
-}
-
-func prefixEnd(p []byte) []byte {
-	end := bytes.Clone(p)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] != 0xFF {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/cairn-db/cairn/internal/keys"
 )
 
 // maxInbound bounds the inbound message queue between two loop cycles.
@@ -257,7 +259,7 @@ func (s *Store) removeReplica(rangeID uint64) error {
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	err := b.DeleteRange(r.st.prefix, prefixEnd(r.st.prefix), nil)
+	err := b.DeleteRange(r.st.prefix, keys.PrefixEnd(r.st.prefix), nil)
 	if sp, ok := r.sm.(Spanner); ok {
 		for _, x := range sp.Spans(r.Descriptor()) {
 			err = errors.Join(err, b.DeleteRange(x.Start, x.End, nil))
@@ -270,7 +272,7 @@ func (s *Store) removeReplica(rangeID uint64) error {
 		return fmt.Errorf("replica: remove range %d: %w", rangeID, err)
 	}
 	if rs, ok := r.sm.(Restorer); ok {
-		rs.Restored()
+		rs.Restored(r.Descriptor())
 	}
 	s.log.Info("removed a replica", "range", rangeID)
 	return nil
