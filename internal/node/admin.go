@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/meta"
@@ -37,11 +36,10 @@ func (n *Node) NodeAdmin(ctx context.Context, action wire.NodeAction, id uint64)
 	if err != nil {
 		return unavailable("meta service", err)
 	}
-	i := slices.IndexFunc(nodes, func(nd meta.NodeInfo) bool { return nd.ID == id })
-	if i < 0 {
+	nd, ok := nodeByID(nodes, id)
+	if !ok {
 		return wire.Errorf(wire.CodeNotFound, "no node %d in the cluster map (see cairn cluster status)", id)
 	}
-	nd := nodes[i]
 	switch action {
 	case wire.NodeDrain:
 		return n.drainNode(ctx, nd)
@@ -154,13 +152,8 @@ func countHeld(ranges []meta.RangeDesc, id uint64) int {
 // 1 if so.
 func (n *Node) handleDrained(ctx context.Context, _ []byte) ([]byte, error) {
 	p := n.chunkPass.Load()
-	nodes := n.peers.view()
-	i := slices.IndexFunc(nodes, func(nd meta.NodeInfo) bool { return nd.ID == n.id.NodeID })
-	if p == nil || i < 0 || nodes[i].State != meta.NodeDraining {
-		return []byte{0}, nil
-	}
-	self := fmt.Sprintf("%d:%s;", n.id.NodeID, meta.NodeDraining)
-	if strings.Contains(p.sig, self) && p.start.After(nodes[i].Since.Add(drainSettle)) {
+	self, ok := nodeByID(n.peers.view(), n.id.NodeID)
+	if p != nil && ok && self.State == meta.NodeDraining && p.draining && p.start.After(self.Since.Add(drainSettle)) {
 		return []byte{1}, nil
 	}
 	return []byte{0}, nil
@@ -168,8 +161,9 @@ func (n *Node) handleDrained(ctx context.Context, _ []byte) ([]byte, error) {
 
 // chunkPass is the last complete chunk repair pass without failures.
 type chunkPass struct {
-	sig   string
-	start time.Time
+	sig      string // the cluster map's signature it ran for
+	start    time.Time
+	draining bool // this node was draining in that map
 }
 
 var _ wire.NodeService = (*Node)(nil)

@@ -242,7 +242,6 @@ type Node struct {
 	// (reconcileMeta's goroutine only).
 	savedEndpoints []string
 	stopBG         context.CancelFunc
-	repairedFor    string // map signature of the last complete repair pass (repairStep only)
 	chunkPass      atomic.Pointer[chunkPass]
 	moving         atomic.Int64  // ranges this node leads that have a learner (repairRanges)
 	tsoLeader      atomic.Uint64 // the oracle's leader as last found (fetchTimestamps); 0 unknown

@@ -120,9 +120,19 @@ func TestRangeRepair(t *testing.T) {
 	// that the new replicas applied as far as their leaders.
 	for _, d := range rangesOf(t, rest[0], "moved") {
 		var commit uint64
-		for _, n := range rest {
-			if rep := n.ranges.Replica(d.ID); rep != nil && rep.Status().IsLeader {
-				commit = rep.Status().Commit
+		for deadline := time.Now().Add(10 * time.Second); commit == 0; {
+			for _, n := range rest {
+				if rep := n.ranges.Replica(d.ID); rep != nil && rep.Status().IsLeader {
+					commit = rep.Status().Commit
+				}
+			}
+			if commit == 0 {
+				// No leader right now (an election): without its commit
+				// index the check below would hold vacuously.
+				if time.Now().After(deadline) {
+					t.Fatalf("range %d has no leader among the nodes left", d.ID)
+				}
+				time.Sleep(50 * time.Millisecond)
 			}
 		}
 		for _, n := range rest {

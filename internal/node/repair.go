@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -42,8 +43,9 @@ func (n *Node) repairStep(ctx context.Context) {
 	sig := mapSignature(nodes)
 	// A draining node passes again and again: a node with an older map
 	// may still have written a chunk to it.
-	draining := strings.Contains(sig, fmt.Sprintf("%d:%s;", n.id.NodeID, meta.NodeDraining))
-	if sig == "" || (sig == n.repairedFor && !draining) {
+	self, ok := nodeByID(nodes, n.id.NodeID)
+	draining := ok && self.State == meta.NodeDraining
+	if last := n.chunkPass.Load(); sig == "" || last != nil && last.sig == sig && !draining {
 		return
 	}
 	start := time.Now()
@@ -55,13 +57,21 @@ func (n *Node) repairStep(ctx context.Context) {
 		return
 	}
 	if st.Failed == 0 {
-		n.repairedFor = sig
-		n.chunkPass.Store(&chunkPass{sig: sig, start: start})
+		n.chunkPass.Store(&chunkPass{sig: sig, start: start, draining: draining})
 	}
 	if st.Copied > 0 || st.Failed > 0 {
 		n.log.Info("chunk repair pass", "checked", st.Checked, "copied", st.Copied, "bytes", st.Bytes,
 			"failed", st.Failed, "took", time.Since(start).Round(time.Millisecond))
 	}
+}
+
+// nodeByID finds node id in the cluster map.
+func nodeByID(nodes []meta.NodeInfo, id uint64) (meta.NodeInfo, bool) {
+	i := slices.IndexFunc(nodes, func(nd meta.NodeInfo) bool { return nd.ID == id })
+	if i < 0 {
+		return meta.NodeInfo{}, false
+	}
+	return nodes[i], true
 }
 
 // mapSignature identifies the membership and states of the map.
@@ -291,12 +301,4 @@ func (p *pacer) reserve(n int) time.Duration {
 	}
 	p.next = p.next.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
 	return time.Until(p.next)
-}
-
-// wait accounts for n bytes and sleeps until they fit the rate.
-func (p *pacer) wait(ctx context.Context, n int) error {
-	if d := p.reserve(n); d > 0 {
-		return sleep(ctx, d)
-	}
-	return nil
 }

@@ -76,30 +76,26 @@ func TestChunkRepair(t *testing.T) {
 // TestPacer checks that the repairer's pacer holds a byte rate and lets
 // everything through when unlimited.
 func TestPacer(t *testing.T) {
-	ctx := context.Background()
 	p := pacer{rate: 10 << 20} // 10 MiB/s
-	start := time.Now()
+	var d time.Duration
 	for range 5 {
-		if err := p.wait(ctx, 1<<20); err != nil {
-			t.Fatal(err)
-		}
+		d = p.reserve(1 << 20)
 	}
-	// 5 MiB at 10 MiB/s: at least 0.5s (the first MiB is paid for too).
-	if d := time.Since(start); d < 450*time.Millisecond {
-		t.Fatalf("5 MiB at 10 MiB/s took %v", d)
+	// 5 MiB at 10 MiB/s: the last MiB fits 0.5 s from now (the first MiB
+	// is paid for too).
+	if d < 450*time.Millisecond || d > 500*time.Millisecond {
+		t.Fatalf("5 MiB at 10 MiB/s: the last waits %v, want ~0.5s", d)
 	}
 	free := pacer{}
-	start = time.Now()
 	for range 1000 {
-		_ = free.wait(ctx, 1<<30)
+		if d := free.reserve(1 << 30); d != 0 {
+			t.Fatalf("an unlimited pacer asked for a wait of %v", d)
+		}
 	}
-	if d := time.Since(start); d > 100*time.Millisecond {
-		t.Fatalf("an unlimited pacer slept %v", d)
-	}
-	cctx, cancel := context.WithCancel(ctx)
+	cctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	slow := pacer{rate: 1}
-	if err := slow.wait(cctx, 1<<20); err == nil {
+	if err := sleep(cctx, slow.reserve(1<<20)); err == nil {
 		t.Fatal("a canceled wait returned nil")
 	}
 }

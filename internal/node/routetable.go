@@ -17,9 +17,6 @@ func (n *Node) Routes(ctx context.Context, name string) (wire.RouteTable, error)
 	}
 	defer release()
 	t := wire.RouteTable{Space: s.meta.ID}
-	if t.Epoch, err = n.catalog.MapEpoch(ctx); err != nil {
-		return wire.RouteTable{}, unavailable("meta service", err)
-	}
 	native := map[uint64]string{}
 	for _, nd := range n.peers.view() {
 		native[nd.ID] = nd.Native

@@ -33,7 +33,8 @@ func forwards(nodes []*Node) int {
 // moves it finds the new leaseholder again.
 func TestClientRoutes(t *testing.T) {
 	ctx := context.Background()
-	nodes := threeNodes(t)
+	// No rebalancing: it would move the lease below back on its own.
+	nodes := threeNodes(t, func(c *Config) { c.RebalanceAfter = time.Hour })
 	if _, err := nodes[0].CreateSpace(ctx, "routes", wire.SpaceSettings{Ranges: 8}); err != nil {
 		t.Fatal(err)
 	}
@@ -121,4 +122,7 @@ func TestClientRoutes(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	settled(fmt.Sprintf("lease of range %d moved from node %d to %d", r.desc().ID, from.NodeID(), to.NodeID()))
+	if rep := to.ranges.Replica(r.desc().ID); rep == nil || rep.ReadReady() != nil {
+		t.Fatalf("the lease of range %d left node %d while the client settled: the check above proved nothing", r.desc().ID, to.NodeID())
+	}
 }

@@ -136,7 +136,7 @@ func TestMessageRoundTrip(t *testing.T) {
 		gi, err := DecodeBatchRequest(AppendBatchRequest(nil, items))
 		check("BatchRequest", items, gi, err)
 
-		rt := RouteTable{Space: r.Uint32(), Epoch: r.Int64(), Routes: []Route{
+		rt := RouteTable{Space: r.Uint32(), Routes: []Route{
 			{Range: r.Uint64(), Epoch: r.Uint64(), Start: []byte(randStr(r)), End: []byte(randStr(r)), Leaseholder: randStr(r), Replicas: []string{randStr(r), randStr(r)}},
 			{Range: r.Uint64(), Epoch: r.Uint64(), Start: []byte{}}}}
 		grt, err := DecodeRouteTable(AppendRouteTable(nil, &rt))
@@ -194,7 +194,7 @@ func FuzzDecodeMessages(f *testing.F) {
 	f.Add(uint8(2), AppendGetRequest(nil, &get))
 	f.Add(uint8(9), AppendBatchRequest(nil, []BatchItem{{Op: BatchGet, Get: get}, {Op: BatchPut, Put: PutRequest{Size: 1}, Body: []byte("x")}}))
 	f.Add(uint8(10), AppendBatchResponse(nil, []BatchResult{{Op: BatchGet, Info: info, Data: []byte("d")}}))
-	f.Add(uint8(13), AppendRouteTable(nil, &RouteTable{Space: 3, Epoch: 9, Routes: []Route{
+	f.Add(uint8(13), AppendRouteTable(nil, &RouteTable{Space: 3, Routes: []Route{
 		{Range: 1, Epoch: 2, Start: []byte{0, 0, 0, 3}, End: []byte{0, 0, 0, 3, 'm'}, Leaseholder: "10.0.0.1:7070", Replicas: []string{"10.0.0.1:7070", "10.0.0.2:7070"}},
 		{Range: 2, Epoch: 1, Start: []byte{0, 0, 0, 3, 'm'}}}}))
 	f.Fuzz(func(t *testing.T, kind uint8, b []byte) {

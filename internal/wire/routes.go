@@ -10,9 +10,6 @@ type RouteTable struct {
 	// object key, internal/keys.Object(Space, nil, key); Start and End are
 	// object keys too.
 	Space uint32
-	// Epoch is the cluster map epoch the table was read at (the meta
-	// service revision; see the CLUSTER report).
-	Epoch int64
 	// Routes are the ranges, sorted by Start, together covering the space.
 	Routes []Route
 }
@@ -40,12 +37,11 @@ type RouteService interface {
 
 // AppendRouteTable encodes t:
 //
-//	space u32, epoch i64, count uvarint, then count routes of
+//	space u32, count uvarint, then count routes of
 //	range u64, epoch u64, start bytes, has_end bool, end bytes,
 //	leaseholder str, replicas (count uvarint, then str each)
 func AppendRouteTable(b []byte, t *RouteTable) []byte {
 	b = appendU32(b, t.Space)
-	b = appendI64(b, t.Epoch)
 	b = appendUvarint(b, uint64(len(t.Routes)))
 	for _, r := range t.Routes {
 		b = appendU64(b, r.Range)
@@ -65,7 +61,7 @@ func AppendRouteTable(b []byte, t *RouteTable) []byte {
 // DecodeRouteTable decodes an AppendRouteTable encoding.
 func DecodeRouteTable(b []byte) (RouteTable, error) {
 	d := decoder{b: b}
-	t := RouteTable{Space: d.u32("space"), Epoch: d.i64("epoch")}
+	t := RouteTable{Space: d.u32("space")}
 	n := d.count(8+8+1+1+1+1+1, "routes")
 	for range n {
 		if d.err != nil {

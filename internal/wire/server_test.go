@@ -795,7 +795,7 @@ func (routed) Routes(_ context.Context, space string) (RouteTable, error) {
 	if space != "s" {
 		return RouteTable{}, Errorf(CodeSpaceNotFound, "no space %q", space)
 	}
-	return RouteTable{Space: 7, Epoch: 3, Routes: []Route{{Range: 1, Epoch: 1, Start: []byte{0, 0, 0, 7}, Leaseholder: "a:1", Replicas: []string{"a:1"}}}}, nil
+	return RouteTable{Space: 7, Routes: []Route{{Range: 1, Epoch: 1, Start: []byte{0, 0, 0, 7}, Leaseholder: "a:1", Replicas: []string{"a:1"}}}}, nil
 }
 
 func (r routed) Stat(ctx context.Context, req *GetRequest) (ObjectInfo, error) {
