@@ -228,10 +228,7 @@ func (c *Client) connTo(ctx context.Context, n *node) (*wire.Conn, error) {
 // request had no effect: it was never sent, or the cluster refused it
 // before doing anything (NOT_LEADER, UNAVAILABLE). Any other error from a
 // write leaves its outcome unknown: it may have been applied.
-func NotApplied(err error) bool { return notApplied(err) }
-
-// notApplied reports whether err proves the request had no effect.
-func notApplied(err error) bool {
+func NotApplied(err error) bool {
 	var d *errDial
 	if errors.As(err, &d) || errors.Is(err, wire.ErrConnClosed) {
 		return true
@@ -248,7 +245,7 @@ func retryable(err error, idempotent bool) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	if notApplied(err) {
+	if NotApplied(err) {
 		return true
 	}
 	return idempotent && errors.Is(err, wire.ErrConnLost)
@@ -283,15 +280,14 @@ func (c *Client) do(ctx context.Context, idempotent bool, mayRetry func() bool, 
 			}
 			if suspect(err) {
 				// No answer in time (a paused or cut-off node looks like
-				// this): later requests start elsewhere.
+				// this): pick tries it last for a while.
 				n.failed.Store(time.Now().UnixNano())
-				c.advance()
 			}
 		}
 		if attempt >= c.opts.RetryAttempts || !retryable(err, idempotent) || mayRetry != nil && !mayRetry() {
 			return err
 		}
-		if notApplied(err) || errors.Is(err, wire.ErrConnLost) {
+		if NotApplied(err) || errors.Is(err, wire.ErrConnLost) {
 			// That node may be down or not the one to ask: start elsewhere.
 			c.advance()
 		}

@@ -31,29 +31,35 @@ const (
 )
 
 type router struct {
-	c   *Client
-	off atomic.Bool // NoRouting, or a server that does not answer ROUTES
-	wg  sync.WaitGroup
-	mu  struct {
+	c      *Client
+	off    atomic.Bool // NoRouting, or a server that does not answer ROUTES
+	wg     sync.WaitGroup
+	tables sync.Map // space name -> *spaceRoutes; read on every keyed request
+	mu     struct {
 		sync.Mutex
-		closed bool // no more fetches start (wg is being waited on)
-		tables map[string]*spaceRoutes
+		closed bool             // no more fetches start (wg is being waited on)
 		nodes  map[string]*node // every address, seeds and leaseholders
 	}
 }
 
 // spaceRoutes is one space's route table.
 type spaceRoutes struct {
-	table    atomic.Pointer[wire.RouteTable] // nil until first fetched
+	table    atomic.Pointer[routeTable] // nil until first fetched
 	stale    atomic.Bool
 	fetching atomic.Bool
 	fetched  atomic.Int64 // Unix ns of the last fetch attempt
 }
 
+// routeTable is a fetched table with each route's leaseholder resolved to
+// its connection pool (nil where unknown), once per fetch.
+type routeTable struct {
+	wire.RouteTable
+	leaseholders []*node
+}
+
 func (r *router) init(c *Client) {
 	r.c = c
 	r.off.Store(c.opts.NoRouting)
-	r.mu.tables = map[string]*spaceRoutes{}
 	r.mu.nodes = map[string]*node{}
 }
 
@@ -81,15 +87,13 @@ func (r *router) allNodes() []*node {
 }
 
 func (r *router) space(name string) *spaceRoutes {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	sr := r.mu.tables[name]
-	if sr == nil {
-		sr = &spaceRoutes{}
-		sr.stale.Store(true)
-		r.mu.tables[name] = sr
+	if sr, ok := r.tables.Load(name); ok {
+		return sr.(*spaceRoutes)
 	}
-	return sr
+	sr := &spaceRoutes{}
+	sr.stale.Store(true)
+	got, _ := r.tables.LoadOrStore(name, sr)
+	return got.(*spaceRoutes)
 }
 
 // forwarded is the connections' OnForwarded: a node passed a keyed
@@ -98,11 +102,10 @@ func (r *router) space(name string) *spaceRoutes {
 func (r *router) forwarded(op wire.Op) {
 	switch op {
 	case wire.OpPut, wire.OpGet, wire.OpStat, wire.OpDelete, wire.OpVersions:
-		r.mu.Lock()
-		for _, sr := range r.mu.tables {
-			sr.stale.Store(true)
-		}
-		r.mu.Unlock()
+		r.tables.Range(func(_, sr any) bool {
+			sr.(*spaceRoutes).stale.Store(true)
+			return true
+		})
 	}
 }
 
@@ -122,17 +125,14 @@ func (r *router) target(space, key string) *node {
 	if t == nil || len(t.Routes) == 0 {
 		return nil
 	}
-	obj := keys.Object(t.Space, nil, []byte(key))
+	var buf [128]byte
+	obj := keys.AppendObject(buf[:0], t.Space, nil, []byte(key))
 	i := sort.Search(len(t.Routes), func(i int) bool { return bytes.Compare(t.Routes[i].Start, obj) > 0 }) - 1
 	if i < 0 {
 		return nil
 	}
-	rt := &t.Routes[i]
-	if rt.Leaseholder == "" || rt.End != nil && bytes.Compare(obj, rt.End) >= 0 {
-		return nil
-	}
-	n := r.node(rt.Leaseholder)
-	if n.recentlyFailed() {
+	n := t.leaseholders[i]
+	if n == nil || t.Routes[i].End != nil && bytes.Compare(obj, t.Routes[i].End) >= 0 || n.recentlyFailed() {
 		return nil
 	}
 	return n
@@ -174,12 +174,15 @@ func (r *router) refresh(space string, sr *spaceRoutes) {
 		})
 		switch {
 		case err == nil:
-			sr.table.Store(&t)
-		case wire.CodeOf(err) == wire.CodeUnknownOp:
-			var we *wire.Error
-			if errors.As(err, &we) {
-				r.off.Store(true) // a server without routes: use the seeds
+			rt := &routeTable{RouteTable: t, leaseholders: make([]*node, len(t.Routes))}
+			for i, route := range t.Routes {
+				if route.Leaseholder != "" {
+					rt.leaseholders[i] = r.node(route.Leaseholder)
+				}
 			}
+			sr.table.Store(rt)
+		case wire.CodeOf(err) == wire.CodeUnknownOp:
+			r.off.Store(true) // a server without routes: use the seeds
 		default:
 			sr.stale.Store(true) // try again on a later request
 			r.c.log.Debug("client: fetch routes", "space", space, "err", err)

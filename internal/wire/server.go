@@ -645,7 +645,7 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 	if err != nil {
 		*bp = buf
 		c.s.small.Put(bp)
-		return c.sendError(h.Op, id, c.asError(err))
+		return c.sendServiceError(ctx, h.Op, id, err)
 	}
 	if len(resp) > c.s.opts.MaxFrame {
 		*bp = resp[:0]
@@ -688,7 +688,7 @@ func (c *serverConn) get(ctx context.Context, id uint32, body []byte) Code {
 	info, rc, err := c.s.svc.Get(ctx, &req)
 	if err != nil {
 		c.unregister(id)
-		return c.sendError(OpGet, id, c.asError(err))
+		return c.sendServiceError(ctx, OpGet, id, err)
 	}
 	defer rc.Close()
 	hdr := AppendObjectInfo(make([]byte, 0, ObjectInfoSize(&info)), &info)
@@ -840,5 +840,14 @@ func (c *serverConn) send(op Op, flags uint16, id uint32, body []byte) {
 // sendError answers id with e and returns e's code.
 func (c *serverConn) sendError(op Op, id uint32, e *Error) Code {
 	c.send(op, FlagResponse|FlagError, id, AppendError(nil, e))
+	return e.Code
+}
+
+// sendServiceError answers with the error the service returned, flagged
+// FORWARDED if the service passed the request on (a forwarded NOT_FOUND
+// says the client's route is stale as much as a forwarded success does).
+func (c *serverConn) sendServiceError(ctx context.Context, op Op, id uint32, err error) Code {
+	e := c.asError(err)
+	c.send(op, FlagResponse|FlagError|forwardedFlag(ctx), id, AppendError(nil, e))
 	return e.Code
 }

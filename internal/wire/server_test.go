@@ -805,7 +805,8 @@ func (r routed) Stat(ctx context.Context, req *GetRequest) (ObjectInfo, error) {
 
 // TestRoutesAndForwarded checks ROUTES (answered by a RouteService, and
 // UNKNOWN_OP from a Service without routes) and that an answer the service
-// marked forwarded carries FlagForwarded, while others do not.
+// marked forwarded carries FlagForwarded, an error answer too, while
+// others do not.
 func TestRoutesAndForwarded(t *testing.T) {
 	ctx := context.Background()
 	plain, _ := startServer(t, NewMemService(), ServerOptions{})
@@ -840,9 +841,12 @@ func TestRoutesAndForwarded(t *testing.T) {
 	if _, err := c.Stat(ctx, &GetRequest{Space: "s", Key: "k", Length: -1}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.Stat(ctx, &GetRequest{Space: "s", Key: "missing", Length: -1}); CodeOf(err) != CodeNotFound {
+		t.Fatalf("stat of a missing key: %v", err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(seen) != 1 || seen[0] != OpStat {
-		t.Fatalf("answers flagged forwarded: %v, want only the STAT", seen)
+	if len(seen) != 2 || seen[0] != OpStat || seen[1] != OpStat {
+		t.Fatalf("answers flagged forwarded: %v, want only the two STATs (the error answer too)", seen)
 	}
 }
