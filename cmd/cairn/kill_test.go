@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -54,7 +53,7 @@ func cairnBinary(t *testing.T) string {
 func freePort(t *testing.T) int {
 	t.Helper()
 	for range 1000 {
-		port := 20000 + mathrand.IntN(12000)
+		port := 20000 + rand.IntN(12000)
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
 			l.Close()

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"time"
 
@@ -80,6 +79,7 @@ func removeNode(cmd *cobra.Command, c *client.Client, id uint64, timeout time.Du
 			}
 		}
 	}
+	stderr := cmd.ErrOrStderr()
 	tty := isTerminal(cmdStderr(cmd))
 	start := time.Now()
 	lastLog := time.Time{}
@@ -87,7 +87,7 @@ func removeNode(cmd *cobra.Command, c *client.Client, id uint64, timeout time.Du
 		err := c.RemoveNode(ctx, id)
 		if err == nil {
 			if tty {
-				fmt.Fprint(os.Stderr, "\r\033[K")
+				fmt.Fprint(stderr, "\r\033[K")
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "node %d removed from the cluster (drained in %v)\n", id, time.Since(start).Round(time.Second))
 			return nil
@@ -100,9 +100,9 @@ func removeNode(cmd *cobra.Command, c *client.Client, id uint64, timeout time.Du
 		}
 		switch {
 		case tty:
-			fmt.Fprintf(os.Stderr, "\r\033[Kdraining node %d (%v): %s", id, time.Since(start).Round(time.Second), errMessage(err))
+			fmt.Fprintf(stderr, "\r\033[Kdraining node %d (%v): %s", id, time.Since(start).Round(time.Second), errMessage(err))
 		case time.Since(lastLog) >= 10*time.Second:
-			fmt.Fprintf(cmdStderr(cmd), "draining node %d (%v): %s\n", id, time.Since(start).Round(time.Second), errMessage(err))
+			fmt.Fprintf(stderr, "draining node %d (%v): %s\n", id, time.Since(start).Round(time.Second), errMessage(err))
 			lastLog = time.Now()
 		}
 		select {
