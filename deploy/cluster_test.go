@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -199,13 +198,16 @@ func (c *dockerCluster) remove(nd *dockerNode) {
 func (c *dockerCluster) writable(space string) time.Duration {
 	c.t.Helper()
 	start := time.Now()
-	cl, err := client.DialOptions(context.Background(), client.Options{Addrs: c.seeds(), DialTimeout: time.Second})
-	for err != nil {
+	var cl *client.Client
+	for {
+		var err error
+		if cl, err = client.DialOptions(context.Background(), client.Options{Addrs: c.seeds(), DialTimeout: time.Second}); err == nil {
+			break
+		}
 		if time.Since(start) > 2*time.Minute {
 			c.t.Fatalf("no node answers: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
-		cl, err = client.DialOptions(context.Background(), client.Options{Addrs: c.seeds(), DialTimeout: time.Second})
 	}
 	defer cl.Close()
 	for {
@@ -220,17 +222,4 @@ func (c *dockerCluster) writable(space string) time.Duration {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// cli runs the CLI inside nd's container.
-func (c *dockerCluster) cli(nd *dockerNode, args ...string) (string, error) {
-	return docker(c.t, nil, append([]string{"exec", nd.name, "/cairn"}, args...)...)
-}
-
-func (c *dockerCluster) String() string {
-	var names []string
-	for _, n := range c.nodes {
-		names = append(names, n.name)
-	}
-	return strings.Join(names, ",")
 }
