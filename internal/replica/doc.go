@@ -61,13 +61,24 @@
 // then hard state, ConfState, applied index and a log truncated at the
 // snapshot) in one atomic pebble ingestion, before the Ready's entries are
 // persisted. A crash before the ingestion leaves the old state; the files
-// are removed at the next start.
+// are removed at the next start. The range's key bounds travel as the
+// snapshot's Data; a snapshot whose bounds overlap another replica here
+// that has state is declined (see split.go).
+//
+// # Splits
+//
+// A range splits by an entry in its own log (Replica.Split): at that
+// position every replica shrinks its bounds and bootstraps the new range's
+// group on the same voters, in the apply batch; no data moves. split.go
+// explains how the new range's first leader and the old range's lease
+// stay apart, and how a replica behind the split catches up.
 //
 // # Key layout
 //
 // Under storage.PrefixRangeLocal, per range:
 //
 //	0x01 'r' | rangeID (8, BE) | 'a'                 applied index (8)
+//	                           | 'b'                 key bounds: Start, End (see encodeBounds)
 //	                           | 'c'                 raftpb.ConfState as of the applied index
 //	                           | 'h'                 raftpb.HardState
 //	                           | 'l' | index (8, BE) raftpb.Entry
@@ -121,5 +132,7 @@
 //   - Snapshot SSTs are built in memory on the sender (ranges hold object
 //     metadata only, and split before they grow large); the receiver
 //     streams them to disk.
-//   - Split and merge.
+//   - Merge. A snapshot that shrinks a replica's bounds (it missed a
+//     split) leaves the keys it no longer covers on the node until the
+//     new range's snapshot replaces them.
 package replica

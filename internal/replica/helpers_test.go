@@ -153,6 +153,23 @@ type memNet struct {
 	stores map[uint64]*Store
 	cut    map[uint64]bool // partitioned nodes: nothing from or to them
 	snaps  atomic.Int64    // snapshots sent
+	// blocked ranges: their messages to these nodes are dropped.
+	blocked  map[uint64]map[uint64]bool
+	declined atomic.Int64 // snapshots the receiver declined
+}
+
+// block drops (or, with on false, delivers again) range rangeID's
+// messages to node to.
+func (n *memNet) block(rangeID, to uint64, on bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.blocked == nil {
+		n.blocked = map[uint64]map[uint64]bool{}
+	}
+	if n.blocked[rangeID] == nil {
+		n.blocked[rangeID] = map[uint64]bool{}
+	}
+	n.blocked[rangeID][to] = on
 }
 
 func (n *memNet) partition(id uint64, cut bool) {
@@ -181,7 +198,7 @@ func (n *memNet) Send(msgs []Message) {
 	for _, m := range msgs {
 		n.mu.Lock()
 		s := n.stores[m.Msg.GetTo()]
-		if n.cut[m.Msg.GetTo()] || n.cut[m.Msg.GetFrom()] {
+		if n.cut[m.Msg.GetTo()] || n.cut[m.Msg.GetFrom()] || n.blocked[m.RangeID][m.Msg.GetTo()] {
 			s = nil
 		}
 		n.mu.Unlock()
@@ -207,5 +224,9 @@ func (n *memNet) SendSnapshot(ctx context.Context, m Message, ssts [][]byte) err
 		sizes = append(sizes, int64(len(b)))
 		all = append(all, b...)
 	}
-	return s.ReceiveSnapshot(ctx, Message{RangeID: m.RangeID, Msg: proto.CloneOf(m.Msg)}, sizes, bytes.NewReader(all))
+	err := s.ReceiveSnapshot(ctx, Message{RangeID: m.RangeID, Msg: proto.CloneOf(m.Msg)}, sizes, bytes.NewReader(all))
+	if errors.Is(err, ErrSnapshotDeclined) {
+		n.declined.Add(1)
+	}
+	return err
 }

@@ -11,6 +11,7 @@ import (
 // Key layout of one range's replica-local state (see doc.go for the drawing).
 const (
 	suffixApplied   = 'a' // applied index
+	suffixBounds    = 'b' // the range's key bounds (see encodeBounds)
 	suffixConfState = 'c' // raftpb.ConfState as of the applied index
 	suffixHardState = 'h' // raftpb.HardState
 	suffixLog       = 'l' // + index BE64: raftpb.Entry
@@ -105,26 +106,75 @@ func decodeUint64s(v []byte, n int) ([]uint64, error) {
 	return xs, nil
 }
 
-// Command framing inside a raft entry's data: version | proposal id BE64 | cmd.
-// An entry with empty data is raft's own (a new leader's empty entry).
+// Command framing inside a raft entry's data: kind | proposal id BE64 | cmd.
+// The kind is cmdVersion for a StateMachine command and cmdSplit for a
+// split (split.go). An entry with empty data is raft's own (a new leader's
+// empty entry).
 const (
 	cmdVersion = 0x01
+	cmdSplit   = 0x02
 	cmdHeader  = 9
 )
 
-func encodeCommand(id uint64, cmd []byte) []byte {
+func encodeCommand(id uint64, cmd []byte) []byte { return encodeKind(cmdVersion, id, cmd) }
+
+func encodeKind(kind byte, id uint64, cmd []byte) []byte {
 	b := make([]byte, 0, cmdHeader+len(cmd))
-	b = append(b, cmdVersion)
+	b = append(b, kind)
 	b = binary.BigEndian.AppendUint64(b, id)
 	return append(b, cmd...)
 }
 
 func decodeCommand(data []byte) (id uint64, cmd []byte, err error) {
+	_, id, cmd, err = decodeKind(data)
+	return id, cmd, err
+}
+
+func decodeKind(data []byte) (kind byte, id uint64, cmd []byte, err error) {
 	if len(data) < cmdHeader {
-		return 0, nil, fmt.Errorf("%w: command of %d bytes is too short", ErrCorrupt, len(data))
+		return 0, 0, nil, fmt.Errorf("%w: command of %d bytes is too short", ErrCorrupt, len(data))
 	}
-	if data[0] != cmdVersion {
-		return 0, nil, fmt.Errorf("%w: unknown command version %d", ErrCorrupt, data[0])
+	if data[0] != cmdVersion && data[0] != cmdSplit {
+		return 0, 0, nil, fmt.Errorf("%w: unknown command kind %d", ErrCorrupt, data[0])
 	}
-	return binary.BigEndian.Uint64(data[1:cmdHeader]), data[cmdHeader:], nil
+	return data[0], binary.BigEndian.Uint64(data[1:cmdHeader]), data[cmdHeader:], nil
+}
+
+// encodeBounds frames a range's key bounds: uvarint length and bytes of
+// Start, then 0 (no End: the range is unbounded above) or 1 and the
+// uvarint length and bytes of End.
+func encodeBounds(start, end []byte) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(start)))
+	b = append(b, start...)
+	if end == nil {
+		return encodeValue(append(b, 0))
+	}
+	b = append(b, 1)
+	b = binary.AppendUvarint(b, uint64(len(end)))
+	return encodeValue(append(b, end...))
+}
+
+func decodeBounds(v []byte) (start, end []byte, err error) {
+	p, err := decodeValue(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	bad := fmt.Errorf("%w: malformed range bounds", ErrCorrupt)
+	n, k := binary.Uvarint(p)
+	if k <= 0 || n > uint64(len(p)-k) {
+		return nil, nil, bad
+	}
+	start, p = append([]byte{}, p[k:k+int(n)]...), p[k+int(n):]
+	switch {
+	case len(p) == 1 && p[0] == 0:
+		return start, nil, nil
+	case len(p) < 2 || p[0] != 1:
+		return nil, nil, bad
+	}
+	p = p[1:]
+	n, k = binary.Uvarint(p)
+	if k <= 0 || n != uint64(len(p)-k) {
+		return nil, nil, bad
+	}
+	return start, append([]byte{}, p[k:]...), nil
 }

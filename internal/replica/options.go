@@ -40,6 +40,14 @@ type Options struct {
 	// Clock returns the current time; it is read only for leases.
 	// Default: time.Now.
 	Clock func() time.Time
+	// NewStateMachine makes the StateMachine of a replica the Store creates
+	// itself: the new range of a split (split.go). Ranges cannot split
+	// without it.
+	NewStateMachine func(d Descriptor) StateMachine
+	// OnSplit, if set, is called on the loop after a split applied on this
+	// node, with the two halves; the new range's replica exists by then.
+	// It must not block or call into the Store.
+	OnSplit func(left, right Descriptor)
 	// Logger receives the Store's and raft's messages. Default: slog.Default().
 	Logger *slog.Logger
 }

@@ -35,6 +35,12 @@ type raftStorage struct {
 	lastIndex  uint64 // truncIndex when the log is empty
 	applied    uint64
 
+	// bounds, when hasBounds, are the range's key bounds as persisted
+	// (at bootstrap, by a split, or with a snapshot); the loop updates
+	// them with the range (the Replica's descriptor is the live copy).
+	hasBounds  bool
+	start, end []byte
+
 	cache entryCache
 }
 
@@ -65,6 +71,16 @@ func loadRaftStorage(db *pebble.DB, rangeID uint64) (s *raftStorage, found bool,
 	} else if ok {
 		s.applied = xs[0]
 	}
+	if v, closer, err := snap.Get(stateKey(s.prefix, suffixBounds)); err == nil {
+		s.start, s.end, err = decodeBounds(v)
+		closer.Close()
+		if err != nil {
+			return nil, false, fmt.Errorf("range %x bounds: %w", s.prefix, err)
+		}
+		s.hasBounds = true
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, err
+	}
 	s.lastIndex = s.truncIndex
 	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: logKey(s.prefix, 0), UpperBound: stateKey(s.prefix, suffixLog+1)})
 	if err != nil {
@@ -89,13 +105,25 @@ func loadRaftStorage(db *pebble.DB, rangeID uint64) (s *raftStorage, found bool,
 }
 
 // bootstrap writes the initial state of a new group with the given voters
-// into b: an empty log truncated at (bootstrapIndex, bootstrapTerm), which is
-// also the commit and applied index.
-func (s *raftStorage) bootstrap(b *pebble.Batch, voters []uint64) error {
+// and key bounds into b: an empty log truncated at (bootstrapIndex,
+// bootstrapTerm), which is also the commit and applied index. A range made
+// by a split starts the same way on every replica of its parent; hs, if
+// not nil, is the hard state of an uninitialized replica already here
+// (its term and vote are kept if newer).
+func (s *raftStorage) bootstrap(b *pebble.Batch, voters []uint64, start, end []byte, hs *raftpb.HardState) error {
 	s.hs = &raftpb.HardState{Term: new(uint64(bootstrapTerm)), Commit: new(uint64(bootstrapIndex))}
+	if hs.GetTerm() > bootstrapTerm {
+		s.hs.Term, s.hs.Vote = new(hs.GetTerm()), new(hs.GetVote())
+	}
 	s.cs = &raftpb.ConfState{Voters: append([]uint64(nil), voters...)}
 	s.truncIndex, s.truncTerm = bootstrapIndex, bootstrapTerm
 	s.lastIndex, s.applied = bootstrapIndex, bootstrapIndex
+	if start != nil || end != nil {
+		s.hasBounds, s.start, s.end = true, start, end
+		if err := b.Set(stateKey(s.prefix, suffixBounds), encodeBounds(start, end), nil); err != nil {
+			return err
+		}
+	}
 	if err := s.setProto(b, suffixHardState, s.hs); err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ func TestRaftStorage(t *testing.T) {
 			st.cache.maxEnts = 0
 		}
 		b := e.DB().NewBatch()
-		if err := st.bootstrap(b, []uint64{1, 2, 3}); err != nil {
+		if err := st.bootstrap(b, []uint64{1, 2, 3}, nil, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		_ = b.Commit(pebble.Sync)

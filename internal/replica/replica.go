@@ -113,14 +113,33 @@ type Replica struct {
 
 func newReplica(s *Store, d Descriptor, sm StateMachine, st *raftStorage, fresh bool) (*Replica, error) {
 	r := &Replica{
-		s:          s,
-		rangeID:    d.RangeID,
-		sm:         sm,
-		st:         st,
-		waiters:    map[uint64]*proposal{},
-		initTarget: st.hs.GetCommit(),
-		initDone:   make(chan struct{}),
+		s:        s,
+		rangeID:  d.RangeID,
+		sm:       sm,
+		waiters:  map[uint64]*proposal{},
+		initDone: make(chan struct{}),
 	}
+	voters := st.cs.GetVoters()
+	singleVoter := len(voters) == 1 && voters[0] == s.opts.NodeID && len(st.cs.GetVotersOutgoing()) == 0
+	// A fresh group campaigns at once from its lowest voter instead of
+	// waiting out an election timeout; a restarted replica may have promised
+	// a lease to a leader it no longer remembers, so it refuses votes for an
+	// election timeout (see lease.go).
+	campaign := singleVoter || (fresh && len(voters) > 0 && slices.Min(voters) == s.opts.NodeID)
+	if err := r.initRaft(d, st, campaign, !fresh && !singleVoter); err != nil {
+		return nil, err
+	}
+	if r.initReady() {
+		close(r.initDone)
+	}
+	return r, nil
+}
+
+// initRaft (re)starts the replica's raft state machine over st: at
+// creation, and when a split turns an uninitialized replica into one of
+// the new range (split.go). Loop-owned state, or before the loop knows r.
+func (r *Replica) initRaft(d Descriptor, st *raftStorage, campaign, voteGrace bool) error {
+	s := r.s
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:                        s.opts.NodeID,
 		ElectionTick:              s.opts.ElectionTicks,
@@ -138,32 +157,35 @@ func newReplica(s *Store, d Descriptor, sm StateMachine, st *raftStorage, fresh 
 		Logger:                    raftLogger{s.log.With("range", d.RangeID)},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("replica: range %d: %w", d.RangeID, err)
+		return fmt.Errorf("replica: range %d: %w", d.RangeID, err)
 	}
-	r.rn = rn
 	voters := st.cs.GetVoters()
-	singleVoter := len(voters) == 1 && voters[0] == s.opts.NodeID && len(st.cs.GetVotersOutgoing()) == 0
-	// A fresh group campaigns at once from its lowest voter instead of
-	// waiting out an election timeout; a restarted replica may have promised
-	// a lease to a leader it no longer remembers, so it refuses votes for an
-	// election timeout (see lease.go).
-	r.campaign = singleVoter || (fresh && len(voters) > 0 && slices.Min(voters) == s.opts.NodeID)
-	r.singleVoter = singleVoter
-	if !fresh && !singleVoter {
+	r.rn, r.st = rn, st
+	r.initTarget = st.hs.GetCommit()
+	r.leader, r.isLeader, r.appliedInTerm = 0, false, false
+	r.lease, r.renewSent = lease{}, time.Time{}
+	r.started, r.campaign = false, campaign
+	r.singleVoter = len(voters) == 1 && voters[0] == s.opts.NodeID && len(st.cs.GetVotersOutgoing()) == 0
+	r.voteGrace = 0
+	if voteGrace {
 		r.voteGrace = s.opts.ElectionTicks
 	}
+	r.pubCS = nil
 	d = d.clone()
 	if len(voters) > 0 {
 		d.Peers = slices.Clone(voters)
 	}
+	if b, ok := r.sm.(Bounder); ok {
+		b.SetBounds(d)
+	}
 	bs := rn.BasicStatus()
 	r.term = bs.GetTerm()
+	r.mu.Lock()
 	r.mu.desc = d
 	r.mu.status = Status{RangeID: d.RangeID, Term: bs.GetTerm(), Commit: st.hs.GetCommit(), Applied: st.applied}
-	if r.initReady() {
-		close(r.initDone)
-	}
-	return r, nil
+	r.mu.lease, r.mu.appliedInTerm = lease{}, false
+	r.mu.Unlock()
+	return nil
 }
 
 func (r *Replica) isInitialized() bool {
@@ -448,17 +470,25 @@ func (r *Replica) apply(ents []*raftpb.Entry) error {
 	b := r.s.db.NewIndexedBatch()
 	defer b.Close()
 	confChanged := false
+	var splits []*pendingSplit
 	for _, e := range ents {
 		switch e.GetType() {
 		case raftpb.EntryNormal:
 			if len(e.GetData()) == 0 {
 				break // a new leader's empty entry
 			}
-			id, cmd, err := decodeCommand(e.GetData())
+			kind, id, cmd, err := decodeKind(e.GetData())
 			if err != nil {
 				return fmt.Errorf("entry %d: %w", e.GetIndex(), err)
 			}
-			val := r.sm.Apply(b, cmd)
+			var val any
+			if kind == cmdSplit {
+				if val, err = r.applySplit(b, cmd, &splits); err != nil {
+					return fmt.Errorf("entry %d: %w", e.GetIndex(), err)
+				}
+			} else {
+				val = r.sm.Apply(b, cmd)
+			}
 			if p := r.waiters[id]; p != nil && p.index == e.GetIndex() && p.term == e.GetTerm() {
 				out = append(out, delivery{p, val})
 				delete(r.waiters, id)
@@ -520,6 +550,11 @@ func (r *Replica) apply(ents []*raftpb.Entry) error {
 		r.mu.Lock()
 		r.mu.desc.Peers = slices.Clone(r.st.cs.GetVoters())
 		r.mu.Unlock()
+	}
+	for _, sp := range splits {
+		if err := r.s.finishSplit(r, sp); err != nil {
+			return err
+		}
 	}
 	for _, d := range out {
 		d.p.finish(d.val, nil)

@@ -65,6 +65,9 @@ type pendingSnap struct {
 	rangeID uint64
 	paths   []string
 	done    chan error // capacity 1
+	// The range's bounds as of the snapshot, when it has any.
+	hasBounds  bool
+	start, end []byte
 }
 
 // The sending side. Raft asks for a snapshot by emitting a MsgSnap built
@@ -90,10 +93,16 @@ func (s *Store) startSnapshot(r *Replica, m *raftpb.Message) bool {
 		return false
 	}
 	out := proto.CloneOf(m)
+	d := r.Descriptor()
 	out.Snapshot = &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
 		Index: new(r.st.applied), Term: new(term), ConfState: proto.CloneOf(r.st.cs),
 	}}
-	spans := sp.Spans(r.Descriptor())
+	if bounded(&d) {
+		// The bounds travel as the snapshot's data: they are part of
+		// the range's state and may have changed by a split.
+		out.Snapshot.Data = encodeBounds(d.Start, d.End)
+	}
+	spans := sp.Spans(d)
 	snap := s.db.NewSnapshot()
 	format := s.db.FormatMajorVersion().MaxTableFormat()
 	s.bg.Add(1)
@@ -193,7 +202,17 @@ func (s *Store) ReceiveSnapshot(ctx context.Context, m Message, sizes []int64, s
 	if !ok {
 		return fmt.Errorf("replica: range %d cannot take snapshots (its state machine has no spans)", m.RangeID)
 	}
-	spans := sp.Spans(r.Descriptor())
+	d := r.Descriptor()
+	p := &pendingSnap{rangeID: m.RangeID, done: make(chan error, 1)}
+	if data := m.Msg.GetSnapshot().GetData(); len(data) > 0 {
+		start, end, err := decodeBounds(data)
+		if err != nil {
+			return fmt.Errorf("replica: snapshot of range %d: %w", m.RangeID, err)
+		}
+		d.Start, d.End = start, end
+	}
+	p.hasBounds, p.start, p.end = bounded(&d), d.Start, d.End
+	spans := sp.Spans(d)
 	if len(sizes) != len(spans) {
 		return fmt.Errorf("replica: snapshot of range %d has %d SSTs, want %d", m.RangeID, len(sizes), len(spans))
 	}
@@ -205,7 +224,6 @@ func (s *Store) ReceiveSnapshot(ctx context.Context, m Message, sizes []int64, s
 		total += n
 	}
 	token := s.nextID.Add(1)
-	p := &pendingSnap{rangeID: m.RangeID, done: make(chan error, 1)}
 	defer func() { s.removeFiles(p.paths) }() // ingest links them; the originals go
 	for i, n := range sizes {
 		path := s.snapPath(m.RangeID, token, i)
@@ -362,7 +380,7 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 		hs = proto.CloneOf(r.st.hs)
 		hs.Commit = new(max(hs.GetCommit(), idx))
 	}
-	state, err := r.st.stateSST(hs, md.GetConfState(), idx, term, s.db.FormatMajorVersion().MaxTableFormat())
+	state, err := r.st.stateSST(hs, md.GetConfState(), idx, term, p, s.db.FormatMajorVersion().MaxTableFormat())
 	if err == nil {
 		path := s.snapPath(r.rangeID, token, len(p.paths))
 		if err = s.writeFile(path, bytes.NewReader(state), int64(len(state))); err == nil {
@@ -376,12 +394,24 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 		return err
 	}
 	r.st.installed(hs, md.GetConfState(), idx, term)
-	if rs, ok := r.sm.(Restorer); ok {
-		rs.Restored(r.Descriptor())
-	}
+	old := r.Descriptor()
 	r.mu.Lock()
 	r.mu.desc.Peers = append([]uint64(nil), md.GetConfState().GetVoters()...)
+	if p.hasBounds {
+		r.st.hasBounds, r.st.start, r.st.end = true, p.start, p.end
+		r.mu.desc.Start, r.mu.desc.End = p.start, p.end
+	}
+	d := r.mu.desc.clone()
 	r.mu.Unlock()
+	if bd, ok := r.sm.(Bounder); ok {
+		bd.SetBounds(d)
+	}
+	if rs, ok := r.sm.(Restorer); ok {
+		rs.Restored(old)
+		if !bytes.Equal(old.Start, d.Start) || !bytes.Equal(old.End, d.End) {
+			rs.Restored(d)
+		}
+	}
 	s.log.Info("installed a snapshot", "range", r.rangeID, "index", idx, "term", term)
 	p.done <- nil
 	return nil
@@ -391,19 +421,24 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 // did not take.
 func (s *Store) declineSnapshots(tokens []uint64) {
 	for _, t := range tokens {
-		s.mu.Lock()
-		p := s.mu.snaps[t]
-		delete(s.mu.snaps, t)
-		s.mu.Unlock()
-		if p != nil {
-			p.done <- ErrSnapshotDeclined
-		}
+		s.failSnapshot(t, ErrSnapshotDeclined)
+	}
+}
+
+// failSnapshot answers a received snapshot that will not be installed.
+func (s *Store) failSnapshot(token uint64, err error) {
+	s.mu.Lock()
+	p := s.mu.snaps[token]
+	delete(s.mu.snaps, token)
+	s.mu.Unlock()
+	if p != nil {
+		p.done <- err
 	}
 }
 
 // stateSST is an SST that replaces all of the range's raft state with a
 // log truncated at (idx, term), applied up to idx.
-func (st *raftStorage) stateSST(hs *raftpb.HardState, cs *raftpb.ConfState, idx, term uint64, format sstable.TableFormat) ([]byte, error) {
+func (st *raftStorage) stateSST(hs *raftpb.HardState, cs *raftpb.ConfState, idx, term uint64, p *pendingSnap, format sstable.TableFormat) ([]byte, error) {
 	w := &memWritable{}
 	sw := sstable.NewWriter(w, sstable.WriterOptions{TableFormat: format})
 	enc := func(m proto.Message) []byte {
@@ -413,15 +448,20 @@ func (st *raftStorage) stateSST(hs *raftpb.HardState, cs *raftpb.ConfState, idx,
 		}
 		return encodeValue(p)
 	}
-	// Keys in order: 'a' < 'c' < 'h' < 't'.
+	// Keys in order: 'a' < 'b' < 'c' < 'h' < 't'.
 	errs := []error{
 		sw.DeleteRange(st.prefix, keys.PrefixEnd(st.prefix)),
 		sw.Set(stateKey(st.prefix, suffixApplied), encodeUint64s(idx)),
+	}
+	if p.hasBounds {
+		errs = append(errs, sw.Set(stateKey(st.prefix, suffixBounds), encodeBounds(p.start, p.end)))
+	}
+	errs = append(errs,
 		sw.Set(stateKey(st.prefix, suffixConfState), enc(cs)),
 		sw.Set(stateKey(st.prefix, suffixHardState), enc(hs)),
 		sw.Set(stateKey(st.prefix, suffixTruncated), encodeUint64s(idx, term)),
 		sw.Close(),
-	}
+	)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

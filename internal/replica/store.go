@@ -168,6 +168,9 @@ func (s *Store) AddReplica(d Descriptor, sm StateMachine) (*Replica, error) {
 		return nil, fmt.Errorf("replica: load range %d: %w", d.RangeID, err)
 	}
 	fresh := !found
+	if st.hasBounds {
+		d.Start, d.End = st.start, st.end // the range's own record beats the caller's
+	}
 	if fresh && len(d.Peers) == 0 {
 		st.hs = &raftpb.HardState{}
 	} else if fresh {
@@ -175,7 +178,7 @@ func (s *Store) AddReplica(d Descriptor, sm StateMachine) (*Replica, error) {
 			return nil, fmt.Errorf("replica: bootstrap range %d: node %d is not in Peers %v", d.RangeID, s.opts.NodeID, d.Peers)
 		}
 		b := s.db.NewBatch()
-		err := st.bootstrap(b, d.Peers)
+		err := st.bootstrap(b, d.Peers, d.Start, d.End, nil)
 		if err == nil {
 			err = b.Commit(pebble.Sync)
 		}
@@ -398,7 +401,17 @@ func (s *Store) cycle(tick bool) error {
 	var snaps []uint64 // tokens of the snapshots stepped in this cycle
 	for _, m := range msgs {
 		if m.Msg.GetType() == raftpb.MsgSnap {
-			snaps = append(snaps, binary.BigEndian.Uint64(m.Msg.GetSnapshot().GetData()))
+			token := binary.BigEndian.Uint64(m.Msg.GetSnapshot().GetData())
+			s.mu.Lock()
+			p := s.mu.snaps[token]
+			s.mu.Unlock()
+			if p != nil {
+				if err := s.snapshotFits(reps, p); err != nil {
+					s.failSnapshot(token, err)
+					continue
+				}
+			}
+			snaps = append(snaps, token)
 		}
 		if r := reps[m.RangeID]; r != nil {
 			r.step(m.Msg)

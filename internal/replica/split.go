@@ -1,0 +1,289 @@
+package replica
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/cairn-db/cairn/internal/keys"
+)
+
+// Splits.
+//
+// A range's key bounds are replicated state: bootstrapped with the group,
+// persisted under the range's 'b' key, shipped with every snapshot, and
+// changed only by a split entry in the range's own log. Every replica
+// applies the split at the same log position, in the same batch as
+//
+//   - the left-hand side's new bounds [Start, key), and
+//   - the raft state of the right-hand range [key, End): the same voters,
+//     a log truncated at (bootstrapIndex, bootstrapTerm), as a new group.
+//
+// The data does not move: every range of a node shares its keyspace, and
+// the right-hand side's keys are already where they were. Commands of the
+// left-hand side applied after the split that touch the right-hand side's
+// keys are refused by the StateMachine (it learns its bounds through
+// Bounder), so no write lands in a range that does not own its key.
+//
+// The right-hand group campaigns at once from the node whose left-hand
+// replica led when it applied the split; elsewhere it waits an election
+// timeout. So its first leader has applied the split (and refuses reads
+// and writes of the moved keys in the left-hand side) before another node
+// could win an election, and the left-hand side's lease (which expires
+// ElectionTicks minus the clock offset after its last quorum contact)
+// cannot serve the moved keys after the right-hand side took writes.
+//
+// A node that is behind may learn of the new range (from the range table)
+// before it applies the split. Its replica of the new range stays
+// uninitialized: a snapshot of a range whose bounds overlap an initialized
+// replica on the node is declined (it would be overwritten by the older
+// replica's log replay), and the leader retries it later. When the split
+// applies there, it initializes that replica in place, keeping any newer
+// term and vote it has.
+
+// ErrSplitRefused is returned by Split when the range cannot split at the
+// key: the key is not strictly inside the range, the range has no bounds,
+// or its membership is changing. Nothing changed.
+var ErrSplitRefused = errors.New("replica: split refused")
+
+// ErrBadSplit is the result of a split entry that does not decode.
+var ErrBadSplit = errors.New("replica: malformed split command")
+
+// Bounder is implemented by a StateMachine that checks its commands'
+// keys against the range's bounds: SetBounds is called, on the loop, when
+// the replica starts and whenever its bounds change (split, snapshot).
+type Bounder interface {
+	SetBounds(d Descriptor)
+}
+
+// Contains reports whether key is inside the replica's current bounds. A
+// descriptor with neither Start nor End has no bounds and contains every key.
+func (r *Replica) Contains(key []byte) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return keyIn(r.mu.desc.Start, r.mu.desc.End, key)
+}
+
+// ContainsSpan reports whether [start, end) (nil end: unbounded) lies
+// inside the replica's current bounds.
+func (r *Replica) ContainsSpan(start, end []byte) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := &r.mu.desc
+	if d.Start == nil && d.End == nil {
+		return true
+	}
+	if bytes.Compare(start, d.Start) < 0 {
+		return false
+	}
+	return d.End == nil || (end != nil && bytes.Compare(end, d.End) <= 0)
+}
+
+func keyIn(start, end, key []byte) bool {
+	return bytes.Compare(key, start) >= 0 && (end == nil || bytes.Compare(key, end) < 0)
+}
+
+// bounded reports whether d has key bounds.
+func bounded(d *Descriptor) bool { return d.Start != nil || d.End != nil }
+
+// overlaps reports whether [s1, e1) and [s2, e2) share a key (nil ends are
+// unbounded).
+func overlaps(s1, e1, s2, e2 []byte) bool {
+	return (e1 == nil || bytes.Compare(s2, e1) < 0) && (e2 == nil || bytes.Compare(s1, e2) < 0)
+}
+
+// Split splits the range at key into [Start, key), which keeps this
+// range's id, and [key, End), a new range with id rightID on the same
+// voters. It proposes the split on this replica, which must lead, and
+// returns the new range's descriptor once the split applied here (the new
+// range's replica on this node then exists). It returns ErrSplitRefused if
+// the split is not possible, and the errors of Propose.
+func (r *Replica) Split(ctx context.Context, key []byte, rightID uint64) (Descriptor, error) {
+	if r.s.opts.NewStateMachine == nil {
+		return Descriptor{}, fmt.Errorf("%w: the store has no NewStateMachine", ErrSplitRefused)
+	}
+	if err := ctx.Err(); err != nil {
+		return Descriptor{}, err
+	}
+	id := r.s.nextID.Add(1)
+	cmd := binary.BigEndian.AppendUint64(nil, rightID)
+	cmd = append(cmd, key...)
+	p := &proposal{r: r, id: id, data: encodeKind(cmdSplit, id, cmd), done: make(chan proposalResult, 1)}
+	if err := r.s.enqueue(p); err != nil {
+		return Descriptor{}, err
+	}
+	select {
+	case res := <-p.done:
+		if res.err != nil {
+			return Descriptor{}, res.err
+		}
+		switch v := res.val.(type) {
+		case Descriptor:
+			return v, nil
+		case error:
+			return Descriptor{}, v
+		}
+		return Descriptor{}, fmt.Errorf("replica: range %d: split applied as %T", r.rangeID, res.val)
+	case <-ctx.Done():
+		return Descriptor{}, ctx.Err()
+	}
+}
+
+// pendingSplit is a split applied in an apply batch, finished once the
+// batch has committed (finishSplit).
+type pendingSplit struct {
+	left, right Descriptor
+	existing    *Replica // an uninitialized replica of the new range here
+	skip        bool     // an initialized replica of the new range is here already
+	campaign    bool
+}
+
+// hasState reports whether the replica has raft state (is a member of a
+// configuration), as opposed to an uninitialized one waiting for its
+// first snapshot. Loop-owned.
+func (r *Replica) hasState() bool {
+	cs := r.st.cs
+	return len(cs.GetVoters()) > 0 || len(cs.GetLearners()) > 0 || len(cs.GetLearnersNext()) > 0
+}
+
+// applySplit applies a split entry into b and returns the new range's
+// Descriptor, or an error value if the split is refused (then b is
+// untouched). The checks read only replicated state, so every replica
+// decides the same. A returned error is fatal: b must not commit.
+// Loop-owned.
+func (r *Replica) applySplit(b *pebble.Batch, cmd []byte, out *[]*pendingSplit) (any, error) {
+	if len(cmd) < 9 {
+		return fmt.Errorf("%w: split command of %d bytes", ErrBadSplit, len(cmd)), nil
+	}
+	rightID, key := binary.BigEndian.Uint64(cmd), slices.Clone(cmd[8:])
+	d := r.Descriptor()
+	cs := r.st.cs
+	switch {
+	case !bounded(&d):
+		return fmt.Errorf("%w: range %d has no key bounds", ErrSplitRefused, r.rangeID), nil
+	case bytes.Compare(key, d.Start) <= 0 || (d.End != nil && bytes.Compare(key, d.End) >= 0):
+		return fmt.Errorf("%w: range %d: key %x is not strictly inside [%x, %x)", ErrSplitRefused, r.rangeID, key, d.Start, d.End), nil
+	case rightID == 0 || rightID == r.rangeID:
+		return fmt.Errorf("%w: range %d: bad new range id %d", ErrSplitRefused, r.rangeID, rightID), nil
+	case len(cs.GetVotersOutgoing()) > 0 || len(cs.GetLearners()) > 0 || len(cs.GetLearnersNext()) > 0:
+		return fmt.Errorf("%w: range %d: its membership is changing", ErrSplitRefused, r.rangeID), nil
+	}
+	left := d.clone()
+	left.End = key
+	right := Descriptor{RangeID: rightID, Start: slices.Clone(key), End: slices.Clone(d.End), Peers: slices.Clone(cs.GetVoters())}
+	sp := &pendingSplit{left: left, right: right, campaign: r.isLeader}
+	r.s.mu.Lock()
+	ex := r.s.mu.replicas[rightID]
+	r.s.mu.Unlock()
+	err := b.Set(stateKey(r.st.prefix, suffixBounds), encodeBounds(left.Start, left.End), nil)
+	switch {
+	case ex != nil && ex.hasState():
+		// It has state from a snapshot of the new range: newer than what
+		// the split would write.
+		sp.skip = true
+	case err == nil:
+		prefix := rangePrefix(rightID)
+		err = b.DeleteRange(prefix, keys.PrefixEnd(prefix), nil)
+		var hs *raftpb.HardState
+		if ex != nil {
+			hs, sp.existing = ex.st.hs, ex
+		}
+		if err == nil {
+			tmp := &raftStorage{prefix: prefix}
+			err = tmp.bootstrap(b, right.Peers, right.Start, right.End, hs)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("write the split into the apply batch: %w", err)
+	}
+	r.st.hasBounds, r.st.start, r.st.end = true, left.Start, left.End
+	r.mu.Lock()
+	r.mu.desc.Start, r.mu.desc.End = left.Start, left.End
+	r.mu.Unlock()
+	if bd, ok := r.sm.(Bounder); ok {
+		bd.SetBounds(left)
+	}
+	*out = append(*out, sp)
+	return right, nil
+}
+
+// finishSplit starts the new range's replica once the batch holding the
+// split has committed: a new one, or the uninitialized one already here,
+// initialized in place. Loop-owned.
+func (s *Store) finishSplit(left *Replica, sp *pendingSplit) error {
+	defer func() {
+		if s.opts.OnSplit != nil {
+			s.opts.OnSplit(sp.left, sp.right)
+		}
+	}()
+	if sp.skip {
+		return nil
+	}
+	st, found, err := loadRaftStorage(s.db, sp.right.RangeID)
+	if err != nil || !found {
+		return fmt.Errorf("replica: range %d: load the state of its split-off range %d: found %v, %v", left.rangeID, sp.right.RangeID, found, err)
+	}
+	if ex := sp.existing; ex != nil {
+		if err := ex.initRaft(sp.right, st, sp.campaign, false); err != nil {
+			return err
+		}
+		s.log.Info("split initialized a waiting replica", "range", left.rangeID, "new", sp.right.RangeID)
+		s.signal()
+		return nil
+	}
+	if s.opts.NewStateMachine == nil {
+		return fmt.Errorf("replica: range %d split, but the store has no NewStateMachine for range %d", left.rangeID, sp.right.RangeID)
+	}
+	r := &Replica{
+		s:        s,
+		rangeID:  sp.right.RangeID,
+		sm:       s.opts.NewStateMachine(sp.right),
+		waiters:  map[uint64]*proposal{},
+		initDone: make(chan struct{}),
+	}
+	if err := r.initRaft(sp.right, st, sp.campaign, false); err != nil {
+		return err
+	}
+	if r.initReady() {
+		close(r.initDone)
+	}
+	s.mu.Lock()
+	m := maps.Clone(s.mu.replicas)
+	m[r.rangeID] = r
+	s.mu.replicas = m
+	order := append(slices.Clone(s.mu.order), r)
+	slices.SortFunc(order, func(a, b *Replica) int { return cmp.Compare(a.rangeID, b.rangeID) })
+	s.mu.order = order
+	s.mu.Unlock()
+	s.log.Info("split a range", "range", left.rangeID, "new", r.rangeID, "key", fmt.Sprintf("%x", sp.right.Start), "campaign", sp.campaign)
+	s.signal()
+	return nil
+}
+
+// snapshotFits checks, on the loop, that the received snapshot p does
+// not overlap the bounds of another replica here that has state: that
+// replica is behind a split, and its log replay would write over the
+// snapshot's keys. The leader retries the snapshot later.
+func (s *Store) snapshotFits(reps map[uint64]*Replica, p *pendingSnap) error {
+	if !p.hasBounds {
+		return nil
+	}
+	for _, r := range reps {
+		if r.rangeID == p.rangeID || !r.hasState() {
+			continue
+		}
+		d := r.Descriptor()
+		if bounded(&d) && overlaps(d.Start, d.End, p.start, p.end) {
+			return fmt.Errorf("%w: range %d: its bounds overlap range %d here, which has not applied a split yet", ErrSnapshotDeclined, p.rangeID, r.rangeID)
+		}
+	}
+	return nil
+}
