@@ -235,7 +235,7 @@ func NotApplied(err error) bool {
 	}
 	c := wire.CodeOf(err)
 	var we *wire.Error
-	return errors.As(err, &we) && (c == wire.CodeNotLeader || c == wire.CodeUnavailable)
+	return errors.As(err, &we) && (c == wire.CodeNotLeader || c == wire.CodeUnavailable || c == wire.CodeRangeMoved)
 }
 
 // retryable reports whether a request that failed with err may be sent

@@ -211,7 +211,7 @@ func routedAnswer(err error) bool {
 		return false
 	}
 	switch we.Code {
-	case wire.CodeNotLeader, wire.CodeUnavailable, wire.CodeOutcomeUnknown, wire.CodeInternal, wire.CodeCanceled:
+	case wire.CodeNotLeader, wire.CodeUnavailable, wire.CodeOutcomeUnknown, wire.CodeInternal, wire.CodeCanceled, wire.CodeRangeMoved:
 		return false
 	}
 	return true

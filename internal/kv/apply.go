@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +12,11 @@ import (
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/replica"
 )
+
+// ErrWrongRange is the result of a command whose key is outside the
+// range's bounds: the range split and the key moved to another range.
+// Nothing was written; the proposer resolves the key's range again.
+var ErrWrongRange = errors.New("kv: key outside the range (it split)")
 
 // ErrPreconditionFailed is the result of a PutCmd whose IfMatch, IfNoneMatch
 // or IfAbsent condition did not hold at apply time. Nothing was written.
@@ -30,6 +36,11 @@ type Result struct {
 type StateMachine struct {
 	// Cache, if not nil, is the node's latest-record cache.
 	Cache *Cache
+
+	// start and end are the range's bounds (SetBounds); a nil end is
+	// unbounded, and a StateMachine never given bounds takes every key.
+	start, end []byte
+	bounded    bool
 
 	// written lists the cache updates of the uncommitted apply batch;
 	// inBatch indexes it by object (the last update of each).
@@ -65,6 +76,16 @@ func (m *StateMachine) Spans(d replica.Descriptor) []replica.Span {
 // cached records of its keys may be stale. The cache is the node's, shared
 // by every range: only this range's keys are dropped.
 func (m *StateMachine) Restored(d replica.Descriptor) { m.Cache.ClearRange(d.Start, d.End) }
+
+// SetBounds implements replica.Bounder.
+func (m *StateMachine) SetBounds(d replica.Descriptor) {
+	m.start, m.end, m.bounded = d.Start, d.End, d.Start != nil || d.End != nil
+}
+
+// owns reports whether obj is inside the range's bounds.
+func (m *StateMachine) owns(obj []byte) bool {
+	return !m.bounded || (bytes.Compare(obj, m.start) >= 0 && (m.end == nil || bytes.Compare(obj, m.end) < 0))
+}
 
 func (m *StateMachine) wrote(obj []byte, latest *mvcc.Record) {
 	if m.Cache == nil {
@@ -106,6 +127,9 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 	rw := BatchRW{B: b}
 	switch c := c.(type) {
 	case *PutCmd:
+		if !m.owns(c.Obj) {
+			return ErrWrongRange
+		}
 		// The latest version is needed for the conditions and, under KeepAll,
 		// is all mvcc needs: known from this batch or the cache, the write
 		// reads nothing from pebble.
@@ -141,6 +165,9 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 		m.wrote(c.Obj, c.Rec)
 		return &Result{Rec: c.Rec, Pruned: pruned}
 	case *DeleteVersionCmd:
+		if !m.owns(c.Obj) {
+			return ErrWrongRange
+		}
 		rec, err := mvcc.DeleteVersion(rw, c.Obj, c.Version)
 		if err != nil {
 			return err

@@ -251,3 +251,39 @@ func TestSpansHoldTheRangesWrites(t *testing.T) {
 		t.Fatalf("open-ended range has unbounded spans: %v", last)
 	}
 }
+
+// TestBounds: once a StateMachine has bounds, commands for keys outside
+// them are refused with ErrWrongRange and write nothing.
+func TestBounds(t *testing.T) {
+	db := openMem(t)
+	m := &StateMachine{}
+	lo, mid := keys.Object(1, nil, []byte("a")), keys.Object(1, nil, []byte("m"))
+	m.SetBounds(replica.Descriptor{Start: keys.SpaceStart(1), End: mid})
+	run := func(obj []byte, c interface{ Encode() []byte }) any {
+		b := db.NewIndexedBatch()
+		defer b.Close()
+		res := m.Apply(b, c.Encode())
+		if _, isErr := res.(error); isErr && !b.Empty() {
+			t.Fatalf("refused command on %q wrote to the batch", obj)
+		}
+		return res
+	}
+	put := func(obj []byte) any {
+		return run(obj, &PutCmd{Obj: obj, Rec: &mvcc.Record{Version: 10, Size: 1, Inline: []byte("x")}})
+	}
+	if _, ok := put(lo).(*Result); !ok {
+		t.Fatal("a key inside the bounds was refused")
+	}
+	for _, obj := range [][]byte{mid, keys.Object(1, nil, []byte("z")), keys.Object(2, nil, []byte("a"))} {
+		if err, _ := put(obj).(error); !errors.Is(err, ErrWrongRange) {
+			t.Fatalf("put outside the bounds: %v", err)
+		}
+		if err, _ := run(obj, &DeleteVersionCmd{Obj: obj, Version: 10}).(error); !errors.Is(err, ErrWrongRange) {
+			t.Fatalf("delete outside the bounds: %v", err)
+		}
+	}
+	m.SetBounds(replica.Descriptor{Start: mid}) // unbounded above
+	if _, ok := put(keys.Object(2, nil, []byte("a"))).(*Result); !ok {
+		t.Fatal("a key above an open bound was refused")
+	}
+}

@@ -327,3 +327,37 @@ func TestSetRangeMembers(t *testing.T) {
 		t.Fatalf("stored %+v, %v", got, err)
 	}
 }
+
+// TestSplitRange: a split shrinks the range and adds the split-off one
+// (epoch 1, its parent named); recording it again changes nothing; a key
+// outside the range is refused.
+func TestSplitRange(t *testing.T) {
+	ctx := context.Background()
+	c := NewCatalog(NewMemStore(nil))
+	rs, err := c.CreateRanges(ctx, 5, [][2][]byte{{[]byte("a"), []byte("z")}}, []uint64{1, 2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rid, err := c.NewRangeID(ctx)
+	if err != nil || rid == rs[0].ID {
+		t.Fatalf("new range id %d, %v", rid, err)
+	}
+	for _, bad := range []string{"a", "z", "0"} {
+		if _, _, err := c.SplitRange(ctx, 5, rs[0].ID, []byte(bad), rid, []uint64{1, 2, 3}); err == nil {
+			t.Fatalf("split at %q accepted", bad)
+		}
+	}
+	for range 2 {
+		l, r, err := c.SplitRange(ctx, 5, rs[0].ID, []byte("m"), rid, []uint64{1, 2, 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(l.End) != "m" || l.Epoch != 2 || string(r.Start) != "m" || string(r.End) != "z" || r.Epoch != 1 || r.Parent != l.ID || r.ID != rid {
+			t.Fatalf("after the split: left %+v right %+v", l, r)
+		}
+	}
+	got, err := c.SpaceRanges(ctx, 5)
+	if err != nil || len(got) != 2 || got[0].ID != rs[0].ID || got[1].ID != rid || got[1].Parent != rs[0].ID {
+		t.Fatalf("stored %+v, %v", got, err)
+	}
+}

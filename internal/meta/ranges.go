@@ -25,6 +25,11 @@ type RangeDesc struct {
 	// Epoch increases on every change to the descriptor (split, merge,
 	// replica change); it starts at 1.
 	Epoch uint64
+	// Parent is the range this one was split from, 0 for a range made
+	// with its space. A split-off range is never bootstrapped from the
+	// table: its replicas come from the split on the parent's replicas
+	// (or, on a node that has none, from a snapshot).
+	Parent uint64
 }
 
 // rangeRecord is the value under /cairn/ranges/<space>/<range>. Byte strings
@@ -38,11 +43,12 @@ type rangeRecord struct {
 	Replicas []uint64 `json:"replicas"`
 	Learners []uint64 `json:"learners,omitempty"`
 	Epoch    uint64   `json:"epoch,string"`
+	Parent   uint64   `json:"parent,string,omitempty"`
 }
 
 func encodeRange(r RangeDesc) []byte {
 	b, _ := json.Marshal(rangeRecord{V: formatVersionOne, ID: r.ID, SpaceID: r.SpaceID,
-		Start: r.Start, End: r.End, Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch})
+		Start: r.Start, End: r.End, Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch, Parent: r.Parent})
 	return b
 }
 
@@ -59,7 +65,57 @@ func decodeRange(kv KV) (RangeDesc, error) {
 		start = []byte{}
 	}
 	return RangeDesc{ID: r.ID, SpaceID: r.SpaceID, Start: start, End: r.End,
-		Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch}, nil
+		Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch, Parent: r.Parent}, nil
+}
+
+// NewRangeID allocates a range id (never reused).
+func (c *Catalog) NewRangeID(ctx context.Context) (uint64, error) {
+	return c.allocIDs(ctx, keyRangeCounter, 1, ^uint64(0))
+}
+
+// SplitRange records that range leftID of space spaceID split at key:
+// it now ends at key, and rightID, a new range with the given voters,
+// holds [key, old end). The new descriptor is written first, then the
+// old one shrinks (compare-and-set on its revision); a reader in between
+// sees both, and the new one wins for its keys, as it starts later.
+// Calling it again after it succeeded (or half-succeeded) finishes the
+// record and changes nothing else. It returns both descriptors.
+func (c *Catalog) SplitRange(ctx context.Context, spaceID uint32, leftID uint64, key []byte, rightID uint64, voters []uint64) (left, right RangeDesc, err error) {
+	for attempt := 0; attempt < 8; attempt++ {
+		kv, err := c.store.Get(ctx, rangeKey(spaceID, leftID))
+		if err != nil {
+			return left, right, fmt.Errorf("meta: range %d: %w", leftID, err)
+		}
+		cur, err := decodeRange(kv)
+		if err != nil {
+			return left, right, err
+		}
+		if bytes.Equal(cur.End, key) {
+			rkv, err := c.store.Get(ctx, rangeKey(spaceID, rightID))
+			if err != nil {
+				return left, right, fmt.Errorf("meta: split-off range %d: %w", rightID, err)
+			}
+			right, err = decodeRange(rkv)
+			return cur, right, err
+		}
+		if bytes.Compare(key, cur.Start) <= 0 || (cur.End != nil && bytes.Compare(key, cur.End) >= 0) {
+			return left, right, fmt.Errorf("meta: range %d [%x, %x) cannot split at %x", leftID, cur.Start, cur.End, key)
+		}
+		right = RangeDesc{ID: rightID, SpaceID: spaceID, Start: slices.Clone(key), End: cur.End,
+			Replicas: slices.Clone(voters), Epoch: 1, Parent: leftID}
+		if _, err := c.store.Put(ctx, rangeKey(spaceID, rightID), encodeRange(right), 0); err != nil && !errors.Is(err, ErrConflict) {
+			return left, right, fmt.Errorf("meta: create split-off range %d: %w", rightID, err)
+		}
+		cur.End = slices.Clone(key)
+		cur.Epoch++
+		if _, err := c.store.Put(ctx, kv.Key, encodeRange(cur), kv.Rev); errors.Is(err, ErrConflict) {
+			continue // a membership change raced: read again
+		} else if err != nil {
+			return left, right, fmt.Errorf("meta: range %d: %w", leftID, err)
+		}
+		return cur, right, nil
+	}
+	return left, right, fmt.Errorf("%w: range %d kept changing while its split was recorded", ErrConflict, leftID)
 }
 
 // Holds reports whether node id holds a replica of r (voter or learner).

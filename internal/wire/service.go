@@ -208,6 +208,7 @@ const (
 	CodeInvalidRange       Code = 19 // a byte range lies outside the object
 	CodeOutcomeUnknown     Code = 20 // a write may or may not have taken effect; read before retrying
 	CodeNotDrained         Code = 21 // the node still holds data others lack; wait for its drain
+	CodeRangeMoved         Code = 22 // the key left the range the request was sent to (a split); nothing was done, retry
 )
 
 var codeNames = map[Code]string{
@@ -221,6 +222,7 @@ var codeNames = map[Code]string{
 	CodeNotLeader: "not leader", CodeUnavailable: "unavailable",
 	CodeCanceled: "canceled", CodeDeleted: "delete marker",
 	CodeInvalidRange: "invalid range", CodeOutcomeUnknown: "outcome unknown", CodeNotDrained: "not drained",
+	CodeRangeMoved: "range moved",
 }
 
 func (c Code) String() string {
