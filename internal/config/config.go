@@ -42,6 +42,8 @@ type Server struct {
 	DownAfter       time.Duration `koanf:"down-after"`
 	RepairRate      int64         `koanf:"repair-rate"`
 	RebalanceAfter  time.Duration `koanf:"rebalance-after"`
+	SplitSize       int64         `koanf:"split-size"`
+	SplitLoad       int           `koanf:"split-load"`
 	LogLevel        string        `koanf:"log-level"`
 }
 
@@ -64,10 +66,12 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.Duration("down-after", 5*time.Minute, "how long a node that stopped heartbeating stays suspect before it is down and its data is copied elsewhere")
 	fs.Int64("repair-rate", 64<<20, "bytes per second this node copies to restore other nodes' lost copies (-1: no limit)")
 	fs.Duration("rebalance-after", 10*time.Second, "how long every node must have been up before range replicas and leases move to balance the cluster")
+	fs.Int64("split-size", 64<<20, "bytes on disk above which a range splits in two (-1: never)")
+	fs.Int("split-load", 2500, "requests per second above which (for 5s) a range splits at its median key (-1: never)")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 }
 
-var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "inline-threshold", "ranges", "record-cache", "down-after", "repair-rate", "rebalance-after", "log-level"}
+var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "inline-threshold", "ranges", "record-cache", "down-after", "repair-rate", "rebalance-after", "split-size", "split-load", "log-level"}
 
 // LoadServer merges the config file (from --config or CAIRN_CONFIG), the
 // CAIRN_* environment (environ, e.g. os.Environ) and the flags of fs.
@@ -157,6 +161,8 @@ func (s Server) NodeConfig() (node.Config, error) {
 		DownAfter:       s.DownAfter,
 		RepairRate:      s.RepairRate,
 		RebalanceAfter:  s.RebalanceAfter,
+		SplitSize:       s.SplitSize,
+		SplitLoad:       s.SplitLoad,
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 	}, nil
 }

@@ -144,12 +144,12 @@ func corruptSegments(t *testing.T, n *Node) {
 func manifest(t testing.TB, n *Node, space, key string, version uint64) chunk.Manifest {
 	t.Helper()
 	ctx := context.Background()
-	_, obj, r, release, err := n.target(ctx, space, key)
+	s, obj, release, err := n.target(ctx, space, key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer release()
-	rec, err := n.readRecord(ctx, r, obj, version, 0)
+	rec, err := n.readRecord(ctx, s, obj, version, 0)
 	if err != nil {
 		t.Fatalf("read %s/%s through node %d: %v", space, key, n.NodeID(), err)
 	}

@@ -31,7 +31,8 @@ func restartConfig(n *Node) Config {
 
 // TestFaultsInProcess runs concurrent clients against a three-node cluster
 // in one process while a nemesis stops and restarts nodes, each request
-// going to a random node that is up. Every key's history must be
+// going to a random node that is up. A low load threshold makes the ranges
+// split under the clients and the faults. Every key's history must be
 // linearizable, including the final reads after the cluster heals (so no
 // acknowledged write is lost), and the healed cluster must take writes
 // again.
@@ -40,7 +41,7 @@ func TestFaultsInProcess(t *testing.T) {
 		t.Skip("fault test")
 	}
 	ctx := context.Background()
-	nodes := threeNodes(t, func(c *Config) { c.HeartbeatTTL = time.Second })
+	nodes := threeNodes(t, func(c *Config) { c.HeartbeatTTL, c.SplitLoad = time.Second, 40 })
 	if _, err := nodes[0].CreateSpace(ctx, "faults", wire.SpaceSettings{Ranges: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestFaultsInProcess(t *testing.T) {
 	writeAny(t, nodes, "faults", "after-heal", "y")
 	t.Logf("healed cluster took a write %v after the last restart", time.Since(healed).Round(time.Millisecond))
 	res := checkAfterHeal(t, nodes, "faults", keys, rec)
-	t.Logf("%d restarts; %d operations: %d puts (%d unknown), %d gets", restarts, res.Ops, res.Puts, res.Pending, res.Gets)
+	t.Logf("%d restarts; %d operations: %d puts (%d unknown), %d gets; %d ranges", restarts, res.Ops, res.Puts, res.Pending, res.Gets, len(rangesOf(t, nodes[0], "faults")))
 }
 
 // checkAfterHeal reads every key once the cluster has healed (so a lost
@@ -150,7 +151,7 @@ func (fc *faultCluster) startClients(ctx context.Context, space string, keys []s
 					// checker holds the server to it. Any other error
 					// leaves the outcome unknown.
 					switch code := wire.CodeOf(err); code {
-					case wire.CodeNotLeader, wire.CodeUnavailable:
+					case wire.CodeNotLeader, wire.CodeUnavailable, wire.CodeRangeMoved:
 					default:
 						rec.Add(history.Op{Client: c, Kind: history.Put, Key: key, Value: val, Call: call, Return: rec.Now(), Unknown: err != nil})
 					}

@@ -34,7 +34,7 @@ func (n *Node) healthz(w http.ResponseWriter, _ *http.Request) {
 	var problems []rangeProblem
 	n.mu.RLock()
 	for name, s := range n.mu.spaces {
-		for _, r := range s.ranges {
+		for _, r := range s.table() {
 			rep := r.replica()
 			if rep == nil {
 				continue // held by other nodes

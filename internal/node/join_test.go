@@ -265,7 +265,7 @@ func TestReplicatedRange(t *testing.T) {
 			if sp == nil {
 				t.Fatalf("follower %d has not opened the space", n.NodeID())
 			}
-			r := sp.ranges[0]
+			r := sp.table()[0]
 			r.hint.Store(0) // set again only by a read forwarded to the leaseholder
 			b, info, err := get(t, n, wire.GetRequest{Space: "replicated", Key: "k"})
 			if err != nil || string(b) != "replicated body" || info.Version != v.Version {

@@ -97,6 +97,13 @@ type Config struct {
 	// replicas and leases move to their best-placed nodes (so a restart or
 	// a fault moves nothing back and forth). Default: 10s.
 	RebalanceAfter time.Duration
+	// SplitSize: a range whose versions take more than this many bytes on
+	// disk (pebble's estimate) splits in two. Default: 64 MiB; -1: never.
+	SplitSize int64
+	// SplitLoad: a range that serves more than this many requests per
+	// second for 5 seconds in a row splits at the median key it served.
+	// Default: 2,500; -1: never.
+	SplitLoad int
 
 	// FS is the disk seam. Default: the real disk.
 	FS vfs.FS
@@ -163,6 +170,12 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.RepairCheck == 0 {
 		c.RepairCheck = 5 * time.Second
+	}
+	if c.SplitSize == 0 {
+		c.SplitSize = 64 << 20
+	}
+	if c.SplitLoad == 0 {
+		c.SplitLoad = 2500
 	}
 	c.Chunking.EnsureDefaults()
 	if c.FS == nil {
@@ -243,10 +256,12 @@ type Node struct {
 	savedEndpoints []string
 	stopBG         context.CancelFunc
 	chunkPass      atomic.Pointer[chunkPass]
-	moving         atomic.Int64  // ranges this node leads that have a learner (repairRanges)
-	tsoLeader      atomic.Uint64 // the oracle's leader as last found (fetchTimestamps); 0 unknown
-	tsb            tsBatcher     // remote timestamp requests waiting for a call
-	repairPace     pacer         // bounds the repairer's copy rate (repairStep only)
+	moving         atomic.Int64               // ranges this node leads that have a learner (repairRanges)
+	splitc         chan [2]replica.Descriptor // splits applied here (onSplit -> followSplits)
+	syncKick       chan struct{}              // asks syncRanges to run now
+	tsoLeader      atomic.Uint64              // the oracle's leader as last found (fetchTimestamps); 0 unknown
+	tsb            tsBatcher                  // remote timestamp requests waiting for a call
+	repairPace     pacer                      // bounds the repairer's copy rate (repairStep only)
 	hbMu           sync.Mutex
 	heartbeat      meta.Leadership // held by keepBeating
 
@@ -359,7 +374,12 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n.ranges, err = replica.NewStore(replica.Options{NodeID: n.id.NodeID, Engine: n.eng, Transport: n.peers.tr, Logger: n.log})
+	n.splitc, n.syncKick = make(chan [2]replica.Descriptor, 64), make(chan struct{}, 1)
+	n.ranges, err = replica.NewStore(replica.Options{
+		NodeID: n.id.NodeID, Engine: n.eng, Transport: n.peers.tr, Logger: n.log,
+		NewStateMachine: func(replica.Descriptor) replica.StateMachine { return &kv.StateMachine{Cache: n.cache} },
+		OnSplit:         n.onSplit,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -376,7 +396,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		cancel()
 		return nil, err
 	}
-	n.bg.Add(7)
+	n.bg.Add(8)
 	go func() {
 		defer n.bg.Done()
 		every(bgCtx, n.cfg.RepairCheck, n.repairStep)
@@ -395,7 +415,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}()
 	go func() {
 		defer n.bg.Done()
-		every(bgCtx, 500*time.Millisecond, n.syncRanges)
+		everyOrKick(bgCtx, 500*time.Millisecond, n.syncKick, n.syncRanges)
+	}()
+	go func() {
+		defer n.bg.Done()
+		n.followSplits(bgCtx)
 	}()
 	go func() {
 		defer n.bg.Done()
@@ -463,6 +487,21 @@ func every(ctx context.Context, d time.Duration, fn func(context.Context)) {
 		case <-t.C:
 			fn(ctx)
 		}
+	}
+}
+
+// everyOrKick is every, also running fn at once when kick fires.
+func everyOrKick(ctx context.Context, d time.Duration, kick <-chan struct{}, fn func(context.Context)) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-kick:
+		}
+		fn(ctx)
 	}
 }
 

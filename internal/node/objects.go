@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"time"
 	"unicode/utf8"
 
 	"github.com/cairn-db/cairn/internal/chunk"
@@ -64,23 +65,23 @@ func validMeta(m, tags map[string]string) error {
 	return nil
 }
 
-// target resolves space and key to the object key and its range. The
+// target resolves space and key to the object key. The
 // space is held (see acquire) until release is called.
-func (n *Node) target(ctx context.Context, spaceName, key string) (s *space, obj []byte, r *rng, release func(), err error) {
+func (n *Node) target(ctx context.Context, spaceName, key string) (s *space, obj []byte, release func(), err error) {
 	if err := validKey(key); err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, err
 	}
 	s, release, err = n.acquire(ctx, spaceName)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, err
 	}
 	obj = keys.Object(s.meta.ID, nil, []byte(key))
-	return s, obj, s.route(obj), release, nil
+	return s, obj, release, nil
 }
 
 // Put implements wire.Service.
 func (n *Node) Put(ctx context.Context, req *wire.PutRequest, body io.Reader) (wire.ObjectInfo, error) {
-	s, obj, r, release, err := n.target(ctx, req.Space, req.Key)
+	s, obj, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
 		return wire.ObjectInfo{}, err
 	}
@@ -98,9 +99,9 @@ func (n *Node) Put(ctx context.Context, req *wire.PutRequest, body io.Reader) (w
 			return wire.ObjectInfo{}, err
 		}
 		rec.ContentType, rec.Meta, rec.Tags = req.ContentType, req.Meta, req.Tags
-		return n.commit(ctx, s, obj, r, req.Space, req.Key, &kv.PutCmd{Rec: rec, IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch})
+		return n.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: rec, IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch})
 	case wire.PutWriteAt, wire.PutAppend:
-		return n.rangeWrite(ctx, s, obj, r, req, body)
+		return n.rangeWrite(ctx, s, obj, req, body)
 	}
 	return wire.ObjectInfo{}, wire.Errorf(wire.CodeInvalidArgument, "unknown put mode %d", req.Mode)
 }
@@ -109,14 +110,14 @@ func (n *Node) Put(ctx context.Context, req *wire.PutRequest, body io.Reader) (w
 // concurrent write with a later timestamp was applied first, the version
 // would land below the latest one; the apply step refuses that, and commit
 // retries with a new timestamp (the body is already stored).
-func (n *Node) commit(ctx context.Context, s *space, obj []byte, r *rng, spaceName, key string, c *kv.PutCmd) (wire.ObjectInfo, error) {
+func (n *Node) commit(ctx context.Context, s *space, obj []byte, spaceName, key string, c *kv.PutCmd) (wire.ObjectInfo, error) {
 	for attempt := 0; ; attempt++ {
 		ts, err := n.timestamp(ctx)
 		if err != nil {
 			return wire.ObjectInfo{}, unavailable("timestamp oracle", err)
 		}
 		c.Obj, c.Rec.Version, c.Rec.StartTS, c.Retention = obj, ts, ts, s.retention
-		res, err := n.propose(ctx, r, c.Encode())
+		res, err := n.propose(ctx, s, obj, c.Encode())
 		if errors.Is(err, mvcc.ErrStaleVersion) {
 			if attempt < maxPlanRetries {
 				continue
@@ -266,7 +267,7 @@ func bodyErr(err error) error {
 // producing a new version that shares every untouched chunk. It plans
 // against the current latest version and commits with IfMatch on it, so a
 // concurrent writer makes it re-plan rather than lose an update.
-func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, r *rng, req *wire.PutRequest, body io.Reader) (wire.ObjectInfo, error) {
+func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, req *wire.PutRequest, body io.Reader) (wire.ObjectInfo, error) {
 	if req.Size < 0 {
 		return wire.ObjectInfo{}, wire.Errorf(wire.CodeInvalidArgument, "a byte-range write or append needs a declared size")
 	}
@@ -281,7 +282,7 @@ func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, r *rng, req
 		return wire.ObjectInfo{}, bodyErr(err)
 	}
 	for attempt := 0; ; attempt++ {
-		parent, err := n.readRecord(ctx, r, obj, 0, 0)
+		parent, err := n.readRecord(ctx, s, obj, 0, 0)
 		if err != nil && wire.CodeOf(err) != wire.CodeNotFound {
 			return wire.ObjectInfo{}, err
 		}
@@ -333,7 +334,7 @@ func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, r *rng, req
 				rec.Tags = parent.Tags
 			}
 		}
-		info, err := n.commit(ctx, s, obj, r, req.Space, req.Key, &kv.PutCmd{Rec: rec, IfMatch: pver, IfAbsent: pver == 0})
+		info, err := n.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: rec, IfMatch: pver, IfAbsent: pver == 0})
 		if wire.CodeOf(err) == wire.CodePreconditionFailed && req.IfMatch == 0 && attempt < maxPlanRetries {
 			continue // a concurrent write changed the parent: plan again
 		}
@@ -468,12 +469,12 @@ func objectInfo(spaceName, key string, rec *mvcc.Record) wire.ObjectInfo {
 
 // Stat implements wire.Service.
 func (n *Node) Stat(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, error) {
-	_, obj, r, release, err := n.target(ctx, req.Space, req.Key)
+	s, obj, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
 		return wire.ObjectInfo{}, err
 	}
 	defer release()
-	rec, err := n.readRecord(ctx, r, obj, req.Version, req.AsOf)
+	rec, err := n.readRecord(ctx, s, obj, req.Version, req.AsOf)
 	if err != nil {
 		if rec != nil {
 			return objectInfo(req.Space, req.Key, rec), err
@@ -485,12 +486,12 @@ func (n *Node) Stat(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo,
 
 // Get implements wire.Service.
 func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, io.ReadCloser, error) {
-	s, obj, r, release, err := n.target(ctx, req.Space, req.Key)
+	s, obj, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
 		return wire.ObjectInfo{}, nil, err
 	}
 	defer release()
-	rec, err := n.readRecord(ctx, r, obj, req.Version, req.AsOf)
+	rec, err := n.readRecord(ctx, s, obj, req.Version, req.AsOf)
 	if err != nil {
 		if rec != nil {
 			return objectInfo(req.Space, req.Key, rec), nil, err
@@ -590,19 +591,19 @@ func (cr *chunkReader) Close() error {
 
 // Delete implements wire.Service.
 func (n *Node) Delete(ctx context.Context, req *wire.DeleteRequest) (wire.ObjectInfo, error) {
-	s, obj, r, release, err := n.target(ctx, req.Space, req.Key)
+	s, obj, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
 		return wire.ObjectInfo{}, err
 	}
 	defer release()
 	if req.Version != 0 {
-		res, err := n.propose(ctx, r, (&kv.DeleteVersionCmd{Obj: obj, Version: req.Version}).Encode())
+		res, err := n.propose(ctx, s, obj, (&kv.DeleteVersionCmd{Obj: obj, Version: req.Version}).Encode())
 		if err != nil {
 			return wire.ObjectInfo{}, err
 		}
 		return objectInfo(req.Space, req.Key, res.Rec), nil
 	}
-	return n.commit(ctx, s, obj, r, req.Space, req.Key, &kv.PutCmd{Rec: &mvcc.Record{DeleteMarker: true}})
+	return n.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: &mvcc.Record{DeleteMarker: true}})
 }
 
 // List implements wire.Service.
@@ -628,18 +629,41 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult
 	if req.StartAfter != "" {
 		after = keys.Object(s.meta.ID, nil, []byte(req.StartAfter))
 	}
+	deadline := time.Now().Add(forwardPatience)
+	for attempt := 0; ; attempt++ {
+		out, err := n.listOnce(ctx, s, req, lower, upper, after, limit)
+		if wire.CodeOf(err) != wire.CodeRangeMoved || time.Now().After(deadline) {
+			return out, err
+		}
+		// A range split under the listing: read the table again.
+		n.kickSync()
+		if err := sleep(ctx, time.Duration(min(attempt+1, 10))*20*time.Millisecond); err != nil {
+			return wire.ListResult{}, err
+		}
+	}
+}
+
+// listOnce lists [lower, upper) after after, range by range in key order.
+func (n *Node) listOnce(ctx context.Context, s *space, req *wire.ListRequest, lower, upper, after []byte, limit int) (wire.ListResult, error) {
 	var out wire.ListResult
-	for _, r := range s.ranges {
-		if r.desc().End != nil && bytes.Compare(r.desc().End, lower) <= 0 {
+	tab := s.table()
+	for i, r := range tab {
+		end := r.desc().End
+		if i+1 < len(tab) {
+			// While a split is being recorded the table holds the old,
+			// wider range too: it lists only up to the next range.
+			end = minBytes(end, tab[i+1].desc().Start)
+		}
+		if end != nil && bytes.Compare(end, lower) <= 0 {
 			continue
 		}
 		if upper != nil && bytes.Compare(r.desc().Start, upper) >= 0 {
 			break
 		}
-		if after != nil && r.desc().End != nil && bytes.Compare(r.desc().End, after) <= 0 {
+		if after != nil && end != nil && bytes.Compare(end, after) <= 0 {
 			continue
 		}
-		lo, hi := maxBytes(lower, r.desc().Start), minBytes(upper, r.desc().End)
+		lo, hi := maxBytes(lower, r.desc().Start), minBytes(upper, end)
 		if len(out.Objects) >= limit {
 			// The page is full; it is truncated if any later range of the
 			// span holds a live key.
@@ -686,7 +710,7 @@ func (n *Node) listLocal(o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
 
 // Versions implements wire.Service.
 func (n *Node) Versions(ctx context.Context, req *wire.VersionsRequest) (wire.VersionsResult, error) {
-	_, obj, r, release, err := n.target(ctx, req.Space, req.Key)
+	s, obj, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
 		return wire.VersionsResult{}, err
 	}
@@ -698,7 +722,7 @@ func (n *Node) Versions(ctx context.Context, req *wire.VersionsRequest) (wire.Ve
 	if limit > listMax {
 		limit = listMax
 	}
-	recs, more, err := n.versions(ctx, r, obj, req.Before, limit)
+	recs, more, err := n.versions(ctx, s, obj, req.Before, limit)
 	if err != nil {
 		return wire.VersionsResult{}, err
 	}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -65,26 +66,78 @@ func (n *Node) syncRanges(ctx context.Context) {
 func (n *Node) syncOpenRanges(ctx context.Context, descs []meta.RangeDesc) map[uint32]bool {
 	n.openMu.Lock() // serialized with openSpace
 	defer n.openMu.Unlock()
-	open := map[uint64]*rng{}
+	open := map[uint32]*space{}
 	n.mu.RLock()
 	for _, s := range n.mu.spaces {
-		for _, r := range s.ranges {
-			open[r.desc().ID] = r
-		}
+		open[s.meta.ID] = s
 	}
 	n.mu.RUnlock()
-	unopened := map[uint32]bool{}
+	bySpace := map[uint32][]meta.RangeDesc{}
 	for _, d := range descs {
-		r := open[d.ID]
-		if r == nil {
-			if d.Holds(n.id.NodeID) && n.ranges.Replica(d.ID) == nil {
-				unopened[d.SpaceID] = true
-			}
+		bySpace[d.SpaceID] = append(bySpace[d.SpaceID], d)
+	}
+	unopened := map[uint32]bool{}
+	for id, ds := range bySpace {
+		if s := open[id]; s != nil {
+			n.syncTable(ctx, s, ds)
 			continue
 		}
-		n.syncRange(ctx, r, d)
+		for _, d := range ds {
+			if d.Holds(n.id.NodeID) && n.ranges.Replica(d.ID) == nil {
+				unopened[id] = true
+			}
+		}
 	}
 	return unopened
+}
+
+// syncTable brings open space s's table in line with ds, its ranges in
+// the range table: ranges new there (split elsewhere) are added, ranges
+// gone from it dropped, except one a split here made recently, which the
+// range table has not listed yet (splitGrace).
+func (n *Node) syncTable(ctx context.Context, s *space, ds []meta.RangeDesc) {
+	cur := s.table()
+	byID := make(map[uint64]*rng, len(cur))
+	for _, r := range cur {
+		byID[r.desc().ID] = r
+	}
+	changed := false
+	next := make([]*rng, 0, len(ds))
+	listed := make(map[uint64]bool, len(ds))
+	for _, d := range ds {
+		listed[d.ID] = true
+		r := byID[d.ID]
+		if r == nil {
+			var rep *replica.Replica
+			if d.Holds(n.id.NodeID) {
+				var err error
+				if rep, err = n.openReplica(d); err != nil {
+					n.log.Warn("open a replica placed on this node", "range", d.ID, "err", err)
+					rep = nil
+				}
+			}
+			r, changed = newRng(d, rep), true
+		} else {
+			start := r.desc().Start
+			n.syncRange(ctx, r, d)
+			changed = changed || !bytes.Equal(start, r.desc().Start)
+		}
+		next = append(next, r)
+	}
+	now := n.cfg.Clock()
+	for _, r := range cur {
+		if listed[r.desc().ID] {
+			continue
+		}
+		if !r.born.IsZero() && now.Sub(r.born) < splitGrace {
+			next = append(next, r)
+			continue
+		}
+		changed = true
+	}
+	if changed {
+		s.setTable(next)
+	}
 }
 
 // syncRange applies descriptor d of an open range r.
@@ -131,7 +184,7 @@ func (n *Node) repairRanges(ctx context.Context) {
 	var work []leased
 	n.mu.RLock()
 	for _, s := range n.mu.spaces {
-		for _, r := range s.ranges {
+		for _, r := range s.table() {
 			if r.leaseHere() {
 				work = append(work, leased{s, r})
 			}
@@ -242,7 +295,19 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 	if st.Joint || len(st.Voters) == 0 {
 		return nil // raft leaves a joint configuration by itself
 	}
-	// The table follows raft.
+	// The table follows raft: a split that applied here but is not in the
+	// table (its leaseholder stopped before recording it) is recorded.
+	if rb := rep.Descriptor(); rb.End != nil && (d.End == nil || bytes.Compare(rb.End, d.End) < 0) {
+		for _, x := range s.table() {
+			if xd := x.desc(); xd.ID != d.ID && bytes.Equal(xd.Start, rb.End) {
+				peers := xd.Replicas
+				if xr := x.replica(); xr != nil {
+					peers = xr.Descriptor().Peers
+				}
+				return n.recordSplit(ctx, s, r, replica.Descriptor{RangeID: xd.ID, Start: rb.End, Peers: peers})
+			}
+		}
+	}
 	if !sameMembers(d.Replicas, st.Voters) || !sameMembers(d.Learners, st.Learners) {
 		nd, err := n.catalog.SetRangeMembers(ctx, d, st.Voters, st.Learners)
 		if err != nil {
@@ -295,6 +360,13 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 		}
 		n.log.Info("removing a replica", "range", d.ID, "node", v, "voters", st.Voters, "want", p.want)
 		return rep.ChangeReplicas(ctx, change(raftpb.ConfChangeRemoveNode, v))
+	}
+
+	// Split when too big or too busy.
+	if len(st.Learners) == 0 {
+		if err := n.maybeSplit(ctx, s, r, rep); err != nil {
+			return err
+		}
 	}
 
 	// Rebalance, only while every node has been up a while (so a restart

@@ -135,11 +135,11 @@ func BenchmarkRecovery(b *testing.B) {
 		probe := map[uint64]string{}
 		for i := 0; len(probe) < most && i < 10000; i++ {
 			key := fmt.Sprintf("probe-%d", i)
-			_, _, r, release, err := front.target(ctx, "recovery", key)
+			s, obj, release, err := front.target(ctx, "recovery", key)
 			if err != nil {
 				b.Fatal(err)
 			}
-			id := r.desc().ID
+			id := s.route(obj).desc().ID
 			release()
 			if slices.Contains(led, id) && probe[id] == "" {
 				probe[id] = key

@@ -42,9 +42,15 @@ const (
 	forwardPatience = 10 * time.Second
 )
 
+// errLeaseHere is returned by forward when, while it looked for the
+// leaseholder elsewhere, the local replica took the lease: the caller
+// serves the request here.
+var errLeaseHere = errors.New("the lease moved to this node")
+
 // forward runs method for range r on its leaseholder elsewhere and returns
 // the reply payload; a wire error from the leaseholder comes back as one,
-// along with any payload it carried.
+// along with any payload it carried. It returns errLeaseHere if the local
+// replica takes the lease meanwhile.
 func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) ([]byte, error) {
 	wire.MarkForwarded(ctx) // the client's route for this key is stale
 	n.metrics.forwards.Inc()
@@ -53,6 +59,20 @@ func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) (
 	deadline := time.Now().Add(forwardPatience)
 	var last error
 	for round := 0; ; round++ {
+		if rep := r.replica(); round > 0 && rep != nil && rep.Status().IsLeader {
+			// The others name this node: a new leader whose lease is
+			// not valid yet (or a split's new range). Wait for it here.
+			if rep.ReadReady() == nil {
+				return nil, errLeaseHere
+			}
+			if time.Now().After(deadline) {
+				return nil, wire.Errorf(wire.CodeUnavailable, "range %d: this node leads it but has no lease yet", r.desc().ID)
+			}
+			if err := sleep(ctx, 20*time.Millisecond); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		tried := map[uint64]bool{n.id.NodeID: true}
 		queue := []uint64{}
 		// The local replica's raft knows the current leader best (a
@@ -188,33 +208,51 @@ func (n *Node) rangeMethod(lease bool, h func(ctx context.Context, r *rng, req [
 	}
 }
 
-// propose runs cmd on r's leaseholder: here if this node leads the range,
-// else on the node that does.
-func (n *Node) propose(ctx context.Context, r *rng, cmd []byte) (*kv.Result, error) {
-	if rep := r.replica(); rep != nil {
-		res, err := n.proposeLocal(ctx, r.desc().ID, rep, cmd)
-		if wire.CodeOf(err) != wire.CodeNotLeader {
-			return res, err
+// propose runs cmd, a command on object key obj of space s, on the
+// leaseholder of the range holding obj: here if this node leads it, else
+// on the node that does.
+func (n *Node) propose(ctx context.Context, s *space, obj, cmd []byte) (res *kv.Result, err error) {
+	err = n.onRange(ctx, s, obj, func(r *rng) error {
+		for {
+			if rep := r.replica(); rep != nil {
+				res, err = n.proposeLocal(ctx, r, rep, obj, cmd)
+				if wire.CodeOf(err) != wire.CodeNotLeader {
+					return err
+				}
+			}
+			b, err := n.forward(ctx, r, "Propose", cmd)
+			if errors.Is(err, errLeaseHere) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			res, err = decodeResult(b)
+			return err
 		}
-	}
-	b, err := n.forward(ctx, r, "Propose", cmd)
-	if err != nil {
-		return nil, err
-	}
-	return decodeResult(b)
+	})
+	return res, err
 }
 
 func (n *Node) handlePropose(ctx context.Context, r *rng, cmd []byte) ([]byte, error) {
-	res, err := n.proposeLocal(ctx, r.desc().ID, r.replica(), cmd)
+	res, err := n.proposeLocal(ctx, r, r.replica(), nil, cmd)
 	if err != nil {
 		return nil, err
 	}
 	return encodeResult(res), nil
 }
 
-// proposeLocal proposes cmd to rep, the local replica of range id.
-func (n *Node) proposeLocal(ctx context.Context, id uint64, rep *replica.Replica, cmd []byte) (*kv.Result, error) {
+// proposeLocal proposes cmd, on object key obj if known, to rep, the
+// local replica of r.
+func (n *Node) proposeLocal(ctx context.Context, r *rng, rep *replica.Replica, obj, cmd []byte) (*kv.Result, error) {
+	id := rep.Descriptor().RangeID
+	if obj != nil && !rep.Contains(obj) {
+		return nil, errMoved(id)
+	}
 	v, err := rep.Propose(ctx, cmd)
+	if err == nil && obj != nil {
+		r.load.note(obj)
+	}
 	if err != nil {
 		if errors.Is(err, replica.ErrNotLeader) || errors.Is(err, replica.ErrRangeNotFound) {
 			// Not applied: raft never took it (or the replica is gone).
@@ -232,21 +270,36 @@ func (n *Node) proposeLocal(ctx context.Context, id uint64, rep *replica.Replica
 		if errors.Is(v, mvcc.ErrNotFound) {
 			return nil, wire.Errorf(wire.CodeNotFound, "no such version")
 		}
+		if errors.Is(v, kv.ErrWrongRange) {
+			return nil, errMoved(id)
+		}
 		return nil, v // mvcc.ErrStaleVersion: commit retries with a new timestamp
 	}
 	return nil, fmt.Errorf("range %d: unexpected apply result %T", id, v)
 }
 
-// readRecord reads the selected version of obj (see readLocal) from r's
-// leaseholder: here if this node holds the lease, else where it is.
-func (n *Node) readRecord(ctx context.Context, r *rng, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
+// readRecord reads the selected version of obj (see readLocal) in space s
+// from the leaseholder of its range: here if this node holds the lease,
+// else where it is.
+func (n *Node) readRecord(ctx context.Context, s *space, obj []byte, version, asOf uint64) (rec *mvcc.Record, err error) {
+	err = n.onRange(ctx, s, obj, func(r *rng) error {
+		rec, err = n.readRange(ctx, r, obj, version, asOf)
+		return err
+	})
+	return rec, err
+}
+
+func (n *Node) readRange(ctx context.Context, r *rng, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
 	if r.leaseHere() {
-		return n.readLocal(obj, version, asOf)
+		return n.readOwned(r, obj, version, asOf)
 	}
 	req := binary.BigEndian.AppendUint64(nil, version)
 	req = binary.BigEndian.AppendUint64(req, asOf)
 	req = append(req, obj...)
 	b, err := n.forward(ctx, r, "Read", req)
+	if errors.Is(err, errLeaseHere) {
+		return n.readOwned(r, obj, version, asOf)
+	}
 	var rec *mvcc.Record
 	if len(b) > 0 {
 		d := decoder{b: b}
@@ -258,11 +311,22 @@ func (n *Node) readRecord(ctx context.Context, r *rng, obj []byte, version, asOf
 	return rec, err
 }
 
-func (n *Node) handleRead(_ context.Context, _ *rng, req []byte) ([]byte, error) {
+// readOwned is readLocal for a key the local replica of r must still
+// hold (after a split it may not).
+func (n *Node) readOwned(r *rng, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
+	rep := r.replica()
+	if !rep.Contains(obj) {
+		return nil, errMoved(rep.Descriptor().RangeID)
+	}
+	r.load.note(obj)
+	return n.readLocal(obj, version, asOf)
+}
+
+func (n *Node) handleRead(_ context.Context, r *rng, req []byte) ([]byte, error) {
 	if len(req) < 16 {
 		return nil, wire.Errorf(wire.CodeMalformed, "read request of %d bytes", len(req))
 	}
-	rec, err := n.readLocal(req[16:], binary.BigEndian.Uint64(req), binary.BigEndian.Uint64(req[8:]))
+	rec, err := n.readOwned(r, req[16:], binary.BigEndian.Uint64(req), binary.BigEndian.Uint64(req[8:]))
 	var out []byte
 	if rec != nil {
 		out = appendRecord(nil, rec)
@@ -273,7 +337,7 @@ func (n *Node) handleRead(_ context.Context, _ *rng, req []byte) ([]byte, error)
 // listRange lists r's part of a listing on its leaseholder.
 func (n *Node) listRange(ctx context.Context, r *rng, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
 	if r.leaseHere() {
-		return n.listLocal(o)
+		return n.listOwned(r, o)
 	}
 	req := binary.BigEndian.AppendUint64(nil, o.AsOf)
 	req = binary.BigEndian.AppendUint32(req, uint32(max(o.Limit, 0)))
@@ -281,6 +345,9 @@ func (n *Node) listRange(ctx context.Context, r *rng, o mvcc.ListOptions) ([]mvc
 	req = appendOptBytes(req, o.Upper)
 	req = appendOptBytes(req, o.StartAfter)
 	b, err := n.forward(ctx, r, "List", req)
+	if errors.Is(err, errLeaseHere) {
+		return n.listOwned(r, o)
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -294,14 +361,25 @@ func (n *Node) listRange(ctx context.Context, r *rng, o mvcc.ListOptions) ([]mvc
 	return ents, more, d.done()
 }
 
-func (n *Node) handleList(_ context.Context, _ *rng, req []byte) ([]byte, error) {
+// listOwned is listLocal for a span the local replica of r must still
+// hold.
+func (n *Node) listOwned(r *rng, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
+	rep := r.replica()
+	if !rep.ContainsSpan(o.Lower, o.Upper) {
+		return nil, false, errMoved(rep.Descriptor().RangeID)
+	}
+	r.load.ops.Add(1)
+	return n.listLocal(o)
+}
+
+func (n *Node) handleList(_ context.Context, r *rng, req []byte) ([]byte, error) {
 	d := decoder{b: req}
 	o := mvcc.ListOptions{AsOf: d.u64(), Limit: int(d.u32())}
 	o.Lower, o.Upper, o.StartAfter = d.optBytes(), d.optBytes(), d.optBytes()
 	if err := d.done(); err != nil {
 		return nil, err
 	}
-	ents, more, err := n.listLocal(o)
+	ents, more, err := n.listOwned(r, o)
 	if err != nil {
 		return nil, err
 	}
@@ -313,32 +391,51 @@ func (n *Node) handleList(_ context.Context, _ *rng, req []byte) ([]byte, error)
 	return out, nil
 }
 
-// versions lists obj's versions on r's leaseholder.
-func (n *Node) versions(ctx context.Context, r *rng, obj []byte, before uint64, limit int) ([]*mvcc.Record, bool, error) {
-	if r.leaseHere() {
-		return n.versionsLocal(obj, before, limit)
-	}
-	req := binary.BigEndian.AppendUint64(nil, before)
-	req = binary.BigEndian.AppendUint32(req, uint32(limit))
-	req = append(req, obj...)
-	b, err := n.forward(ctx, r, "Versions", req)
-	if err != nil {
-		return nil, false, err
-	}
-	d := decoder{b: b}
-	more := d.u8() == 1
-	recs := make([]*mvcc.Record, d.count())
-	for i := range recs {
-		recs[i] = d.record()
-	}
-	return recs, more, d.done()
+// versions lists obj's versions on the leaseholder of its range in s.
+func (n *Node) versions(ctx context.Context, s *space, obj []byte, before uint64, limit int) (recs []*mvcc.Record, more bool, err error) {
+	err = n.onRange(ctx, s, obj, func(r *rng) error {
+		if r.leaseHere() {
+			recs, more, err = n.versionsOwned(r, obj, before, limit)
+			return err
+		}
+		req := binary.BigEndian.AppendUint64(nil, before)
+		req = binary.BigEndian.AppendUint32(req, uint32(limit))
+		req = append(req, obj...)
+		b, err := n.forward(ctx, r, "Versions", req)
+		if errors.Is(err, errLeaseHere) {
+			recs, more, err = n.versionsOwned(r, obj, before, limit)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		d := decoder{b: b}
+		more = d.u8() == 1
+		recs = make([]*mvcc.Record, d.count())
+		for i := range recs {
+			recs[i] = d.record()
+		}
+		return d.done()
+	})
+	return recs, more, err
 }
 
-func (n *Node) handleVersions(_ context.Context, _ *rng, req []byte) ([]byte, error) {
+// versionsOwned is versionsLocal for a key the local replica of r must
+// still hold.
+func (n *Node) versionsOwned(r *rng, obj []byte, before uint64, limit int) ([]*mvcc.Record, bool, error) {
+	rep := r.replica()
+	if !rep.Contains(obj) {
+		return nil, false, errMoved(rep.Descriptor().RangeID)
+	}
+	r.load.note(obj)
+	return n.versionsLocal(obj, before, limit)
+}
+
+func (n *Node) handleVersions(_ context.Context, r *rng, req []byte) ([]byte, error) {
 	if len(req) < 12 {
 		return nil, wire.Errorf(wire.CodeMalformed, "versions request of %d bytes", len(req))
 	}
-	recs, more, err := n.versionsLocal(req[12:], binary.BigEndian.Uint64(req), int(binary.BigEndian.Uint32(req[8:])))
+	recs, more, err := n.versionsOwned(r, req[12:], binary.BigEndian.Uint64(req), int(binary.BigEndian.Uint32(req[8:])))
 	if err != nil {
 		return nil, err
 	}

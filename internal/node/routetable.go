@@ -21,7 +21,7 @@ func (n *Node) Routes(ctx context.Context, name string) (wire.RouteTable, error)
 	for _, nd := range n.peers.view() {
 		native[nd.ID] = nd.Native
 	}
-	for _, r := range s.ranges {
+	for _, r := range s.table() {
 		st := r.cur.Load() // descriptor and replica from one snapshot
 		d := &st.desc
 		lead := r.hint.Load()

@@ -94,7 +94,7 @@ func TestClientRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := s.ranges[2]
+	r := s.table()[2]
 	release()
 	var from, to *Node
 	for _, n := range nodes {

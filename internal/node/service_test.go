@@ -314,9 +314,9 @@ func TestRangeWritesShareChunks(t *testing.T) {
 
 func manifestOfVersion(t *testing.T, n *Node, v uint64) chunk.Manifest {
 	t.Helper()
-	_, obj, r, release, _ := n.target(context.Background(), "sp1", "big")
+	s, obj, release, _ := n.target(context.Background(), "sp1", "big")
 	defer release()
-	rec, err := n.readRecord(context.Background(), r, obj, v, 0)
+	rec, err := n.readRecord(context.Background(), s, obj, v, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,10 @@ import (
 type space struct {
 	meta      meta.Space
 	retention mvcc.Retention
-	ranges    []*rng // sorted by start key; together they cover the space
+	// tab holds the space's ranges sorted by start key; together they
+	// cover the space. Replaced whole (copy-on-write) when the range
+	// table changes: see table and splits.go.
+	tab atomic.Pointer[[]*rng]
 
 	// gate is held shared by every object operation for its duration and
 	// exclusively by DeleteSpace while it checks that the space is empty
@@ -37,6 +40,21 @@ type space struct {
 // its setting, or meta.DefaultReplicas.
 func (s *space) replicas() int { return cmp.Or(s.meta.Settings.Replicas, meta.DefaultReplicas) }
 
+// table returns the space's ranges, sorted by start key. Shared: do not
+// modify.
+func (s *space) table() []*rng {
+	if t := s.tab.Load(); t != nil {
+		return *t
+	}
+	return nil
+}
+
+// setTable replaces the space's ranges with t, sorted here by start key.
+func (s *space) setTable(t []*rng) {
+	sort.SliceStable(t, func(i, j int) bool { return bytes.Compare(t[i].desc().Start, t[j].desc().Start) < 0 })
+	s.tab.Store(&t)
+}
+
 // rng is one range of a space with its local replica. Its descriptor and
 // replica change together when the range's membership changes (see
 // syncRanges); readers take both from one snapshot.
@@ -44,6 +62,12 @@ type rng struct {
 	cur atomic.Pointer[rngState]
 	// hint is the node last found holding the range's lease (see forward).
 	hint atomic.Uint64
+	// born is when a split applied here made this entry; until the range
+	// table lists it, the table sync keeps it (see syncOpenRanges).
+	born time.Time
+	// load counts requests served as leaseholder since the last split
+	// check, with a sample of their keys (see splits.go).
+	load loadStats
 }
 
 type rngState struct {
@@ -113,6 +137,7 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 		}
 	}
 	s := &space{meta: sp, retention: retentionOf(sp.Settings)}
+	var tab []*rng
 	for _, d := range descs {
 		var rep *replica.Replica
 		if d.Holds(n.id.NodeID) {
@@ -120,9 +145,9 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 				return nil, fmt.Errorf("open range %d of space %s: %w", d.ID, sp.Name, err)
 			}
 		}
-		s.ranges = append(s.ranges, newRng(d, rep))
+		tab = append(tab, newRng(d, rep))
 	}
-	sort.Slice(s.ranges, func(i, j int) bool { return bytes.Compare(s.ranges[i].desc().Start, s.ranges[j].desc().Start) < 0 })
+	s.setTable(tab)
 	n.mu.Lock()
 	n.mu.spaces[sp.Name] = s
 	n.mu.Unlock()
@@ -138,7 +163,7 @@ func (n *Node) openReplica(d meta.RangeDesc) (*replica.Replica, error) {
 		return rep, nil
 	}
 	rd := replica.Descriptor{RangeID: d.ID, Start: d.Start, End: d.End}
-	if d.Epoch == 1 {
+	if d.Epoch == 1 && d.Parent == 0 {
 		rd.Peers = d.Replicas
 	}
 	rep, err := n.ranges.AddReplica(rd, &kv.StateMachine{Cache: n.cache})
@@ -230,15 +255,18 @@ func (n *Node) acquire(ctx context.Context, name string) (s *space, release func
 	return s, s.gate.RUnlock, nil
 }
 
-// route returns the range of s that holds object key obj.
+// route returns the range of s that holds object key obj: the one with
+// the greatest start at or below it (while a split is being recorded the
+// old, wider entry and the new one overlap; the new one starts later).
 func (s *space) route(obj []byte) *rng {
-	i := sort.Search(len(s.ranges), func(i int) bool {
-		return bytes.Compare(s.ranges[i].desc().Start, obj) > 0
+	t := s.table()
+	i := sort.Search(len(t), func(i int) bool {
+		return bytes.Compare(t[i].desc().Start, obj) > 0
 	})
 	if i == 0 {
-		return s.ranges[0]
+		return t[0]
 	}
-	return s.ranges[i-1]
+	return t[i-1]
 }
 
 func settingsToMeta(ws wire.SpaceSettings, defRanges int) (meta.SpaceSettings, error) {
@@ -361,7 +389,7 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 	if s.deleted {
 		return wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist", name)
 	}
-	for _, r := range s.ranges {
+	for _, r := range s.table() {
 		ents, _, err := n.listRange(ctx, r, mvcc.ListOptions{Lower: r.desc().Start, Upper: r.desc().End, Limit: 1})
 		if err != nil {
 			return err

@@ -1,0 +1,341 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// Range splits.
+//
+// The leaseholder of a range checks it every second (repairRanges, after
+// any membership step): a range splits when its versions and locks take
+// more than Config.SplitSize on disk (pebble's estimate), at the object
+// key that halves its bytes, or when it served more than Config.SplitLoad
+// requests per second for splitLoadChecks checks in a row, at the median
+// of a sample of the keys it served. The split itself is an entry in the
+// range's raft log (replica.Split); the new range lives on the same nodes
+// and its lease starts where the old one was, so a split moves no data
+// and costs one raft round. The rebalancer then places the new range by
+// its own id (meta.PlaceReplicas), which spreads a hot key span over the
+// cluster.
+//
+// The range table follows: the leaseholder records the split in the meta
+// service as soon as it applied (Catalog.SplitRange), and a leaseholder
+// that finds its replica's bounds narrower than the table records it
+// later (a leaseholder that stopped half-way). Every node that holds a
+// replica updates its own routing at once when the split applies here
+// (onSplit); the others read the table every 500ms. A request that
+// reaches a range its key has left gets CodeRangeMoved, with nothing
+// done, and is routed again (onRange).
+
+// splitLoadChecks is how many consecutive checks a range must be over
+// Config.SplitLoad before it splits by load.
+const splitLoadChecks = 5
+
+// splitGrace is how long a range made by a split applied here stays in
+// the node's table without being listed in the range table.
+const splitGrace = 30 * time.Second
+
+// loadSampleSize is how many keys a range's load sample keeps.
+const loadSampleSize = 32
+
+// loadStats counts the requests a range served as leaseholder, and
+// samples their keys (one in every loadSampleEvery).
+type loadStats struct {
+	ops  atomic.Int64
+	hot  int // consecutive checks over the load threshold (repairRanges only)
+	mu   sync.Mutex
+	seen int
+	keys [][]byte
+	last time.Time // when the count was last reset (repairRanges only)
+}
+
+const loadSampleEvery = 8
+
+// note counts one request on obj (reservoir-sampling its key).
+func (l *loadStats) note(obj []byte) {
+	n := l.ops.Add(1)
+	if n%loadSampleEvery != 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen++
+	if len(l.keys) < loadSampleSize {
+		l.keys = append(l.keys, slices.Clone(obj))
+	} else if i := rand.IntN(l.seen); i < loadSampleSize {
+		l.keys[i] = slices.Clone(obj)
+	}
+}
+
+// take returns the requests per second since the last call and the
+// sampled keys, sorted, and starts counting again.
+func (l *loadStats) take(now time.Time) (rate float64, sample [][]byte) {
+	ops := l.ops.Swap(0)
+	l.mu.Lock()
+	sample, l.keys, l.seen = l.keys, nil, 0
+	l.mu.Unlock()
+	last := l.last
+	l.last = now
+	if last.IsZero() || !now.After(last) {
+		return 0, nil
+	}
+	slices.SortFunc(sample, bytes.Compare)
+	return float64(ops) / now.Sub(last).Seconds(), sample
+}
+
+// maybeSplit splits range r (whose lease is here, with no membership
+// change under way) if it is over the size or load threshold.
+func (n *Node) maybeSplit(ctx context.Context, s *space, r *rng, rep *replica.Replica) error {
+	d := rep.Descriptor()
+	rate, sample := r.load.take(n.cfg.Clock())
+	var key []byte
+	why := ""
+	if n.cfg.SplitLoad > 0 && rate > float64(n.cfg.SplitLoad) {
+		r.load.hot++
+	} else {
+		r.load.hot = 0
+	}
+	if r.load.hot >= splitLoadChecks && len(sample) > 0 {
+		if k := sample[len(sample)/2]; bytes.Compare(k, d.Start) > 0 && rep.Contains(k) {
+			key, why = k, fmt.Sprintf("load %.0f requests/s", rate)
+		}
+	}
+	if key == nil && n.cfg.SplitSize > 0 {
+		size, err := n.rangeBytes(d)
+		if err != nil {
+			return err
+		}
+		if size > uint64(n.cfg.SplitSize) {
+			if key, err = n.splitKey(d); err != nil {
+				return err
+			}
+			why = fmt.Sprintf("size %d bytes", size)
+		}
+	}
+	if key == nil {
+		return nil
+	}
+	r.load.hot = 0
+	return n.splitRange(ctx, s, r, rep, key, why)
+}
+
+// rangeBytes is pebble's estimate of the disk space of a range's state.
+func (n *Node) rangeBytes(d replica.Descriptor) (uint64, error) {
+	var total uint64
+	for _, sp := range rangeSpans(d) {
+		b, err := n.eng.DB().EstimateDiskUsage(sp[0], sp[1])
+		if err != nil {
+			return 0, err
+		}
+		total += b
+	}
+	return total, nil
+}
+
+func rangeSpans(d replica.Descriptor) [][2][]byte {
+	llo, lhi := keys.LockSpan(d.Start, d.End)
+	vlo, vhi := keys.VersionSpan(d.Start, d.End)
+	return [][2][]byte{{llo, lhi}, {vlo, vhi}}
+}
+
+// splitKey returns the object key that halves the bytes of the range's
+// versions (keys and values), so that every version of an object stays
+// on one side; nil if the range holds fewer than two objects.
+func (n *Node) splitKey(d replica.Descriptor) ([]byte, error) {
+	vlo, vhi := keys.VersionSpan(d.Start, d.End)
+	snap := n.eng.DB().NewSnapshot()
+	defer snap.Close()
+	total, err := spanBytes(snap, vlo, vhi)
+	if err != nil || total == 0 {
+		return nil, err
+	}
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: vlo, UpperBound: vhi})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var sum uint64
+	var first []byte
+	for ok := it.First(); ok; ok = it.Next() {
+		obj, _, err := keys.DecodeVersion(it.Key())
+		if err != nil {
+			return nil, err
+		}
+		if first == nil {
+			first = slices.Clone(obj)
+		} else if sum >= total/2 && !bytes.Equal(obj, first) {
+			return slices.Clone(obj), nil
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, err
+		}
+		sum += uint64(len(it.Key()) + len(v))
+	}
+	return nil, it.Error()
+}
+
+// spanBytes sums the sizes of the keys and values in [lo, hi).
+func spanBytes(rd pebble.Reader, lo, hi []byte) (uint64, error) {
+	it, err := rd.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return 0, err
+	}
+	var sum uint64
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return 0, err
+		}
+		sum += uint64(len(it.Key()) + len(v))
+	}
+	return sum, it.Close()
+}
+
+// splitRange splits r at key: a new range id, the split in raft, then the
+// range table.
+func (n *Node) splitRange(ctx context.Context, s *space, r *rng, rep *replica.Replica, key []byte, why string) error {
+	rightID, err := n.catalog.NewRangeID(ctx)
+	if err != nil {
+		return err
+	}
+	rd, err := rep.Split(ctx, key, rightID)
+	if err != nil {
+		return fmt.Errorf("split range %d: %w", rep.Descriptor().RangeID, err)
+	}
+	n.log.Info("split a range", "range", r.desc().ID, "new", rightID, "why", why)
+	return n.recordSplit(ctx, s, r, rd)
+}
+
+// recordSplit writes a split that applied here into the range table.
+func (n *Node) recordSplit(ctx context.Context, s *space, r *rng, right replica.Descriptor) error {
+	left, nr, err := n.catalog.SplitRange(ctx, s.meta.ID, r.desc().ID, right.Start, right.RangeID, right.Peers)
+	if err != nil {
+		return err
+	}
+	n.adoptSplit(s, left, nr)
+	return nil
+}
+
+// onSplit is called on the replica loop when a split applied here: the
+// node's routing follows at once (off the loop).
+func (n *Node) onSplit(left, right replica.Descriptor) {
+	select {
+	case n.splitc <- [2]replica.Descriptor{left, right}:
+	default: // the table sync catches up
+	}
+}
+
+// followSplits updates the node's tables for the splits applied here.
+func (n *Node) followSplits(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-n.splitc:
+			left, right := ev[0], ev[1]
+			s := n.spaceOfRange(left.RangeID)
+			if s == nil {
+				continue
+			}
+			ld := *s.rangeByID(left.RangeID).desc()
+			ld.End = left.End
+			rd := meta.RangeDesc{ID: right.RangeID, SpaceID: s.meta.ID, Start: right.Start, End: right.End,
+				Replicas: right.Peers, Parent: left.RangeID}
+			n.adoptSplit(s, ld, rd)
+		}
+	}
+}
+
+// adoptSplit puts the two halves of a split into s's table: the left one's
+// new bounds and the right one, if not there yet.
+func (n *Node) adoptSplit(s *space, left, right meta.RangeDesc) {
+	n.openMu.Lock()
+	defer n.openMu.Unlock()
+	if l := s.rangeByID(left.ID); l != nil {
+		cur := l.cur.Load()
+		if left.Epoch >= cur.desc.Epoch && !bytes.Equal(cur.desc.End, left.End) {
+			l.cur.Store(&rngState{desc: left, rep: cur.rep})
+		}
+	}
+	if r := s.rangeByID(right.ID); r != nil {
+		if cur := r.cur.Load(); right.Epoch > cur.desc.Epoch {
+			r.cur.Store(&rngState{desc: right, rep: cur.rep})
+		}
+		return
+	}
+	nr := newRng(right, n.ranges.Replica(right.ID))
+	nr.born = n.cfg.Clock()
+	s.setTable(append(slices.Clone(s.table()), nr))
+}
+
+// spaceOfRange returns the open space holding range id, or nil.
+func (n *Node) spaceOfRange(id uint64) *space {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	for _, s := range n.mu.spaces {
+		if s.rangeByID(id) != nil {
+			return s
+		}
+	}
+	return nil
+}
+
+// rangeByID returns s's range id, or nil.
+func (s *space) rangeByID(id uint64) *rng {
+	for _, r := range s.table() {
+		if r.desc().ID == id {
+			return r
+		}
+	}
+	return nil
+}
+
+// errMoved is the answer for a key that left the range a request reached.
+func errMoved(rangeID uint64) error {
+	return wire.Errorf(wire.CodeRangeMoved, "range %d no longer holds the key (it split)", rangeID)
+}
+
+// onRange runs op on the range of s that holds obj, and again whenever the
+// key turns out to have moved to another range (a split: op did nothing),
+// until forwardPatience runs out.
+func (n *Node) onRange(ctx context.Context, s *space, obj []byte, op func(r *rng) error) error {
+	deadline := time.Now().Add(forwardPatience)
+	for attempt := 0; ; attempt++ {
+		r := s.route(obj)
+		err := op(r)
+		if wire.CodeOf(err) != wire.CodeRangeMoved || time.Now().After(deadline) {
+			return err
+		}
+		if s.route(obj) == r {
+			// The table here has not caught up: read it again soon.
+			n.kickSync()
+			if err := sleep(ctx, time.Duration(min(attempt+1, 10))*20*time.Millisecond); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// kickSync asks the table sync to run now.
+func (n *Node) kickSync() {
+	select {
+	case n.syncKick <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,208 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// waitSplit waits until space name has at least want ranges in the range
+// table, tiling the space, and every node's table agrees with it.
+func waitSplit(t *testing.T, nodes []*Node, name string, want int, busy func()) []meta.RangeDesc {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if busy != nil {
+			busy()
+		}
+		ds := rangesOf(t, nodes[0], name)
+		if len(ds) >= want && tiles(ds) && tablesAgree(nodes, name, ds) {
+			return ds
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("space %s: %d ranges in the table (want %d), tiling %v", name, len(ds), want, tiles(ds))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// tiles reports whether ds (sorted by start) cover their space end to end.
+func tiles(ds []meta.RangeDesc) bool {
+	if len(ds) == 0 || !bytes.Equal(ds[0].Start, keys.SpaceStart(ds[0].SpaceID)) {
+		return false
+	}
+	for i := 1; i < len(ds); i++ {
+		if !bytes.Equal(ds[i-1].End, ds[i].Start) {
+			return false
+		}
+	}
+	return bytes.Equal(ds[len(ds)-1].End, keys.SpaceEnd(ds[0].SpaceID))
+}
+
+func tablesAgree(nodes []*Node, name string, ds []meta.RangeDesc) bool {
+	for _, n := range nodes {
+		n.mu.RLock()
+		s := n.mu.spaces[name]
+		n.mu.RUnlock()
+		if s == nil {
+			continue
+		}
+		tab := s.table()
+		if len(tab) != len(ds) {
+			return false
+		}
+		for i, r := range tab {
+			d := r.desc()
+			if d.ID != ds[i].ID || !bytes.Equal(d.Start, ds[i].Start) || !bytes.Equal(d.End, ds[i].End) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TestSplitBySize fills a one-range space past a small split size: the
+// range splits repeatedly, the range table tiles the space, every node
+// routes by the new ranges, and every object reads back, lists once, and
+// takes writes, through every node.
+func TestSplitBySize(t *testing.T) {
+	ctx := context.Background()
+	nodes := threeNodes(t, func(c *Config) { c.SplitSize, c.SplitLoad = 24<<10, -1 })
+	if _, err := nodes[0].CreateSpace(ctx, "big", wire.SpaceSettings{Ranges: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	body := func() string {
+		b := make([]byte, 1024)
+		for i := range b {
+			b[i] = 'a' + byte(rnd.IntN(26))
+		}
+		return string(b)
+	}
+	want := map[string]string{}
+	for i := range 240 {
+		key := fmt.Sprintf("%c-%03d", "!5Lz"[i%4], i)
+		want[key] = body()
+		writeAny(t, nodes, "big", key, want[key])
+	}
+	flush := func() {
+		for _, n := range nodes {
+			_ = n.eng.DB().Flush()
+		}
+	}
+	ds := waitSplit(t, nodes, "big", 4, flush)
+	t.Logf("%d ranges after the splits", len(ds))
+	for _, d := range ds[1:] {
+		if d.Parent == 0 {
+			t.Fatalf("range %d has no parent recorded", d.ID)
+		}
+	}
+	for _, n := range nodes {
+		for key, v := range want {
+			if got := string(mustGet(t, n, "big", key)); got != v {
+				t.Fatalf("node %d: %s reads %d bytes, want its value", n.NodeID(), key, len(got))
+			}
+		}
+		var listed []string
+		next := ""
+		for {
+			res, err := n.List(ctx, &wire.ListRequest{Space: "big", StartAfter: next, Limit: 50})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range res.Objects {
+				listed = append(listed, o.Key)
+			}
+			if !res.Truncated {
+				break
+			}
+			next = res.Next
+		}
+		if len(listed) != len(want) || !slices.IsSorted(listed) {
+			t.Fatalf("node %d lists %d keys (sorted %v), want %d", n.NodeID(), len(listed), slices.IsSorted(listed), len(want))
+		}
+	}
+	for key := range want {
+		writeAny(t, nodes, "big", key, "after")
+	}
+	for _, n := range nodes {
+		for key := range want {
+			if got := string(mustGet(t, n, "big", key)); got != "after" {
+				t.Fatalf("node %d: %s = %q after the splits", n.NodeID(), key, got)
+			}
+		}
+	}
+}
+
+func mustGet(t *testing.T, n *Node, space, key string) []byte {
+	t.Helper()
+	b, _, err := getCtx(context.Background(), n, wire.GetRequest{Space: space, Key: key})
+	if err != nil {
+		for _, x := range []*Node{n} {
+			x.mu.RLock()
+			sp := x.mu.spaces[space]
+			x.mu.RUnlock()
+			for _, r := range sp.table() {
+				rep := r.replica()
+				st := ""
+				if rep != nil {
+					st = fmt.Sprintf("%+v ready=%v store=%p rep=%p", rep.Status(), rep.ReadReady(), x.ranges.Replica(r.desc().ID), rep)
+				}
+				t.Logf("node %d range %d [%x,%x) epoch %d: %s", x.NodeID(), r.desc().ID, r.desc().Start, r.desc().End, r.desc().Epoch, st)
+			}
+		}
+		t.Fatalf("get %s/%s from node %d: %v", space, key, n.NodeID(), err)
+	}
+	return b
+}
+
+// TestSplitByLoad: a one-range space read hard enough splits by load, at
+// a key it served, while the reads go on without errors.
+func TestSplitByLoad(t *testing.T) {
+	ctx := context.Background()
+	nodes := threeNodes(t, func(c *Config) { c.SplitSize, c.SplitLoad = -1, 30 })
+	if _, err := nodes[0].CreateSpace(ctx, "hot", wire.SpaceSettings{Ranges: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var ks []string
+	for i := range 40 {
+		k := fmt.Sprintf("%c-%02d", "!5Lz"[i%4], i)
+		ks = append(ks, k)
+		writeAny(t, nodes, "hot", k, k)
+	}
+	var stop atomic.Bool
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	for c := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := c; !stop.Load(); i++ {
+				k := ks[i%len(ks)]
+				b, _, err := getCtx(ctx, nodes[i%3], wire.GetRequest{Space: "hot", Key: k})
+				if err != nil || string(b) != k {
+					errs.Add(1)
+					t.Errorf("get %s: %q, %v", k, b, err)
+					return
+				}
+			}
+		}()
+	}
+	ds := waitSplit(t, nodes, "hot", 2, nil)
+	stop.Store(true)
+	wg.Wait()
+	if errs.Load() > 0 {
+		t.Fatal("reads failed while the range split")
+	}
+	t.Logf("%d ranges after the load split", len(ds))
+}
