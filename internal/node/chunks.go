@@ -184,6 +184,14 @@ func (n *Node) callNode(ctx context.Context, id uint64, service, method string, 
 	if !ok {
 		return nil, fmt.Errorf("node %d is not in the cluster map: %w", id, errNotSent)
 	}
+	if n.cfg.Link != nil && !n.cfg.Link(n.id.NodeID, id) {
+		// An injected network fault: wait as a dial to a cut-off host
+		// would, then fail.
+		if err := sleep(ctx, min(timeout, cutDialWait)); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("node %d is unreachable: %w", id, errNotSent)
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	inflight := n.peers.load(id)

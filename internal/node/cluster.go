@@ -52,6 +52,7 @@ func (n *Node) startPeers() error {
 	p.tr = transport.New(transport.Options{
 		NodeID:  n.id.NodeID,
 		Resolve: p.resolve,
+		Link:    n.linkFunc(),
 		Deliver: func(ctx context.Context, m replica.Message) error { return n.ranges.Step(ctx, m) },
 		ReceiveSnapshot: func(ctx context.Context, m replica.Message, sizes []int64, src io.Reader) error {
 			return n.ranges.ReceiveSnapshot(ctx, m, sizes, src)

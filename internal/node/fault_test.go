@@ -250,3 +250,111 @@ func TestMembershipUnderLoad(t *testing.T) {
 	res := checkAfterHeal(t, rest, "members", keys, rec)
 	t.Logf("%d operations: %d puts (%d unknown), %d gets", res.Ops, res.Puts, res.Pending, res.Gets)
 }
+
+// netCuts is an injected network between in-process nodes: a set of cut
+// directed links (Config.Link).
+type netCuts struct {
+	mu      sync.Mutex
+	cut     map[[2]uint64]bool
+	dropped int // sends and calls the cuts stopped
+}
+
+func (c *netCuts) link(from, to uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cut[[2]uint64{from, to}] {
+		c.dropped++
+		return false
+	}
+	return true
+}
+
+func (c *netCuts) set(from, to uint64, cut bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cut == nil {
+		c.cut = map[[2]uint64]bool{}
+	}
+	c.cut[[2]uint64{from, to}] = cut
+}
+
+func (c *netCuts) heal() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.cut)
+}
+
+// TestPartitionsInProcess runs the fault test's clients against three
+// nodes in one process whose node-to-node traffic (raft, snapshots, peer
+// calls) goes through an injected network, while a nemesis cuts it: one
+// node isolated, one link cut both ways (the third node sees both ends),
+// and one link cut one way only. Clients reach every node throughout (as
+// clients outside the partition would). Every key's history must be
+// linearizable with no acknowledged write lost, and the healed cluster
+// must take writes again.
+func TestPartitionsInProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault test")
+	}
+	ctx := context.Background()
+	nw := &netCuts{}
+	nodes := threeNodes(t, func(c *Config) { c.HeartbeatTTL, c.Link = time.Second, nw.link })
+	if _, err := nodes[0].CreateSpace(ctx, "parts", wire.SpaceSettings{Ranges: 2}); err != nil {
+		t.Fatal(err)
+	}
+	writeAny(t, nodes, "parts", "warmup", "x")
+	fc := &faultCluster{nodes: nodes}
+	var keys []string
+	for i := range 8 {
+		keys = append(keys, fmt.Sprintf("%c%d", "!5Lz"[i%4], i))
+	}
+	rec := history.NewRecorder()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	fc.startClients(ctx, "parts", keys, rec, stop, &wg)
+
+	rnd := rand.New(rand.NewPCG(11, 11))
+	ids := []uint64{nodes[0].NodeID(), nodes[1].NodeID(), nodes[2].NodeID()}
+	deadline := time.Now().Add(15 * time.Second)
+	faults := map[string]int{}
+	for time.Now().Before(deadline) {
+		a := ids[rnd.IntN(3)]
+		b := ids[rnd.IntN(3)]
+		for b == a {
+			b = ids[rnd.IntN(3)]
+		}
+		switch kind := rnd.IntN(3); kind {
+		case 0:
+			for _, o := range ids {
+				if o != a {
+					nw.set(a, o, true)
+					nw.set(o, a, true)
+				}
+			}
+			faults["isolate one"]++
+		case 1:
+			nw.set(a, b, true)
+			nw.set(b, a, true)
+			faults["cut one link"]++
+		case 2:
+			nw.set(a, b, true)
+			faults["cut one way"]++
+		}
+		time.Sleep(time.Duration(1000+rnd.IntN(1500)) * time.Millisecond)
+		nw.heal()
+		time.Sleep(time.Duration(500+rnd.IntN(1000)) * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	healed := time.Now()
+	writeAny(t, nodes, "parts", "after-heal", "y")
+	t.Logf("healed cluster took a write %v after the last heal", time.Since(healed).Round(time.Millisecond))
+	res := checkAfterHeal(t, nodes, "parts", keys, rec)
+	nw.mu.Lock()
+	dropped := nw.dropped
+	nw.mu.Unlock()
+	if dropped == 0 {
+		t.Fatal("the injected network cut nothing")
+	}
+	t.Logf("faults %v (%d sends and calls dropped); %d operations: %d puts (%d unknown), %d gets", faults, dropped, res.Ops, res.Puts, res.Pending, res.Gets)
+}

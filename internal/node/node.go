@@ -105,6 +105,12 @@ type Config struct {
 	// Default: 2,500; -1: never.
 	SplitLoad int
 
+	// Link, if set, reports whether node from can reach node to now: a
+	// seam for tests that inject network faults into node-to-node traffic
+	// (raft messages, snapshots, peer calls; not the meta service's own
+	// etcd traffic). Default: every node reaches every node.
+	Link func(from, to uint64) bool
+
 	// FS is the disk seam. Default: the real disk.
 	FS vfs.FS
 	// Meta, if set, is used instead of starting embedded etcd (tests).
@@ -488,6 +494,18 @@ func every(ctx context.Context, d time.Duration, fn func(context.Context)) {
 			fn(ctx)
 		}
 	}
+}
+
+// cutDialWait is how long a peer call to a node an injected network fault
+// cuts off waits before it fails (as a dial to an unreachable host would).
+const cutDialWait = 200 * time.Millisecond
+
+// linkFunc adapts Config.Link for the transport; nil without one.
+func (n *Node) linkFunc() func(uint64) bool {
+	if n.cfg.Link == nil {
+		return nil
+	}
+	return func(to uint64) bool { return n.cfg.Link(n.id.NodeID, to) }
 }
 
 // everyOrKick is every, also running fn at once when kick fires.

@@ -58,6 +58,10 @@ type Options struct {
 	// ReceiveSnapshot hands an inbound snapshot to the local replicas
 	// (Store.ReceiveSnapshot). Nil: snapshots are refused.
 	ReceiveSnapshot func(ctx context.Context, m replica.Message, sizes []int64, src io.Reader) error
+	// Link, if set, reports whether node to can be reached now; messages
+	// and snapshots for a node it rejects are dropped, as a network cut
+	// would. A seam for tests that inject network faults. Default: all.
+	Link func(to uint64) bool
 	// QueueLen bounds the messages waiting for one peer. Default: 4096.
 	QueueLen int
 	// DialTimeout bounds connecting a stream. Default: 2s.
@@ -156,6 +160,10 @@ func (t *Transport) Send(msgs []replica.Message) {
 		j := i + 1
 		for j < len(msgs) && msgs[j].Msg.GetTo() == to {
 			j++
+		}
+		if t.opts.Link != nil && !t.opts.Link(to) {
+			i = j
+			continue
 		}
 		if p := t.peer(to); p != nil {
 			p.enqueue(msgs[i:j])
