@@ -343,12 +343,15 @@ func TestSplitRange(t *testing.T) {
 		t.Fatalf("new range id %d, %v", rid, err)
 	}
 	for _, bad := range []string{"a", "z", "0"} {
-		if _, _, err := c.SplitRange(ctx, 5, rs[0].ID, []byte(bad), rid, []uint64{1, 2, 3}); err == nil {
+		if _, _, err := c.SplitRange(ctx, 5, rs[0].ID, []byte(bad), []byte("z"), rid, []uint64{1, 2, 3}); err == nil {
 			t.Fatalf("split at %q accepted", bad)
 		}
 	}
+	if _, _, err := c.SplitRange(ctx, 5, rs[0].ID, []byte("m"), []byte("y"), rid, []uint64{1, 2, 3}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("split recorded against a table that ends elsewhere: %v", err)
+	}
 	for range 2 {
-		l, r, err := c.SplitRange(ctx, 5, rs[0].ID, []byte("m"), rid, []uint64{1, 2, 3})
+		l, r, err := c.SplitRange(ctx, 5, rs[0].ID, []byte("m"), []byte("z"), rid, []uint64{1, 2, 3})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -259,7 +259,14 @@ func DialEtcd(o DialOptions) (*EtcdStore, error) {
 	// Start from the started voters as they are now, not as the caller
 	// last saw them (the given endpoints may be a stale list); this is
 	// also the reachability check.
-	if err := cli.Sync(ctx); err != nil {
+	err = cli.Sync(ctx)
+	for err != nil && errors.Is(err, rpctypes.ErrGRPCNotSupportedForLearner) && ctx.Err() == nil {
+		// The endpoint is a member promoted a moment ago that has not
+		// applied its promotion yet: it answers as a learner until then.
+		time.Sleep(50 * time.Millisecond)
+		err = cli.Sync(ctx)
+	}
+	if err != nil {
 		closing.Store(true)
 		cli.Close()
 		return nil, fmt.Errorf("meta: reach the meta service at %s: %w", strings.Join(o.Endpoints, ","), err)

@@ -75,12 +75,13 @@ func (c *Catalog) NewRangeID(ctx context.Context) (uint64, error) {
 
 // SplitRange records that range leftID of space spaceID split at key:
 // it now ends at key, and rightID, a new range with the given voters,
-// holds [key, old end). The new descriptor is written first, then the
+// holds [key, end), which must be where the recorded range ends (else the
+// table is behind another split of the range, and ErrConflict says so). The new descriptor is written first, then the
 // old one shrinks (compare-and-set on its revision); a reader in between
 // sees both, and the new one wins for its keys, as it starts later.
 // Calling it again after it succeeded (or half-succeeded) finishes the
 // record and changes nothing else. It returns both descriptors.
-func (c *Catalog) SplitRange(ctx context.Context, spaceID uint32, leftID uint64, key []byte, rightID uint64, voters []uint64) (left, right RangeDesc, err error) {
+func (c *Catalog) SplitRange(ctx context.Context, spaceID uint32, leftID uint64, key, end []byte, rightID uint64, voters []uint64) (left, right RangeDesc, err error) {
 	for attempt := 0; attempt < 8; attempt++ {
 		kv, err := c.store.Get(ctx, rangeKey(spaceID, leftID))
 		if err != nil {
@@ -100,6 +101,9 @@ func (c *Catalog) SplitRange(ctx context.Context, spaceID uint32, leftID uint64,
 		}
 		if bytes.Compare(key, cur.Start) <= 0 || (cur.End != nil && bytes.Compare(key, cur.End) >= 0) {
 			return left, right, fmt.Errorf("meta: range %d [%x, %x) cannot split at %x", leftID, cur.Start, cur.End, key)
+		}
+		if !bytes.Equal(cur.End, end) {
+			return left, right, fmt.Errorf("%w: range %d ends at %x in the table, not at %x: an earlier split is not recorded", ErrConflict, leftID, cur.End, end)
 		}
 		right = RangeDesc{ID: rightID, SpaceID: spaceID, Start: slices.Clone(key), End: cur.End,
 			Replicas: slices.Clone(voters), Epoch: 1, Parent: leftID}

@@ -648,12 +648,11 @@ func (n *Node) listOnce(ctx context.Context, s *space, req *wire.ListRequest, lo
 	var out wire.ListResult
 	tab := s.table()
 	for i, r := range tab {
-		end := r.desc().End
-		if i+1 < len(tab) {
-			// While a split is being recorded the table holds the old,
-			// wider range too: it lists only up to the next range.
-			end = minBytes(end, tab[i+1].desc().Start)
-		}
+		// Each entry lists from its start to the next one's, as keys are
+		// routed (an entry's own end may be newer or older than the
+		// table it is in; a range that no longer holds its part answers
+		// RANGE_MOVED and the listing starts again).
+		end := tableEnd(tab, i, s.meta.ID)
 		if end != nil && bytes.Compare(end, lower) <= 0 {
 			continue
 		}
@@ -697,6 +696,15 @@ func (n *Node) listOnce(ctx context.Context, s *space, req *wire.ListRequest, lo
 		out.Next = out.Objects[len(out.Objects)-1].Key
 	}
 	return out, nil
+}
+
+// tableEnd is where entry i of table tab ends as keys are routed: at the
+// next entry's start, or at the end of the space.
+func tableEnd(tab []*rng, i int, spaceID uint32) []byte {
+	if i+1 < len(tab) {
+		return tab[i+1].desc().Start
+	}
+	return keys.SpaceEnd(spaceID)
 }
 
 // listLocal lists from the local replica, which must hold the lease.

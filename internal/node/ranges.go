@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -93,8 +94,8 @@ func (n *Node) syncOpenRanges(ctx context.Context, descs []meta.RangeDesc) map[u
 
 // syncTable brings open space s's table in line with ds, its ranges in
 // the range table: ranges new there (split elsewhere) are added, ranges
-// gone from it dropped, except one a split here made recently, which the
-// range table has not listed yet (splitGrace).
+// gone from it dropped, except one a split here made, which the range
+// table has not listed yet (its leaseholder records it, see repairRange).
 func (n *Node) syncTable(ctx context.Context, s *space, ds []meta.RangeDesc) {
 	cur := s.table()
 	byID := make(map[uint64]*rng, len(cur))
@@ -120,16 +121,16 @@ func (n *Node) syncTable(ctx context.Context, s *space, ds []meta.RangeDesc) {
 		} else {
 			start := r.desc().Start
 			n.syncRange(ctx, r, d)
+			r.unlisted = false
 			changed = changed || !bytes.Equal(start, r.desc().Start)
 		}
 		next = append(next, r)
 	}
-	now := n.cfg.Clock()
 	for _, r := range cur {
 		if listed[r.desc().ID] {
 			continue
 		}
-		if !r.born.IsZero() && now.Sub(r.born) < splitGrace {
+		if r.unlisted {
 			next = append(next, r)
 			continue
 		}
@@ -296,17 +297,14 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 		return nil // raft leaves a joint configuration by itself
 	}
 	// The table follows raft: a split that applied here but is not in the
-	// table (its leaseholder stopped before recording it) is recorded.
+	// table (its leaseholder stopped before recording it, or the record
+	// failed) is recorded from the replica's own record of it.
 	if rb := rep.Descriptor(); rb.End != nil && (d.End == nil || bytes.Compare(rb.End, d.End) < 0) {
-		for _, x := range s.table() {
-			if xd := x.desc(); xd.ID != d.ID && bytes.Equal(xd.Start, rb.End) {
-				peers := xd.Replicas
-				if xr := x.replica(); xr != nil {
-					peers = xr.Descriptor().Peers
-				}
-				return n.recordSplit(ctx, s, r, replica.Descriptor{RangeID: xd.ID, Start: rb.End, Peers: peers})
-			}
+		ls, ok := rep.LastSplit()
+		if !ok || !bytes.Equal(ls.Start, rb.End) {
+			return fmt.Errorf("range %d ends at %x here but at %x in the table, and its last split is not known here", d.ID, rb.End, d.End)
 		}
+		return n.recordSplit(ctx, s, r, ls)
 	}
 	if !sameMembers(d.Replicas, st.Voters) || !sameMembers(d.Learners, st.Learners) {
 		nd, err := n.catalog.SetRangeMembers(ctx, d, st.Voters, st.Learners)

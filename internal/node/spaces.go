@@ -62,9 +62,10 @@ type rng struct {
 	cur atomic.Pointer[rngState]
 	// hint is the node last found holding the range's lease (see forward).
 	hint atomic.Uint64
-	// born is when a split applied here made this entry; until the range
-	// table lists it, the table sync keeps it (see syncOpenRanges).
-	born time.Time
+	// unlisted marks an entry a split applied here made before the range
+	// table listed it; the table sync keeps it until then (syncTable).
+	// Guarded by Node.openMu.
+	unlisted bool
 	// load counts requests served as leaseholder since the last split
 	// check, with a sample of their keys (see splits.go).
 	load loadStats
@@ -389,8 +390,9 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 	if s.deleted {
 		return wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist", name)
 	}
-	for _, r := range s.table() {
-		ents, _, err := n.listRange(ctx, r, mvcc.ListOptions{Lower: r.desc().Start, Upper: r.desc().End, Limit: 1})
+	tab := s.table()
+	for i, r := range tab {
+		ents, _, err := n.listRange(ctx, r, mvcc.ListOptions{Lower: r.desc().Start, Upper: tableEnd(tab, i, s.meta.ID), Limit: 1})
 		if err != nil {
 			return err
 		}

@@ -45,10 +45,6 @@ import (
 // Config.SplitLoad before it splits by load.
 const splitLoadChecks = 5
 
-// splitGrace is how long a range made by a split applied here stays in
-// the node's table without being listed in the range table.
-const splitGrace = 30 * time.Second
-
 // loadSampleSize is how many keys a range's load sample keeps.
 const loadSampleSize = 32
 
@@ -224,11 +220,11 @@ func (n *Node) splitRange(ctx context.Context, s *space, r *rng, rep *replica.Re
 
 // recordSplit writes a split that applied here into the range table.
 func (n *Node) recordSplit(ctx context.Context, s *space, r *rng, right replica.Descriptor) error {
-	left, nr, err := n.catalog.SplitRange(ctx, s.meta.ID, r.desc().ID, right.Start, right.RangeID, right.Peers)
+	left, nr, err := n.catalog.SplitRange(ctx, s.meta.ID, r.desc().ID, right.Start, right.End, right.RangeID, right.Peers)
 	if err != nil {
 		return err
 	}
-	n.adoptSplit(s, left, nr)
+	n.adoptSplit(s, &left, nr)
 	return nil
 }
 
@@ -253,24 +249,26 @@ func (n *Node) followSplits(ctx context.Context) {
 			if s == nil {
 				continue
 			}
-			ld := *s.rangeByID(left.RangeID).desc()
-			ld.End = left.End
 			rd := meta.RangeDesc{ID: right.RangeID, SpaceID: s.meta.ID, Start: right.Start, End: right.End,
 				Replicas: right.Peers, Parent: left.RangeID}
-			n.adoptSplit(s, ld, rd)
+			n.adoptSplit(s, nil, rd)
 		}
 	}
 }
 
-// adoptSplit puts the two halves of a split into s's table: the left one's
-// new bounds and the right one, if not there yet.
-func (n *Node) adoptSplit(s *space, left, right meta.RangeDesc) {
+// adoptSplit puts the new range of a split into s's table, if not there
+// yet, and, when the split is recorded (left not nil), the left range's
+// recorded descriptor. Until then the left range's entry keeps the
+// table's (wider) bounds, which is how the repairer sees the split is not
+// recorded; routing needs only the new range's start.
+func (n *Node) adoptSplit(s *space, left *meta.RangeDesc, right meta.RangeDesc) {
 	n.openMu.Lock()
 	defer n.openMu.Unlock()
-	if l := s.rangeByID(left.ID); l != nil {
-		cur := l.cur.Load()
-		if left.Epoch >= cur.desc.Epoch && !bytes.Equal(cur.desc.End, left.End) {
-			l.cur.Store(&rngState{desc: left, rep: cur.rep})
+	if left != nil {
+		if l := s.rangeByID(left.ID); l != nil {
+			if cur := l.cur.Load(); left.Epoch > cur.desc.Epoch {
+				l.cur.Store(&rngState{desc: *left, rep: cur.rep})
+			}
 		}
 	}
 	if r := s.rangeByID(right.ID); r != nil {
@@ -280,7 +278,7 @@ func (n *Node) adoptSplit(s *space, left, right meta.RangeDesc) {
 		return
 	}
 	nr := newRng(right, n.ranges.Replica(right.ID))
-	nr.born = n.cfg.Clock()
+	nr.unlisted = true
 	s.setTable(append(slices.Clone(s.table()), nr))
 }
 

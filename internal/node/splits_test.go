@@ -206,3 +206,62 @@ func TestSplitByLoad(t *testing.T) {
 	}
 	t.Logf("%d ranges after the load split", len(ds))
 }
+
+// TestSplitRecordedByRepair: a split that applied but was never written to
+// the range table (its leaseholder stopped in between) is recorded by the
+// repairer from the replica's own record of it, and the moved keys stay
+// readable and writable through every node meanwhile and after.
+func TestSplitRecordedByRepair(t *testing.T) {
+	ctx := context.Background()
+	nodes := threeNodes(t, func(c *Config) { c.SplitSize, c.SplitLoad = -1, -1 })
+	if _, err := nodes[0].CreateSpace(ctx, "rec", wire.SpaceSettings{Ranges: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ks := []string{"!a", "5b", "Lc", "zd"}
+	for _, k := range ks {
+		writeAny(t, nodes, "rec", k, k)
+	}
+	d := rangesOf(t, nodes[0], "rec")[0]
+	var lh *Node // the range's leaseholder
+	deadline := time.Now().Add(30 * time.Second)
+	for lh == nil {
+		for _, n := range nodes {
+			if r := n.ranges.Replica(d.ID); r != nil && r.ReadReady() == nil {
+				lh = n
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no leaseholder")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rid, err := lh.catalog.NewRangeID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := keys.Object(d.SpaceID, nil, []byte("L"))
+	if _, err := lh.ranges.Replica(d.ID).Split(ctx, key, rid); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		for _, k := range ks {
+			if got := string(mustGet(t, n, "rec", k)); got != k {
+				t.Fatalf("node %d: %s = %q before the split is recorded", n.NodeID(), k, got)
+			}
+		}
+	}
+	ds := waitSplit(t, nodes, "rec", 2, nil)
+	if ds[1].ID != rid || !bytes.Equal(ds[1].Start, key) {
+		t.Fatalf("recorded %+v", ds)
+	}
+	for _, k := range ks {
+		writeAny(t, nodes, "rec", k, "2"+k)
+	}
+	for _, n := range nodes {
+		for _, k := range ks {
+			if got := string(mustGet(t, n, "rec", k)); got != "2"+k {
+				t.Fatalf("node %d: %s = %q after the split is recorded", n.NodeID(), k, got)
+			}
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 const (
 	suffixApplied   = 'a' // applied index
 	suffixBounds    = 'b' // the range's key bounds (see encodeBounds)
+	suffixSplit     = 's' // the range's latest split (see encodeSplit)
 	suffixConfState = 'c' // raftpb.ConfState as of the applied index
 	suffixHardState = 'h' // raftpb.HardState
 	suffixLog       = 'l' // + index BE64: raftpb.Entry

@@ -40,6 +40,7 @@ type raftStorage struct {
 	// them with the range (the Replica's descriptor is the live copy).
 	hasBounds  bool
 	start, end []byte
+	lastSplit  Descriptor // as loaded (see Replica.LastSplit)
 
 	cache entryCache
 }
@@ -78,6 +79,15 @@ func loadRaftStorage(db *pebble.DB, rangeID uint64) (s *raftStorage, found bool,
 			return nil, false, fmt.Errorf("range %x bounds: %w", s.prefix, err)
 		}
 		s.hasBounds = true
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, err
+	}
+	if v, closer, err := snap.Get(stateKey(s.prefix, suffixSplit)); err == nil {
+		s.lastSplit, err = decodeSplit(v)
+		closer.Close()
+		if err != nil {
+			return nil, false, fmt.Errorf("range %x last split: %w", s.prefix, err)
+		}
 	} else if !errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, err
 	}

@@ -94,18 +94,26 @@ type Replica struct {
 	voteGrace     int       // ticks left during which vote requests are dropped
 	started       bool
 	campaign      bool // campaign on start (fresh group or single voter)
-	singleVoter   bool // AddReplica also waits for leadership and a lease
-	initTarget    uint64
-	initDone      chan struct{} // closed once entries up to initTarget are applied
-	removed       bool          // by RemoveReplica: takes no more proposals
-	pubCS         *raftpb.ConfState
-	pubVoters     []uint64
-	pubLearners   []uint64
+	// recampaign counts down the ticks after a campaign on start during
+	// which the replica, while it knows no leader, campaigns again every
+	// other tick: the other replicas of a new group (bootstrapped, or
+	// made by a split) may not exist yet when the first campaign reaches
+	// them, and waiting out an election timeout would leave the range
+	// without a leader that long.
+	recampaign  int
+	singleVoter bool // AddReplica also waits for leadership and a lease
+	initTarget  uint64
+	initDone    chan struct{} // closed once entries up to initTarget are applied
+	removed     bool          // by RemoveReplica: takes no more proposals
+	pubCS       *raftpb.ConfState
+	pubVoters   []uint64
+	pubLearners []uint64
 
 	mu struct {
 		sync.Mutex
 		status        Status
 		desc          Descriptor
+		lastSplit     Descriptor // see LastSplit
 		lease         lease
 		appliedInTerm bool
 	}
@@ -184,6 +192,7 @@ func (r *Replica) initRaft(d Descriptor, st *raftStorage, campaign, voteGrace bo
 	r.mu.desc = d
 	r.mu.status = Status{RangeID: d.RangeID, Term: bs.GetTerm(), Commit: st.hs.GetCommit(), Applied: st.applied}
 	r.mu.lease, r.mu.appliedInTerm = lease{}, false
+	r.mu.lastSplit = st.lastSplit
 	r.mu.Unlock()
 	return nil
 }
@@ -252,6 +261,10 @@ func (r *Replica) ReadReady() error {
 		return fmt.Errorf("%w: range %d, leader %d", ErrNotLeader, r.rangeID, st.Leader)
 	case !ait:
 		return fmt.Errorf("%w: range %d: term %d has not applied an entry yet", ErrNotLeader, r.rangeID, st.Term)
+	case st.Applied < st.Commit:
+		// Committed entries wait to apply; one may be a split that
+		// moves keys away (split.go): serve only a current state.
+		return fmt.Errorf("%w: range %d: applied %d is behind commit %d", ErrNotLeader, r.rangeID, st.Applied, st.Commit)
 	case !l.valid(o.Clock(), st.Term, o.MaxClockOffset, o.electionTimeout()):
 		return fmt.Errorf("%w: range %d: no valid lease (term %d, expiration %v)", ErrNotLeader, r.rangeID, st.Term,
 			l.expiration(o.MaxClockOffset, o.electionTimeout()))
@@ -305,6 +318,7 @@ func (r *Replica) start() {
 	}
 	r.started = true
 	if r.campaign {
+		r.recampaign = r.s.opts.ElectionTicks
 		if err := r.rn.Campaign(); err != nil {
 			r.s.log.Debug("campaign", "range", r.rangeID, "err", err)
 		}
@@ -322,6 +336,14 @@ func (r *Replica) step(m *raftpb.Message) {
 
 func (r *Replica) tick() {
 	r.rn.Tick()
+	if r.recampaign > 0 {
+		r.recampaign--
+		if r.leader != 0 {
+			r.recampaign = 0
+		} else if r.recampaign%2 == 0 {
+			_ = r.rn.Campaign()
+		}
+	}
 	if r.voteGrace > 0 {
 		r.voteGrace--
 	}

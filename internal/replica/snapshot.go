@@ -402,6 +402,7 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 		r.mu.desc.Start, r.mu.desc.End = p.start, p.end
 	}
 	d := r.mu.desc.clone()
+	r.mu.lastSplit = Descriptor{} // the snapshot replaced the range's state
 	r.mu.Unlock()
 	if bd, ok := r.sm.(Bounder); ok {
 		bd.SetBounds(d)

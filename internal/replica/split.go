@@ -72,6 +72,52 @@ func (r *Replica) Contains(key []byte) bool {
 	return keyIn(r.mu.desc.Start, r.mu.desc.End, key)
 }
 
+// LastSplit returns the new range of the latest split this replica
+// applied (it persists with the range; a snapshot does not carry it), so
+// that a split whose record in the range table was lost can be recorded
+// again.
+func (r *Replica) LastSplit() (Descriptor, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.lastSplit.clone(), r.mu.lastSplit.RangeID != 0
+}
+
+// encodeSplit frames a split-off range's descriptor: id, bounds, voters.
+func encodeSplit(d Descriptor) []byte {
+	b := binary.BigEndian.AppendUint64(nil, d.RangeID)
+	b = binary.AppendUvarint(b, uint64(len(d.Peers)))
+	for _, p := range d.Peers {
+		b = binary.BigEndian.AppendUint64(b, p)
+	}
+	bounds, _ := decodeValue(encodeBounds(d.Start, d.End))
+	return encodeValue(append(b, bounds...))
+}
+
+func decodeSplit(v []byte) (Descriptor, error) {
+	p, err := decodeValue(v)
+	bad := fmt.Errorf("%w: malformed last split", ErrCorrupt)
+	if err != nil {
+		return Descriptor{}, err
+	}
+	if len(p) < 9 {
+		return Descriptor{}, bad
+	}
+	d := Descriptor{RangeID: binary.BigEndian.Uint64(p)}
+	n, k := binary.Uvarint(p[8:])
+	if k <= 0 || n > uint64(len(p)-8-k)/8 {
+		return Descriptor{}, bad
+	}
+	p = p[8+k:]
+	for range n {
+		d.Peers = append(d.Peers, binary.BigEndian.Uint64(p))
+		p = p[8:]
+	}
+	if d.Start, d.End, err = decodeBounds(encodeValue(p)); err != nil {
+		return Descriptor{}, err
+	}
+	return d, nil
+}
+
 // ContainsSpan reports whether [start, end) (nil end: unbounded) lies
 // inside the replica's current bounds.
 func (r *Replica) ContainsSpan(start, end []byte) bool {
@@ -141,8 +187,7 @@ func (r *Replica) Split(ctx context.Context, key []byte, rightID uint64) (Descri
 // batch has committed (finishSplit).
 type pendingSplit struct {
 	left, right Descriptor
-	existing    *Replica // an uninitialized replica of the new range here
-	skip        bool     // an initialized replica of the new range is here already
+	skip        bool // an initialized replica of the new range is here already
 	campaign    bool
 }
 
@@ -184,6 +229,9 @@ func (r *Replica) applySplit(b *pebble.Batch, cmd []byte, out *[]*pendingSplit) 
 	ex := r.s.mu.replicas[rightID]
 	r.s.mu.Unlock()
 	err := b.Set(stateKey(r.st.prefix, suffixBounds), encodeBounds(left.Start, left.End), nil)
+	if err == nil {
+		err = b.Set(stateKey(r.st.prefix, suffixSplit), encodeSplit(right), nil)
+	}
 	switch {
 	case ex != nil && ex.hasState():
 		// It has state from a snapshot of the new range: newer than what
@@ -194,7 +242,7 @@ func (r *Replica) applySplit(b *pebble.Batch, cmd []byte, out *[]*pendingSplit) 
 		err = b.DeleteRange(prefix, keys.PrefixEnd(prefix), nil)
 		var hs *raftpb.HardState
 		if ex != nil {
-			hs, sp.existing = ex.st.hs, ex
+			hs = ex.st.hs
 		}
 		if err == nil {
 			tmp := &raftStorage{prefix: prefix}
@@ -207,6 +255,7 @@ func (r *Replica) applySplit(b *pebble.Batch, cmd []byte, out *[]*pendingSplit) 
 	r.st.hasBounds, r.st.start, r.st.end = true, left.Start, left.End
 	r.mu.Lock()
 	r.mu.desc.Start, r.mu.desc.End = left.Start, left.End
+	r.mu.lastSplit = right.clone()
 	r.mu.Unlock()
 	if bd, ok := r.sm.(Bounder); ok {
 		bd.SetBounds(left)
@@ -231,14 +280,6 @@ func (s *Store) finishSplit(left *Replica, sp *pendingSplit) error {
 	if err != nil || !found {
 		return fmt.Errorf("replica: range %d: load the state of its split-off range %d: found %v, %v", left.rangeID, sp.right.RangeID, found, err)
 	}
-	if ex := sp.existing; ex != nil {
-		if err := ex.initRaft(sp.right, st, sp.campaign, false); err != nil {
-			return err
-		}
-		s.log.Info("split initialized a waiting replica", "range", left.rangeID, "new", sp.right.RangeID)
-		s.signal()
-		return nil
-	}
 	if s.opts.NewStateMachine == nil {
 		return fmt.Errorf("replica: range %d split, but the store has no NewStateMachine for range %d", left.rangeID, sp.right.RangeID)
 	}
@@ -256,6 +297,21 @@ func (s *Store) finishSplit(left *Replica, sp *pendingSplit) error {
 		close(r.initDone)
 	}
 	s.mu.Lock()
+	if ex := s.mu.replicas[r.rangeID]; ex != nil {
+		// Already here (seen by applySplit, or added by AddReplica since):
+		// an uninitialized one is initialized in place; one that loaded
+		// the state this split just wrote is that state already.
+		s.mu.Unlock()
+		if ex.hasState() {
+			return nil
+		}
+		if err := ex.initRaft(sp.right, st, sp.campaign, false); err != nil {
+			return err
+		}
+		s.log.Info("split initialized a waiting replica", "range", left.rangeID, "new", sp.right.RangeID)
+		s.signal()
+		return nil
+	}
 	m := maps.Clone(s.mu.replicas)
 	m[r.rangeID] = r
 	s.mu.replicas = m
@@ -272,9 +328,14 @@ func (s *Store) finishSplit(left *Replica, sp *pendingSplit) error {
 // not overlap the bounds of another replica here that has state: that
 // replica is behind a split, and its log replay would write over the
 // snapshot's keys. The leader retries the snapshot later.
-func (s *Store) snapshotFits(reps map[uint64]*Replica, p *pendingSnap) error {
+func (s *Store) snapshotFits(reps map[uint64]*Replica, p *pendingSnap, accepted []*pendingSnap) error {
 	if !p.hasBounds {
 		return nil
+	}
+	for _, q := range accepted {
+		if q.rangeID != p.rangeID && q.hasBounds && overlaps(q.start, q.end, p.start, p.end) {
+			return fmt.Errorf("%w: range %d: its bounds overlap a snapshot of range %d taken in the same cycle", ErrSnapshotDeclined, p.rangeID, q.rangeID)
+		}
 	}
 	for _, r := range reps {
 		if r.rangeID == p.rangeID || !r.hasState() {

@@ -146,6 +146,12 @@ func TestSplit(t *testing.T) {
 	}
 	// The old leader campaigned for the new range at once.
 	right := leaderOfRange(t, nodes, 2)
+	for _, n := range nodes {
+		ls, ok := n.store.Replica(1).LastSplit()
+		if !ok || ls.RangeID != 2 || string(ls.Start) != "m" || string(ls.End) != "z" || len(ls.Peers) != 3 {
+			t.Fatalf("node %d: last split %+v, %v", n.id, ls, ok)
+		}
+	}
 	if v := propose(t, left, "m"); !errors.Is(asErr(v), errOutOfRange) {
 		t.Fatalf("left took a key of the right: %v", v)
 	}
@@ -178,6 +184,9 @@ func TestSplit(t *testing.T) {
 		want := map[uint64]string{1: "a-m", 2: "m-z"}[id]
 		if d := r.Descriptor(); string(d.Start)+"-"+string(d.End) != want {
 			t.Fatalf("range %d after restart: [%s, %s), want %s", id, d.Start, d.End, want)
+		}
+		if ls, ok := r.LastSplit(); id == 1 && (!ok || ls.RangeID != 2 || string(ls.End) != "z") {
+			t.Fatalf("last split after restart: %+v, %v", ls, ok)
 		}
 	}
 	right = leaderOfRange(t, nodes, 2)
@@ -263,12 +272,18 @@ func TestSnapshotOverlapDeclined(t *testing.T) {
 	s.mu.Lock()
 	reps := s.mu.replicas
 	s.mu.Unlock()
-	if err := s.snapshotFits(reps, p); !errors.Is(err, ErrSnapshotDeclined) {
+	if err := s.snapshotFits(reps, p, nil); !errors.Is(err, ErrSnapshotDeclined) {
 		t.Fatalf("overlapping snapshot: %v, want declined", err)
 	}
 	p.start, p.end = []byte("z"), nil
-	if err := s.snapshotFits(reps, p); err != nil {
+	if err := s.snapshotFits(reps, p, nil); err != nil {
 		t.Fatalf("disjoint snapshot: %v", err)
+	}
+	// Two snapshots of different ranges taken in one cycle must not
+	// overlap each other either.
+	q := &pendingSnap{rangeID: 10, hasBounds: true, start: []byte("zz"), end: nil}
+	if err := s.snapshotFits(reps, q, []*pendingSnap{p}); !errors.Is(err, ErrSnapshotDeclined) {
+		t.Fatalf("snapshot overlapping one taken in the same cycle: %v", err)
 	}
 }
 

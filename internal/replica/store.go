@@ -263,7 +263,9 @@ func (s *Store) removeReplica(rangeID uint64) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	err := b.DeleteRange(r.st.prefix, keys.PrefixEnd(r.st.prefix), nil)
-	if sp, ok := r.sm.(Spanner); ok {
+	if sp, ok := r.sm.(Spanner); ok && r.hasState() {
+		// (An uninitialized replica owns no data: its bounds come from
+		// the caller and may cover keys another replica here holds.)
 		for _, x := range sp.Spans(r.Descriptor()) {
 			err = errors.Join(err, b.DeleteRange(x.Start, x.End, nil))
 		}
@@ -399,6 +401,7 @@ func (s *Store) cycle(tick bool) error {
 		r.start()
 	}
 	var snaps []uint64 // tokens of the snapshots stepped in this cycle
+	var accepted []*pendingSnap
 	for _, m := range msgs {
 		if m.Msg.GetType() == raftpb.MsgSnap {
 			token := binary.BigEndian.Uint64(m.Msg.GetSnapshot().GetData())
@@ -406,10 +409,11 @@ func (s *Store) cycle(tick bool) error {
 			p := s.mu.snaps[token]
 			s.mu.Unlock()
 			if p != nil {
-				if err := s.snapshotFits(reps, p); err != nil {
+				if err := s.snapshotFits(reps, p, accepted); err != nil {
 					s.failSnapshot(token, err)
 					continue
 				}
+				accepted = append(accepted, p)
 			}
 			snaps = append(snaps, token)
 		}
