@@ -484,16 +484,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // every runs fn every d until ctx ends.
 func every(ctx context.Context, d time.Duration, fn func(context.Context)) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fn(ctx)
-		}
-	}
+	everyOrKick(ctx, d, nil, fn)
 }
 
 // cutDialWait is how long a peer call to a node an injected network fault

@@ -2,12 +2,10 @@ package replica
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -312,12 +310,7 @@ func (s *Store) finishSplit(left *Replica, sp *pendingSplit) error {
 		s.signal()
 		return nil
 	}
-	m := maps.Clone(s.mu.replicas)
-	m[r.rangeID] = r
-	s.mu.replicas = m
-	order := append(slices.Clone(s.mu.order), r)
-	slices.SortFunc(order, func(a, b *Replica) int { return cmp.Compare(a.rangeID, b.rangeID) })
-	s.mu.order = order
+	s.insertLocked(r)
 	s.mu.Unlock()
 	s.log.Info("split a range", "range", left.rangeID, "new", r.rangeID, "key", fmt.Sprintf("%x", sp.right.Start), "campaign", sp.campaign)
 	s.signal()

@@ -200,12 +200,7 @@ func (s *Store) AddReplica(d Descriptor, sm StateMachine) (*Replica, error) {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("%w: range %d", ErrReplicaExists, d.RangeID)
 	}
-	m := maps.Clone(s.mu.replicas)
-	m[d.RangeID] = r
-	s.mu.replicas = m
-	order := append(slices.Clone(s.mu.order), r)
-	slices.SortFunc(order, func(a, b *Replica) int { return cmp.Compare(a.rangeID, b.rangeID) })
-	s.mu.order = order
+	s.insertLocked(r)
 	s.mu.Unlock()
 	s.signal()
 	select {
@@ -217,6 +212,17 @@ func (s *Store) AddReplica(d Descriptor, sm StateMachine) (*Replica, error) {
 		}
 		return nil, ErrClosed
 	}
+}
+
+// insertLocked adds r to the replicas the loop drives (copy-on-write).
+// s.mu must be held.
+func (s *Store) insertLocked(r *Replica) {
+	m := maps.Clone(s.mu.replicas)
+	m[r.rangeID] = r
+	s.mu.replicas = m
+	order := append(slices.Clone(s.mu.order), r)
+	slices.SortFunc(order, func(a, b *Replica) int { return cmp.Compare(a.rangeID, b.rangeID) })
+	s.mu.order = order
 }
 
 // RemoveReplica stops the replica of rangeID and deletes its raft state
