@@ -147,7 +147,7 @@ func testFaultsDocker(t *testing.T, n int) {
 			b, _, err := cl.Get(octx, "faults", key)
 			cancel()
 			if err == nil || wire.CodeOf(err) == wire.CodeNotFound {
-				rec.Add(history.Op{Client: 99, Kind: history.Get, Key: key, Value: string(b), Call: call, Return: rec.Now()})
+				rec.Get(99, key, string(b), call)
 				break
 			}
 			if attempt == 20 {
@@ -216,16 +216,11 @@ func startDockerClients(t *testing.T, seeds []string, space string, keys []strin
 					// A write the client proves had no effect is left out;
 					// any other error leaves its outcome unknown, and the
 					// checker lets it take effect at any time after its call.
-					if err == nil || !client.NotApplied(err) {
-						rec.Add(history.Op{Client: c, Kind: history.Put, Key: key, Value: val, Call: call, Return: rec.Now(), Unknown: err != nil})
-					}
+					rec.Put(c, key, val, call, err, client.NotApplied(err))
 				} else {
 					b, _, err := cl.Get(ctx, space, key)
-					switch {
-					case err == nil:
-						rec.Add(history.Op{Client: c, Kind: history.Get, Key: key, Value: string(b), Call: call, Return: rec.Now()})
-					case wire.CodeOf(err) == wire.CodeNotFound:
-						rec.Add(history.Op{Client: c, Kind: history.Get, Key: key, Call: call, Return: rec.Now()})
+					if err == nil || wire.CodeOf(err) == wire.CodeNotFound {
+						rec.Get(c, key, string(b), call)
 					}
 				}
 				cancel()

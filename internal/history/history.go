@@ -62,6 +62,22 @@ func (r *Recorder) Add(op Op) {
 	r.mu.Unlock()
 }
 
+// Put records a put of val to key by client, called at call and ended
+// now with err. A put that provably had no effect (notApplied) is left
+// out; after any other error its outcome is unknown.
+func (r *Recorder) Put(client int, key, val string, call time.Duration, err error, notApplied bool) {
+	if err != nil && notApplied {
+		return
+	}
+	r.Add(Op{Client: client, Kind: Put, Key: key, Value: val, Call: call, Return: r.Now(), Unknown: err != nil})
+}
+
+// Get records a get of key by client, called at call, that read val ("":
+// the key was absent) and returned now.
+func (r *Recorder) Get(client int, key, val string, call time.Duration) {
+	r.Add(Op{Client: client, Kind: Get, Key: key, Value: val, Call: call, Return: r.Now()})
+}
+
 // Ops returns a copy of the history so far.
 func (r *Recorder) Ops() []Op {
 	r.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-db/cairn/client"
 	"github.com/cairn-db/cairn/internal/history"
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -42,21 +43,12 @@ func TestFaultsInProcess(t *testing.T) {
 	}
 	ctx := context.Background()
 	nodes := threeNodes(t, func(c *Config) { c.HeartbeatTTL, c.SplitLoad = time.Second, 40 })
-	if _, err := nodes[0].CreateSpace(ctx, "faults", wire.SpaceSettings{Ranges: 2}); err != nil {
-		t.Fatal(err)
-	}
-	writeAny(t, nodes, "faults", "warmup", "x")
-
-	fc := &faultCluster{nodes: nodes}
 	var keys []string
 	for i := range 8 {
 		keys = append(keys, fmt.Sprintf("k%d", i))
 	}
-	rec := history.NewRecorder()
+	fc := startFaultLoad(t, nodes, "faults", keys)
 	const run = 15 * time.Second
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	fc.startClients(ctx, "faults", keys, rec, stop, &wg)
 	mu := &fc.mu
 
 	// The nemesis: stop a random node, keep it down a while, restart it.
@@ -84,48 +76,77 @@ func TestFaultsInProcess(t *testing.T) {
 		mu.Unlock()
 		restarts++
 	}
-	close(stop)
-	wg.Wait()
+	fc.stop()
 
 	// Healed: how soon does the cluster take a write, and what does
 	// every key hold?
 	healed := time.Now()
 	writeAny(t, nodes, "faults", "after-heal", "y")
 	t.Logf("healed cluster took a write %v after the last restart", time.Since(healed).Round(time.Millisecond))
-	res := checkAfterHeal(t, nodes, "faults", keys, rec)
+	res := fc.checkAfterHeal(t, nodes)
 	t.Logf("%d restarts; %d operations: %d puts (%d unknown), %d gets; %d ranges", restarts, res.Ops, res.Puts, res.Pending, res.Gets, len(rangesOf(t, nodes[0], "faults")))
 }
 
-// checkAfterHeal reads every key once the cluster has healed (so a lost
-// acknowledged write shows) and checks every key's history.
-func checkAfterHeal(t *testing.T, nodes []*Node, space string, keys []string, rec *history.Recorder) history.Result {
+// checkAfterHeal stops the clients if they still run, reads every key
+// through nodes once the cluster has healed (so a lost acknowledged write
+// shows) and checks every key's history.
+func (fc *faultCluster) checkAfterHeal(t *testing.T, nodes []*Node) history.Result {
 	t.Helper()
-	for _, key := range keys {
-		call := rec.Now()
-		v := readAnyOrAbsent(t, nodes, space, key)
-		rec.Add(history.Op{Client: 99, Kind: history.Get, Key: key, Value: v, Call: call, Return: rec.Now()})
+	fc.stop()
+	for _, key := range fc.keys {
+		call := fc.rec.Now()
+		v := readAnyOrAbsent(t, nodes, fc.space, key)
+		fc.rec.Get(99, key, v, call)
 	}
-	res := history.Check(rec.Ops(), time.Minute)
+	res := history.Check(fc.rec.Ops(), time.Minute)
 	if err := res.Verdict(20); err != nil {
 		t.Fatal(err)
 	}
 	return res
 }
 
-// faultCluster is the nodes a fault test's clients pick from; a nil entry
-// is a node that is down.
+// faultCluster is a fault test's space, its keys, and the clients that put
+// and get them through the nodes, recording every operation.
 type faultCluster struct {
 	mu    sync.RWMutex // guards nodes; held shared for each request
-	nodes []*Node
+	nodes []*Node      // the nodes the clients pick from; nil: down
+
+	space string
+	keys  []string
+	rec   *history.Recorder
+	stopc chan struct{}
+	once  sync.Once
+	wg    sync.WaitGroup
 }
 
-// startClients starts four clients that put and get keys of space through
-// random nodes that are up, recording every operation, until stop closes.
-func (fc *faultCluster) startClients(ctx context.Context, space string, keys []string, rec *history.Recorder, stop chan struct{}, wg *sync.WaitGroup) {
+// startFaultLoad creates space (two ranges) on nodes, writes to it once,
+// and starts four clients on keys (see startClients). The clients pick
+// from nodes itself: the nemesis's changes to fc.nodes show there.
+func startFaultLoad(t *testing.T, nodes []*Node, space string, keys []string) *faultCluster {
+	t.Helper()
+	if _, err := nodes[0].CreateSpace(context.Background(), space, wire.SpaceSettings{Ranges: 2}); err != nil {
+		t.Fatal(err)
+	}
+	writeAny(t, nodes, space, "warmup", "x")
+	fc := &faultCluster{nodes: nodes, space: space, keys: keys, rec: history.NewRecorder(), stopc: make(chan struct{})}
+	fc.startClients()
+	return fc
+}
+
+// stop stops the clients and waits for them.
+func (fc *faultCluster) stop() {
+	fc.once.Do(func() { close(fc.stopc) })
+	fc.wg.Wait()
+}
+
+// startClients starts four clients that put and get the keys through
+// random nodes that are up, recording every operation, until stop.
+func (fc *faultCluster) startClients() {
+	ctx, space, keys, rec, stop := context.Background(), fc.space, fc.keys, fc.rec, fc.stopc
 	for c := range 4 {
-		wg.Add(1)
+		fc.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer fc.wg.Done()
 			rnd := rand.New(rand.NewPCG(uint64(c), 99))
 			for seq := 0; ; seq++ {
 				select {
@@ -146,22 +167,14 @@ func (fc *faultCluster) startClients(ctx context.Context, space string, keys []s
 				if rnd.IntN(2) == 0 {
 					val := fmt.Sprintf("c%d-%d", c, seq)
 					_, err := n.Put(octx, &wire.PutRequest{Space: space, Key: key, Size: int64(len(val))}, strings.NewReader(val))
-					// NOT_LEADER and UNAVAILABLE promise the write had no
-					// effect (the client retries them elsewhere); the
-					// checker holds the server to it. Any other error
-					// leaves the outcome unknown.
-					switch code := wire.CodeOf(err); code {
-					case wire.CodeNotLeader, wire.CodeUnavailable, wire.CodeRangeMoved:
-					default:
-						rec.Add(history.Op{Client: c, Kind: history.Put, Key: key, Value: val, Call: call, Return: rec.Now(), Unknown: err != nil})
-					}
+					// The codes that promise the write had no effect (the
+					// client retries them elsewhere) are the client's; the
+					// checker holds the server to them.
+					rec.Put(c, key, val, call, err, client.NotApplied(err))
 				} else {
 					b, _, err := getCtx(octx, n, wire.GetRequest{Space: space, Key: key})
-					switch {
-					case err == nil:
-						rec.Add(history.Op{Client: c, Kind: history.Get, Key: key, Value: string(b), Call: call, Return: rec.Now()})
-					case wire.CodeOf(err) == wire.CodeNotFound:
-						rec.Add(history.Op{Client: c, Kind: history.Get, Key: key, Call: call, Return: rec.Now()})
+					if err == nil || wire.CodeOf(err) == wire.CodeNotFound {
+						rec.Get(c, key, string(b), call)
 					}
 				}
 				cancel()
@@ -187,19 +200,11 @@ func TestMembershipUnderLoad(t *testing.T) {
 		c.HeartbeatTTL, c.DownAfter, c.RepairCheck, c.RebalanceAfter = time.Second, time.Second, 200*time.Millisecond, 2*time.Second
 	})
 	admin := nodes[0]
-	if _, err := admin.CreateSpace(ctx, "members", wire.SpaceSettings{Ranges: 2}); err != nil {
-		t.Fatal(err)
-	}
-	writeAny(t, nodes, "members", "warmup", "x")
-	fc := &faultCluster{nodes: nodes}
 	var keys []string
 	for i := range 8 {
 		keys = append(keys, fmt.Sprintf("k%d", i))
 	}
-	rec := history.NewRecorder()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	fc.startClients(ctx, "members", keys, rec, stop, &wg)
+	fc := startFaultLoad(t, nodes, "members", keys)
 
 	// A node down long enough to be replaced, then back.
 	time.Sleep(time.Second)
@@ -242,12 +247,11 @@ func TestMembershipUnderLoad(t *testing.T) {
 	fc.mu.Unlock()
 	out.Close()
 	time.Sleep(time.Second)
-	close(stop)
-	wg.Wait()
+	fc.stop()
 
 	rest := []*Node{admin, again, fc.nodes[2]}
 	waitRanges(t, rest, "members", 3, "three replicas on the three nodes left")
-	res := checkAfterHeal(t, rest, "members", keys, rec)
+	res := fc.checkAfterHeal(t, rest)
 	t.Logf("%d operations: %d puts (%d unknown), %d gets", res.Ops, res.Puts, res.Pending, res.Gets)
 }
 
@@ -296,22 +300,13 @@ func TestPartitionsInProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault test")
 	}
-	ctx := context.Background()
 	nw := &netCuts{}
 	nodes := threeNodes(t, func(c *Config) { c.HeartbeatTTL, c.Link = time.Second, nw.link })
-	if _, err := nodes[0].CreateSpace(ctx, "parts", wire.SpaceSettings{Ranges: 2}); err != nil {
-		t.Fatal(err)
-	}
-	writeAny(t, nodes, "parts", "warmup", "x")
-	fc := &faultCluster{nodes: nodes}
 	var keys []string
 	for i := range 8 {
 		keys = append(keys, fmt.Sprintf("%c%d", "!5Lz"[i%4], i))
 	}
-	rec := history.NewRecorder()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	fc.startClients(ctx, "parts", keys, rec, stop, &wg)
+	fc := startFaultLoad(t, nodes, "parts", keys)
 
 	rnd := rand.New(rand.NewPCG(11, 11))
 	ids := []uint64{nodes[0].NodeID(), nodes[1].NodeID(), nodes[2].NodeID()}
@@ -344,12 +339,11 @@ func TestPartitionsInProcess(t *testing.T) {
 		nw.heal()
 		time.Sleep(time.Duration(500+rnd.IntN(1000)) * time.Millisecond)
 	}
-	close(stop)
-	wg.Wait()
+	fc.stop()
 	healed := time.Now()
 	writeAny(t, nodes, "parts", "after-heal", "y")
 	t.Logf("healed cluster took a write %v after the last heal", time.Since(healed).Round(time.Millisecond))
-	res := checkAfterHeal(t, nodes, "parts", keys, rec)
+	res := fc.checkAfterHeal(t, nodes)
 	nw.mu.Lock()
 	dropped := nw.dropped
 	nw.mu.Unlock()

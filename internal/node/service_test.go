@@ -206,21 +206,7 @@ func TestListing(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.Delete(ctx, &wire.DeleteRequest{Space: "sp1", Key: keys[0]})
-	var listed []string
-	after := ""
-	for {
-		res, err := n.List(ctx, &wire.ListRequest{Space: "sp1", StartAfter: after, Limit: 37})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range res.Objects {
-			listed = append(listed, o.Key)
-		}
-		if !res.Truncated {
-			break
-		}
-		after = res.Next
-	}
+	listed := listAll(t, n, "sp1", 37)
 	// A page that ends exactly at the last key is not truncated.
 	res, err := n.List(ctx, &wire.ListRequest{Space: "sp1", StartAfter: listed[len(listed)-2], Limit: 1})
 	if err != nil || len(res.Objects) != 1 || res.Truncated {

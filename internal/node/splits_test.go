@@ -113,21 +113,7 @@ func TestSplitBySize(t *testing.T) {
 				t.Fatalf("node %d: %s reads %d bytes, want its value", n.NodeID(), key, len(got))
 			}
 		}
-		var listed []string
-		next := ""
-		for {
-			res, err := n.List(ctx, &wire.ListRequest{Space: "big", StartAfter: next, Limit: 50})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, o := range res.Objects {
-				listed = append(listed, o.Key)
-			}
-			if !res.Truncated {
-				break
-			}
-			next = res.Next
-		}
+		listed := listAll(t, n, "big", 50)
 		if len(listed) != len(want) || !slices.IsSorted(listed) {
 			t.Fatalf("node %d lists %d keys (sorted %v), want %d", n.NodeID(), len(listed), slices.IsSorted(listed), len(want))
 		}
@@ -141,6 +127,26 @@ func TestSplitBySize(t *testing.T) {
 				t.Fatalf("node %d: %s = %q after the splits", n.NodeID(), key, got)
 			}
 		}
+	}
+}
+
+// listAll lists every key of space through n, limit keys a page.
+func listAll(t *testing.T, n *Node, space string, limit uint32) []string {
+	t.Helper()
+	var listed []string
+	after := ""
+	for {
+		res, err := n.List(context.Background(), &wire.ListRequest{Space: space, StartAfter: after, Limit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range res.Objects {
+			listed = append(listed, o.Key)
+		}
+		if !res.Truncated {
+			return listed
+		}
+		after = res.Next
 	}
 }
 

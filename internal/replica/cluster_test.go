@@ -53,6 +53,22 @@ func startClusterWith(t *testing.T, net *memNet, adjust func(*Options), ids ...u
 	return nodes
 }
 
+// reopen starts a new Store on n's engine (its old one closed) and range
+// 1's replica on it, from the state on disk.
+func reopen(t *testing.T, net *memNet, n *testNode) *Replica {
+	t.Helper()
+	o := testOptions(n.id, n.engine)
+	o.Transport = net
+	n.store = newStore(t, o)
+	net.set(n.id, n.store)
+	r, err := n.store.AddReplica(Descriptor{RangeID: 1}, &counterSM{rangeID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.rep = r
+	return r
+}
+
 // leaderOf waits until exactly one of nodes leads and all of them agree.
 func leaderOf(t *testing.T, nodes []*testNode) *testNode {
 	t.Helper()
@@ -155,15 +171,7 @@ func TestFollowerRestartCatchesUp(t *testing.T) {
 	}
 	proposeSeq(t, leader.rep, 4, 10)
 
-	o := testOptions(f.id, f.engine)
-	o.Transport = net
-	f.store = newStore(t, o)
-	net.set(f.id, f.store)
-	r, err := f.store.AddReplica(Descriptor{RangeID: 1}, &counterSM{rangeID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.rep = r
+	r := reopen(t, net, f)
 	waitFor(t, "restarted follower to catch up", func() bool { return r.Status().Applied >= leader.rep.Status().Applied })
 	if c := checkSM(t, f.engine.DB(), 1); c != 10 {
 		t.Fatalf("restarted follower count %d, want 10", c)
@@ -326,15 +334,7 @@ func TestFollowerBehindTruncatedLog(t *testing.T) {
 	if err := lag.store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	o := testOptions(lag.id, lag.engine)
-	o.Transport = net
-	lag.store = newStore(t, o)
-	net.set(lag.id, lag.store)
-	r, err := lag.store.AddReplica(Descriptor{RangeID: 1}, &counterSM{rangeID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lag.rep = r
+	reopen(t, net, lag)
 	proposeSeq(t, leader.rep, seq+6, seq+6)
 	waitFor(t, "apply after restart", func() bool { return checkSM(t, lag.engine.DB(), 1) == seq+6 })
 }
