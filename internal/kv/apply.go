@@ -1,7 +1,6 @@
 package kv
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,10 +36,9 @@ type StateMachine struct {
 	// Cache, if not nil, is the node's latest-record cache.
 	Cache *Cache
 
-	// start and end are the range's bounds (SetBounds); a nil end is
-	// unbounded, and a StateMachine never given bounds takes every key.
-	start, end []byte
-	bounded    bool
+	// bounds are the range's (SetBounds); a StateMachine never given
+	// bounds takes every key.
+	bounds replica.Descriptor
 
 	// written lists the cache updates of the uncommitted apply batch;
 	// inBatch indexes it by object (the last update of each).
@@ -64,9 +62,12 @@ func (m *StateMachine) Committed() {
 	clear(m.inBatch)
 }
 
-// Spans implements replica.Spanner: a range's state is the locks and the
-// versions of its object keys.
-func (m *StateMachine) Spans(d replica.Descriptor) []replica.Span {
+// Spans implements replica.Spanner (see Spans).
+func (m *StateMachine) Spans(d replica.Descriptor) []replica.Span { return Spans(d) }
+
+// Spans returns the spans of the node's keyspace holding a range's state:
+// the locks and the versions of its object keys.
+func Spans(d replica.Descriptor) []replica.Span {
 	vlo, vhi := keys.VersionSpan(d.Start, d.End)
 	llo, lhi := keys.LockSpan(d.Start, d.End)
 	return []replica.Span{{Start: llo, End: lhi}, {Start: vlo, End: vhi}}
@@ -78,14 +79,7 @@ func (m *StateMachine) Spans(d replica.Descriptor) []replica.Span {
 func (m *StateMachine) Restored(d replica.Descriptor) { m.Cache.ClearRange(d.Start, d.End) }
 
 // SetBounds implements replica.Bounder.
-func (m *StateMachine) SetBounds(d replica.Descriptor) {
-	m.start, m.end, m.bounded = d.Start, d.End, d.Start != nil || d.End != nil
-}
-
-// owns reports whether obj is inside the range's bounds.
-func (m *StateMachine) owns(obj []byte) bool {
-	return !m.bounded || (bytes.Compare(obj, m.start) >= 0 && (m.end == nil || bytes.Compare(obj, m.end) < 0))
-}
+func (m *StateMachine) SetBounds(d replica.Descriptor) { m.bounds = d }
 
 func (m *StateMachine) wrote(obj []byte, latest *mvcc.Record) {
 	if m.Cache == nil {
@@ -127,7 +121,7 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 	rw := BatchRW{B: b}
 	switch c := c.(type) {
 	case *PutCmd:
-		if !m.owns(c.Obj) {
+		if !m.bounds.ContainsKey(c.Obj) {
 			return ErrWrongRange
 		}
 		// The latest version is needed for the conditions and, under KeepAll,
@@ -165,7 +159,7 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 		m.wrote(c.Obj, c.Rec)
 		return &Result{Rec: c.Rec, Pruned: pruned}
 	case *DeleteVersionCmd:
-		if !m.owns(c.Obj) {
+		if !m.bounds.ContainsKey(c.Obj) {
 			return ErrWrongRange
 		}
 		rec, err := mvcc.DeleteVersion(rw, c.Obj, c.Version)

@@ -144,22 +144,30 @@ func decodeKind(data []byte) (kind byte, id uint64, cmd []byte, err error) {
 // encodeBounds frames a range's key bounds: uvarint length and bytes of
 // Start, then 0 (no End: the range is unbounded above) or 1 and the
 // uvarint length and bytes of End.
-func encodeBounds(start, end []byte) []byte {
-	b := binary.AppendUvarint(nil, uint64(len(start)))
-	b = append(b, start...)
-	if end == nil {
-		return encodeValue(append(b, 0))
-	}
-	b = append(b, 1)
-	b = binary.AppendUvarint(b, uint64(len(end)))
-	return encodeValue(append(b, end...))
-}
+func encodeBounds(start, end []byte) []byte { return encodeValue(appendBounds(nil, start, end)) }
 
 func decodeBounds(v []byte) (start, end []byte, err error) {
 	p, err := decodeValue(v)
 	if err != nil {
 		return nil, nil, err
 	}
+	return parseBounds(p)
+}
+
+// appendBounds appends the unframed encoding of encodeBounds to b.
+func appendBounds(b, start, end []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(start)))
+	b = append(b, start...)
+	if end == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = binary.AppendUvarint(b, uint64(len(end)))
+	return append(b, end...)
+}
+
+// parseBounds decodes what appendBounds wrote, all of p.
+func parseBounds(p []byte) (start, end []byte, err error) {
 	bad := fmt.Errorf("%w: malformed range bounds", ErrCorrupt)
 	n, k := binary.Uvarint(p)
 	if k <= 0 || n > uint64(len(p)-k) {

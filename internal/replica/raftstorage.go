@@ -35,12 +35,12 @@ type raftStorage struct {
 	lastIndex  uint64 // truncIndex when the log is empty
 	applied    uint64
 
-	// bounds, when hasBounds, are the range's key bounds as persisted
-	// (at bootstrap, by a split, or with a snapshot); the loop updates
-	// them with the range (the Replica's descriptor is the live copy).
+	// As loaded, for AddReplica: the range's key bounds if persisted (at
+	// bootstrap, by a split, or with a snapshot), and its last split. The
+	// Replica's descriptor is the live copy.
 	hasBounds  bool
 	start, end []byte
-	lastSplit  Descriptor // as loaded (see Replica.LastSplit)
+	lastSplit  Descriptor
 
 	cache entryCache
 }
@@ -129,7 +129,6 @@ func (s *raftStorage) bootstrap(b *pebble.Batch, voters []uint64, start, end []b
 	s.truncIndex, s.truncTerm = bootstrapIndex, bootstrapTerm
 	s.lastIndex, s.applied = bootstrapIndex, bootstrapIndex
 	if start != nil || end != nil {
-		s.hasBounds, s.start, s.end = true, start, end
 		if err := b.Set(stateKey(s.prefix, suffixBounds), encodeBounds(start, end), nil); err != nil {
 			return err
 		}

@@ -120,6 +120,18 @@ type Replica struct {
 }
 
 func newReplica(s *Store, d Descriptor, sm StateMachine, st *raftStorage, fresh bool) (*Replica, error) {
+	voters := st.cs.GetVoters()
+	single := soleVoter(st.cs, s.opts.NodeID)
+	// A fresh group campaigns at once from its lowest voter instead of
+	// waiting out an election timeout; a restarted replica may have promised
+	// a lease to a leader it no longer remembers, so it refuses votes for an
+	// election timeout (see lease.go).
+	campaign := single || (fresh && len(voters) > 0 && slices.Min(voters) == s.opts.NodeID)
+	return newReplicaWith(s, d, sm, st, campaign, !fresh && !single)
+}
+
+// newReplicaWith is newReplica with the campaign and vote grace decided.
+func newReplicaWith(s *Store, d Descriptor, sm StateMachine, st *raftStorage, campaign, voteGrace bool) (*Replica, error) {
 	r := &Replica{
 		s:        s,
 		rangeID:  d.RangeID,
@@ -127,20 +139,19 @@ func newReplica(s *Store, d Descriptor, sm StateMachine, st *raftStorage, fresh 
 		waiters:  map[uint64]*proposal{},
 		initDone: make(chan struct{}),
 	}
-	voters := st.cs.GetVoters()
-	singleVoter := len(voters) == 1 && voters[0] == s.opts.NodeID && len(st.cs.GetVotersOutgoing()) == 0
-	// A fresh group campaigns at once from its lowest voter instead of
-	// waiting out an election timeout; a restarted replica may have promised
-	// a lease to a leader it no longer remembers, so it refuses votes for an
-	// election timeout (see lease.go).
-	campaign := singleVoter || (fresh && len(voters) > 0 && slices.Min(voters) == s.opts.NodeID)
-	if err := r.initRaft(d, st, campaign, !fresh && !singleVoter); err != nil {
+	if err := r.initRaft(d, st, campaign, voteGrace); err != nil {
 		return nil, err
 	}
 	if r.initReady() {
 		close(r.initDone)
 	}
 	return r, nil
+}
+
+// soleVoter reports whether node id is the only voter of cs.
+func soleVoter(cs *raftpb.ConfState, id uint64) bool {
+	v := cs.GetVoters()
+	return len(v) == 1 && v[0] == id && len(cs.GetVotersOutgoing()) == 0
 }
 
 // initRaft (re)starts the replica's raft state machine over st: at
@@ -173,7 +184,7 @@ func (r *Replica) initRaft(d Descriptor, st *raftStorage, campaign, voteGrace bo
 	r.leader, r.isLeader, r.appliedInTerm = 0, false, false
 	r.lease, r.renewSent = lease{}, time.Time{}
 	r.started, r.campaign = false, campaign
-	r.singleVoter = len(voters) == 1 && voters[0] == s.opts.NodeID && len(st.cs.GetVotersOutgoing()) == 0
+	r.singleVoter = soleVoter(st.cs, s.opts.NodeID)
 	r.voteGrace = 0
 	if voteGrace {
 		r.voteGrace = s.opts.ElectionTicks
@@ -213,6 +224,11 @@ func (r *Replica) isInitialized() bool {
 // done first; in those last two cases the command may still apply.
 // cmd may be reused by the caller once Propose returns.
 func (r *Replica) Propose(ctx context.Context, cmd []byte) (any, error) {
+	return r.proposeKind(ctx, cmdVersion, cmd)
+}
+
+// proposeKind is Propose for an entry of the given kind (keys.go).
+func (r *Replica) proposeKind(ctx context.Context, kind byte, cmd []byte) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -223,7 +239,7 @@ func (r *Replica) Propose(ctx context.Context, cmd []byte) (any, error) {
 		return nil, fmt.Errorf("%w: range %d, leader %d", ErrNotLeader, r.rangeID, st.Leader)
 	}
 	id := r.s.nextID.Add(1)
-	p := &proposal{r: r, id: id, data: encodeCommand(id, cmd), done: make(chan proposalResult, 1)}
+	p := &proposal{r: r, id: id, data: encodeKind(kind, id, cmd), done: make(chan proposalResult, 1)}
 	if err := r.s.enqueue(p); err != nil {
 		return nil, err
 	}

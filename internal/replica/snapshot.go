@@ -65,10 +65,11 @@ type pendingSnap struct {
 	rangeID uint64
 	paths   []string
 	done    chan error // capacity 1
-	// The range's bounds as of the snapshot, when it has any.
-	hasBounds  bool
+	// The range's bounds as of the snapshot (none: both nil).
 	start, end []byte
 }
+
+func (p *pendingSnap) bounded() bool { return p.start != nil || p.end != nil }
 
 // The sending side. Raft asks for a snapshot by emitting a MsgSnap built
 // from raftStorage.Snapshot (metadata only). The loop answers it in the
@@ -211,7 +212,7 @@ func (s *Store) ReceiveSnapshot(ctx context.Context, m Message, sizes []int64, s
 		}
 		d.Start, d.End = start, end
 	}
-	p.hasBounds, p.start, p.end = bounded(&d), d.Start, d.End
+	p.start, p.end = d.Start, d.End
 	spans := sp.Spans(d)
 	if len(sizes) != len(spans) {
 		return fmt.Errorf("replica: snapshot of range %d has %d SSTs, want %d", m.RangeID, len(sizes), len(spans))
@@ -397,8 +398,7 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 	old := r.Descriptor()
 	r.mu.Lock()
 	r.mu.desc.Peers = append([]uint64(nil), md.GetConfState().GetVoters()...)
-	if p.hasBounds {
-		r.st.hasBounds, r.st.start, r.st.end = true, p.start, p.end
+	if p.bounded() {
 		r.mu.desc.Start, r.mu.desc.End = p.start, p.end
 	}
 	d := r.mu.desc.clone()
@@ -454,7 +454,7 @@ func (st *raftStorage) stateSST(hs *raftpb.HardState, cs *raftpb.ConfState, idx,
 		sw.DeleteRange(st.prefix, keys.PrefixEnd(st.prefix)),
 		sw.Set(stateKey(st.prefix, suffixApplied), encodeUint64s(idx)),
 	}
-	if p.hasBounds {
+	if p.bounded() {
 		errs = append(errs, sw.Set(stateKey(st.prefix, suffixBounds), encodeBounds(p.start, p.end)))
 	}
 	errs = append(errs,

@@ -62,12 +62,19 @@ type Bounder interface {
 	SetBounds(d Descriptor)
 }
 
-// Contains reports whether key is inside the replica's current bounds. A
-// descriptor with neither Start nor End has no bounds and contains every key.
+// Contains reports whether key is inside the replica's current bounds
+// (Descriptor.ContainsKey).
 func (r *Replica) Contains(key []byte) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return keyIn(r.mu.desc.Start, r.mu.desc.End, key)
+	return r.mu.desc.ContainsKey(key)
+}
+
+// ContainsKey reports whether key is inside [Start, End); a nil End is
+// unbounded, so a descriptor with neither has no bounds and contains
+// every key.
+func (d *Descriptor) ContainsKey(key []byte) bool {
+	return bytes.Compare(key, d.Start) >= 0 && (d.End == nil || bytes.Compare(key, d.End) < 0)
 }
 
 // LastSplit returns the new range of the latest split this replica
@@ -87,8 +94,7 @@ func encodeSplit(d Descriptor) []byte {
 	for _, p := range d.Peers {
 		b = binary.BigEndian.AppendUint64(b, p)
 	}
-	bounds, _ := decodeValue(encodeBounds(d.Start, d.End))
-	return encodeValue(append(b, bounds...))
+	return encodeValue(appendBounds(b, d.Start, d.End))
 }
 
 func decodeSplit(v []byte) (Descriptor, error) {
@@ -110,7 +116,7 @@ func decodeSplit(v []byte) (Descriptor, error) {
 		d.Peers = append(d.Peers, binary.BigEndian.Uint64(p))
 		p = p[8:]
 	}
-	if d.Start, d.End, err = decodeBounds(encodeValue(p)); err != nil {
+	if d.Start, d.End, err = parseBounds(p); err != nil {
 		return Descriptor{}, err
 	}
 	return d, nil
@@ -122,17 +128,10 @@ func (r *Replica) ContainsSpan(start, end []byte) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d := &r.mu.desc
-	if d.Start == nil && d.End == nil {
-		return true
-	}
 	if bytes.Compare(start, d.Start) < 0 {
 		return false
 	}
 	return d.End == nil || (end != nil && bytes.Compare(end, d.End) <= 0)
-}
-
-func keyIn(start, end, key []byte) bool {
-	return bytes.Compare(key, start) >= 0 && (end == nil || bytes.Compare(key, end) < 0)
 }
 
 // bounded reports whether d has key bounds.
@@ -154,31 +153,18 @@ func (r *Replica) Split(ctx context.Context, key []byte, rightID uint64) (Descri
 	if r.s.opts.NewStateMachine == nil {
 		return Descriptor{}, fmt.Errorf("%w: the store has no NewStateMachine", ErrSplitRefused)
 	}
-	if err := ctx.Err(); err != nil {
-		return Descriptor{}, err
-	}
-	id := r.s.nextID.Add(1)
 	cmd := binary.BigEndian.AppendUint64(nil, rightID)
-	cmd = append(cmd, key...)
-	p := &proposal{r: r, id: id, data: encodeKind(cmdSplit, id, cmd), done: make(chan proposalResult, 1)}
-	if err := r.s.enqueue(p); err != nil {
+	v, err := r.proposeKind(ctx, cmdSplit, append(cmd, key...))
+	if err != nil {
 		return Descriptor{}, err
 	}
-	select {
-	case res := <-p.done:
-		if res.err != nil {
-			return Descriptor{}, res.err
-		}
-		switch v := res.val.(type) {
-		case Descriptor:
-			return v, nil
-		case error:
-			return Descriptor{}, v
-		}
-		return Descriptor{}, fmt.Errorf("replica: range %d: split applied as %T", r.rangeID, res.val)
-	case <-ctx.Done():
-		return Descriptor{}, ctx.Err()
+	switch v := v.(type) {
+	case Descriptor:
+		return v, nil
+	case error:
+		return Descriptor{}, v
 	}
+	return Descriptor{}, fmt.Errorf("replica: range %d: split applied as %T", r.rangeID, v)
 }
 
 // pendingSplit is a split applied in an apply batch, finished once the
@@ -250,7 +236,6 @@ func (r *Replica) applySplit(b *pebble.Batch, cmd []byte, out *[]*pendingSplit) 
 	if err != nil {
 		return nil, fmt.Errorf("write the split into the apply batch: %w", err)
 	}
-	r.st.hasBounds, r.st.start, r.st.end = true, left.Start, left.End
 	r.mu.Lock()
 	r.mu.desc.Start, r.mu.desc.End = left.Start, left.End
 	r.mu.lastSplit = right.clone()
@@ -278,41 +263,38 @@ func (s *Store) finishSplit(left *Replica, sp *pendingSplit) error {
 	if err != nil || !found {
 		return fmt.Errorf("replica: range %d: load the state of its split-off range %d: found %v, %v", left.rangeID, sp.right.RangeID, found, err)
 	}
-	if s.opts.NewStateMachine == nil {
-		return fmt.Errorf("replica: range %d split, but the store has no NewStateMachine for range %d", left.rangeID, sp.right.RangeID)
-	}
-	r := &Replica{
-		s:        s,
-		rangeID:  sp.right.RangeID,
-		sm:       s.opts.NewStateMachine(sp.right),
-		waiters:  map[uint64]*proposal{},
-		initDone: make(chan struct{}),
-	}
-	if err := r.initRaft(sp.right, st, sp.campaign, false); err != nil {
-		return err
-	}
-	if r.initReady() {
-		close(r.initDone)
-	}
 	s.mu.Lock()
-	if ex := s.mu.replicas[r.rangeID]; ex != nil {
-		// Already here (seen by applySplit, or added by AddReplica since):
-		// an uninitialized one is initialized in place; one that loaded
-		// the state this split just wrote is that state already.
-		s.mu.Unlock()
-		if ex.hasState() {
-			return nil
+	ex := s.mu.replicas[sp.right.RangeID]
+	s.mu.Unlock()
+	if ex == nil {
+		if s.opts.NewStateMachine == nil {
+			return fmt.Errorf("replica: range %d split, but the store has no NewStateMachine for range %d", left.rangeID, sp.right.RangeID)
 		}
-		if err := ex.initRaft(sp.right, st, sp.campaign, false); err != nil {
+		r, err := newReplicaWith(s, sp.right, s.opts.NewStateMachine(sp.right), st, sp.campaign, false)
+		if err != nil {
 			return err
 		}
-		s.log.Info("split initialized a waiting replica", "range", left.rangeID, "new", sp.right.RangeID)
-		s.signal()
+		s.mu.Lock()
+		if ex = s.mu.replicas[r.rangeID]; ex == nil {
+			s.insertLocked(r)
+		}
+		s.mu.Unlock()
+		if ex == nil {
+			s.log.Info("split a range", "range", left.rangeID, "new", r.rangeID, "key", fmt.Sprintf("%x", sp.right.Start), "campaign", sp.campaign)
+			s.signal()
+			return nil
+		}
+	}
+	// Already here (seen by applySplit, or added by AddReplica since): an
+	// uninitialized one is initialized in place; one that loaded the state
+	// this split just wrote is that state already.
+	if ex.hasState() {
 		return nil
 	}
-	s.insertLocked(r)
-	s.mu.Unlock()
-	s.log.Info("split a range", "range", left.rangeID, "new", r.rangeID, "key", fmt.Sprintf("%x", sp.right.Start), "campaign", sp.campaign)
+	if err := ex.initRaft(sp.right, st, sp.campaign, false); err != nil {
+		return err
+	}
+	s.log.Info("split initialized a waiting replica", "range", left.rangeID, "new", sp.right.RangeID)
 	s.signal()
 	return nil
 }
@@ -322,11 +304,11 @@ func (s *Store) finishSplit(left *Replica, sp *pendingSplit) error {
 // replica is behind a split, and its log replay would write over the
 // snapshot's keys. The leader retries the snapshot later.
 func (s *Store) snapshotFits(reps map[uint64]*Replica, p *pendingSnap, accepted []*pendingSnap) error {
-	if !p.hasBounds {
+	if !p.bounded() {
 		return nil
 	}
 	for _, q := range accepted {
-		if q.rangeID != p.rangeID && q.hasBounds && overlaps(q.start, q.end, p.start, p.end) {
+		if q.rangeID != p.rangeID && q.bounded() && overlaps(q.start, q.end, p.start, p.end) {
 			return fmt.Errorf("%w: range %d: its bounds overlap a snapshot of range %d taken in the same cycle", ErrSnapshotDeclined, p.rangeID, q.rangeID)
 		}
 	}

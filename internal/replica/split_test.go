@@ -30,7 +30,7 @@ func (m *keySM) Spans(d Descriptor) []Span {
 }
 
 func (m *keySM) Apply(b *pebble.Batch, cmd []byte) any {
-	if !keyIn(m.start, m.end, cmd) {
+	if !(&Descriptor{Start: m.start, End: m.end}).ContainsKey(cmd) {
 		return errOutOfRange
 	}
 	k := append([]byte("k"), cmd...)
@@ -194,6 +194,25 @@ func TestSplit(t *testing.T) {
 	waitFor(t, "a write after the restart", func() bool { return counter(n.engine.DB(), "x") == 2 })
 }
 
+// cutFollower writes "b" through range 1's leader, waits until a follower
+// applied it, and cuts that follower off. It returns the leader's replica
+// and the follower.
+func cutFollower(t *testing.T, net *memNet, nodes []*testNode) (*Replica, *testNode) {
+	t.Helper()
+	left := leaderOfRange(t, nodes, 1)
+	var lag *testNode
+	for _, n := range nodes {
+		if n.store.Replica(1) != left {
+			lag = n
+			break
+		}
+	}
+	propose(t, left, "b")
+	waitFor(t, "the follower applies", func() bool { return counter(lag.engine.DB(), "b") == 1 })
+	net.partition(lag.id, true)
+	return left, lag
+}
+
 func asErr(v any) error {
 	err, _ := v.(error)
 	return err
@@ -207,17 +226,7 @@ func asErr(v any) error {
 func TestSplitBehindFollower(t *testing.T) {
 	net := &memNet{}
 	nodes := startSplitCluster(t, net, nil, 1, 2, 3)
-	left := leaderOfRange(t, nodes, 1)
-	var lag *testNode
-	for _, n := range nodes {
-		if n.store.Replica(1) != left {
-			lag = n
-			break
-		}
-	}
-	propose(t, left, "b")
-	waitFor(t, "the follower applies", func() bool { return counter(lag.engine.DB(), "b") == 1 })
-	net.partition(lag.id, true)
+	left, lag := cutFollower(t, net, nodes)
 	if _, err := left.Split(context.Background(), []byte("m"), 2); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +277,7 @@ func TestSnapshotOverlapDeclined(t *testing.T) {
 	b := nodes[1]
 	// Range 1 over [a, z) has state on node 2.
 	s := b.store
-	p := &pendingSnap{rangeID: 9, hasBounds: true, start: []byte("b"), end: []byte("e")}
+	p := &pendingSnap{rangeID: 9, start: []byte("b"), end: []byte("e")}
 	s.mu.Lock()
 	reps := s.mu.replicas
 	s.mu.Unlock()
@@ -281,7 +290,7 @@ func TestSnapshotOverlapDeclined(t *testing.T) {
 	}
 	// Two snapshots of different ranges taken in one cycle must not
 	// overlap each other either.
-	q := &pendingSnap{rangeID: 10, hasBounds: true, start: []byte("zz"), end: nil}
+	q := &pendingSnap{rangeID: 10, start: []byte("zz"), end: nil}
 	if err := s.snapshotFits(reps, q, []*pendingSnap{p}); !errors.Is(err, ErrSnapshotDeclined) {
 		t.Fatalf("snapshot overlapping one taken in the same cycle: %v", err)
 	}
@@ -294,17 +303,7 @@ func TestSnapshotOverlapDeclined(t *testing.T) {
 func TestSplitFollowerBehindTruncation(t *testing.T) {
 	net := &memNet{}
 	nodes := startSplitCluster(t, net, func(o *Options) { o.LogKeep, o.TruncateEvery = 2, 8 }, 1, 2, 3)
-	left := leaderOfRange(t, nodes, 1)
-	var lag *testNode
-	for _, n := range nodes {
-		if n.store.Replica(1) != left {
-			lag = n
-			break
-		}
-	}
-	propose(t, left, "b")
-	waitFor(t, "the follower applies", func() bool { return counter(lag.engine.DB(), "b") == 1 })
-	net.partition(lag.id, true)
+	left, lag := cutFollower(t, net, nodes)
 	lagApplied := lag.store.Replica(1).Status().Applied
 	if _, err := left.Split(context.Background(), []byte("m"), 2); err != nil {
 		t.Fatal(err)

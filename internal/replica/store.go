@@ -33,7 +33,6 @@ type Store struct {
 	nextID atomic.Uint64 // proposal ids; random start so ids of earlier runs are not reused
 
 	wake      chan struct{} // capacity 1: "there is work"
-	stopc     chan struct{}
 	done      chan struct{} // closed when the loop has exited
 	closeOnce sync.Once
 	ctx       context.Context // cancelled by Close: work off the loop (snapshots)
@@ -60,12 +59,11 @@ func NewStore(o Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		opts:  o,
-		db:    o.Engine.DB(),
-		log:   o.Logger.With("node", o.NodeID),
-		wake:  make(chan struct{}, 1),
-		stopc: make(chan struct{}),
-		done:  make(chan struct{}),
+		opts: o,
+		db:   o.Engine.DB(),
+		log:  o.Logger.With("node", o.NodeID),
+		wake: make(chan struct{}, 1),
+		done: make(chan struct{}),
 	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
@@ -89,7 +87,6 @@ func (s *Store) Close() error {
 		s.mu.Lock()
 		s.mu.closed = true
 		s.mu.Unlock()
-		close(s.stopc)
 		s.cancel()
 	})
 	<-s.done
@@ -339,7 +336,7 @@ func (s *Store) run() {
 	for {
 		tick := false
 		select {
-		case <-s.stopc:
+		case <-s.ctx.Done():
 			s.shutdown(ErrClosed)
 			return
 		case <-ticker.C:

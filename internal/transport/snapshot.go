@@ -37,7 +37,7 @@ var snapStream = &grpc.StreamDesc{StreamName: "Snapshot", ClientStreams: true}
 // SendSnapshot implements replica.SnapshotTransport.
 func (t *Transport) SendSnapshot(ctx context.Context, m replica.Message, ssts [][]byte) error {
 	to := m.Msg.GetTo()
-	if t.opts.Link != nil && !t.opts.Link(to) {
+	if !t.reachable(to) {
 		return fmt.Errorf("transport: node %d is unreachable", to)
 	}
 	addr, ok := t.opts.Resolve(to)

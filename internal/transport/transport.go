@@ -161,7 +161,7 @@ func (t *Transport) Send(msgs []replica.Message) {
 		for j < len(msgs) && msgs[j].Msg.GetTo() == to {
 			j++
 		}
-		if t.opts.Link != nil && !t.opts.Link(to) {
+		if !t.reachable(to) {
 			i = j
 			continue
 		}
@@ -171,6 +171,9 @@ func (t *Transport) Send(msgs []replica.Message) {
 		i = j
 	}
 }
+
+// reachable reports whether Options.Link lets messages go to node to.
+func (t *Transport) reachable(to uint64) bool { return t.opts.Link == nil || t.opts.Link(to) }
 
 func (t *Transport) peer(id uint64) *peer {
 	t.mu.Lock()
