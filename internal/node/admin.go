@@ -71,8 +71,8 @@ func (n *Node) drainNode(ctx context.Context, nd meta.NodeInfo) error {
 		if err != nil {
 			return unavailable("meta service", err)
 		}
-		if i := slices.IndexFunc(nodes, func(x meta.NodeInfo) bool { return x.ID == nd.ID }); i >= 0 {
-			nd = nodes[i]
+		if x, ok := nodeByID(nodes, nd.ID); ok {
+			nd = x
 		}
 	}
 	return wire.Errorf(wire.CodeUnavailable, "node %d keeps changing state; try again", nd.ID)

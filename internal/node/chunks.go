@@ -174,15 +174,12 @@ func chunkTimeout(size int) time.Duration {
 	return 5*time.Second + time.Duration(size)*time.Second/(8<<20)
 }
 
-// errNotSent marks a call that failed before anything was sent.
-var errNotSent = errors.New("call not sent")
-
 // callNode makes a unary call to node id that fails at once if the node
 // cannot be reached, with at most timeout.
 func (n *Node) callNode(ctx context.Context, id uint64, service, method string, req []byte, timeout time.Duration) ([]byte, error) {
 	addr, ok := n.peers.resolve(id)
 	if !ok {
-		return nil, fmt.Errorf("node %d is not in the cluster map: %w", id, errNotSent)
+		return nil, fmt.Errorf("node %d is not in the cluster map: %w", id, transport.ErrNotSent)
 	}
 	if n.cfg.Link != nil && !n.cfg.Link(n.id.NodeID, id) {
 		// An injected network fault: wait as a dial to a cut-off host
@@ -190,7 +187,7 @@ func (n *Node) callNode(ctx context.Context, id uint64, service, method string, 
 		if err := sleep(ctx, min(timeout, cutDialWait)); err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("node %d is unreachable: %w", id, errNotSent)
+		return nil, fmt.Errorf("node %d is unreachable: %w", id, transport.ErrNotSent)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -200,9 +197,6 @@ func (n *Node) callNode(ctx context.Context, id uint64, service, method string, 
 	b, err := n.peers.caller.Try(ctx, addr, service, method, req)
 	if err != nil && !errors.Is(err, transport.ErrNotFound) && !errors.Is(err, transport.ErrCorrupt) {
 		n.peers.forget()
-	}
-	if errors.Is(err, transport.ErrNotSent) {
-		err = fmt.Errorf("%w: %w", errNotSent, err)
 	}
 	return b, err
 }

@@ -383,7 +383,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.splitc, n.syncKick = make(chan [2]replica.Descriptor, 64), make(chan struct{}, 1)
 	n.ranges, err = replica.NewStore(replica.Options{
 		NodeID: n.id.NodeID, Engine: n.eng, Transport: n.peers.tr, Logger: n.log,
-		NewStateMachine: func(replica.Descriptor) replica.StateMachine { return &kv.StateMachine{Cache: n.cache} },
+		NewStateMachine: n.newStateMachine,
 		OnSplit:         n.onSplit,
 	})
 	if err != nil {
@@ -485,6 +485,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 // every runs fn every d until ctx ends.
 func every(ctx context.Context, d time.Duration, fn func(context.Context)) {
 	everyOrKick(ctx, d, nil, fn)
+}
+
+// newStateMachine makes a range's state machine.
+func (n *Node) newStateMachine(replica.Descriptor) replica.StateMachine {
+	return &kv.StateMachine{Cache: n.cache}
 }
 
 // cutDialWait is how long a peer call to a node an injected network fault

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"time"
 	"unicode/utf8"
 
 	"github.com/cairn-db/cairn/internal/chunk"
@@ -629,18 +628,13 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult
 	if req.StartAfter != "" {
 		after = keys.Object(s.meta.ID, nil, []byte(req.StartAfter))
 	}
-	deadline := time.Now().Add(forwardPatience)
-	for attempt := 0; ; attempt++ {
-		out, err := n.listOnce(ctx, s, req, lower, upper, after, limit)
-		if wire.CodeOf(err) != wire.CodeRangeMoved || time.Now().After(deadline) {
-			return out, err
-		}
-		// A range split under the listing: read the table again.
-		n.kickSync()
-		if err := sleep(ctx, time.Duration(min(attempt+1, 10))*20*time.Millisecond); err != nil {
-			return wire.ListResult{}, err
-		}
-	}
+	// A range that split under the listing: read the table again.
+	var out wire.ListResult
+	err = n.retryMoved(ctx, func() (err error) {
+		out, err = n.listOnce(ctx, s, req, lower, upper, after, limit)
+		return err
+	}, func() bool { return true })
+	return out, err
 }
 
 // listOnce lists [lower, upper) after after, range by range in key order.
@@ -653,13 +647,13 @@ func (n *Node) listOnce(ctx context.Context, s *space, req *wire.ListRequest, lo
 		// table it is in; a range that no longer holds its part answers
 		// RANGE_MOVED and the listing starts again).
 		end := tableEnd(tab, i, s.meta.ID)
-		if end != nil && bytes.Compare(end, lower) <= 0 {
+		if bytes.Compare(end, lower) <= 0 {
 			continue
 		}
 		if upper != nil && bytes.Compare(r.desc().Start, upper) >= 0 {
 			break
 		}
-		if after != nil && end != nil && bytes.Compare(end, after) <= 0 {
+		if after != nil && bytes.Compare(end, after) <= 0 {
 			continue
 		}
 		lo, hi := maxBytes(lower, r.desc().Start), minBytes(upper, end)

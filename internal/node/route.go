@@ -12,6 +12,7 @@ import (
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/transport"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -101,7 +102,7 @@ func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) (
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
-				if method == "Propose" && !errors.Is(err, errNotSent) {
+				if method == "Propose" && !errors.Is(err, transport.ErrNotSent) {
 					// The command may have reached the leaseholder and
 					// applied: do not send it again, and do not claim it
 					// had no effect.
@@ -183,6 +184,11 @@ func (n *Node) replicaFor(req []byte) (*rng, []byte, error) {
 	if rep == nil {
 		return nil, nil, wire.Errorf(wire.CodeNotLeader, "node %d holds no replica of range %d", n.id.NodeID, id)
 	}
+	// The table's entry, so that the request counts towards the range's
+	// load (splits.go); a replica the table does not show yet gets one.
+	if _, r := n.tableEntry(id); r != nil && r.replica() == rep {
+		return r, req[8:], nil
+	}
 	return newRng(meta.RangeDesc{ID: id}, rep), req[8:], nil
 }
 
@@ -245,7 +251,7 @@ func (n *Node) handlePropose(ctx context.Context, r *rng, cmd []byte) ([]byte, e
 // proposeLocal proposes cmd, on object key obj if known, to rep, the
 // local replica of r.
 func (n *Node) proposeLocal(ctx context.Context, r *rng, rep *replica.Replica, obj, cmd []byte) (*kv.Result, error) {
-	id := rep.Descriptor().RangeID
+	id := r.desc().ID
 	if obj != nil && !rep.Contains(obj) {
 		return nil, errMoved(id)
 	}

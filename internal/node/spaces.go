@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/keys"
-	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/replica"
@@ -167,7 +166,7 @@ func (n *Node) openReplica(d meta.RangeDesc) (*replica.Replica, error) {
 	if d.Epoch == 1 && d.Parent == 0 {
 		rd.Peers = d.Replicas
 	}
-	rep, err := n.ranges.AddReplica(rd, &kv.StateMachine{Cache: n.cache})
+	rep, err := n.ranges.AddReplica(rd, n.newStateMachine(rd))
 	if errors.Is(err, replica.ErrReplicaExists) {
 		if rep = n.ranges.Replica(d.ID); rep != nil {
 			return rep, nil

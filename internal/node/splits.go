@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/wire"
@@ -57,6 +58,10 @@ type loadStats struct {
 	seen int
 	keys [][]byte
 	last time.Time // when the count was last reset (repairRanges only)
+	// noKeyAt is the applied index at which the range, over the size
+	// threshold, had no key to split at (one object); the search waits
+	// for new writes (repairRanges only).
+	noKeyAt uint64
 }
 
 const loadSampleEvery = 8
@@ -115,9 +120,12 @@ func (n *Node) maybeSplit(ctx context.Context, s *space, r *rng, rep *replica.Re
 		if err != nil {
 			return err
 		}
-		if size > uint64(n.cfg.SplitSize) {
+		if applied := rep.Status().Applied; size > uint64(n.cfg.SplitSize) && applied != r.load.noKeyAt {
 			if key, err = n.splitKey(d); err != nil {
 				return err
+			}
+			if key == nil {
+				r.load.noKeyAt = applied
 			}
 			why = fmt.Sprintf("size %d bytes", size)
 		}
@@ -132,20 +140,14 @@ func (n *Node) maybeSplit(ctx context.Context, s *space, r *rng, rep *replica.Re
 // rangeBytes is pebble's estimate of the disk space of a range's state.
 func (n *Node) rangeBytes(d replica.Descriptor) (uint64, error) {
 	var total uint64
-	for _, sp := range rangeSpans(d) {
-		b, err := n.eng.DB().EstimateDiskUsage(sp[0], sp[1])
+	for _, sp := range kv.Spans(d) {
+		b, err := n.eng.DB().EstimateDiskUsage(sp.Start, sp.End)
 		if err != nil {
 			return 0, err
 		}
 		total += b
 	}
 	return total, nil
-}
-
-func rangeSpans(d replica.Descriptor) [][2][]byte {
-	llo, lhi := keys.LockSpan(d.Start, d.End)
-	vlo, vhi := keys.VersionSpan(d.Start, d.End)
-	return [][2][]byte{{llo, lhi}, {vlo, vhi}}
 }
 
 // splitKey returns the object key that halves the bytes of the range's
@@ -245,7 +247,7 @@ func (n *Node) followSplits(ctx context.Context) {
 			return
 		case ev := <-n.splitc:
 			left, right := ev[0], ev[1]
-			s := n.spaceOfRange(left.RangeID)
+			s, _ := n.tableEntry(left.RangeID)
 			if s == nil {
 				continue
 			}
@@ -282,16 +284,17 @@ func (n *Node) adoptSplit(s *space, left *meta.RangeDesc, right meta.RangeDesc) 
 	s.setTable(append(slices.Clone(s.table()), nr))
 }
 
-// spaceOfRange returns the open space holding range id, or nil.
-func (n *Node) spaceOfRange(id uint64) *space {
+// tableEntry returns the open space holding range id and its entry in
+// the space's table, or nils.
+func (n *Node) tableEntry(id uint64) (*space, *rng) {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	for _, s := range n.mu.spaces {
-		if s.rangeByID(id) != nil {
-			return s
+		if r := s.rangeByID(id); r != nil {
+			return s, r
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // rangeByID returns s's range id, or nil.
@@ -313,15 +316,25 @@ func errMoved(rangeID uint64) error {
 // key turns out to have moved to another range (a split: op did nothing),
 // until forwardPatience runs out.
 func (n *Node) onRange(ctx context.Context, s *space, obj []byte, op func(r *rng) error) error {
+	var r *rng
+	return n.retryMoved(ctx, func() error {
+		r = s.route(obj)
+		return op(r)
+	}, func() bool { return s.route(obj) == r })
+}
+
+// retryMoved runs op again while it fails with CodeRangeMoved, until
+// forwardPatience runs out; when stale says the node's table has not
+// caught up with the split yet, it asks for the table and waits a little
+// first.
+func (n *Node) retryMoved(ctx context.Context, op func() error, stale func() bool) error {
 	deadline := time.Now().Add(forwardPatience)
 	for attempt := 0; ; attempt++ {
-		r := s.route(obj)
-		err := op(r)
+		err := op()
 		if wire.CodeOf(err) != wire.CodeRangeMoved || time.Now().After(deadline) {
 			return err
 		}
-		if s.route(obj) == r {
-			// The table here has not caught up: read it again soon.
+		if stale() {
 			n.kickSync()
 			if err := sleep(ctx, time.Duration(min(attempt+1, 10))*20*time.Millisecond); err != nil {
 				return err
