@@ -239,8 +239,12 @@ type serverConn struct {
 }
 
 type request struct {
-	cancel context.CancelFunc
-	body   *bodyStream // nil unless a streamed PUT
+	// The request's context; it also carries what the service reports
+	// about the request for its answer's flags (MarkForwarded).
+	context.Context
+	cancel    context.CancelFunc
+	body      *bodyStream // nil unless a streamed PUT
+	forwarded atomic.Bool
 }
 
 func (s *Server) newConn(nc net.Conn) *serverConn {
@@ -396,20 +400,13 @@ func (c *serverConn) cancelRequest(id uint32) {
 	}
 }
 
-// reqContext is a request's context; it carries what the service reports
-// about the request for its answer's flags.
-type reqContext struct {
-	context.Context
-	forwarded atomic.Bool
-}
-
 type reqContextKey struct{}
 
-func (c *reqContext) Value(k any) any {
+func (r *request) Value(k any) any {
 	if k == (reqContextKey{}) {
-		return c
+		return r
 	}
-	return c.Context.Value(k)
+	return r.Context.Value(k)
 }
 
 // MarkForwarded records, in the context of the request being served, that
@@ -417,13 +414,13 @@ func (c *reqContext) Value(k any) any {
 // request on; the answer then carries FlagForwarded. It does nothing with a
 // context that is not a request's.
 func MarkForwarded(ctx context.Context) {
-	if c, ok := ctx.Value(reqContextKey{}).(*reqContext); ok {
-		c.forwarded.Store(true)
+	if r, ok := ctx.Value(reqContextKey{}).(*request); ok {
+		r.forwarded.Store(true)
 	}
 }
 
 func forwardedFlag(ctx context.Context) uint16 {
-	if c, ok := ctx.(*reqContext); ok && c.forwarded.Load() {
+	if r, ok := ctx.(*request); ok && r.forwarded.Load() {
 		return FlagForwarded
 	}
 	return 0
@@ -433,8 +430,8 @@ func forwardedFlag(ctx context.Context) uint16 {
 func (c *serverConn) start(h Header, body []byte) {
 	s := c.s
 	cctx, cancel := context.WithCancel(c.ctx)
-	ctx := &reqContext{Context: cctx}
-	r := &request{cancel: cancel}
+	r := &request{Context: cctx, cancel: cancel}
+	ctx := context.Context(r)
 	var put PutRequest
 	var putBody io.Reader
 	if h.Op == OpPut {
