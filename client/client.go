@@ -226,7 +226,7 @@ func (c *Client) connTo(ctx context.Context, n *node) (*wire.Conn, error) {
 
 // NotApplied reports whether err, returned by a request, proves that the
 // request had no effect: it was never sent, or the cluster refused it
-// before doing anything (NOT_LEADER, UNAVAILABLE). Any other error from a
+// before doing anything (NOT_LEADER, UNAVAILABLE, RANGE_MOVED). Any other error from a
 // write leaves its outcome unknown: it may have been applied.
 func NotApplied(err error) bool {
 	var d *errDial

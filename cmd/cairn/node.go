@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cairn-db/cairn/client"
+	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -58,7 +59,7 @@ func newNodeCmd() *cobra.Command {
 func dialForNode(cmd *cobra.Command, arg string) (uint64, *client.Client, error) {
 	id, err := strconv.ParseUint(arg, 10, 64)
 	if err != nil || id == 0 {
-		return 0, nil, fmt.Errorf("%q is not a node id (see the NODE column of cairn cluster status)", arg)
+		return 0, nil, usageError{fmt.Errorf("%q is not a node id (see the NODE column of cairn cluster status)", arg)}
 	}
 	c, err := dial(cmd)
 	return id, c, err
@@ -73,7 +74,7 @@ func removeNode(cmd *cobra.Command, c *client.Client, id uint64, timeout time.Du
 		return err
 	}
 	for _, n := range rep.Nodes {
-		if n.ID == id && n.State != "down" && n.State != "removed" && n.State != "draining" {
+		if n.ID == id && n.State != meta.NodeDown && n.State != meta.NodeRemoved && n.State != meta.NodeDraining {
 			if err := c.DrainNode(ctx, id); err != nil {
 				return err
 			}

@@ -53,3 +53,27 @@ func TestBadEnvValue(t *testing.T) {
 		t.Fatal("CAIRN_PORT=abc accepted")
 	}
 }
+
+// TestEveryFlagIsAKey: every server flag (but --config) can be set from
+// the environment and a config file, which know the keys by serverKeys.
+func TestEveryFlagIsAKey(t *testing.T) {
+	fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
+	RegisterServerFlags(fs)
+	known := map[string]bool{}
+	for _, k := range serverKeys {
+		known[k] = true
+	}
+	n := 0
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Name == "config" {
+			return
+		}
+		n++
+		if !known[f.Name] {
+			t.Errorf("flag --%s is missing from serverKeys", f.Name)
+		}
+	})
+	if n != len(serverKeys) {
+		t.Errorf("%d flags but %d keys in serverKeys", n, len(serverKeys))
+	}
+}

@@ -343,8 +343,8 @@ func TestSplitRange(t *testing.T) {
 		t.Fatalf("new range id %d, %v", rid, err)
 	}
 	for _, bad := range []string{"a", "z", "0"} {
-		if _, _, err := c.SplitRange(ctx, 5, rs[0].ID, []byte(bad), []byte("z"), rid, []uint64{1, 2, 3}); err == nil {
-			t.Fatalf("split at %q accepted", bad)
+		if _, _, err := c.SplitRange(ctx, 5, rs[0].ID, []byte(bad), []byte("z"), rid, []uint64{1, 2, 3}); err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) {
+			t.Fatalf("split at %q: %v, want a refusal for the key", bad, err)
 		}
 	}
 	if _, _, err := c.SplitRange(ctx, 5, rs[0].ID, []byte("m"), []byte("y"), rid, []uint64{1, 2, 3}); !errors.Is(err, ErrConflict) {

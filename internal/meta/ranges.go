@@ -93,6 +93,9 @@ func (c *Catalog) SplitRange(ctx context.Context, spaceID uint32, leftID uint64,
 		}
 		if bytes.Equal(cur.End, key) {
 			rkv, err := c.store.Get(ctx, rangeKey(spaceID, rightID))
+			if errors.Is(err, ErrNotFound) {
+				return left, right, fmt.Errorf("meta: range %d [%x, %x) cannot split at its end", leftID, cur.Start, cur.End)
+			}
 			if err != nil {
 				return left, right, fmt.Errorf("meta: split-off range %d: %w", rightID, err)
 			}

@@ -21,14 +21,17 @@ func (n *Node) Routes(ctx context.Context, name string) (wire.RouteTable, error)
 	for _, nd := range n.peers.view() {
 		native[nd.ID] = nd.Native
 	}
-	for _, r := range s.table() {
+	tab := s.table()
+	for i, r := range tab {
 		st := r.cur.Load() // descriptor and replica from one snapshot
 		d := &st.desc
 		lead := r.hint.Load()
 		if st.rep != nil {
 			lead = st.rep.Status().Leader
 		}
-		rt := wire.Route{Range: d.ID, Epoch: d.Epoch, Start: d.Start, End: d.End, Leaseholder: native[lead]}
+		// Each route ends where the next starts, as keys are routed (an
+		// entry's own end may lag a split).
+		rt := wire.Route{Range: d.ID, Epoch: d.Epoch, Start: d.Start, End: tableEnd(tab, i, s.meta.ID), Leaseholder: native[lead]}
 		for _, id := range d.Replicas {
 			if a := native[id]; a != "" {
 				rt.Replicas = append(rt.Replicas, a)
