@@ -13,6 +13,8 @@ const (
 	suffixApplied   = 'a' // applied index
 	suffixBounds    = 'b' // the range's key bounds (see encodeBounds)
 	suffixSplit     = 's' // the range's latest split (see encodeSplit)
+	suffixMerge     = 'm' // the range's merge state (see encodeMerge)
+	suffixTombstone = 'x' // the range was merged into the range it names
 	suffixConfState = 'c' // raftpb.ConfState as of the applied index
 	suffixHardState = 'h' // raftpb.HardState
 	suffixLog       = 'l' // + index BE64: raftpb.Entry
@@ -108,12 +110,13 @@ func decodeUint64s(v []byte, n int) ([]uint64, error) {
 }
 
 // Command framing inside a raft entry's data: kind | proposal id BE64 | cmd.
-// The kind is cmdVersion for a StateMachine command and cmdSplit for a
-// split (split.go). An entry with empty data is raft's own (a new leader's
+// The kind is cmdVersion for a StateMachine command, cmdSplit for a
+// split (split.go) and cmdMerge for a step of a merge (merge.go). An entry with empty data is raft's own (a new leader's
 // empty entry).
 const (
 	cmdVersion = 0x01
 	cmdSplit   = 0x02
+	cmdMerge   = 0x03
 	cmdHeader  = 9
 )
 
@@ -135,7 +138,7 @@ func decodeKind(data []byte) (kind byte, id uint64, cmd []byte, err error) {
 	if len(data) < cmdHeader {
 		return 0, 0, nil, fmt.Errorf("%w: command of %d bytes is too short", ErrCorrupt, len(data))
 	}
-	if data[0] != cmdVersion && data[0] != cmdSplit {
+	if data[0] != cmdVersion && data[0] != cmdSplit && data[0] != cmdMerge {
 		return 0, 0, nil, fmt.Errorf("%w: unknown command kind %d", ErrCorrupt, data[0])
 	}
 	return data[0], binary.BigEndian.Uint64(data[1:cmdHeader]), data[cmdHeader:], nil

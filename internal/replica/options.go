@@ -48,6 +48,11 @@ type Options struct {
 	// node, with the two halves; the new range's replica exists by then.
 	// It must not block or call into the Store.
 	OnSplit func(left, right Descriptor)
+	// OnMerge, if set, is called on the loop after a merge applied on this
+	// node (or a snapshot of left subsumed a frozen right here), with left
+	// as merged and the range it absorbed; that range's replica is gone by
+	// then. It must not block or call into the Store.
+	OnMerge func(left, right Descriptor)
 	// Logger receives the Store's and raft's messages. Default: slog.Default().
 	Logger *slog.Logger
 }

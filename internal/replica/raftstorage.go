@@ -41,6 +41,10 @@ type raftStorage struct {
 	hasBounds  bool
 	start, end []byte
 	lastSplit  Descriptor
+	// merge is the range's merge state (loop-owned after AddReplica).
+	merge MergeState
+	// tombstone: the range has no state but was merged into another here.
+	tombstone bool
 
 	cache entryCache
 }
@@ -56,6 +60,9 @@ func loadRaftStorage(db *pebble.DB, rangeID uint64) (s *raftStorage, found bool,
 	s = &raftStorage{db: db, prefix: rangePrefix(rangeID), cs: &raftpb.ConfState{}, cache: entryCache{maxEnts: 1024, maxBytes: 8 << 20}}
 	hs := &raftpb.HardState{}
 	if found, err = s.getProto(snap, suffixHardState, hs); err != nil || !found {
+		if err == nil {
+			_, s.tombstone, err = s.getUint64s(snap, suffixTombstone, 1)
+		}
 		return s, false, err
 	}
 	s.hs = hs
@@ -87,6 +94,15 @@ func loadRaftStorage(db *pebble.DB, rangeID uint64) (s *raftStorage, found bool,
 		closer.Close()
 		if err != nil {
 			return nil, false, fmt.Errorf("range %x last split: %w", s.prefix, err)
+		}
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, err
+	}
+	if v, closer, err := snap.Get(stateKey(s.prefix, suffixMerge)); err == nil {
+		s.merge, err = decodeMerge(v)
+		closer.Close()
+		if err != nil {
+			return nil, false, fmt.Errorf("range %x merge state: %w", s.prefix, err)
 		}
 	} else if !errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, err

@@ -104,7 +104,11 @@ type Replica struct {
 	singleVoter bool // AddReplica also waits for leadership and a lease
 	initTarget  uint64
 	initDone    chan struct{} // closed once entries up to initTarget are applied
-	removed     bool          // by RemoveReplica: takes no more proposals
+	removed     bool          // by RemoveReplica or a merge: takes no more proposals
+	// freezing is set on a leader that proposed a freeze (merge.go) until
+	// a freeze or thaw applies or its term ends: membership changes
+	// proposed meanwhile would land after the freeze.
+	freezing    bool
 	pubCS       *raftpb.ConfState
 	pubVoters   []uint64
 	pubLearners []uint64
@@ -114,6 +118,7 @@ type Replica struct {
 		status        Status
 		desc          Descriptor
 		lastSplit     Descriptor // see LastSplit
+		merge         MergeState // see MergeState
 		lease         lease
 		appliedInTerm bool
 	}
@@ -204,6 +209,7 @@ func (r *Replica) initRaft(d Descriptor, st *raftStorage, campaign, voteGrace bo
 	r.mu.status = Status{RangeID: d.RangeID, Term: bs.GetTerm(), Commit: st.hs.GetCommit(), Applied: st.applied}
 	r.mu.lease, r.mu.appliedInTerm = lease{}, false
 	r.mu.lastSplit = st.lastSplit
+	r.mu.merge = st.merge
 	r.mu.Unlock()
 	return nil
 }
@@ -405,6 +411,14 @@ func (r *Replica) propose(p *proposal) {
 		p.finish(nil, fmt.Errorf("%w: range %d, leader %d", ErrNotLeader, r.rangeID, r.leader))
 		return
 	}
+	isMerge := p.cc == nil && p.data[0] == cmdMerge
+	if r.st.merge.Frozen() && !isMerge || p.cc != nil && r.freezing {
+		p.finish(nil, fmt.Errorf("%w: range %d (for range %d)", ErrRangeFrozen, r.rangeID, r.st.merge.FrozenFor))
+		return
+	}
+	if isMerge && len(p.data) > cmdHeader && p.data[cmdHeader] == mergeFreeze {
+		r.freezing = true
+	}
 	if p.cc != nil {
 		if err := checkConfChange(r.st.cs, r.st.lastIndex, p.cc); err != nil {
 			p.finish(nil, fmt.Errorf("%w: range %d: %v", ErrConfChangeRefused, r.rangeID, err))
@@ -439,6 +453,7 @@ func (r *Replica) noteReady(rd raft.Ready) {
 		r.appliedInTerm = false
 		r.renewSent = time.Time{}
 		r.lease = lease{}
+		r.freezing = false
 	}
 	if !r.isLeader && len(rd.Entries) > 0 && len(r.waiters) > 0 {
 		// Entries from another leader replace the log from their first
@@ -507,8 +522,9 @@ func (r *Replica) apply(ents []*raftpb.Entry) error {
 	var out []delivery
 	b := r.s.db.NewIndexedBatch()
 	defer b.Close()
-	confChanged := false
+	confChanged, mustSync, mergeChanged := false, false, false
 	var splits []*pendingSplit
+	var merges []*pendingMerge
 	for _, e := range ents {
 		switch e.GetType() {
 		case raftpb.EntryNormal:
@@ -520,12 +536,21 @@ func (r *Replica) apply(ents []*raftpb.Entry) error {
 				return fmt.Errorf("entry %d: %w", e.GetIndex(), err)
 			}
 			var val any
-			if kind == cmdSplit {
-				if val, err = r.applySplit(b, cmd, &splits); err != nil {
-					return fmt.Errorf("entry %d: %w", e.GetIndex(), err)
-				}
-			} else {
+			switch {
+			case kind == cmdMerge:
+				// Synced: the coordinator acts on a freeze once every
+				// replica reports it, and a crash must not undo it.
+				mustSync, mergeChanged = true, true
+				val, err = r.applyMerge(b, cmd, &merges)
+			case r.st.merge.Frozen():
+				val = fmt.Errorf("%w: range %d (for range %d)", ErrRangeFrozen, r.rangeID, r.st.merge.FrozenFor)
+			case kind == cmdSplit:
+				val, err = r.applySplit(b, cmd, &splits)
+			default:
 				val = r.sm.Apply(b, cmd)
+			}
+			if err != nil {
+				return fmt.Errorf("entry %d: %w", e.GetIndex(), err)
 			}
 			if p := r.waiters[id]; p != nil && p.index == e.GetIndex() && p.term == e.GetTerm() {
 				out = append(out, delivery{p, val})
@@ -574,8 +599,17 @@ func (r *Replica) apply(ents []*raftpb.Entry) error {
 			return err
 		}
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	commitOpt := pebble.NoSync
+	if mustSync {
+		commitOpt = pebble.Sync
+	}
+	if err := b.Commit(commitOpt); err != nil {
 		return err
+	}
+	if mergeChanged {
+		r.mu.Lock()
+		r.mu.merge = r.st.merge
+		r.mu.Unlock()
 	}
 	if c, ok := r.sm.(Committer); ok {
 		c.Committed()
@@ -593,6 +627,9 @@ func (r *Replica) apply(ents []*raftpb.Entry) error {
 		if err := r.s.finishSplit(r, sp); err != nil {
 			return err
 		}
+	}
+	for _, m := range merges {
+		r.s.finishMerge(m)
 	}
 	for _, d := range out {
 		d.p.finish(d.val, nil)

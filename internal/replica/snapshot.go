@@ -65,8 +65,10 @@ type pendingSnap struct {
 	rangeID uint64
 	paths   []string
 	done    chan error // capacity 1
-	// The range's bounds as of the snapshot (none: both nil).
+	// The range's bounds as of the snapshot (none: both nil), and its
+	// merge state.
 	start, end []byte
+	merge      MergeState
 }
 
 func (p *pendingSnap) bounded() bool { return p.start != nil || p.end != nil }
@@ -98,11 +100,9 @@ func (s *Store) startSnapshot(r *Replica, m *raftpb.Message) bool {
 	out.Snapshot = &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
 		Index: new(r.st.applied), Term: new(term), ConfState: proto.CloneOf(r.st.cs),
 	}}
-	if bounded(&d) {
-		// The bounds travel as the snapshot's data: they are part of
-		// the range's state and may have changed by a split.
-		out.Snapshot.Data = encodeBounds(d.Start, d.End)
-	}
+	// The bounds and the merge state travel as the snapshot's data:
+	// they are part of the range's state and change by splits and merges.
+	out.Snapshot.Data = encodeSnapData(d, r.st.merge)
 	spans := sp.Spans(d)
 	snap := s.db.NewSnapshot()
 	format := s.db.FormatMajorVersion().MaxTableFormat()
@@ -206,11 +206,14 @@ func (s *Store) ReceiveSnapshot(ctx context.Context, m Message, sizes []int64, s
 	d := r.Descriptor()
 	p := &pendingSnap{rangeID: m.RangeID, done: make(chan error, 1)}
 	if data := m.Msg.GetSnapshot().GetData(); len(data) > 0 {
-		start, end, err := decodeBounds(data)
+		start, end, hasBounds, ms, err := decodeSnapData(data)
 		if err != nil {
 			return fmt.Errorf("replica: snapshot of range %d: %w", m.RangeID, err)
 		}
-		d.Start, d.End = start, end
+		if hasBounds {
+			d.Start, d.End = start, end
+		}
+		p.merge = ms
 	}
 	p.start, p.end = d.Start, d.End
 	spans := sp.Spans(d)
@@ -395,6 +398,7 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 		return err
 	}
 	r.st.installed(hs, md.GetConfState(), idx, term)
+	r.st.merge = p.merge
 	old := r.Descriptor()
 	r.mu.Lock()
 	r.mu.desc.Peers = append([]uint64(nil), md.GetConfState().GetVoters()...)
@@ -403,6 +407,7 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 	}
 	d := r.mu.desc.clone()
 	r.mu.lastSplit = Descriptor{} // the snapshot replaced the range's state
+	r.mu.merge = p.merge
 	r.mu.Unlock()
 	if bd, ok := r.sm.(Bounder); ok {
 		bd.SetBounds(d)
@@ -414,6 +419,12 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 		}
 	}
 	s.log.Info("installed a snapshot", "range", r.rangeID, "index", idx, "term", term)
+	if p.bounded() {
+		if err := s.subsume(r.rangeID, p.start, p.end); err != nil {
+			p.done <- err
+			return err
+		}
+	}
 	p.done <- nil
 	return nil
 }
@@ -449,7 +460,7 @@ func (st *raftStorage) stateSST(hs *raftpb.HardState, cs *raftpb.ConfState, idx,
 		}
 		return encodeValue(p)
 	}
-	// Keys in order: 'a' < 'b' < 'c' < 'h' < 't'.
+	// Keys in order: 'a' < 'b' < 'c' < 'h' < 'm' < 't'.
 	errs := []error{
 		sw.DeleteRange(st.prefix, keys.PrefixEnd(st.prefix)),
 		sw.Set(stateKey(st.prefix, suffixApplied), encodeUint64s(idx)),
@@ -460,6 +471,11 @@ func (st *raftStorage) stateSST(hs *raftpb.HardState, cs *raftpb.ConfState, idx,
 	errs = append(errs,
 		sw.Set(stateKey(st.prefix, suffixConfState), enc(cs)),
 		sw.Set(stateKey(st.prefix, suffixHardState), enc(hs)),
+	)
+	if !p.merge.isZero() {
+		errs = append(errs, sw.Set(stateKey(st.prefix, suffixMerge), encodeMerge(p.merge)))
+	}
+	errs = append(errs,
 		sw.Set(stateKey(st.prefix, suffixTruncated), encodeUint64s(idx, term)),
 		sw.Close(),
 	)

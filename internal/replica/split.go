@@ -62,12 +62,13 @@ type Bounder interface {
 	SetBounds(d Descriptor)
 }
 
-// Contains reports whether key is inside the replica's current bounds
-// (Descriptor.ContainsKey).
+// Contains reports whether the range serves key: it is inside the
+// replica's current bounds (Descriptor.ContainsKey) and the range is not
+// frozen for a merge (whose keys are about to move).
 func (r *Replica) Contains(key []byte) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.mu.desc.ContainsKey(key)
+	return !r.mu.merge.Frozen() && r.mu.desc.ContainsKey(key)
 }
 
 // ContainsKey reports whether key is inside [Start, End); a nil End is
@@ -122,13 +123,14 @@ func decodeSplit(v []byte) (Descriptor, error) {
 	return d, nil
 }
 
-// ContainsSpan reports whether [start, end) (nil end: unbounded) lies
-// inside the replica's current bounds.
+// ContainsSpan reports whether the range serves all of [start, end) (nil
+// end: unbounded): it lies inside the replica's current bounds, and the
+// range is not frozen for a merge.
 func (r *Replica) ContainsSpan(start, end []byte) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d := &r.mu.desc
-	if bytes.Compare(start, d.Start) < 0 {
+	if r.mu.merge.Frozen() || bytes.Compare(start, d.Start) < 0 {
 		return false
 	}
 	return d.End == nil || (end != nil && bytes.Compare(end, d.End) <= 0)
@@ -202,8 +204,10 @@ func (r *Replica) applySplit(b *pebble.Batch, cmd []byte, out *[]*pendingSplit) 
 		return fmt.Errorf("%w: range %d: key %x is not strictly inside [%x, %x)", ErrSplitRefused, r.rangeID, key, d.Start, d.End), nil
 	case rightID == 0 || rightID == r.rangeID:
 		return fmt.Errorf("%w: range %d: bad new range id %d", ErrSplitRefused, r.rangeID, rightID), nil
-	case len(cs.GetVotersOutgoing()) > 0 || len(cs.GetLearners()) > 0 || len(cs.GetLearnersNext()) > 0:
+	case r.membershipChanging():
 		return fmt.Errorf("%w: range %d: its membership is changing", ErrSplitRefused, r.rangeID), nil
+	case r.st.merge.Phase == MergePending:
+		return fmt.Errorf("%w: range %d: its merge of range %d is pending", ErrSplitRefused, r.rangeID, r.st.merge.Right), nil
 	}
 	left := d.clone()
 	left.End = key
@@ -313,7 +317,9 @@ func (s *Store) snapshotFits(reps map[uint64]*Replica, p *pendingSnap, accepted 
 		}
 	}
 	for _, r := range reps {
-		if r.rangeID == p.rangeID || !r.hasState() {
+		if r.rangeID == p.rangeID || !r.hasState() || r.st.merge.FrozenFor == p.rangeID {
+			// (One frozen for a merge into the snapshot's range is
+			// subsumed by it: see subsume.)
 			continue
 		}
 		d := r.Descriptor()

@@ -164,6 +164,9 @@ func (s *Store) AddReplica(d Descriptor, sm StateMachine) (*Replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica: load range %d: %w", d.RangeID, err)
 	}
+	if st.tombstone {
+		return nil, fmt.Errorf("%w: range %d on node %d", ErrRangeMerged, d.RangeID, s.opts.NodeID)
+	}
 	fresh := !found
 	if st.hasBounds {
 		d.Start, d.End = st.start, st.end // the range's own record beats the caller's
@@ -516,6 +519,9 @@ func (s *Store) cycle(tick bool) error {
 
 	// Apply.
 	for _, x := range rds {
+		if x.r.removed {
+			continue // merged away earlier in this cycle: its state is gone
+		}
 		if err := x.r.apply(x.rd.CommittedEntries); err != nil {
 			return fmt.Errorf("replica: range %d: apply: %w", x.r.rangeID, err)
 		}

@@ -1,0 +1,461 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/cairn-db/cairn/internal/keys"
+)
+
+// Merges.
+//
+// A range L absorbs its right-hand neighbour R when both live on the same
+// voters. As with a split no data moves (every range of a node shares its
+// keyspace): L's bounds grow over R's keys and R's raft group goes. What
+// must not happen is a write to R that some replica of L does not see,
+// or two ranges serving one key. The merge is four entries, driven by a
+// coordinator (L's leaseholder), each idempotent:
+//
+//  1. begin (L's log): L records the merge as pending, under a random
+//     token. From here only a commit or an abort of that token ends it, and
+//     both are entries in L's log, so their order decides, the same on
+//     every replica.
+//  2. freeze (R's log): R refuses every later command, split and
+//     membership change, and serves nothing (Contains is false), so its
+//     state is final. The coordinator waits until every voter of R reports
+//     the freeze applied (MergeState); the freeze is applied in a synced
+//     batch, so it survives any crash after that.
+//  3. commit (L's log, with R's descriptor as the frozen replicas report
+//     it): where L is still pending with that token, ends where R starts
+//     and has exactly R's voters (checked at apply, from replicated state
+//     only, so every replica decides the same), L takes R's bounds and the
+//     same batch deletes R's raft state and leaves a tombstone (R is never
+//     bootstrapped again here). Every replica of L has a replica of R
+//     (same voters) that applied the freeze before the commit was even
+//     proposed, so the keys L takes over are R's final state everywhere.
+//  4. abort (L's log) instead of a commit, when R cannot be frozen or a
+//     voter of R does not answer: only once the abort applied may R be
+//     thawed (a thaw entry in R's log names the token), and the record in
+//     L is cleared after the thaw.
+//
+// A replica of L that is too far behind gets a snapshot of the merged
+// range; a frozen replica of R on that node, whose keys the snapshot
+// covers, is subsumed by it (its raft state goes with the install).
+//
+// The leaseholder of a frozen range cannot serve reads from a lease that
+// outlives the freeze: its lease is bounded by raft's election timeout and
+// every later leader has applied the freeze before it serves.
+
+var (
+	// ErrRangeFrozen is the result of a command proposed to a range that
+	// is frozen for a merge: nothing was done; the range's keys are about
+	// to move to its left-hand neighbour (or to be served again).
+	ErrRangeFrozen = errors.New("replica: range frozen for a merge")
+	// ErrMergeRefused is the result of a merge step that does not fit the
+	// ranges' replicated state: nothing changed.
+	ErrMergeRefused = errors.New("replica: merge refused")
+	// ErrRangeMerged is returned by AddReplica for a range that was merged
+	// into another on this node.
+	ErrRangeMerged = errors.New("replica: range merged away")
+)
+
+// MergePhase is where a left-hand range's latest merge stands.
+type MergePhase uint8
+
+const (
+	MergeNone    MergePhase = iota
+	MergePending            // begun: a commit or an abort ends it
+	MergeAborted            // aborted: the right-hand range may be thawed
+	MergeDone               // committed (kept so that the range table can follow)
+)
+
+// MergeState is a range's part in merges, replicated with the range.
+type MergeState struct {
+	// FrozenFor is, on a right-hand range, the range it is frozen for
+	// (0: not frozen), and FrozenToken the merge's token.
+	FrozenFor, FrozenToken uint64
+	// Right, Token and Phase are, on a left-hand range, its latest merge.
+	Right, Token uint64
+	Phase        MergePhase
+}
+
+// Frozen reports whether the range is frozen for a merge.
+func (m MergeState) Frozen() bool { return m.FrozenFor != 0 }
+
+func (m MergeState) isZero() bool { return m == MergeState{} }
+
+// mergeStateSize is the unframed size of a MergeState: five BE64s.
+const mergeStateSize = 5 * 8
+
+func encodeMerge(m MergeState) []byte { return encodeValue(appendMerge(nil, m)) }
+
+func appendMerge(b []byte, m MergeState) []byte {
+	for _, x := range []uint64{m.FrozenFor, m.FrozenToken, m.Right, m.Token, uint64(m.Phase)} {
+		b = binary.BigEndian.AppendUint64(b, x)
+	}
+	return b
+}
+
+func decodeMerge(v []byte) (MergeState, error) {
+	p, err := decodeValue(v)
+	if err != nil {
+		return MergeState{}, err
+	}
+	return parseMerge(p)
+}
+
+// parseMerge decodes what appendMerge wrote, all of p.
+func parseMerge(p []byte) (MergeState, error) {
+	if len(p) != mergeStateSize {
+		return MergeState{}, fmt.Errorf("%w: merge state of %d bytes", ErrCorrupt, len(p))
+	}
+	u := func(i int) uint64 { return binary.BigEndian.Uint64(p[8*i:]) }
+	if u(4) > uint64(MergeDone) {
+		return MergeState{}, fmt.Errorf("%w: merge phase %d", ErrCorrupt, u(4))
+	}
+	return MergeState{FrozenFor: u(0), FrozenToken: u(1), Right: u(2), Token: u(3), Phase: MergePhase(u(4))}, nil
+}
+
+// Merge steps inside a cmdMerge entry: op byte, then BE64 arguments.
+const (
+	mergeBegin  = 'b' // right, token
+	mergeFreeze = 'f' // left, token
+	mergeThaw   = 't' // token
+	mergeAbort  = 'a' // token
+	mergeClear  = 'c' // token
+	mergeCommit = 'm' // token, then the right-hand range (encodeSplit)
+)
+
+// MergeState returns the range's merge state as of its applied index.
+func (r *Replica) MergeState() MergeState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.merge
+}
+
+// BeginMerge records, in this range (the left-hand side, whose replica
+// here must lead), a pending merge of range right under token. It is a
+// no-op if that merge is pending already; ErrMergeRefused if another is
+// pending or aborted and not cleared, or the range is frozen, unbounded
+// above, or changing membership.
+func (r *Replica) BeginMerge(ctx context.Context, right, token uint64) error {
+	_, err := r.mergeStep(ctx, mergeBegin, right, token)
+	return err
+}
+
+// Freeze freezes this range (the right-hand side) for a merge into left
+// under token: it is a no-op if it is frozen so already, ErrMergeRefused
+// if it is frozen for another merge, pending a merge of its own, or
+// changing membership.
+func (r *Replica) Freeze(ctx context.Context, left, token uint64) error {
+	_, err := r.mergeStep(ctx, mergeFreeze, left, token)
+	return err
+}
+
+// Thaw lifts a freeze under token; a no-op if the range is not frozen
+// under it. Call it only after AbortMerge of token succeeded on the
+// left-hand range.
+func (r *Replica) Thaw(ctx context.Context, token uint64) error {
+	_, err := r.mergeStep(ctx, mergeThaw, token)
+	return err
+}
+
+// AbortMerge aborts this range's pending merge under token. It returns
+// ErrMergeRefused if that merge is not pending (committed, or aborted
+// already): then the right-hand range must not be thawed by this caller.
+func (r *Replica) AbortMerge(ctx context.Context, token uint64) error {
+	_, err := r.mergeStep(ctx, mergeAbort, token)
+	return err
+}
+
+// ClearMerge forgets an aborted merge under token once its right-hand
+// range is thawed; a no-op otherwise.
+func (r *Replica) ClearMerge(ctx context.Context, token uint64) error {
+	_, err := r.mergeStep(ctx, mergeClear, token)
+	return err
+}
+
+// CommitMerge merges right, frozen under token on all of its voters, into
+// this range, whose merge under token is pending, and returns this
+// range's new descriptor. right must be the right-hand range's descriptor
+// as its frozen replicas have it (bounds and voters).
+func (r *Replica) CommitMerge(ctx context.Context, token uint64, right Descriptor) (Descriptor, error) {
+	v, err := r.proposeKind(ctx, cmdMerge, append(binary.BigEndian.AppendUint64([]byte{mergeCommit}, token), encodeSplit(right)...))
+	if err != nil {
+		return Descriptor{}, err
+	}
+	switch v := v.(type) {
+	case Descriptor:
+		return v, nil
+	case error:
+		return Descriptor{}, v
+	}
+	return Descriptor{}, fmt.Errorf("replica: range %d: merge applied as %T", r.rangeID, v)
+}
+
+func (r *Replica) mergeStep(ctx context.Context, op byte, args ...uint64) (any, error) {
+	cmd := []byte{op}
+	for _, a := range args {
+		cmd = binary.BigEndian.AppendUint64(cmd, a)
+	}
+	v, err := r.proposeKind(ctx, cmdMerge, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := v.(error); ok {
+		return nil, e
+	}
+	return v, nil
+}
+
+// pendingMerge is a merge committed in an apply batch, finished once the
+// batch has committed (finishMerge).
+type pendingMerge struct {
+	left, right Descriptor
+}
+
+// membershipChanging reports whether the group is joint or has learners.
+// Loop-owned.
+func (r *Replica) membershipChanging() bool {
+	cs := r.st.cs
+	return len(cs.GetVotersOutgoing()) > 0 || len(cs.GetLearners()) > 0 || len(cs.GetLearnersNext()) > 0
+}
+
+// applyMerge applies a merge step into b and returns its result: nil, a
+// Descriptor (commit), or an error value (refused: b untouched). The
+// checks read only replicated state, so every replica decides the same.
+// A returned error is fatal: b must not commit. Loop-owned.
+func (r *Replica) applyMerge(b *pebble.Batch, cmd []byte, out *[]*pendingMerge) (any, error) {
+	bad := func() (any, error) {
+		return fmt.Errorf("%w: malformed merge command of %d bytes", ErrCorrupt, len(cmd)), nil
+	}
+	if len(cmd) < 9 {
+		return bad()
+	}
+	op, arg := cmd[0], binary.BigEndian.Uint64(cmd[1:])
+	refuse := func(format string, a ...any) (any, error) {
+		return fmt.Errorf("%w: range %d: %s", ErrMergeRefused, r.rangeID, fmt.Sprintf(format, a...)), nil
+	}
+	ms := r.st.merge
+	d := r.Descriptor()
+	var val any
+	switch op {
+	case mergeBegin, mergeFreeze:
+		if len(cmd) != 17 {
+			return bad()
+		}
+		token := binary.BigEndian.Uint64(cmd[9:])
+		switch {
+		case op == mergeBegin && ms.Phase == MergePending && ms.Right == arg && ms.Token == token,
+			op == mergeFreeze && ms.FrozenFor == arg && ms.FrozenToken == token:
+			return nil, nil // done already
+		case token == 0 || arg == 0 || arg == r.rangeID:
+			return refuse("bad merge (range %d, token %x)", arg, token)
+		case ms.Frozen():
+			return refuse("it is frozen for a merge into range %d", ms.FrozenFor)
+		case ms.Phase == MergePending || ms.Phase == MergeAborted:
+			return refuse("its merge of range %d is %s", ms.Right, map[MergePhase]string{MergePending: "pending", MergeAborted: "aborted and not cleared"}[ms.Phase])
+		case !bounded(&d) || (op == mergeBegin && d.End == nil):
+			return refuse("it has no right-hand neighbour")
+		case r.membershipChanging():
+			return refuse("its membership is changing")
+		}
+		if op == mergeBegin {
+			ms.Right, ms.Token, ms.Phase = arg, token, MergePending
+		} else {
+			ms.FrozenFor, ms.FrozenToken = arg, token
+		}
+	case mergeThaw:
+		if ms.FrozenToken == arg {
+			ms.FrozenFor, ms.FrozenToken = 0, 0
+		}
+	case mergeAbort:
+		if ms.Phase != MergePending || ms.Token != arg {
+			return refuse("merge %x is not pending", arg)
+		}
+		ms.Phase = MergeAborted
+	case mergeClear:
+		if ms.Phase == MergeAborted && ms.Token == arg {
+			ms = MergeState{FrozenFor: ms.FrozenFor, FrozenToken: ms.FrozenToken}
+		}
+	case mergeCommit:
+		right, err := decodeSplit(cmd[9:])
+		if err != nil {
+			return bad()
+		}
+		switch {
+		case ms.Phase != MergePending || ms.Token != arg || ms.Right != right.RangeID:
+			return refuse("merge %x of range %d is not pending", arg, right.RangeID)
+		case d.End == nil || !bytes.Equal(d.End, right.Start):
+			return refuse("it ends at %x, range %d starts at %x", d.End, right.RangeID, right.Start)
+		case r.membershipChanging() || !sameVoters(r.st.cs.GetVoters(), right.Peers):
+			return refuse("its voters %v are not range %d's %v", r.st.cs.GetVoters(), right.RangeID, right.Peers)
+		}
+		if rr := r.s.replicaByID(right.RangeID); rr == nil || rr.st.merge.FrozenToken != arg {
+			// Cannot happen while the protocol holds: every voter of the
+			// right-hand range applied the freeze before the commit was
+			// proposed. Say so loudly; the keys here may be incomplete.
+			r.s.log.Error("merge applied without the right-hand range frozen here", "range", r.rangeID, "right", right.RangeID)
+		}
+		merged := d.clone()
+		merged.End = slices.Clone(right.End)
+		prefix := rangePrefix(right.RangeID)
+		err = errors.Join(
+			b.Set(stateKey(r.st.prefix, suffixBounds), encodeBounds(merged.Start, merged.End), nil),
+			b.DeleteRange(prefix, keys.PrefixEnd(prefix), nil),
+			b.Set(stateKey(prefix, suffixTombstone), encodeUint64s(r.rangeID), nil),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("write the merge into the apply batch: %w", err)
+		}
+		ms.Phase = MergeDone
+		r.mu.Lock()
+		r.mu.desc.End = merged.End
+		r.mu.Unlock()
+		if bd, ok := r.sm.(Bounder); ok {
+			bd.SetBounds(merged)
+		}
+		*out = append(*out, &pendingMerge{left: merged, right: right})
+		val = merged
+	default:
+		return bad()
+	}
+	if op == mergeFreeze || op == mergeThaw {
+		r.freezing = false
+	}
+	if err := b.Set(stateKey(r.st.prefix, suffixMerge), encodeMerge(ms), nil); err != nil {
+		return nil, fmt.Errorf("write the merge state into the apply batch: %w", err)
+	}
+	r.st.merge = ms
+	return val, nil
+}
+
+// sameVoters reports whether a and b hold the same ids.
+func sameVoters(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// replicaByID returns the replica of range id here, or nil.
+func (s *Store) replicaByID(id uint64) *Replica {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.replicas[id]
+}
+
+// finishMerge stops the merged-away replica once the batch holding the
+// merge has committed (its raft state is gone already). Loop-owned.
+func (s *Store) finishMerge(m *pendingMerge) {
+	s.dropMerged(m.right.RangeID)
+	s.log.Info("merged a range", "range", m.left.RangeID, "merged", m.right.RangeID, "end", fmt.Sprintf("%x", m.left.End))
+	if s.opts.OnMerge != nil {
+		s.opts.OnMerge(m.left, m.right)
+	}
+}
+
+// dropMerged removes the replica of range id, merged into another here,
+// from the loop, without touching any data: the keys are the other
+// range's now. Loop-owned.
+func (s *Store) dropMerged(id uint64) {
+	s.mu.Lock()
+	r := s.mu.replicas[id]
+	if r == nil {
+		s.mu.Unlock()
+		return
+	}
+	m := maps.Clone(s.mu.replicas)
+	delete(m, id)
+	s.mu.replicas = m
+	s.mu.order = slices.DeleteFunc(slices.Clone(s.mu.order), func(x *Replica) bool { return x == r })
+	s.mu.Unlock()
+	r.removed = true
+	for pid, p := range r.waiters {
+		p.finish(nil, fmt.Errorf("%w: range %d was merged into its left-hand neighbour", ErrRangeFrozen, id))
+		delete(r.waiters, pid)
+	}
+}
+
+// subsume drops the replicas here that are frozen for a merge into range
+// left and that the bounds [start, end) of left's newly installed snapshot
+// cover: the snapshot holds their keys, so the merge they wait for is
+// done. Their raft state goes, with a tombstone. Loop-owned.
+func (s *Store) subsume(left uint64, start, end []byte) error {
+	s.mu.Lock()
+	reps := s.mu.replicas
+	s.mu.Unlock()
+	b := s.db.NewBatch()
+	defer b.Close()
+	var gone []uint64
+	for id, r := range reps {
+		d := r.Descriptor()
+		if id == left || r.st.merge.FrozenFor != left || !overlaps(d.Start, d.End, start, end) {
+			continue
+		}
+		prefix := rangePrefix(id)
+		if err := errors.Join(b.DeleteRange(prefix, keys.PrefixEnd(prefix), nil),
+			b.Set(stateKey(prefix, suffixTombstone), encodeUint64s(left), nil)); err != nil {
+			return err
+		}
+		gone = append(gone, id)
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("replica: drop the ranges a snapshot of range %d subsumed: %w", left, err)
+	}
+	for _, id := range gone {
+		s.dropMerged(id)
+		s.log.Info("a snapshot subsumed a frozen range", "range", left, "subsumed", id)
+		if s.opts.OnMerge != nil {
+			s.opts.OnMerge(Descriptor{RangeID: left, Start: start, End: end}, Descriptor{RangeID: id})
+		}
+	}
+	return nil
+}
+
+// encodeSnapData frames what a snapshot carries besides the SSTs: the
+// range's bounds (if it has any) and its merge state.
+func encodeSnapData(d Descriptor, ms MergeState) []byte {
+	var bd []byte
+	if bounded(&d) {
+		bd = appendBounds(nil, d.Start, d.End)
+	}
+	p := binary.AppendUvarint(nil, uint64(len(bd)))
+	p = append(p, bd...)
+	return encodeValue(appendMerge(p, ms))
+}
+
+func decodeSnapData(v []byte) (start, end []byte, hasBounds bool, ms MergeState, err error) {
+	p, err := decodeValue(v)
+	if err != nil {
+		return nil, nil, false, ms, err
+	}
+	n, k := binary.Uvarint(p)
+	if k <= 0 || n > uint64(len(p)-k) {
+		return nil, nil, false, ms, fmt.Errorf("%w: malformed snapshot data", ErrCorrupt)
+	}
+	bd, rest := p[k:k+int(n)], p[k+int(n):]
+	if len(bd) > 0 {
+		if start, end, err = parseBounds(bd); err != nil {
+			return nil, nil, false, ms, err
+		}
+		hasBounds = true
+	}
+	ms, err = parseMerge(rest)
+	return start, end, hasBounds, ms, err
+}
