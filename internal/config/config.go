@@ -44,6 +44,8 @@ type Server struct {
 	RebalanceAfter  time.Duration `koanf:"rebalance-after"`
 	SplitSize       int64         `koanf:"split-size"`
 	SplitLoad       int           `koanf:"split-load"`
+	MergeSize       int64         `koanf:"merge-size"`
+	MergeAfter      time.Duration `koanf:"merge-after"`
 	LogLevel        string        `koanf:"log-level"`
 }
 
@@ -68,10 +70,12 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.Duration("rebalance-after", 10*time.Second, "how long every node must have been up before range replicas and leases move to balance the cluster")
 	fs.Int64("split-size", 64<<20, "bytes on disk above which a range splits in two (-1: never)")
 	fs.Int("split-load", 2500, "requests per second above which (for 5s) a range splits at its median key (-1: never)")
+	fs.Int64("merge-size", 16<<20, "two neighbouring ranges smaller than this many bytes together merge once both are quiet (at most a quarter of --split-size; -1: never)")
+	fs.Duration("merge-after", time.Minute, "how long both ranges must have served under a quarter of --split-load before they merge")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 }
 
-var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "inline-threshold", "ranges", "record-cache", "down-after", "repair-rate", "rebalance-after", "split-size", "split-load", "log-level"}
+var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "inline-threshold", "ranges", "record-cache", "down-after", "repair-rate", "rebalance-after", "split-size", "split-load", "merge-size", "merge-after", "log-level"}
 
 // LoadServer merges the config file (from --config or CAIRN_CONFIG), the
 // CAIRN_* environment (environ, e.g. os.Environ) and the flags of fs.
@@ -163,6 +167,8 @@ func (s Server) NodeConfig() (node.Config, error) {
 		RebalanceAfter:  s.RebalanceAfter,
 		SplitSize:       s.SplitSize,
 		SplitLoad:       s.SplitLoad,
+		MergeSize:       s.MergeSize,
+		MergeAfter:      s.MergeAfter,
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 	}, nil
 }

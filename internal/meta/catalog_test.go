@@ -364,3 +364,41 @@ func TestSplitRange(t *testing.T) {
 		t.Fatalf("stored %+v, %v", got, err)
 	}
 }
+
+// TestMergeRange: a merge is recorded once (again is a no-op), against a
+// table whose ranges do not adjoin it is refused, and the table then
+// has the one merged range.
+func TestMergeRange(t *testing.T) {
+	ctx := context.Background()
+	c := NewCatalog(NewMemStore(nil))
+	rs, err := c.CreateRanges(ctx, 5, [][2][]byte{{[]byte("a"), []byte("z")}}, []uint64{1, 2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rid, err := c.NewRangeID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.SplitRange(ctx, 5, rs[0].ID, []byte("m"), []byte("z"), rid, []uint64{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.MergeRange(ctx, 5, rs[0].ID, rid, []byte("n"), []byte("z")); !errors.Is(err, ErrConflict) {
+		t.Fatalf("merge of a range that starts elsewhere: %v, want ErrConflict", err)
+	}
+	for range 2 {
+		l, err := c.MergeRange(ctx, 5, rs[0].ID, rid, []byte("m"), []byte("z"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(l.Start) != "a" || string(l.End) != "z" || l.Epoch != 3 {
+			t.Fatalf("after the merge: %+v", l)
+		}
+	}
+	got, err := c.SpaceRanges(ctx, 5)
+	if err != nil || len(got) != 1 || got[0].ID != rs[0].ID || string(got[0].End) != "z" {
+		t.Fatalf("stored %+v, %v", got, err)
+	}
+	if _, err := c.MergeRange(ctx, 5, rs[0].ID, rid, []byte("q"), []byte("y")); !errors.Is(err, ErrConflict) {
+		t.Fatalf("merge recorded against a table that ends elsewhere: %v, want ErrConflict", err)
+	}
+}

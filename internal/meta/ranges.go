@@ -125,6 +125,60 @@ func (c *Catalog) SplitRange(ctx context.Context, spaceID uint32, leftID uint64,
 	return left, right, fmt.Errorf("%w: range %d kept changing while its split was recorded", ErrConflict, leftID)
 }
 
+// MergeRange records in the range table that range leftID of space
+// spaceID absorbed its right-hand neighbour rightID, which spanned [start,
+// end): the right-hand descriptor goes first (so that a reader in between
+// routes its keys by the left-hand one, the greatest start below them),
+// then the left-hand one takes end (compare-and-set on its revision).
+// Calling it again after it succeeded (or half-succeeded) finishes the
+// record and changes nothing else. It returns the left-hand descriptor.
+func (c *Catalog) MergeRange(ctx context.Context, spaceID uint32, leftID, rightID uint64, start, end []byte) (RangeDesc, error) {
+	for attempt := 0; attempt < 8; attempt++ {
+		rkv, err := c.store.Get(ctx, rangeKey(spaceID, rightID))
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return RangeDesc{}, fmt.Errorf("meta: merged range %d: %w", rightID, err)
+		default:
+			right, err := decodeRange(rkv)
+			if err != nil {
+				return RangeDesc{}, err
+			}
+			if !bytes.Equal(right.Start, start) {
+				return RangeDesc{}, fmt.Errorf("%w: range %d starts at %x in the table, not at %x", ErrConflict, rightID, right.Start, start)
+			}
+			if err := c.store.Delete(ctx, rkv.Key, rkv.Rev); errors.Is(err, ErrConflict) {
+				continue
+			} else if err != nil {
+				return RangeDesc{}, fmt.Errorf("meta: delete merged range %d: %w", rightID, err)
+			}
+		}
+		kv, err := c.store.Get(ctx, rangeKey(spaceID, leftID))
+		if err != nil {
+			return RangeDesc{}, fmt.Errorf("meta: range %d: %w", leftID, err)
+		}
+		cur, err := decodeRange(kv)
+		if err != nil {
+			return RangeDesc{}, err
+		}
+		if bytes.Equal(cur.End, end) {
+			return cur, nil
+		}
+		if !bytes.Equal(cur.End, start) {
+			return RangeDesc{}, fmt.Errorf("%w: range %d ends at %x in the table, not at %x where range %d started", ErrConflict, leftID, cur.End, start, rightID)
+		}
+		cur.End = slices.Clone(end)
+		cur.Epoch++
+		if _, err := c.store.Put(ctx, kv.Key, encodeRange(cur), kv.Rev); errors.Is(err, ErrConflict) {
+			continue // a membership change raced: read again
+		} else if err != nil {
+			return RangeDesc{}, fmt.Errorf("meta: range %d: %w", leftID, err)
+		}
+		return cur, nil
+	}
+	return RangeDesc{}, fmt.Errorf("%w: range %d kept changing while its merge was recorded", ErrConflict, leftID)
+}
+
 // Holds reports whether node id holds a replica of r (voter or learner).
 func (r RangeDesc) Holds(id uint64) bool {
 	return slices.Contains(r.Replicas, id) || slices.Contains(r.Learners, id)

@@ -71,6 +71,7 @@ func (n *Node) startPeers() error {
 		"Read":     n.rangeMethod(true, n.handleRead),
 		"List":     n.rangeMethod(true, n.handleList),
 		"Versions": n.rangeMethod(true, n.handleVersions),
+		"Merge":    n.rangeMethod(false, n.handleMerge),
 	})
 	transport.RegisterUnary(p.srv, chunkService, map[string]transport.Unary{
 		"Put": n.handleChunkPut,

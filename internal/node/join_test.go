@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,12 +15,18 @@ import (
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
+// clusterConfig is a test node's config; its log is discarded unless
+// CAIRN_TEST_LOG is set (then it goes to stderr).
 func clusterConfig(t testing.TB, join string) Config {
+	var w io.Writer = io.Discard
+	if os.Getenv("CAIRN_TEST_LOG") != "" {
+		w = os.Stderr
+	}
 	return Config{
 		DataDir: t.TempDir(), Listen: "127.0.0.1",
 		NativePort: -1, HTTPPort: -1, MetaPort: -1, MetaClientPort: -1, PeerPort: -1,
 		Join:   join,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: slog.New(slog.NewTextHandler(w, nil)),
 	}
 }
 

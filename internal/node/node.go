@@ -104,6 +104,14 @@ type Config struct {
 	// second for 5 seconds in a row splits at the median key it served.
 	// Default: 2,500; -1: never.
 	SplitLoad int
+	// MergeSize: two neighbouring ranges on the same nodes whose versions
+	// together take fewer bytes merge into one, once both have served
+	// under a quarter of SplitLoad for MergeAfter. Default: 16 MiB, at
+	// most a quarter of SplitSize (so the halves of a split do not merge
+	// back); -1: never.
+	MergeSize int64
+	// MergeAfter: see MergeSize. Default: 1 minute.
+	MergeAfter time.Duration
 
 	// Link, if set, reports whether node from can reach node to now: a
 	// seam for tests that inject network faults into node-to-node traffic
@@ -183,6 +191,15 @@ func (c *Config) EnsureDefaults() {
 	if c.SplitLoad == 0 {
 		c.SplitLoad = 2500
 	}
+	if c.MergeSize == 0 {
+		c.MergeSize = 16 << 20
+	}
+	if c.MergeSize > 0 && c.SplitSize > 0 {
+		c.MergeSize = min(c.MergeSize, c.SplitSize/4)
+	}
+	if c.MergeAfter == 0 {
+		c.MergeAfter = time.Minute
+	}
 	c.Chunking.EnsureDefaults()
 	if c.FS == nil {
 		c.FS = vfs.Default
@@ -216,6 +233,12 @@ func (c *Config) Validate() error {
 	}
 	if c.DownAfter < 0 {
 		errs = append(errs, fmt.Errorf("down-after %v is negative", c.DownAfter))
+	}
+	if c.MergeSize < -1 {
+		errs = append(errs, fmt.Errorf("merge size %d must be bytes, or -1 for never", c.MergeSize))
+	}
+	if c.MergeAfter < 0 {
+		errs = append(errs, fmt.Errorf("merge-after %v is negative", c.MergeAfter))
 	}
 	if c.RepairRate < -1 {
 		errs = append(errs, fmt.Errorf("repair rate %d must be bytes per second, or -1 for no limit", c.RepairRate))
@@ -263,7 +286,8 @@ type Node struct {
 	stopBG         context.CancelFunc
 	chunkPass      atomic.Pointer[chunkPass]
 	moving         atomic.Int64               // ranges this node leads that have a learner (repairRanges)
-	splitc         chan [2]replica.Descriptor // splits applied here (onSplit -> followSplits)
+	rangec         chan rangeEvent            // splits and merges applied here (onSplit, onMerge -> followRanges)
+	merged         sync.Map                   // range id -> true: merged away here (merges.go)
 	syncKick       chan struct{}              // asks syncRanges to run now
 	tsoLeader      atomic.Uint64              // the oracle's leader as last found (fetchTimestamps); 0 unknown
 	tsb            tsBatcher                  // remote timestamp requests waiting for a call
@@ -380,11 +404,12 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n.splitc, n.syncKick = make(chan [2]replica.Descriptor, 64), make(chan struct{}, 1)
+	n.rangec, n.syncKick = make(chan rangeEvent, 64), make(chan struct{}, 1)
 	n.ranges, err = replica.NewStore(replica.Options{
 		NodeID: n.id.NodeID, Engine: n.eng, Transport: n.peers.tr, Logger: n.log,
 		NewStateMachine: n.newStateMachine,
 		OnSplit:         n.onSplit,
+		OnMerge:         n.onMerge,
 	})
 	if err != nil {
 		return nil, err
@@ -425,7 +450,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}()
 	go func() {
 		defer n.bg.Done()
-		n.followSplits(bgCtx)
+		n.followRanges(bgCtx)
 	}()
 	go func() {
 		defer n.bg.Done()

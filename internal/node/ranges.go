@@ -107,6 +107,14 @@ func (n *Node) syncTable(ctx context.Context, s *space, ds []meta.RangeDesc) {
 	listed := make(map[uint64]bool, len(ds))
 	for _, d := range ds {
 		listed[d.ID] = true
+		if _, ok := n.merged.Load(d.ID); ok {
+			// Merged away here; the table follows soon.
+			if r := byID[d.ID]; r != nil {
+				r.gone.Store(true)
+				changed = true
+			}
+			continue
+		}
 		r := byID[d.ID]
 		if r == nil {
 			var rep *replica.Replica
@@ -134,6 +142,7 @@ func (n *Node) syncTable(ctx context.Context, s *space, ds []meta.RangeDesc) {
 			next = append(next, r)
 			continue
 		}
+		r.gone.Store(true)
 		changed = true
 	}
 	if changed {
@@ -306,6 +315,14 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 		}
 		return n.recordSplit(ctx, s, r, ls)
 	}
+	// Likewise a merge: the replica's bounds reach past the table's.
+	if rb := rep.Descriptor(); d.End != nil && (rb.End == nil || bytes.Compare(rb.End, d.End) > 0) {
+		ms := rep.MergeState()
+		if ms.Phase != replica.MergeDone {
+			return fmt.Errorf("range %d ends at %x here but at %x in the table, and no merge is known here", d.ID, rb.End, d.End)
+		}
+		return n.recordMerge(ctx, s, r, replica.Descriptor{RangeID: ms.Right, Start: d.End, End: rb.End})
+	}
 	if !sameMembers(d.Replicas, st.Voters) || !sameMembers(d.Learners, st.Learners) {
 		nd, err := n.catalog.SetRangeMembers(ctx, d, st.Voters, st.Learners)
 		if err != nil {
@@ -360,9 +377,13 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 		return rep.ChangeReplicas(ctx, change(raftpb.ConfChangeRemoveNode, v))
 	}
 
-	// Split when too big or too busy.
+	// Split when too big or too busy; merge with the right-hand
+	// neighbour when both are small and quiet.
 	if len(st.Learners) == 0 {
 		if err := n.maybeSplit(ctx, s, r, rep); err != nil {
+			return err
+		}
+		if err := n.maybeMerge(ctx, s, r, rep); err != nil {
 			return err
 		}
 	}

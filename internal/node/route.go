@@ -60,6 +60,9 @@ func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) (
 	deadline := time.Now().Add(forwardPatience)
 	var last error
 	for round := 0; ; round++ {
+		if r.gone.Load() {
+			return nil, errMoved(r.desc().ID) // merged away: route again
+		}
 		if rep := r.replica(); round > 0 && rep != nil && rep.Status().IsLeader {
 			// The others name this node: a new leader whose lease is
 			// not valid yet (or a split's new range). Wait for it here.
@@ -264,6 +267,9 @@ func (n *Node) proposeLocal(ctx context.Context, r *rng, rep *replica.Replica, o
 			// Not applied: raft never took it (or the replica is gone).
 			return nil, wire.Errorf(wire.CodeNotLeader, "range %d: %v", id, err)
 		}
+		if errors.Is(err, replica.ErrRangeFrozen) {
+			return nil, errMoved(id) // not applied: the range is merging
+		}
 		return nil, err
 	}
 	switch v := v.(type) {
@@ -276,7 +282,7 @@ func (n *Node) proposeLocal(ctx context.Context, r *rng, rep *replica.Replica, o
 		if errors.Is(v, mvcc.ErrNotFound) {
 			return nil, wire.Errorf(wire.CodeNotFound, "no such version")
 		}
-		if errors.Is(v, kv.ErrWrongRange) {
+		if errors.Is(v, kv.ErrWrongRange) || errors.Is(v, replica.ErrRangeFrozen) {
 			return nil, errMoved(id)
 		}
 		return nil, v // mvcc.ErrStaleVersion: commit retries with a new timestamp

@@ -65,6 +65,10 @@ type rng struct {
 	// table listed it; the table sync keeps it until then (syncTable).
 	// Guarded by Node.openMu.
 	unlisted bool
+	// gone is set when the entry left the table (its range merged away,
+	// or was dropped by the table sync): a request holding it routes
+	// again (forward).
+	gone atomic.Bool
 	// load counts requests served as leaseholder since the last split
 	// check, with a sample of their keys (see splits.go).
 	load loadStats
@@ -167,6 +171,9 @@ func (n *Node) openReplica(d meta.RangeDesc) (*replica.Replica, error) {
 		rd.Peers = d.Replicas
 	}
 	rep, err := n.ranges.AddReplica(rd, n.newStateMachine(rd))
+	if errors.Is(err, replica.ErrRangeMerged) {
+		n.merged.Store(d.ID, true)
+	}
 	if errors.Is(err, replica.ErrReplicaExists) {
 		if rep = n.ranges.Replica(d.ID); rep != nil {
 			return rep, nil

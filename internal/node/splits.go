@@ -62,6 +62,26 @@ type loadStats struct {
 	// threshold, had no key to split at (one object); the search waits
 	// for new writes (repairRanges only).
 	noKeyAt uint64
+	// quietSince is when the range, measured as leaseholder, last went
+	// under a quarter of the load threshold (unix ns; 0: it is not).
+	quietSince atomic.Int64
+}
+
+// quietFor returns how long the range has been quiet (see quietSince).
+func (l *loadStats) quietFor(now time.Time) time.Duration {
+	if q := l.quietSince.Load(); q != 0 {
+		return now.Sub(time.Unix(0, q))
+	}
+	return 0
+}
+
+// noteRate records a measured request rate against the merge threshold.
+func (l *loadStats) noteRate(now time.Time, rate float64, splitLoad int) {
+	if splitLoad > 0 && rate >= float64(splitLoad)/4 {
+		l.quietSince.Store(0)
+	} else if l.quietSince.Load() == 0 {
+		l.quietSince.Store(now.UnixNano())
+	}
 }
 
 const loadSampleEvery = 8
@@ -83,8 +103,9 @@ func (l *loadStats) note(obj []byte) {
 }
 
 // take returns the requests per second since the last call and the
-// sampled keys, sorted, and starts counting again.
-func (l *loadStats) take(now time.Time) (rate float64, sample [][]byte) {
+// sampled keys, sorted, and starts counting again; ok is false on the
+// first call (nothing measured).
+func (l *loadStats) take(now time.Time) (rate float64, sample [][]byte, ok bool) {
 	ops := l.ops.Swap(0)
 	l.mu.Lock()
 	sample, l.keys, l.seen = l.keys, nil, 0
@@ -92,17 +113,21 @@ func (l *loadStats) take(now time.Time) (rate float64, sample [][]byte) {
 	last := l.last
 	l.last = now
 	if last.IsZero() || !now.After(last) {
-		return 0, nil
+		return 0, nil, false
 	}
 	slices.SortFunc(sample, bytes.Compare)
-	return float64(ops) / now.Sub(last).Seconds(), sample
+	return float64(ops) / now.Sub(last).Seconds(), sample, true
 }
 
 // maybeSplit splits range r (whose lease is here, with no membership
 // change under way) if it is over the size or load threshold.
 func (n *Node) maybeSplit(ctx context.Context, s *space, r *rng, rep *replica.Replica) error {
 	d := rep.Descriptor()
-	rate, sample := r.load.take(n.cfg.Clock())
+	now := n.cfg.Clock()
+	rate, sample, measured := r.load.take(now)
+	if measured {
+		r.load.noteRate(now, rate, n.cfg.SplitLoad)
+	}
 	var key []byte
 	why := ""
 	if n.cfg.SplitLoad > 0 && rate > float64(n.cfg.SplitLoad) {
@@ -134,6 +159,7 @@ func (n *Node) maybeSplit(ctx context.Context, s *space, r *rng, rep *replica.Re
 		return nil
 	}
 	r.load.hot = 0
+	r.load.quietSince.Store(0) // both halves wait MergeAfter before a merge
 	return n.splitRange(ctx, s, r, rep, key, why)
 }
 
@@ -230,25 +256,36 @@ func (n *Node) recordSplit(ctx context.Context, s *space, r *rng, right replica.
 	return nil
 }
 
+// rangeEvent is a split or a merge that applied here.
+type rangeEvent struct {
+	merge       bool
+	left, right replica.Descriptor
+}
+
 // onSplit is called on the replica loop when a split applied here: the
 // node's routing follows at once (off the loop).
 func (n *Node) onSplit(left, right replica.Descriptor) {
 	select {
-	case n.splitc <- [2]replica.Descriptor{left, right}:
+	case n.rangec <- rangeEvent{left: left, right: right}:
 	default: // the table sync catches up
 	}
 }
 
-// followSplits updates the node's tables for the splits applied here.
-func (n *Node) followSplits(ctx context.Context) {
+// followRanges updates the node's tables for the splits and merges
+// applied here.
+func (n *Node) followRanges(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case ev := <-n.splitc:
-			left, right := ev[0], ev[1]
+		case ev := <-n.rangec:
+			left, right := ev.left, ev.right
 			s, _ := n.tableEntry(left.RangeID)
 			if s == nil {
+				continue
+			}
+			if ev.merge {
+				n.adoptMerge(s, nil, right.RangeID)
 				continue
 			}
 			rd := meta.RangeDesc{ID: right.RangeID, SpaceID: s.meta.ID, Start: right.Start, End: right.End,
@@ -309,7 +346,7 @@ func (s *space) rangeByID(id uint64) *rng {
 
 // errMoved is the answer for a key that left the range a request reached.
 func errMoved(rangeID uint64) error {
-	return wire.Errorf(wire.CodeRangeMoved, "range %d no longer holds the key (it split)", rangeID)
+	return wire.Errorf(wire.CodeRangeMoved, "range %d does not serve the key now (it split, or is merging)", rangeID)
 }
 
 // onRange runs op on the range of s that holds obj, and again whenever the

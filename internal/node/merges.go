@@ -1,0 +1,422 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// Range merges.
+//
+// The leaseholder of a range L checks it every second, after splits
+// (repairRange): L absorbs its right-hand neighbour R in the space's table
+// when both live on the same voters, their versions together take fewer
+// than Config.MergeSize bytes, and both have served under a quarter of
+// Config.SplitLoad for Config.MergeAfter (R's leaseholder reports its own
+// figures). The merge itself is replica.BeginMerge on L, replica.Freeze on
+// R's leader, a wait until every replica of R reports the freeze, then
+// replica.CommitMerge on L (see internal/replica/merge.go for why that is
+// safe); a step that fails is retried by the next check from L's merge
+// state, and one that cannot finish within mergeWait is aborted (and R
+// thawed). Ranges on different voters do not merge: the rebalancer places
+// each range by its own id, so in a cluster larger than the replication
+// factor neighbours often differ.
+//
+// While R is frozen its requests wait (CodeRangeMoved inside the node:
+// retryMoved); once the merge applied on a node, R's entry leaves that
+// node's table (onMerge), so they route to L. The leaseholder then records
+// the merge in the range table (Catalog.MergeRange), and a leaseholder of
+// L that finds its replica's bounds wider than the table records it later.
+
+// mergeWait bounds how long a merge waits for every replica of the
+// right-hand range to report its freeze before it is aborted.
+const mergeWait = 5 * time.Second
+
+// Merge steps of the cairn.Range "Merge" method (after the range id).
+const (
+	mergeOpStatus = 's' // -> mergeStatus
+	mergeOpFreeze = 'f' // left BE64, token BE64
+	mergeOpThaw   = 't' // token BE64
+)
+
+// mergeStatus is what a replica of a merge's right-hand range reports.
+type mergeStatus struct {
+	node     uint64
+	merge    replica.MergeState
+	leader   bool
+	bytes    uint64        // its versions' size (up to MergeSize)
+	quiet    time.Duration // how long it has been quiet, as leaseholder (0 elsewhere)
+	desc     replica.Descriptor
+	hasState bool
+}
+
+// handleMerge serves the "Merge" method: a merge coordinator's status
+// query, freeze or thaw of the local replica of r.
+func (n *Node) handleMerge(ctx context.Context, r *rng, req []byte) ([]byte, error) {
+	rep := r.replica()
+	if len(req) < 1 {
+		return nil, wire.Errorf(wire.CodeMalformed, "empty merge request")
+	}
+	op, args := req[0], req[1:]
+	switch {
+	case op == mergeOpStatus && len(args) == 0:
+		d := rep.Descriptor()
+		st := rep.Status()
+		size, err := n.rangeSize(d, max(n.cfg.MergeSize, 1))
+		if err != nil {
+			return nil, err
+		}
+		var quiet time.Duration
+		if rep.ReadReady() == nil {
+			quiet = r.load.quietFor(n.cfg.Clock())
+		}
+		ms := rep.MergeState()
+		b := binary.BigEndian.AppendUint64(nil, ms.FrozenFor)
+		b = binary.BigEndian.AppendUint64(b, ms.FrozenToken)
+		b = append(b, boolByte(st.IsLeader), boolByte(len(st.Voters) > 0))
+		b = binary.BigEndian.AppendUint64(b, size)
+		b = binary.BigEndian.AppendUint64(b, uint64(quiet))
+		b = appendBytes(b, d.Start)
+		b = appendOptBytes(b, d.End)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(st.Voters)))
+		for _, v := range st.Voters {
+			b = binary.BigEndian.AppendUint64(b, v)
+		}
+		return b, nil
+	case op == mergeOpFreeze && len(args) == 16:
+		return nil, mergeErr(rep.Freeze(ctx, binary.BigEndian.Uint64(args), binary.BigEndian.Uint64(args[8:])))
+	case op == mergeOpThaw && len(args) == 8:
+		return nil, mergeErr(rep.Thaw(ctx, binary.BigEndian.Uint64(args)))
+	}
+	return nil, wire.Errorf(wire.CodeMalformed, "merge request %q of %d bytes", op, len(req))
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// mergeErr maps a merge step's error for the coordinator: a refusal is
+// CodePreconditionFailed (the range's state does not allow it), not
+// leading is CodeNotLeader.
+func mergeErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, replica.ErrMergeRefused):
+		return wire.Errorf(wire.CodePreconditionFailed, "%v", err)
+	case errors.Is(err, replica.ErrNotLeader):
+		return wire.Errorf(wire.CodeNotLeader, "%v", err)
+	}
+	return err
+}
+
+// mergeCall runs a Merge request on node id's replica of range rangeID
+// (here directly when id is this node).
+func (n *Node) mergeCall(ctx context.Context, id, rangeID uint64, req []byte) ([]byte, error) {
+	msg := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(req)), rangeID)
+	msg = append(msg, req...)
+	var b []byte
+	var err error
+	if id == n.id.NodeID {
+		b, err = n.rangeMethod(false, n.handleMerge)(ctx, msg)
+	} else {
+		b, err = n.callNode(ctx, id, rangeService, "Merge", msg, forwardTimeout)
+	}
+	if err != nil {
+		return nil, err
+	}
+	payload, _, err := decodeReply(b)
+	return payload, err
+}
+
+// mergeStatuses asks every node of voters for its replica of range
+// rangeID, and any voter those replicas name that was not asked; it
+// returns the answers, and the nodes that did not answer.
+func (n *Node) mergeStatuses(ctx context.Context, rangeID uint64, voters []uint64) (map[uint64]mergeStatus, []uint64) {
+	out := map[uint64]mergeStatus{}
+	var missing []uint64
+	queue := slices.Clone(voters)
+	asked := map[uint64]bool{}
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		if asked[id] {
+			continue
+		}
+		asked[id] = true
+		b, err := n.mergeCall(ctx, id, rangeID, []byte{mergeOpStatus})
+		if err != nil {
+			missing = append(missing, id)
+			continue
+		}
+		st, err := decodeMergeStatus(id, b)
+		if err != nil {
+			missing = append(missing, id)
+			continue
+		}
+		out[id] = st
+		queue = append(queue, st.desc.Peers...)
+	}
+	return out, missing
+}
+
+func decodeMergeStatus(id uint64, b []byte) (mergeStatus, error) {
+	d := decoder{b: b}
+	st := mergeStatus{node: id}
+	st.merge.FrozenFor, st.merge.FrozenToken = d.u64(), d.u64()
+	st.leader, st.hasState = d.u8() == 1, d.u8() == 1
+	st.bytes, st.quiet = d.u64(), time.Duration(d.u64())
+	st.desc.Start, st.desc.End = d.bytes(), d.optBytes()
+	for range d.u32() {
+		if d.err != nil {
+			break
+		}
+		st.desc.Peers = append(st.desc.Peers, d.u64())
+	}
+	return st, d.done()
+}
+
+// maybeMerge, for range r whose lease is here (no membership change
+// under way), goes on with its merge in progress, or starts one if r and
+// its right-hand neighbour are small and quiet.
+func (n *Node) maybeMerge(ctx context.Context, s *space, r *rng, rep *replica.Replica) error {
+	ms := rep.MergeState()
+	switch ms.Phase {
+	case replica.MergePending:
+		return n.runMerge(ctx, s, r, rep, ms.Right, ms.Token)
+	case replica.MergeAborted:
+		return n.thaw(ctx, s, rep, ms.Right, ms.Token)
+	}
+	if n.cfg.MergeSize <= 0 || ms.Frozen() || r.load.quietFor(n.cfg.Clock()) < n.cfg.MergeAfter {
+		return nil
+	}
+	d := rep.Descriptor()
+	if d.End == nil || !bytes.Equal(d.End, r.desc().End) {
+		return nil // the last range, or the table has not caught up
+	}
+	var right *rng
+	for _, x := range s.table() {
+		if bytes.Equal(x.desc().Start, d.End) {
+			right = x
+		}
+	}
+	st := rep.Status()
+	if right == nil || !sameMembers(right.desc().Replicas, st.Voters) || len(right.desc().Learners) > 0 {
+		return nil
+	}
+	size, err := n.rangeSize(d, n.cfg.MergeSize)
+	if err != nil || size >= uint64(n.cfg.MergeSize) {
+		return err
+	}
+	rd := *right.desc()
+	sts, missing := n.mergeStatuses(ctx, rd.ID, rd.Replicas)
+	if len(missing) > 0 {
+		return nil
+	}
+	for _, x := range sts {
+		if x.leader {
+			if x.quiet < n.cfg.MergeAfter || size+x.bytes >= uint64(n.cfg.MergeSize) || x.merge.Frozen() ||
+				!sameMembers(x.desc.Peers, st.Voters) || !bytes.Equal(x.desc.Start, rd.Start) || !bytes.Equal(x.desc.End, rd.End) {
+				return nil
+			}
+			token := rand.Uint64() | 1
+			if err := rep.BeginMerge(ctx, rd.ID, token); err != nil {
+				return err
+			}
+			n.log.Info("merging a range", "range", d.RangeID, "right", rd.ID, "bytes", size+x.bytes, "token", fmt.Sprintf("%x", token))
+			return n.runMerge(ctx, s, r, rep, rd.ID, token)
+		}
+	}
+	return nil
+}
+
+// runMerge takes merge token of range right into r (local replica rep,
+// which leads) from wherever it stands: freeze, wait for every replica of
+// right, commit, record. It aborts the merge when right cannot be frozen
+// everywhere within mergeWait.
+func (n *Node) runMerge(ctx context.Context, s *space, r *rng, rep *replica.Replica, right, token uint64) error {
+	voters := rep.Status().Voters
+	if x := s.rangeByID(right); x != nil {
+		voters = append(slices.Clone(x.desc().Replicas), voters...)
+	}
+	freeze := binary.BigEndian.AppendUint64([]byte{mergeOpFreeze}, r.desc().ID)
+	freeze = binary.BigEndian.AppendUint64(freeze, token)
+	deadline := time.Now().Add(mergeWait)
+	for {
+		sts, missing := n.mergeStatuses(ctx, right, voters)
+		var frozen *mergeStatus
+		all := len(missing) == 0 && len(sts) > 0
+		for _, x := range sts {
+			if x.merge.FrozenToken != token || !x.hasState {
+				all = false
+			} else if frozen == nil || x.leader {
+				frozen = &x
+			}
+		}
+		if all && frozen != nil && len(frozen.desc.Peers) > 0 {
+			return n.commitMerge(ctx, s, r, rep, right, token, frozen.desc)
+		}
+		for _, x := range sts {
+			if x.leader && x.merge.FrozenToken != token {
+				_, err := n.mergeCall(ctx, x.node, right, freeze)
+				if wire.CodeOf(err) == wire.CodePreconditionFailed {
+					return n.abortMerge(ctx, s, rep, right, token, err.Error())
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return n.abortMerge(ctx, s, rep, right, token, fmt.Sprintf("range %d is not frozen on every replica after %v (no answer from %v)", right, mergeWait, missing))
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// commitMerge commits the merge of right (as its frozen replicas
+// describe it) into r and records it.
+func (n *Node) commitMerge(ctx context.Context, s *space, r *rng, rep *replica.Replica, right, token uint64, rd replica.Descriptor) error {
+	rd.RangeID = right
+	merged, err := rep.CommitMerge(ctx, token, rd)
+	if errors.Is(err, replica.ErrMergeRefused) {
+		return n.abortMerge(ctx, s, rep, right, token, err.Error())
+	}
+	if err != nil {
+		return err
+	}
+	n.log.Info("merged a range", "range", merged.RangeID, "merged", right, "start", fmt.Sprintf("%x", merged.Start), "end", fmt.Sprintf("%x", merged.End))
+	return n.recordMerge(ctx, s, r, rd)
+}
+
+// abortMerge aborts merge token of range right in rep's range and, once
+// that applied, thaws right.
+func (n *Node) abortMerge(ctx context.Context, s *space, rep *replica.Replica, right, token uint64, why string) error {
+	if err := rep.AbortMerge(ctx, token); err != nil {
+		// Refused: the merge is not pending any more (it committed); the
+		// next check records it.
+		return err
+	}
+	n.log.Info("aborted a merge", "range", rep.Descriptor().RangeID, "right", right, "why", why)
+	return n.thaw(ctx, s, rep, right, token)
+}
+
+// thaw thaws range right, frozen for rep's aborted merge token, and then
+// clears the aborted merge.
+func (n *Node) thaw(ctx context.Context, s *space, rep *replica.Replica, right, token uint64) error {
+	voters := rep.Status().Voters
+	if x := s.rangeByID(right); x != nil {
+		voters = append(slices.Clone(x.desc().Replicas), voters...)
+	}
+	sts, missing := n.mergeStatuses(ctx, right, voters)
+	frozen := false
+	for _, x := range sts {
+		if x.merge.FrozenToken == token {
+			frozen = true
+		}
+	}
+	if frozen {
+		req := binary.BigEndian.AppendUint64([]byte{mergeOpThaw}, token)
+		thawed := false
+		for _, x := range sts {
+			if x.leader {
+				_, err := n.mergeCall(ctx, x.node, right, req)
+				thawed = err == nil
+			}
+		}
+		if !thawed {
+			return fmt.Errorf("range %d stays frozen for aborted merge %x until its leader thaws it (no answer from %v)", right, token, missing)
+		}
+	} else if len(missing) > 0 {
+		return fmt.Errorf("range %d: no answer from %v to learn whether it is frozen", right, missing)
+	}
+	return rep.ClearMerge(ctx, token)
+}
+
+// recordMerge writes a merge that applied here into the range table.
+func (n *Node) recordMerge(ctx context.Context, s *space, r *rng, right replica.Descriptor) error {
+	left, err := n.catalog.MergeRange(ctx, s.meta.ID, r.desc().ID, right.RangeID, right.Start, right.End)
+	if err != nil {
+		return err
+	}
+	n.adoptMerge(s, &left, right.RangeID)
+	return nil
+}
+
+// onMerge is called on the replica loop when a merge applied here: the
+// node's routing follows at once (off the loop).
+func (n *Node) onMerge(left, right replica.Descriptor) {
+	select {
+	case n.rangec <- rangeEvent{merge: true, left: left, right: right}:
+	default: // the table sync catches up
+	}
+}
+
+// adoptMerge drops range right from s's table (it is gone here, or merged
+// into left) and, when the merge is recorded (left not nil), stores the
+// left range's recorded descriptor.
+func (n *Node) adoptMerge(s *space, left *meta.RangeDesc, right uint64) {
+	n.merged.Store(right, true)
+	n.openMu.Lock()
+	defer n.openMu.Unlock()
+	if left != nil {
+		if l := s.rangeByID(left.ID); l != nil {
+			if cur := l.cur.Load(); left.Epoch > cur.desc.Epoch {
+				l.cur.Store(&rngState{desc: *left, rep: cur.rep})
+			}
+		}
+	}
+	t := s.table()
+	i := slices.IndexFunc(t, func(x *rng) bool { return x.desc().ID == right })
+	if i < 0 {
+		return
+	}
+	t[i].gone.Store(true)
+	s.setTable(slices.Delete(slices.Clone(t), i, i+1))
+}
+
+// rangeSize is the size of the range's versions and locks: pebble's
+// estimate of their disk space, or, when that is under limit (data still
+// in memtables counts for nothing in it), their exact size, counted up to
+// limit.
+func (n *Node) rangeSize(d replica.Descriptor, limit int64) (uint64, error) {
+	est, err := n.rangeBytes(d)
+	if err != nil || est >= uint64(limit) {
+		return est, err
+	}
+	snap := n.eng.DB().NewSnapshot()
+	defer snap.Close()
+	var sum uint64
+	for _, sp := range kv.Spans(d) {
+		it, err := snap.NewIter(&pebble.IterOptions{LowerBound: sp.Start, UpperBound: sp.End})
+		if err != nil {
+			return 0, err
+		}
+		for ok := it.First(); ok && sum < uint64(limit); ok = it.Next() {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				_ = it.Close()
+				return 0, err
+			}
+			sum += uint64(len(it.Key()) + len(v))
+		}
+		if err := it.Close(); err != nil {
+			return 0, err
+		}
+	}
+	return max(sum, est), nil
+}

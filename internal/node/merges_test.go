@@ -1,0 +1,123 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// TestMergeSmallRanges: a space made with four ranges that holds a few
+// small objects merges down to one range while clients write and read
+// through every node; no request fails, every object reads back, lists
+// once and takes writes through every node afterwards, and no merged-away
+// range is left anywhere.
+func TestMergeSmallRanges(t *testing.T) {
+	ctx := context.Background()
+	nodes := threeNodes(t, func(c *Config) { c.MergeSize, c.MergeAfter, c.SplitSize = 1<<20, time.Second, -1 })
+	if _, err := nodes[0].CreateSpace(ctx, "small", wire.SpaceSettings{Ranges: 4}); err != nil {
+		t.Fatal(err)
+	}
+	before := rangesOf(t, nodes[0], "small")
+	if len(before) != 4 {
+		t.Fatalf("%d ranges at the start, want 4", len(before))
+	}
+	want := map[string]string{}
+	for i := range 40 {
+		key := fmt.Sprintf("%c-%03d", "!5Lz"[i%4], i)
+		want[key] = strings.Repeat(key, 10)
+		writeAny(t, nodes, "small", key, want[key])
+	}
+
+	// Clients keep reading and writing their own keys through every node
+	// while the ranges merge (at well under a quarter of the split load).
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var ops atomic.Int64
+	errs := make(chan error, 16)
+	for c, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				key := fmt.Sprintf("%c-client%d", "!5Lz"[i%4], c)
+				body := fmt.Sprint(i)
+				if _, err := n.Put(ctx, &wire.PutRequest{Space: "small", Key: key, Size: int64(len(body))}, strings.NewReader(body)); err != nil {
+					errs <- fmt.Errorf("node %d: put %s: %w", n.NodeID(), key, err)
+					return
+				}
+				b, _, err := getCtx(ctx, n, wire.GetRequest{Space: "small", Key: key})
+				if err != nil || string(b) != body {
+					errs <- fmt.Errorf("node %d: get %s = %q, %v; want %q", n.NodeID(), key, b, err, body)
+					return
+				}
+				ops.Add(2)
+				time.Sleep(20 * time.Millisecond) // quiet enough to merge
+			}
+		}()
+	}
+	start := time.Now()
+	ds := waitMerged(t, nodes, "small", 1)
+	stop.Store(true)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	t.Logf("merged to %d range in %v, %d client requests meanwhile", len(ds), time.Since(start).Round(time.Millisecond), ops.Load())
+	for _, n := range nodes {
+		for _, d := range before {
+			if d.ID != ds[0].ID && n.ranges.Replica(d.ID) != nil {
+				t.Fatalf("node %d still has merged-away range %d", n.NodeID(), d.ID)
+			}
+		}
+		rep := n.ranges.Replica(ds[0].ID)
+		if rep == nil || rep.MergeState().Phase != replica.MergeDone {
+			t.Fatalf("node %d: the merged range's replica %v", n.NodeID(), rep)
+		}
+		for key, v := range want {
+			if got := string(mustGet(t, n, "small", key)); got != v {
+				t.Fatalf("node %d: %s = %q, want %q", n.NodeID(), key, got, v)
+			}
+		}
+		listed := listAll(t, n, "small", 7)
+		if len(listed) != len(want)+4*len(nodes) || !slices.IsSorted(listed) {
+			t.Fatalf("node %d lists %d keys (sorted %v), want %d", n.NodeID(), len(listed), slices.IsSorted(listed), len(want)+4*len(nodes))
+		}
+	}
+	for key := range want {
+		writeAny(t, nodes, "small", key, "after")
+	}
+	for _, n := range nodes {
+		for key := range want {
+			if got := string(mustGet(t, n, "small", key)); got != "after" {
+				t.Fatalf("node %d: %s = %q after the merges", n.NodeID(), key, got)
+			}
+		}
+	}
+}
+
+// waitMerged waits until space name has at most want ranges in the
+// range table, tiling the space, and every node's table agrees with it.
+func waitMerged(t *testing.T, nodes []*Node, name string, want int) []meta.RangeDesc {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ds := rangesOf(t, nodes[0], name)
+		if len(ds) <= want && tiles(ds) && tablesAgree(nodes, name, ds) {
+			return ds
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("space %s: %d ranges in the table (want %d), tiling %v", name, len(ds), want, tiles(ds))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
