@@ -285,13 +285,13 @@ type Node struct {
 	savedEndpoints []string
 	stopBG         context.CancelFunc
 	chunkPass      atomic.Pointer[chunkPass]
-	moving         atomic.Int64               // ranges this node leads that have a learner (repairRanges)
-	rangec         chan rangeEvent            // splits and merges applied here (onSplit, onMerge -> followRanges)
-	merged         sync.Map                   // range id -> true: merged away here (merges.go)
-	syncKick       chan struct{}              // asks syncRanges to run now
-	tsoLeader      atomic.Uint64              // the oracle's leader as last found (fetchTimestamps); 0 unknown
-	tsb            tsBatcher                  // remote timestamp requests waiting for a call
-	repairPace     pacer                      // bounds the repairer's copy rate (repairStep only)
+	moving         atomic.Int64    // ranges this node leads that have a learner (repairRanges)
+	rangec         chan rangeEvent // splits and merges applied here (onSplit, onMerge -> followRanges)
+	merged         sync.Map        // range id -> true: merged away here (merges.go)
+	syncKick       chan struct{}   // asks syncRanges to run now
+	tsoLeader      atomic.Uint64   // the oracle's leader as last found (fetchTimestamps); 0 unknown
+	tsb            tsBatcher       // remote timestamp requests waiting for a call
+	repairPace     pacer           // bounds the repairer's copy rate (repairStep only)
 	hbMu           sync.Mutex
 	heartbeat      meta.Leadership // held by keepBeating
 
