@@ -8,8 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/cairn-db/cairn/client"
 	"github.com/cairn-db/cairn/internal/history"
@@ -33,7 +36,8 @@ func restartConfig(n *Node) Config {
 // TestFaultsInProcess runs concurrent clients against a three-node cluster
 // in one process while a nemesis stops and restarts nodes, each request
 // going to a random node that is up. A low load threshold makes the ranges
-// split under the clients and the faults. Every key's history must be
+// split under the clients and the faults, and the clients slow down every
+// other round, so that the ranges merge again. Every key's history must be
 // linearizable, including the final reads after the cluster heals (so no
 // acknowledged write is lost), and the healed cluster must take writes
 // again.
@@ -42,27 +46,50 @@ func TestFaultsInProcess(t *testing.T) {
 		t.Skip("fault test")
 	}
 	ctx := context.Background()
-	nodes := threeNodes(t, func(c *Config) { c.HeartbeatTTL, c.SplitLoad = time.Second, 40 })
+	nodes := threeNodes(t, func(c *Config) { c.HeartbeatTTL, c.SplitLoad, c.MergeAfter = time.Second, 40, time.Second })
 	var keys []string
 	for i := range 8 {
 		keys = append(keys, fmt.Sprintf("k%d", i))
 	}
 	fc := startFaultLoad(t, nodes, "faults", keys)
-	const run = 15 * time.Second
+	// Busy for 9s (a load split takes 5 checks over the threshold on one
+	// leaseholder), quiet for 6s, busy again.
+	const run, busy, quiet = 21 * time.Second, 9 * time.Second, 6 * time.Second
 	mu := &fc.mu
 
 	// The nemesis: stop a random node, keep it down a while, restart it.
 	rnd := rand.New(rand.NewPCG(7, 7))
 	deadline := time.Now().Add(run)
 	restarts := 0
+	ops := map[string]float64{}
+	countOps := func(n *Node) {
+		for _, op := range []string{"split", "merge", "merge_aborted"} {
+			m := &dto.Metric{}
+			_ = n.metrics.rangeOps.WithLabelValues(op).Write(m)
+			ops[op] += m.GetCounter().GetValue()
+		}
+	}
+	start := time.Now()
 	for time.Now().Before(deadline) {
-		time.Sleep(time.Duration(1000+rnd.IntN(1000)) * time.Millisecond)
+		// Busy phases split the keys' range by load; quiet ones (about
+		// 10 requests/s in all, under a quarter of 40 per range) merge them.
+		pace := time.Duration(0)
+		if e := time.Since(start); e >= busy && e < busy+quiet {
+			pace = 400 * time.Millisecond
+		}
+		fc.pace.Store(int64(pace))
+		up := time.Duration(1000+rnd.IntN(1000)) * time.Millisecond
+		if pace != 0 {
+			up += 2 * time.Second // a merge needs every replica up
+		}
+		time.Sleep(up)
 		i := rnd.IntN(len(fc.nodes))
 		mu.Lock()
 		victim := fc.nodes[i]
 		fc.nodes[i] = nil
 		mu.Unlock()
 		cfg := restartConfig(victim)
+		countOps(victim)
 		victim.Close()
 		time.Sleep(time.Duration(500+rnd.IntN(1500)) * time.Millisecond)
 		again, err := Open(ctx, cfg)
@@ -84,7 +111,12 @@ func TestFaultsInProcess(t *testing.T) {
 	writeAny(t, nodes, "faults", "after-heal", "y")
 	t.Logf("healed cluster took a write %v after the last restart", time.Since(healed).Round(time.Millisecond))
 	res := fc.checkAfterHeal(t, nodes)
-	t.Logf("%d restarts; %d operations: %d puts (%d unknown), %d gets; %d ranges", restarts, res.Ops, res.Puts, res.Pending, res.Gets, len(rangesOf(t, nodes[0], "faults")))
+	fc.mu.RLock()
+	for _, n := range fc.nodes {
+		countOps(n)
+	}
+	fc.mu.RUnlock()
+	t.Logf("%d restarts; %d operations: %d puts (%d unknown), %d gets; %d ranges at the end; %v", restarts, res.Ops, res.Puts, res.Pending, res.Gets, len(rangesOf(t, nodes[0], "faults")), ops)
 }
 
 // checkAfterHeal stops the clients if they still run, reads every key
@@ -117,6 +149,9 @@ type faultCluster struct {
 	stopc chan struct{}
 	once  sync.Once
 	wg    sync.WaitGroup
+	// pace, if not zero, is how long each client waits between requests
+	// (a quiet phase, in which ranges merge); else 0-3ms.
+	pace atomic.Int64
 }
 
 // startFaultLoad creates space (two ranges) on nodes, writes to it once,
@@ -179,7 +214,11 @@ func (fc *faultCluster) startClients() {
 				}
 				cancel()
 				fc.mu.RUnlock()
-				time.Sleep(time.Duration(rnd.IntN(4)) * time.Millisecond)
+				if p := fc.pace.Load(); p != 0 {
+					time.Sleep(time.Duration(p))
+				} else {
+					time.Sleep(time.Duration(rnd.IntN(4)) * time.Millisecond)
+				}
 			}
 		}()
 	}

@@ -299,6 +299,7 @@ func (n *Node) commitMerge(ctx context.Context, s *space, r *rng, rep *replica.R
 	if err != nil {
 		return err
 	}
+	n.metrics.rangeOps.WithLabelValues("merge").Inc()
 	n.log.Info("merged a range", "range", merged.RangeID, "merged", right, "start", fmt.Sprintf("%x", merged.Start), "end", fmt.Sprintf("%x", merged.End))
 	return n.recordMerge(ctx, s, r, rd)
 }
@@ -311,6 +312,7 @@ func (n *Node) abortMerge(ctx context.Context, s *space, rep *replica.Replica, r
 		// next check records it.
 		return err
 	}
+	n.metrics.rangeOps.WithLabelValues("merge_aborted").Inc()
 	n.log.Info("aborted a merge", "range", rep.Descriptor().RangeID, "right", right, "why", why)
 	return n.thaw(ctx, s, rep, right, token)
 }

@@ -16,6 +16,9 @@ type metrics struct {
 	repairBytes prometheus.Counter
 	// forwards counts range operations this node passed to the leaseholder.
 	forwards prometheus.Counter
+	// rangeOps counts the splits and merges this node made as leaseholder
+	// (label op: split, merge, merge_aborted).
+	rangeOps *prometheus.CounterVec
 }
 
 func newMetrics(n *Node) *metrics {
@@ -44,8 +47,12 @@ func newMetrics(n *Node) *metrics {
 		Name: "cairn_forwarded_total",
 		Help: "Range operations passed on to the range's leaseholder on another node (clients that route by the route table cause few).",
 	})
+	m.rangeOps = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cairn_range_ops_total",
+		Help: "Range splits and merges this node made as the range's leaseholder, and merges it aborted.",
+	}, []string{"op"})
 	m.reg.MustRegister(
-		m.cacheHits, m.cacheMiss, m.repairBytes, m.forwards,
+		m.cacheHits, m.cacheMiss, m.repairBytes, m.forwards, m.rangeOps,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cairn_record_cache_records", Help: "Records in the latest-version cache.",
 		}, func() float64 { return float64(n.cache.Len()) }),

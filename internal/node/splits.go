@@ -242,6 +242,7 @@ func (n *Node) splitRange(ctx context.Context, s *space, r *rng, rep *replica.Re
 	if err != nil {
 		return fmt.Errorf("split range %d: %w", rep.Descriptor().RangeID, err)
 	}
+	n.metrics.rangeOps.WithLabelValues("split").Inc()
 	n.log.Info("split a range", "range", r.desc().ID, "new", rightID, "why", why)
 	return n.recordSplit(ctx, s, r, rd)
 }
