@@ -208,7 +208,7 @@ const (
 	CodeInvalidRange       Code = 19 // a byte range lies outside the object
 	CodeOutcomeUnknown     Code = 20 // a write may or may not have taken effect; read before retrying
 	CodeNotDrained         Code = 21 // the node still holds data others lack; wait for its drain
-	CodeRangeMoved         Code = 22 // the key left the range the request was sent to (a split); nothing was done, retry
+	CodeRangeMoved         Code = 22 // the key left the range the request was sent to (a split, or a merge under way); nothing was done, retry
 )
 
 var codeNames = map[Code]string{
