@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -116,4 +117,30 @@ func sortedCopy(s []string) []string {
 	c := slices.Clone(s)
 	slices.Sort(c)
 	return c
+}
+
+// LeadsRaft reports whether this store's embedded member leads the meta
+// service's raft group (false for a client of members run elsewhere).
+func (s *EtcdStore) LeadsRaft() bool {
+	return s.etcd != nil && s.etcd.Server.Leader() == s.etcd.Server.MemberID()
+}
+
+// MoveLeader hands the meta service's raft leadership from this store's
+// embedded member, which must lead, to the voting member named to, and
+// waits until it moved or ctx ends. While the transfer runs the group
+// takes no writes, so to must be up and caught up.
+func (s *EtcdStore) MoveLeader(ctx context.Context, to string) error {
+	if s.etcd == nil {
+		return errors.New("meta: MoveLeader: no embedded member")
+	}
+	srv := s.etcd.Server
+	for _, m := range srv.Cluster().Members() {
+		if m.Name == to && !m.IsLearner && m.ID != srv.MemberID() {
+			if err := srv.MoveLeader(ctx, uint64(srv.Leader()), uint64(m.ID)); err != nil {
+				return fmt.Errorf("meta: move the meta service's leadership to %s: %w", to, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("meta: %s is not another voting member of the meta service", to)
 }

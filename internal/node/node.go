@@ -427,7 +427,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		cancel()
 		return nil, err
 	}
-	n.bg.Add(8)
+	n.bg.Add(9)
 	go func() {
 		defer n.bg.Done()
 		every(bgCtx, n.cfg.RepairCheck, n.repairStep)
@@ -443,6 +443,10 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	go func() {
 		defer n.bg.Done()
 		every(bgCtx, 500*time.Millisecond, n.reconcileMeta)
+	}()
+	go func() {
+		defer n.bg.Done()
+		every(bgCtx, 500*time.Millisecond, n.oracleOffMetaLeader)
 	}()
 	go func() {
 		defer n.bg.Done()

@@ -188,3 +188,53 @@ func (n *Node) keepOracle(ctx context.Context) {
 		backoff = 100 * time.Millisecond
 	}
 }
+
+// oracleOffMetaLeader moves the meta service's raft leadership away from
+// this node while it also serves the timestamp oracle: a node that led
+// both would, when it died, hold up every write for the meta service's
+// election and then for the oracle's lease, which the new etcd leader
+// extends by a whole TTL when it takes over. Apart, a dead oracle's lease
+// runs out on a live etcd leader (2s), and a dead etcd leader's election
+// does not wait for the oracle's lease. Run every 500ms.
+func (n *Node) oracleOffMetaLeader(ctx context.Context) {
+	if !n.servesOracle() {
+		return
+	}
+	local := n.localMember()
+	if local == nil || !local.LeadsRaft() {
+		return
+	}
+	for _, nd := range n.peers.view() {
+		if nd.ID == n.id.NodeID || nd.State != meta.NodeUp {
+			continue
+		}
+		mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := local.MoveLeader(mctx, memberName(nd.ID))
+		cancel()
+		if err == nil {
+			n.log.Info("moved the meta service's leadership off the oracle's node", "to", nd.ID)
+			return
+		}
+		n.log.Debug("move the meta service's leadership", "to", nd.ID, "err", err)
+	}
+}
+
+// localMember returns the node's own etcd member's store, or nil if the
+// node runs none.
+func (n *Node) localMember() *meta.EtcdStore {
+	if n.member != nil {
+		return n.member
+	}
+	local, _ := n.meta.(*meta.EtcdStore)
+	return local
+}
+
+// servesOracle reports whether this node serves the timestamp oracle now.
+func (n *Node) servesOracle() bool {
+	select {
+	case <-n.oracle.TermDone():
+		return false
+	default:
+		return true
+	}
+}
