@@ -16,6 +16,7 @@ import (
 // it keeps its address across restarts and reconnects and the test process
 // on the host reaches it directly.
 type dockerCluster struct {
+	flags []string // extra server flags for every node
 	t     testing.TB
 	image string
 	name  string // prefix of the containers' and volumes' names; the network's name
@@ -34,9 +35,10 @@ type dockerNode struct {
 func (n *dockerNode) native() string { return n.ip + ":7070" }
 
 // newDockerCluster starts an n-node cluster: the first node starts it, the
-// others join through it. It returns once every node is up.
-func newDockerCluster(t testing.TB, n int) *dockerCluster {
-	c := &dockerCluster{t: t, image: testImage(t), name: fmt.Sprintf("cairnfault%d-%d", os.Getpid(), n)}
+// others join through it; every node's server gets flags too. It returns
+// once every node is up.
+func newDockerCluster(t testing.TB, n int, flags ...string) *dockerCluster {
+	c := &dockerCluster{t: t, image: testImage(t), name: fmt.Sprintf("cairnfault%d-%d", os.Getpid(), n), flags: flags}
 	var err error
 	for k := range 40 {
 		// A /24 that no other network on this engine uses.
@@ -67,6 +69,7 @@ func (c *dockerCluster) add() *dockerNode {
 		"--network", c.name, "--ip", nd.ip, "-v", nd.name + ":/data", c.image,
 		"server", "--advertise", nd.ip, "--zone", fmt.Sprintf("z%d", nd.num),
 		"--down-after", "30s", "--rebalance-after", "5s"}
+	args = append(args, c.flags...)
 	if len(c.nodes) > 0 {
 		args = append(args, "--join", c.nodes[0].ip+":7071")
 	}

@@ -144,8 +144,8 @@ func (c *Catalog) MergeRange(ctx context.Context, spaceID uint32, leftID, rightI
 			if err != nil {
 				return RangeDesc{}, err
 			}
-			if !bytes.Equal(right.Start, start) {
-				return RangeDesc{}, fmt.Errorf("%w: range %d starts at %x in the table, not at %x", ErrConflict, rightID, right.Start, start)
+			if !bytes.Equal(right.Start, start) || !bytes.Equal(right.End, end) {
+				return RangeDesc{}, fmt.Errorf("%w: range %d is [%x, %x) in the table, not [%x, %x)", ErrConflict, rightID, right.Start, right.End, start, end)
 			}
 			if err := c.store.Delete(ctx, rkv.Key, rkv.Rev); errors.Is(err, ErrConflict) {
 				continue

@@ -85,7 +85,7 @@ func (n *Node) handleMerge(ctx context.Context, r *rng, req []byte) ([]byte, err
 		ms := rep.MergeState()
 		b := binary.BigEndian.AppendUint64(nil, ms.FrozenFor)
 		b = binary.BigEndian.AppendUint64(b, ms.FrozenToken)
-		b = append(b, boolByte(st.IsLeader), boolByte(len(st.Voters) > 0))
+		b = append(b, boolByte(st.IsLeader), boolByte(len(st.Voters) > 0), byte(ms.Phase))
 		b = binary.BigEndian.AppendUint64(b, size)
 		b = binary.BigEndian.AppendUint64(b, uint64(quiet))
 		b = appendBytes(b, d.Start)
@@ -179,7 +179,7 @@ func decodeMergeStatus(id uint64, b []byte) (mergeStatus, error) {
 	d := decoder{b: b}
 	st := mergeStatus{node: id}
 	st.merge.FrozenFor, st.merge.FrozenToken = d.u64(), d.u64()
-	st.leader, st.hasState = d.u8() == 1, d.u8() == 1
+	st.leader, st.hasState, st.merge.Phase = d.u8() == 1, d.u8() == 1, replica.MergePhase(d.u8())
 	st.bytes, st.quiet = d.u64(), time.Duration(d.u64())
 	st.desc.Start, st.desc.End = d.bytes(), d.optBytes()
 	for range d.u32() {
@@ -191,18 +191,44 @@ func decodeMergeStatus(id uint64, b []byte) (mergeStatus, error) {
 	return st, d.done()
 }
 
-// maybeMerge, for range r whose lease is here (no membership change
-// under way), goes on with its merge in progress, or starts one if r and
-// its right-hand neighbour are small and quiet.
-func (n *Node) maybeMerge(ctx context.Context, s *space, r *rng, rep *replica.Replica) error {
+// resumeMerge, for range r whose lease is here, goes on with its merge in
+// progress (pending: to a commit or an abort; aborted: to the thaw), and
+// thaws its right-hand neighbour if it finds the replica here frozen for
+// r under a token r is not merging under (a freeze that arrived after
+// its merge was aborted and thawed: no commit can ever match it). It
+// reports whether it did anything.
+func (n *Node) resumeMerge(ctx context.Context, s *space, r *rng, rep *replica.Replica) (bool, error) {
 	ms := rep.MergeState()
 	switch ms.Phase {
 	case replica.MergePending:
-		return n.runMerge(ctx, s, r, rep, ms.Right, ms.Token)
+		return true, n.runMerge(ctx, s, r, rep, ms.Right, ms.Token)
 	case replica.MergeAborted:
-		return n.thaw(ctx, s, rep, ms.Right, ms.Token)
+		return true, n.thaw(ctx, s, rep, ms.Right, ms.Token)
 	}
-	if n.cfg.MergeSize <= 0 || ms.Frozen() || r.load.quietFor(n.cfg.Clock()) < n.cfg.MergeAfter {
+	d := rep.Descriptor()
+	for _, x := range s.table() {
+		if d.End == nil || !bytes.Equal(x.desc().Start, d.End) {
+			continue
+		}
+		if rr := x.replica(); rr != nil {
+			// (Not under r's own token: that one is pending or aborted,
+			// handled above, or committed, and must never be thawed.)
+			if fs := rr.MergeState(); fs.FrozenFor == d.RangeID && fs.FrozenToken != ms.Token {
+				n.log.Info("thawing a neighbour frozen for a merge that is not pending", "range", d.RangeID, "right", x.desc().ID, "token", fmt.Sprintf("%x", fs.FrozenToken))
+				return true, n.sendThaw(ctx, s, rep, x.desc().ID, fs.FrozenToken)
+			}
+		}
+	}
+	return false, nil
+}
+
+// maybeMerge, for range r whose lease is here (no membership change
+// under way, no merge in progress), starts a merge with its right-hand
+// neighbour if both are small and quiet.
+func (n *Node) maybeMerge(ctx context.Context, s *space, r *rng, rep *replica.Replica) error {
+	ms := rep.MergeState()
+	if n.cfg.MergeSize <= 0 || ms.Frozen() || ms.Phase == replica.MergePending || ms.Phase == replica.MergeAborted ||
+		r.load.quietFor(n.cfg.Clock()) < n.cfg.MergeAfter {
 		return nil
 	}
 	d := rep.Descriptor()
@@ -230,7 +256,8 @@ func (n *Node) maybeMerge(ctx context.Context, s *space, r *rng, rep *replica.Re
 	}
 	for _, x := range sts {
 		if x.leader {
-			if x.quiet < n.cfg.MergeAfter || size+x.bytes >= uint64(n.cfg.MergeSize) || x.merge.Frozen() ||
+			busy := x.merge.Frozen() || x.merge.Phase == replica.MergePending || x.merge.Phase == replica.MergeAborted
+			if x.quiet < n.cfg.MergeAfter || size+x.bytes >= uint64(n.cfg.MergeSize) || busy ||
 				!sameMembers(x.desc.Peers, st.Voters) || !bytes.Equal(x.desc.Start, rd.Start) || !bytes.Equal(x.desc.End, rd.End) {
 				return nil
 			}
@@ -258,6 +285,11 @@ func (n *Node) runMerge(ctx context.Context, s *space, r *rng, rep *replica.Repl
 	freeze = binary.BigEndian.AppendUint64(freeze, token)
 	deadline := time.Now().Add(mergeWait)
 	for {
+		if err := rep.ReadReady(); err != nil {
+			// The lease moved: the merge stays pending for the next
+			// leaseholder, who resumes it.
+			return fmt.Errorf("merge %x of range %d: %w", token, right, err)
+		}
 		sts, missing := n.mergeStatuses(ctx, right, voters)
 		var frozen *mergeStatus
 		all := len(missing) == 0 && len(sts) > 0
@@ -269,6 +301,12 @@ func (n *Node) runMerge(ctx context.Context, s *space, r *rng, rep *replica.Repl
 			}
 		}
 		if all && frozen != nil && len(frozen.desc.Peers) > 0 {
+			if x := s.rangeByID(right); x == nil || !bytes.Equal(x.desc().End, frozen.desc.End) {
+				// It split after the merge began, and the table does
+				// not show that yet: merging it now would lose the
+				// split's record.
+				return n.abortMerge(ctx, s, rep, right, token, fmt.Sprintf("range %d ends at %x, not where the range table ends it", right, frozen.desc.End))
+			}
 			return n.commitMerge(ctx, s, r, rep, right, token, frozen.desc)
 		}
 		for _, x := range sts {
@@ -317,36 +355,35 @@ func (n *Node) abortMerge(ctx context.Context, s *space, rep *replica.Replica, r
 	return n.thaw(ctx, s, rep, right, token)
 }
 
-// thaw thaws range right, frozen for rep's aborted merge token, and then
-// clears the aborted merge.
+// thaw thaws range right for rep's aborted merge token, and then clears
+// the aborted merge.
 func (n *Node) thaw(ctx context.Context, s *space, rep *replica.Replica, right, token uint64) error {
+	if err := n.sendThaw(ctx, s, rep, right, token); err != nil {
+		return err
+	}
+	return rep.ClearMerge(ctx, token)
+}
+
+// sendThaw proposes a thaw under token on the leader of range right. The
+// thaw is proposed even when no replica reports the freeze: it also
+// makes the range refuse a freeze under that token that is still on its
+// way. Call it only for a token whose merge cannot commit (aborted, or
+// not the one the left-hand range has pending).
+func (n *Node) sendThaw(ctx context.Context, s *space, rep *replica.Replica, right, token uint64) error {
 	voters := rep.Status().Voters
 	if x := s.rangeByID(right); x != nil {
 		voters = append(slices.Clone(x.desc().Replicas), voters...)
 	}
 	sts, missing := n.mergeStatuses(ctx, right, voters)
-	frozen := false
+	req := binary.BigEndian.AppendUint64([]byte{mergeOpThaw}, token)
 	for _, x := range sts {
-		if x.merge.FrozenToken == token {
-			frozen = true
-		}
-	}
-	if frozen {
-		req := binary.BigEndian.AppendUint64([]byte{mergeOpThaw}, token)
-		thawed := false
-		for _, x := range sts {
-			if x.leader {
-				_, err := n.mergeCall(ctx, x.node, right, req)
-				thawed = err == nil
+		if x.leader {
+			if _, err := n.mergeCall(ctx, x.node, right, req); err == nil {
+				return nil
 			}
 		}
-		if !thawed {
-			return fmt.Errorf("range %d stays frozen for aborted merge %x until its leader thaws it (no answer from %v)", right, token, missing)
-		}
-	} else if len(missing) > 0 {
-		return fmt.Errorf("range %d: no answer from %v to learn whether it is frozen", right, missing)
 	}
-	return rep.ClearMerge(ctx, token)
+	return fmt.Errorf("range %d: no leader took the thaw of merge %x (no answer from %v)", right, token, missing)
 }
 
 // recordMerge writes a merge that applied here into the range table.

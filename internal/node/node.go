@@ -288,6 +288,7 @@ type Node struct {
 	moving         atomic.Int64    // ranges this node leads that have a learner (repairRanges)
 	rangec         chan rangeEvent // splits and merges applied here (onSplit, onMerge -> followRanges)
 	merged         sync.Map        // range id -> true: merged away here (merges.go)
+	metaMoveAfter  time.Time       // oracleOffMetaLeader waits until then after a failed move
 	syncKick       chan struct{}   // asks syncRanges to run now
 	tsoLeader      atomic.Uint64   // the oracle's leader as last found (fetchTimestamps); 0 unknown
 	tsb            tsBatcher       // remote timestamp requests waiting for a call

@@ -323,6 +323,11 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 		}
 		return n.recordMerge(ctx, s, r, replica.Descriptor{RangeID: ms.Right, Start: d.End, End: rb.End})
 	}
+	// A merge in progress goes on before any membership step (its
+	// right-hand range serves nothing meanwhile).
+	if did, err := n.resumeMerge(ctx, s, r, rep); did || err != nil {
+		return err
+	}
 	if !sameMembers(d.Replicas, st.Voters) || !sameMembers(d.Learners, st.Learners) {
 		nd, err := n.catalog.SetRangeMembers(ctx, d, st.Voters, st.Learners)
 		if err != nil {

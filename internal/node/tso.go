@@ -201,14 +201,21 @@ func (n *Node) oracleOffMetaLeader(ctx context.Context) {
 		return
 	}
 	local := n.localMember()
-	if local == nil || !local.LeadsRaft() {
+	if local == nil || !local.LeadsRaft() || time.Now().Before(n.metaMoveAfter) {
 		return
 	}
+	// While a transfer runs the meta service takes no writes, and one to
+	// a node that does not answer (killed, paused, cut off but not yet
+	// suspect in the map) runs until it times out: only a node that
+	// answers a call right now is asked, and a failure waits 10s.
 	for _, nd := range n.peers.view() {
 		if nd.ID == n.id.NodeID || nd.State != meta.NodeUp {
 			continue
 		}
-		mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if _, err := n.callNode(ctx, nd.ID, chunkService, "Has", nil, 300*time.Millisecond); err != nil {
+			continue
+		}
+		mctx, cancel := context.WithTimeout(ctx, time.Second)
 		err := local.MoveLeader(mctx, memberName(nd.ID))
 		cancel()
 		if err == nil {
@@ -216,6 +223,8 @@ func (n *Node) oracleOffMetaLeader(ctx context.Context) {
 			return
 		}
 		n.log.Debug("move the meta service's leadership", "to", nd.ID, "err", err)
+		n.metaMoveAfter = time.Now().Add(10 * time.Second)
+		return
 	}
 }
 

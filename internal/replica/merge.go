@@ -84,6 +84,10 @@ type MergeState struct {
 	// Right, Token and Phase are, on a left-hand range, its latest merge.
 	Right, Token uint64
 	Phase        MergePhase
+	// Thawed is, on a right-hand range, the token of the last thaw: a
+	// freeze under it that arrives late (its proposal was still on its way
+	// when the merge was aborted) is refused.
+	Thawed uint64
 }
 
 // Frozen reports whether the range is frozen for a merge.
@@ -91,13 +95,13 @@ func (m MergeState) Frozen() bool { return m.FrozenFor != 0 }
 
 func (m MergeState) isZero() bool { return m == MergeState{} }
 
-// mergeStateSize is the unframed size of a MergeState: five BE64s.
-const mergeStateSize = 5 * 8
+// mergeStateSize is the unframed size of a MergeState: six BE64s.
+const mergeStateSize = 6 * 8
 
 func encodeMerge(m MergeState) []byte { return encodeValue(appendMerge(nil, m)) }
 
 func appendMerge(b []byte, m MergeState) []byte {
-	for _, x := range []uint64{m.FrozenFor, m.FrozenToken, m.Right, m.Token, uint64(m.Phase)} {
+	for _, x := range []uint64{m.FrozenFor, m.FrozenToken, m.Right, m.Token, uint64(m.Phase), m.Thawed} {
 		b = binary.BigEndian.AppendUint64(b, x)
 	}
 	return b
@@ -120,7 +124,7 @@ func parseMerge(p []byte) (MergeState, error) {
 	if u(4) > uint64(MergeDone) {
 		return MergeState{}, fmt.Errorf("%w: merge phase %d", ErrCorrupt, u(4))
 	}
-	return MergeState{FrozenFor: u(0), FrozenToken: u(1), Right: u(2), Token: u(3), Phase: MergePhase(u(4))}, nil
+	return MergeState{FrozenFor: u(0), FrozenToken: u(1), Right: u(2), Token: u(3), Phase: MergePhase(u(4)), Thawed: u(5)}, nil
 }
 
 // Merge steps inside a cmdMerge entry: op byte, then BE64 arguments.
@@ -258,6 +262,8 @@ func (r *Replica) applyMerge(b *pebble.Batch, cmd []byte, out *[]*pendingMerge) 
 			return nil, nil // done already
 		case token == 0 || arg == 0 || arg == r.rangeID:
 			return refuse("bad merge (range %d, token %x)", arg, token)
+		case op == mergeFreeze && token == ms.Thawed:
+			return refuse("merge %x was aborted and the range thawed", token)
 		case ms.Frozen():
 			return refuse("it is frozen for a merge into range %d", ms.FrozenFor)
 		case ms.Phase == MergePending || ms.Phase == MergeAborted:
@@ -276,6 +282,7 @@ func (r *Replica) applyMerge(b *pebble.Batch, cmd []byte, out *[]*pendingMerge) 
 		if ms.FrozenToken == arg {
 			ms.FrozenFor, ms.FrozenToken = 0, 0
 		}
+		ms.Thawed = arg
 	case mergeAbort:
 		if ms.Phase != MergePending || ms.Token != arg {
 			return refuse("merge %x is not pending", arg)
@@ -283,7 +290,7 @@ func (r *Replica) applyMerge(b *pebble.Batch, cmd []byte, out *[]*pendingMerge) 
 		ms.Phase = MergeAborted
 	case mergeClear:
 		if ms.Phase == MergeAborted && ms.Token == arg {
-			ms = MergeState{FrozenFor: ms.FrozenFor, FrozenToken: ms.FrozenToken}
+			ms.Right, ms.Token, ms.Phase = 0, 0, MergeNone
 		}
 	case mergeCommit:
 		right, err := decodeSplit(cmd[9:])
@@ -298,11 +305,12 @@ func (r *Replica) applyMerge(b *pebble.Batch, cmd []byte, out *[]*pendingMerge) 
 		case r.membershipChanging() || !sameVoters(r.st.cs.GetVoters(), right.Peers):
 			return refuse("its voters %v are not range %d's %v", r.st.cs.GetVoters(), right.RangeID, right.Peers)
 		}
-		if rr := r.s.replicaByID(right.RangeID); rr == nil || rr.st.merge.FrozenToken != arg {
+		if rr := r.s.replicaByID(right.RangeID); rr != nil && rr.st.merge.FrozenToken != arg {
 			// Cannot happen while the protocol holds: every voter of the
 			// right-hand range applied the freeze before the commit was
-			// proposed. Say so loudly; the keys here may be incomplete.
-			r.s.log.Error("merge applied without the right-hand range frozen here", "range", r.rangeID, "right", right.RangeID)
+			// proposed (a node that replays the commit after a restart
+			// has no replica of it open: the table no longer lists it).
+			r.s.log.Error("merge applied while the right-hand range here is not frozen for it", "range", r.rangeID, "right", right.RangeID)
 		}
 		merged := d.clone()
 		merged.End = slices.Clone(right.End)
@@ -326,9 +334,6 @@ func (r *Replica) applyMerge(b *pebble.Batch, cmd []byte, out *[]*pendingMerge) 
 		val = merged
 	default:
 		return bad()
-	}
-	if op == mergeFreeze || op == mergeThaw {
-		r.freezing = false
 	}
 	if err := b.Set(stateKey(r.st.prefix, suffixMerge), encodeMerge(ms), nil); err != nil {
 		return nil, fmt.Errorf("write the merge state into the apply batch: %w", err)

@@ -186,6 +186,10 @@ func TestMergeAbort(t *testing.T) {
 	if v := propose(t, right, "m"); v != uint64(3) {
 		t.Fatalf("thawed range: counter of m is %v, want 3", v)
 	}
+	// A freeze under the aborted token that arrives late is refused.
+	if err := right.Freeze(ctx, 1, token); !errors.Is(err, ErrMergeRefused) {
+		t.Fatalf("a late freeze under a thawed token: %v, want ErrMergeRefused", err)
+	}
 	if err := left.ClearMerge(ctx, token); err != nil {
 		t.Fatal(err)
 	}
@@ -270,5 +274,44 @@ func TestMergeStateCodec(t *testing.T) {
 	data[len(data)-5] ^= 1
 	if _, _, _, _, err := decodeSnapData(data); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("damaged snapshot data: %v", err)
+	}
+}
+
+// TestFrozenRangeMembership: a frozen range refuses membership changes,
+// and a refused freeze does not leave its leader refusing them.
+func TestFrozenRangeMembership(t *testing.T) {
+	net := &memNet{}
+	_, left, right := splitForMerge(t, net, nil)
+	ctx := context.Background()
+	// Range 2 merging a neighbour of its own cannot be frozen.
+	if err := right.BeginMerge(ctx, 3, 0x77); err != nil {
+		t.Fatal(err)
+	}
+	if err := right.Freeze(ctx, 1, 0x78); !errors.Is(err, ErrMergeRefused) {
+		t.Fatalf("freeze of a range with a merge pending: %v, want ErrMergeRefused", err)
+	}
+	if err := right.ChangeReplicas(ctx, removeNode(3)); errors.Is(err, ErrRangeFrozen) {
+		t.Fatalf("membership change after a refused freeze: %v", err)
+	}
+	waitFor(t, "node 3 out of range 2", func() bool { return len(right.Status().Voters) == 2 })
+	// Frozen for range 1's merge, range 2's membership is final, and
+	// range 1 cannot take it over on other voters.
+	if err := left.BeginMerge(ctx, 2, 0x79); err != nil {
+		t.Fatal(err)
+	}
+	if err := right.AbortMerge(ctx, 0x77); err != nil {
+		t.Fatal(err)
+	}
+	if err := right.ClearMerge(ctx, 0x77); err != nil {
+		t.Fatal(err)
+	}
+	if err := right.Freeze(ctx, 1, 0x79); err != nil {
+		t.Fatal(err)
+	}
+	if err := right.ChangeReplicas(ctx, removeNode(2)); !errors.Is(err, ErrRangeFrozen) {
+		t.Fatalf("membership change of a frozen range: %v, want ErrRangeFrozen", err)
+	}
+	if _, err := left.CommitMerge(ctx, 0x79, right.Descriptor()); !errors.Is(err, ErrMergeRefused) {
+		t.Fatalf("commit with voters that differ: %v, want ErrMergeRefused", err)
 	}
 }

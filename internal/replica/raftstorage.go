@@ -58,11 +58,12 @@ func loadRaftStorage(db *pebble.DB, rangeID uint64) (s *raftStorage, found bool,
 	snap := db.NewSnapshot()
 	defer snap.Close()
 	s = &raftStorage{db: db, prefix: rangePrefix(rangeID), cs: &raftpb.ConfState{}, cache: entryCache{maxEnts: 1024, maxBytes: 8 << 20}}
+	// A tombstone wins over any state: the range was merged away here.
+	if _, s.tombstone, err = s.getUint64s(snap, suffixTombstone, 1); err != nil || s.tombstone {
+		return s, false, err
+	}
 	hs := &raftpb.HardState{}
 	if found, err = s.getProto(snap, suffixHardState, hs); err != nil || !found {
-		if err == nil {
-			_, s.tombstone, err = s.getUint64s(snap, suffixTombstone, 1)
-		}
 		return s, false, err
 	}
 	s.hs = hs

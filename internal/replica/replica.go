@@ -416,9 +416,6 @@ func (r *Replica) propose(p *proposal) {
 		p.finish(nil, fmt.Errorf("%w: range %d (for range %d)", ErrRangeFrozen, r.rangeID, r.st.merge.FrozenFor))
 		return
 	}
-	if isMerge && len(p.data) > cmdHeader && p.data[cmdHeader] == mergeFreeze {
-		r.freezing = true
-	}
 	if p.cc != nil {
 		if err := checkConfChange(r.st.cs, r.st.lastIndex, p.cc); err != nil {
 			p.finish(nil, fmt.Errorf("%w: range %d: %v", ErrConfChangeRefused, r.rangeID, err))
@@ -431,6 +428,8 @@ func (r *Replica) propose(p *proposal) {
 	} else if err := r.rn.Propose(p.data); err != nil {
 		p.finish(nil, fmt.Errorf("%w: range %d: %v", ErrNotLeader, r.rangeID, err))
 		return
+	} else if isMerge && len(p.data) > cmdHeader && p.data[cmdHeader] == mergeFreeze {
+		r.freezing = true
 	}
 	r.waiters[p.id] = p
 	r.proposed = append(r.proposed, p)
@@ -486,6 +485,7 @@ func (r *Replica) noteReady(rd raft.Ready) {
 		// raft accepted the proposal but did not append it: dropped, or
 		// for a conf change, replaced by an empty entry.
 		delete(r.waiters, p.id)
+		r.freezing = false // it may have been the freeze
 		if p.cc != nil {
 			p.finish(nil, fmt.Errorf("%w: range %d: raft refused it (another change pending, or leadership changed)", ErrConfChangeRefused, r.rangeID))
 		} else {
@@ -495,6 +495,10 @@ func (r *Replica) noteReady(rd raft.Ready) {
 	clear(r.proposed)
 	r.proposed = r.proposed[:0]
 }
+
+// noChange is a membership change that changes nothing (raft skips a
+// change of node 0): what a refused change applies as.
+var noChange = &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(uint64(0))}}}
 
 // entryID returns the proposal id an entry carries, if any.
 func entryID(e *raftpb.Entry) (uint64, bool) {
@@ -518,6 +522,7 @@ func (r *Replica) apply(ents []*raftpb.Entry) error {
 	type delivery struct {
 		p   *proposal
 		val any
+		err error
 	}
 	var out []delivery
 	b := r.s.db.NewIndexedBatch()
@@ -542,6 +547,7 @@ func (r *Replica) apply(ents []*raftpb.Entry) error {
 				// replica reports it, and a crash must not undo it.
 				mustSync, mergeChanged = true, true
 				val, err = r.applyMerge(b, cmd, &merges)
+				r.freezing = false // a freeze applied (or was refused) by now
 			case r.st.merge.Frozen():
 				val = fmt.Errorf("%w: range %d (for range %d)", ErrRangeFrozen, r.rangeID, r.st.merge.FrozenFor)
 			case kind == cmdSplit:
@@ -553,28 +559,34 @@ func (r *Replica) apply(ents []*raftpb.Entry) error {
 				return fmt.Errorf("entry %d: %w", e.GetIndex(), err)
 			}
 			if p := r.waiters[id]; p != nil && p.index == e.GetIndex() && p.term == e.GetTerm() {
-				out = append(out, delivery{p, val})
+				out = append(out, delivery{p: p, val: val})
 				delete(r.waiters, id)
 			}
-		case raftpb.EntryConfChange:
-			cc := &raftpb.ConfChange{}
-			if err := proto.Unmarshal(e.GetData(), cc); err != nil {
+		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
+			var cc raftpb.ConfChangeI
+			if e.GetType() == raftpb.EntryConfChange {
+				cc = &raftpb.ConfChange{}
+			} else {
+				cc = &raftpb.ConfChangeV2{}
+			}
+			if err := proto.Unmarshal(e.GetData(), cc.(proto.Message)); err != nil {
 				return fmt.Errorf("%w: entry %d: conf change: %v", ErrCorrupt, e.GetIndex(), err)
 			}
-			r.st.cs = r.rn.ApplyConfChange(cc)
-			confChanged = true
-		case raftpb.EntryConfChangeV2:
-			cc := &raftpb.ConfChangeV2{}
-			if err := proto.Unmarshal(e.GetData(), cc); err != nil {
-				return fmt.Errorf("%w: entry %d: conf change: %v", ErrCorrupt, e.GetIndex(), err)
+			var refused error
+			if r.st.merge.Frozen() {
+				// A frozen range's membership is final (merge.go): a
+				// change that reached the log after the freeze (proposed
+				// by a new leader that had not applied it yet) applies as
+				// no change, the same on every replica.
+				cc = noChange
+				refused = fmt.Errorf("%w: range %d (for range %d)", ErrRangeFrozen, r.rangeID, r.st.merge.FrozenFor)
+			} else {
+				confChanged = true
 			}
 			r.st.cs = r.rn.ApplyConfChange(cc)
-			confChanged = true
-		}
-		if e.GetType() != raftpb.EntryNormal {
 			if id, ok := confChangeID(e); ok {
 				if p := r.waiters[id]; p != nil && p.index == e.GetIndex() && p.term == e.GetTerm() {
-					out = append(out, delivery{p, nil})
+					out = append(out, delivery{p: p, err: refused})
 					delete(r.waiters, id)
 				}
 			}
@@ -632,7 +644,7 @@ func (r *Replica) apply(ents []*raftpb.Entry) error {
 		r.s.finishMerge(m)
 	}
 	for _, d := range out {
-		d.p.finish(d.val, nil)
+		d.p.finish(d.val, d.err)
 	}
 	// A waiter whose index is now applied under another entry lost its
 	// entry to a new leader's log.

@@ -464,6 +464,9 @@ func (s *Store) cycle(tick bool) error {
 	b := s.db.NewBatch()
 	mustSync := false
 	for _, x := range rds {
+		if x.r.removed {
+			continue // subsumed by a snapshot just installed: its state is gone
+		}
 		if err := x.r.st.append(b, x.rd.Entries); err != nil {
 			_ = b.Close()
 			return err
@@ -488,14 +491,19 @@ func (s *Store) cycle(tick bool) error {
 	}
 	_ = b.Close()
 	for _, x := range rds {
-		x.r.st.appended(x.rd.Entries)
-		x.r.noteReady(x.rd)
+		if !x.r.removed {
+			x.r.st.appended(x.rd.Entries)
+			x.r.noteReady(x.rd)
+		}
 	}
 
 	// Send.
 	var out []Message
 	var snapFailed map[*Replica][]uint64
 	for _, x := range rds {
+		if x.r.removed {
+			continue
+		}
 		for _, m := range x.rd.Messages {
 			if m.GetType() == raftpb.MsgSnap {
 				// A follower is behind the truncated log (or new): send it
