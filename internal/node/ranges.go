@@ -45,6 +45,7 @@ func (n *Node) syncRanges(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	n.dropStaleFrozen(ctx, descs)
 	unopened := n.syncOpenRanges(ctx, descs)
 	if len(unopened) == 0 {
 		return
@@ -58,6 +59,23 @@ func (n *Node) syncRanges(ctx context.Context) {
 			if _, err := n.openSpace(ctx, sp); err != nil {
 				n.log.Warn("open a space placed on this node", "space", sp.Name, "err", err)
 			}
+		}
+	}
+}
+
+// dropStaleFrozen drops the replicas here frozen for a merge whose range
+// the table (descs) no longer lists: the merge was committed and recorded,
+// and this node will not apply it through its left-hand replica (see
+// replica.Store.DropFrozen). Such a replica would otherwise decline every
+// snapshot that overlaps it.
+func (n *Node) dropStaleFrozen(ctx context.Context, descs []meta.RangeDesc) {
+	for _, id := range n.ranges.FrozenRanges() {
+		if slices.ContainsFunc(descs, func(d meta.RangeDesc) bool { return d.ID == id }) {
+			continue
+		}
+		n.merged.Store(id, true)
+		if err := n.ranges.DropFrozen(ctx, id); err != nil {
+			n.log.Info("drop a frozen replica", "range", id, "err", err)
 		}
 	}
 }

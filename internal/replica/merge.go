@@ -464,3 +464,58 @@ func decodeSnapData(v []byte) (start, end []byte, hasBounds bool, ms MergeState,
 	ms, err = parseMerge(rest)
 	return start, end, hasBounds, ms, err
 }
+
+// FrozenRanges returns the ids of the ranges whose replicas here are
+// frozen for a merge.
+func (s *Store) FrozenRanges() []uint64 {
+	s.mu.Lock()
+	reps := s.mu.replicas
+	s.mu.Unlock()
+	var ids []uint64
+	for id, r := range reps {
+		if r.MergeState().Frozen() {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// DropFrozen drops the replica of range id, frozen for a merge that was
+// committed and recorded (the caller knows: the range table no longer
+// lists the range) but that this node will not apply through it: its
+// left-hand replica here is gone, or was caught up by a snapshot that
+// did not cover it. Its raft state goes, with a tombstone; its keys stay
+// (they are final, and whichever range holds them now replaces them with
+// its snapshot, or applies the merge over them). ErrMergeRefused if the
+// replica is not frozen.
+func (s *Store) DropFrozen(ctx context.Context, id uint64) error {
+	res := make(chan error, 1)
+	s.do(func() {
+		r := s.replicaByID(id)
+		if r == nil || !r.st.merge.Frozen() {
+			res <- fmt.Errorf("%w: range %d is not frozen here", ErrMergeRefused, id)
+			return
+		}
+		b := s.db.NewBatch()
+		defer b.Close()
+		prefix := rangePrefix(id)
+		err := errors.Join(b.DeleteRange(prefix, keys.PrefixEnd(prefix), nil),
+			b.Set(stateKey(prefix, suffixTombstone), encodeUint64s(r.st.merge.FrozenFor), nil))
+		if err == nil {
+			err = b.Commit(pebble.Sync)
+		}
+		if err == nil {
+			s.dropMerged(id)
+			s.log.Info("dropped a frozen replica whose merge is recorded", "range", id, "into", r.st.merge.FrozenFor)
+		}
+		res <- err
+	})
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.done:
+		return ErrClosed
+	}
+}

@@ -315,3 +315,71 @@ func TestFrozenRangeMembership(t *testing.T) {
 		t.Fatalf("commit with voters that differ: %v, want ErrMergeRefused", err)
 	}
 }
+
+// TestDropFrozen: a follower that missed a merge keeps its frozen replica
+// of the merged-away range; when the merged range splits again at the
+// same key, the new range's snapshot overlaps that replica and is
+// declined, until the replica is dropped (as a node does once the range
+// table no longer lists the range). Its keys stay until the snapshot.
+func TestDropFrozen(t *testing.T) {
+	net := &memNet{}
+	nodes, left, right := splitForMerge(t, net, func(o *Options) { o.LogKeep, o.TruncateEvery = 2, 8 })
+	ctx := context.Background()
+	const token = 0xef
+	freezeEverywhere(t, nodes, left, right, token)
+	var lag *testNode
+	for _, n := range nodes {
+		if n.store.Replica(1) != left {
+			lag = n
+			break
+		}
+	}
+	if err := lag.store.DropFrozen(ctx, 1); !errors.Is(err, ErrMergeRefused) {
+		t.Fatalf("drop a range that is not frozen: %v, want ErrMergeRefused", err)
+	}
+	lagApplied := lag.store.Replica(1).Status().Applied
+	net.partition(lag.id, true)
+	if _, err := left.CommitMerge(ctx, token, right.Descriptor()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := left.Split(ctx, []byte("m"), 3); err != nil {
+		t.Fatal(err)
+	}
+	var up []*testNode
+	for _, n := range nodes {
+		if n != lag {
+			up = append(up, n)
+		}
+	}
+	r3 := leaderOfRange(t, up, 3)
+	waitFor(t, "the leaders to truncate past the follower", func() bool {
+		propose(t, left, "b")
+		propose(t, r3, "x")
+		st1, _, err1 := loadRaftStorage(left.s.db, 1)
+		st3, _, err3 := loadRaftStorage(r3.s.db, 3)
+		return err1 == nil && err3 == nil && st1.truncIndex > lagApplied && st3.truncIndex > 10
+	})
+	if _, err := lag.store.AddReplica(Descriptor{RangeID: 3, Start: []byte("m"), End: []byte("z")}, &keySM{}); err != nil {
+		t.Fatal(err)
+	}
+	before := net.declined.Load()
+	net.partition(lag.id, false)
+	waitFor(t, "range 3's snapshot declined on the follower", func() bool { return net.declined.Load() > before })
+	if lag.store.Replica(2) == nil {
+		t.Fatal("the frozen replica went away by itself")
+	}
+	if err := lag.store.DropFrozen(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	want := counter(r3.s.db, "x")
+	waitFor(t, "range 3 on the follower", func() bool {
+		r := lag.store.Replica(3)
+		return lag.store.Replica(2) == nil && r != nil && r.Status().Applied > 5 && counter(lag.engine.DB(), "x") >= want
+	})
+	if _, err := lag.store.AddReplica(Descriptor{RangeID: 2, Start: []byte("m"), End: []byte("z"), Peers: []uint64{1, 2, 3}}, &keySM{}); !errors.Is(err, ErrRangeMerged) {
+		t.Fatalf("the dropped range again: %v, want ErrRangeMerged", err)
+	}
+	if err := lag.store.loopErr(); err != nil {
+		t.Fatal(err)
+	}
+}
