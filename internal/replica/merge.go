@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -376,22 +375,7 @@ func (s *Store) finishMerge(m *pendingMerge) {
 // from the loop, without touching any data: the keys are the other
 // range's now. Loop-owned.
 func (s *Store) dropMerged(id uint64) {
-	s.mu.Lock()
-	r := s.mu.replicas[id]
-	if r == nil {
-		s.mu.Unlock()
-		return
-	}
-	m := maps.Clone(s.mu.replicas)
-	delete(m, id)
-	s.mu.replicas = m
-	s.mu.order = slices.DeleteFunc(slices.Clone(s.mu.order), func(x *Replica) bool { return x == r })
-	s.mu.Unlock()
-	r.removed = true
-	for pid, p := range r.waiters {
-		p.finish(nil, fmt.Errorf("%w: range %d was merged into its left-hand neighbour", ErrRangeFrozen, id))
-		delete(r.waiters, pid)
-	}
+	s.unlink(id, fmt.Errorf("%w: range %d was merged into its left-hand neighbour", ErrRangeFrozen, id))
 }
 
 // subsume drops the replicas here that are frozen for a merge into range

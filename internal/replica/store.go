@@ -247,13 +247,15 @@ func (s *Store) RemoveReplica(ctx context.Context, rangeID uint64) error {
 	}
 }
 
-// removeReplica runs on the loop.
-func (s *Store) removeReplica(rangeID uint64) error {
+// unlink takes the replica of rangeID out of the loop's replicas (copy
+// on write), marks it removed and fails its waiting proposers with
+// err; nil if there is none. Loop-owned.
+func (s *Store) unlink(rangeID uint64, err error) *Replica {
 	s.mu.Lock()
 	r := s.mu.replicas[rangeID]
 	if r == nil {
 		s.mu.Unlock()
-		return fmt.Errorf("%w: range %d on node %d", ErrRangeNotFound, rangeID, s.opts.NodeID)
+		return nil
 	}
 	m := maps.Clone(s.mu.replicas)
 	delete(m, rangeID)
@@ -262,9 +264,18 @@ func (s *Store) removeReplica(rangeID uint64) error {
 	s.mu.Unlock()
 	r.removed = true
 	for id, p := range r.waiters {
-		// The entry may still commit on the other replicas.
-		p.finish(nil, fmt.Errorf("%w: range %d was removed from node %d while the command was in flight", ErrClosed, rangeID, s.opts.NodeID))
+		p.finish(nil, err)
 		delete(r.waiters, id)
+	}
+	return r
+}
+
+// removeReplica runs on the loop.
+func (s *Store) removeReplica(rangeID uint64) error {
+	// A waiting entry may still commit on the other replicas.
+	r := s.unlink(rangeID, fmt.Errorf("%w: range %d was removed from node %d while the command was in flight", ErrClosed, rangeID, s.opts.NodeID))
+	if r == nil {
+		return fmt.Errorf("%w: range %d on node %d", ErrRangeNotFound, rangeID, s.opts.NodeID)
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
