@@ -142,5 +142,9 @@ func (s *EtcdStore) MoveLeader(ctx context.Context, to string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("meta: %s is not another voting member of the meta service", to)
+	return fmt.Errorf("%w: %s", ErrNotVoter, to)
 }
+
+// ErrNotVoter is returned by MoveLeader for a member that is not another
+// voting member of the meta service (a learner, or unknown).
+var ErrNotVoter = errors.New("meta: not another voting member of the meta service")

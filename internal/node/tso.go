@@ -223,6 +223,9 @@ func (n *Node) oracleOffMetaLeader(ctx context.Context) {
 			return
 		}
 		n.log.Debug("move the meta service's leadership", "to", nd.ID, "err", err)
+		if errors.Is(err, meta.ErrNotVoter) {
+			continue // (a node whose member is still a learner)
+		}
 		n.metaMoveAfter = time.Now().Add(10 * time.Second)
 		return
 	}
