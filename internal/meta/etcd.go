@@ -280,9 +280,38 @@ func DialEtcd(o DialOptions) (*EtcdStore, error) {
 // defragmentation) and for membership changes. It is closed by Close.
 func (s *EtcdStore) Client() *clientv3.Client { return s.client }
 
+// read runs a (linearizable) read, again while it fails because the meta
+// service's leader just changed (an election, a leadership transfer, a
+// member removed): a read is safe to repeat, and the new leader answers
+// within an election or two.
+func (s *EtcdStore) read(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		resp, err := s.client.Get(ctx, key, opts...)
+		if err == nil || !leaderChanging(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// leaderChanging reports whether err says the meta service is between
+// leaders.
+func leaderChanging(err error) bool {
+	switch rpctypes.Error(err) {
+	case rpctypes.ErrLeaderChanged, rpctypes.ErrNoLeader, rpctypes.ErrTimeoutDueToLeaderFail:
+		return true
+	}
+	return false
+}
+
 // Get implements Store.
 func (s *EtcdStore) Get(ctx context.Context, key string) (KV, error) {
-	resp, err := s.client.Get(ctx, key)
+	resp, err := s.read(ctx, key)
 	if err != nil {
 		return KV{}, s.mapErr("get "+key, err)
 	}
@@ -295,7 +324,7 @@ func (s *EtcdStore) Get(ctx context.Context, key string) (KV, error) {
 
 // List implements Store.
 func (s *EtcdStore) List(ctx context.Context, prefix string) ([]KV, error) {
-	resp, err := s.client.Get(ctx, prefix, clientv3.WithPrefix(),
+	resp, err := s.read(ctx, prefix, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
 	if err != nil {
 		return nil, s.mapErr("list "+prefix, err)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 // freePeerURL returns an http URL on a loopback port that was free a moment
@@ -274,5 +276,20 @@ func TestMembershipGrows(t *testing.T) {
 	defer remote.Close()
 	if kv, err := remote.Get(ctx, "/cairn/test/k"); err != nil || string(kv.Value) != "v" {
 		t.Fatalf("read through the new member: %q, %v", kv.Value, err)
+	}
+}
+
+// TestLeaderChanging: the errors of a meta service between leaders are
+// recognized (reads retry them), and others are not.
+func TestLeaderChanging(t *testing.T) {
+	for _, err := range []error{rpctypes.ErrGRPCLeaderChanged, rpctypes.ErrLeaderChanged, rpctypes.ErrGRPCNoLeader, rpctypes.ErrNoLeader} {
+		if !leaderChanging(err) {
+			t.Errorf("%v: not recognized", err)
+		}
+	}
+	for _, err := range []error{rpctypes.ErrGRPCNoSpace, context.DeadlineExceeded, ErrNotFound} {
+		if leaderChanging(err) {
+			t.Errorf("%v: taken for a leader change", err)
+		}
 	}
 }
