@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	etcderrors "go.etcd.io/etcd/server/v3/etcdserver/errors"
+	"go.etcd.io/raft/v3"
 )
 
 // EtcdOptions configure OpenEtcd. The zero value of each field means its
@@ -339,7 +340,11 @@ func (s *EtcdStore) List(ctx context.Context, prefix string) ([]KV, error) {
 // Put implements Store.
 func (s *EtcdStore) Put(ctx context.Context, key string, value []byte, expect int64) (int64, error) {
 	if expect == AnyRev {
-		resp, err := s.client.Put(ctx, key, string(value))
+		var resp *clientv3.PutResponse
+		err := s.unlessDropped(ctx, func() (err error) {
+			resp, err = s.client.Put(ctx, key, string(value))
+			return err
+		})
 		if err != nil {
 			return 0, s.mapErr("put "+key, err)
 		}
@@ -349,7 +354,11 @@ func (s *EtcdStore) Put(ctx context.Context, key string, value []byte, expect in
 	if expect == 0 {
 		cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
 	}
-	resp, err := s.client.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(value))).Commit()
+	var resp *clientv3.TxnResponse
+	err := s.unlessDropped(ctx, func() (err error) {
+		resp, err = s.client.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(value))).Commit()
+		return err
+	})
 	if err != nil {
 		return 0, s.mapErr("put "+key, err)
 	}
@@ -365,7 +374,11 @@ func (s *EtcdStore) Delete(ctx context.Context, key string, expect int64) error 
 		return fmt.Errorf("meta: delete %s: expected revision 0 is invalid", key)
 	}
 	if expect == AnyRev {
-		resp, err := s.client.Delete(ctx, key)
+		var resp *clientv3.DeleteResponse
+		err := s.unlessDropped(ctx, func() (err error) {
+			resp, err = s.client.Delete(ctx, key)
+			return err
+		})
 		if err != nil {
 			return s.mapErr("delete "+key, err)
 		}
@@ -374,11 +387,15 @@ func (s *EtcdStore) Delete(ctx context.Context, key string, expect int64) error 
 		}
 		return nil
 	}
-	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", expect)).
-		Then(clientv3.OpDelete(key)).
-		Else(clientv3.OpGet(key, clientv3.WithCountOnly())).
-		Commit()
+	var resp *clientv3.TxnResponse
+	err := s.unlessDropped(ctx, func() (err error) {
+		resp, err = s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", expect)).
+			Then(clientv3.OpDelete(key)).
+			Else(clientv3.OpGet(key, clientv3.WithCountOnly())).
+			Commit()
+		return err
+	})
 	if err != nil {
 		return s.mapErr("delete "+key, err)
 	}
@@ -389,6 +406,31 @@ func (s *EtcdStore) Delete(ctx context.Context, key string, expect int64) error 
 		return fmt.Errorf("delete %s at revision %d: %w", key, expect, ErrConflict)
 	}
 	return nil
+}
+
+// unlessDropped runs a write, again while the meta service's raft dropped
+// it (a leadership transfer is under way): a dropped proposal never
+// reached the log, so it is safe to send again. Other failures (leader
+// changed: the write may have applied) are the caller's.
+func (s *EtcdStore) unlessDropped(ctx context.Context, write func() error) error {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		err := write()
+		if err == nil || !proposalDropped(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// proposalDropped reports whether err is raft's ErrProposalDropped as the
+// etcd client returns it (a gRPC status with the message only).
+func proposalDropped(err error) bool {
+	return err != nil && strings.Contains(err.Error(), raft.ErrProposalDropped.Error())
 }
 
 // Close resigns the leaderships still held, then stops the etcd member and

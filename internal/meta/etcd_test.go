@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/raft/v3"
 )
 
 // freePeerURL returns an http URL on a loopback port that was free a moment
@@ -291,5 +292,30 @@ func TestLeaderChanging(t *testing.T) {
 		if leaderChanging(err) {
 			t.Errorf("%v: taken for a leader change", err)
 		}
+	}
+}
+
+// TestProposalDropped: a write dropped by the meta service's raft (as the
+// etcd client reports it) is recognized, and is retried; others are not.
+func TestProposalDropped(t *testing.T) {
+	dropped := fmt.Errorf("rpc error: code = Unknown desc = %v", raft.ErrProposalDropped)
+	if !proposalDropped(dropped) || proposalDropped(rpctypes.ErrLeaderChanged) || proposalDropped(nil) {
+		t.Fatal("proposalDropped misclassifies")
+	}
+	s := &EtcdStore{}
+	calls := 0
+	err := s.unlessDropped(context.Background(), func() error {
+		if calls++; calls < 3 {
+			return dropped
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Fatalf("retried %d times: %v", calls, err)
+	}
+	calls = 0
+	err = s.unlessDropped(context.Background(), func() error { calls++; return rpctypes.ErrLeaderChanged })
+	if !errors.Is(err, rpctypes.ErrLeaderChanged) || calls != 1 {
+		t.Fatalf("a write whose outcome is unknown was retried (%d calls): %v", calls, err)
 	}
 }
