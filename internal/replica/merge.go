@@ -190,17 +190,7 @@ func (r *Replica) ClearMerge(ctx context.Context, token uint64) error {
 // range's new descriptor. right must be the right-hand range's descriptor
 // as its frozen replicas have it (bounds and voters).
 func (r *Replica) CommitMerge(ctx context.Context, token uint64, right Descriptor) (Descriptor, error) {
-	v, err := r.proposeKind(ctx, cmdMerge, append(binary.BigEndian.AppendUint64([]byte{mergeCommit}, token), encodeSplit(right)...))
-	if err != nil {
-		return Descriptor{}, err
-	}
-	switch v := v.(type) {
-	case Descriptor:
-		return v, nil
-	case error:
-		return Descriptor{}, v
-	}
-	return Descriptor{}, fmt.Errorf("replica: range %d: merge applied as %T", r.rangeID, v)
+	return r.proposeDescriptor(ctx, cmdMerge, append(binary.BigEndian.AppendUint64([]byte{mergeCommit}, token), encodeSplit(right)...))
 }
 
 func (r *Replica) mergeStep(ctx context.Context, op byte, args ...uint64) (any, error) {
@@ -473,12 +463,10 @@ func (s *Store) FrozenRanges() []uint64 {
 // its snapshot, or applies the merge over them). ErrMergeRefused if the
 // replica is not frozen.
 func (s *Store) DropFrozen(ctx context.Context, id uint64) error {
-	res := make(chan error, 1)
-	s.do(func() {
+	return s.onLoop(ctx, func() error {
 		r := s.replicaByID(id)
 		if r == nil || !r.st.merge.Frozen() {
-			res <- fmt.Errorf("%w: range %d is not frozen here", ErrMergeRefused, id)
-			return
+			return fmt.Errorf("%w: range %d is not frozen here", ErrMergeRefused, id)
 		}
 		b := s.db.NewBatch()
 		defer b.Close()
@@ -492,14 +480,6 @@ func (s *Store) DropFrozen(ctx context.Context, id uint64) error {
 			s.dropMerged(id)
 			s.log.Info("dropped a frozen replica whose merge is recorded", "range", id, "into", r.st.merge.FrozenFor)
 		}
-		res <- err
-	})
-	select {
-	case err := <-res:
 		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.done:
-		return ErrClosed
-	}
+	})
 }

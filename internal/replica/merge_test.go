@@ -207,14 +207,12 @@ func TestMergeAbort(t *testing.T) {
 	}
 }
 
-// TestMergeFollowerBehindTruncation: a follower that applied the freeze
-// but missed the commit and the log behind it gets the merged range as a
-// snapshot; its frozen replica of the right-hand range is subsumed by it.
-func TestMergeFollowerBehindTruncation(t *testing.T) {
-	net := &memNet{}
-	nodes, left, right := splitForMerge(t, net, func(o *Options) { o.LogKeep, o.TruncateEvery = 2, 8 })
-	ctx := context.Background()
-	const token = 0xcd
+// commitWithoutFollower freezes range 2 everywhere for a merge into range
+// 1 under token, cuts off a follower of range 1 (after calling before
+// with it, if not nil) and commits the merge without it. It returns the
+// follower and the index its replica of range 1 had applied.
+func commitWithoutFollower(t *testing.T, net *memNet, nodes []*testNode, left, right *Replica, token uint64, before func(*testNode)) (*testNode, uint64) {
+	t.Helper()
 	freezeEverywhere(t, nodes, left, right, token)
 	var lag *testNode
 	for _, n := range nodes {
@@ -223,11 +221,25 @@ func TestMergeFollowerBehindTruncation(t *testing.T) {
 			break
 		}
 	}
+	if before != nil {
+		before(lag)
+	}
 	lagApplied := lag.store.Replica(1).Status().Applied
 	net.partition(lag.id, true)
-	if _, err := left.CommitMerge(ctx, token, right.Descriptor()); err != nil {
+	if _, err := left.CommitMerge(context.Background(), token, right.Descriptor()); err != nil {
 		t.Fatal(err)
 	}
+	return lag, lagApplied
+}
+
+// TestMergeFollowerBehindTruncation: a follower that applied the freeze
+// but missed the commit and the log behind it gets the merged range as a
+// snapshot; its frozen replica of the right-hand range is subsumed by it.
+func TestMergeFollowerBehindTruncation(t *testing.T) {
+	net := &memNet{}
+	nodes, left, right := splitForMerge(t, net, func(o *Options) { o.LogKeep, o.TruncateEvery = 2, 8 })
+	const token = 0xcd
+	lag, lagApplied := commitWithoutFollower(t, net, nodes, left, right, token, nil)
 	writes := uint64(1)
 	waitFor(t, "the leader to truncate past the follower", func() bool {
 		writes++
@@ -326,31 +338,15 @@ func TestDropFrozen(t *testing.T) {
 	nodes, left, right := splitForMerge(t, net, func(o *Options) { o.LogKeep, o.TruncateEvery = 2, 8 })
 	ctx := context.Background()
 	const token = 0xef
-	freezeEverywhere(t, nodes, left, right, token)
-	var lag *testNode
-	for _, n := range nodes {
-		if n.store.Replica(1) != left {
-			lag = n
-			break
+	lag, lagApplied := commitWithoutFollower(t, net, nodes, left, right, token, func(lag *testNode) {
+		if err := lag.store.DropFrozen(ctx, 1); !errors.Is(err, ErrMergeRefused) {
+			t.Fatalf("drop a range that is not frozen: %v, want ErrMergeRefused", err)
 		}
-	}
-	if err := lag.store.DropFrozen(ctx, 1); !errors.Is(err, ErrMergeRefused) {
-		t.Fatalf("drop a range that is not frozen: %v, want ErrMergeRefused", err)
-	}
-	lagApplied := lag.store.Replica(1).Status().Applied
-	net.partition(lag.id, true)
-	if _, err := left.CommitMerge(ctx, token, right.Descriptor()); err != nil {
-		t.Fatal(err)
-	}
+	})
 	if _, err := left.Split(ctx, []byte("m"), 3); err != nil {
 		t.Fatal(err)
 	}
-	var up []*testNode
-	for _, n := range nodes {
-		if n != lag {
-			up = append(up, n)
-		}
-	}
+	up := without(nodes, lag)
 	r3 := leaderOfRange(t, up, 3)
 	waitFor(t, "the leaders to truncate past the follower", func() bool {
 		propose(t, left, "b")

@@ -80,32 +80,22 @@ func loadRaftStorage(db *pebble.DB, rangeID uint64) (s *raftStorage, found bool,
 	} else if ok {
 		s.applied = xs[0]
 	}
-	if v, closer, err := snap.Get(stateKey(s.prefix, suffixBounds)); err == nil {
-		s.start, s.end, err = decodeBounds(v)
-		closer.Close()
-		if err != nil {
-			return nil, false, fmt.Errorf("range %x bounds: %w", s.prefix, err)
-		}
-		s.hasBounds = true
-	} else if !errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, err
-	}
-	if v, closer, err := snap.Get(stateKey(s.prefix, suffixSplit)); err == nil {
-		s.lastSplit, err = decodeSplit(v)
-		closer.Close()
-		if err != nil {
-			return nil, false, fmt.Errorf("range %x last split: %w", s.prefix, err)
-		}
-	} else if !errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, err
-	}
-	if v, closer, err := snap.Get(stateKey(s.prefix, suffixMerge)); err == nil {
-		s.merge, err = decodeMerge(v)
-		closer.Close()
-		if err != nil {
-			return nil, false, fmt.Errorf("range %x merge state: %w", s.prefix, err)
-		}
-	} else if !errors.Is(err, pebble.ErrNotFound) {
+	err = errors.Join(
+		s.getOptional(snap, suffixBounds, "bounds", func(v []byte) (err error) {
+			s.start, s.end, err = decodeBounds(v)
+			s.hasBounds = err == nil
+			return err
+		}),
+		s.getOptional(snap, suffixSplit, "last split", func(v []byte) (err error) {
+			s.lastSplit, err = decodeSplit(v)
+			return err
+		}),
+		s.getOptional(snap, suffixMerge, "merge state", func(v []byte) (err error) {
+			s.merge, err = decodeMerge(v)
+			return err
+		}),
+	)
+	if err != nil {
 		return nil, false, err
 	}
 	s.lastIndex = s.truncIndex
@@ -349,6 +339,22 @@ func (s *raftStorage) getProto(rd pebble.Reader, suffix byte, m proto.Message) (
 		return false, fmt.Errorf("%w: key %x: %v", ErrCorrupt, stateKey(s.prefix, suffix), err)
 	}
 	return true, nil
+}
+
+// getOptional decodes the value under suffix, if there is one, with
+// decode (what names it in errors).
+func (s *raftStorage) getOptional(rd pebble.Reader, suffix byte, what string, decode func(v []byte) error) error {
+	v, closer, err := rd.Get(stateKey(s.prefix, suffix))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	defer closer.Close()
+	if err := decode(v); err != nil {
+		return fmt.Errorf("range %x %s: %w", s.prefix, what, err)
+	}
+	return nil
 }
 
 func (s *raftStorage) getUint64s(rd pebble.Reader, suffix byte, n int) ([]uint64, bool, error) {

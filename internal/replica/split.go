@@ -156,7 +156,13 @@ func (r *Replica) Split(ctx context.Context, key []byte, rightID uint64) (Descri
 		return Descriptor{}, fmt.Errorf("%w: the store has no NewStateMachine", ErrSplitRefused)
 	}
 	cmd := binary.BigEndian.AppendUint64(nil, rightID)
-	v, err := r.proposeKind(ctx, cmdSplit, append(cmd, key...))
+	return r.proposeDescriptor(ctx, cmdSplit, append(cmd, key...))
+}
+
+// proposeDescriptor proposes an entry that applies as a Descriptor (a
+// split or a merge) or an error value, and returns that.
+func (r *Replica) proposeDescriptor(ctx context.Context, kind byte, cmd []byte) (Descriptor, error) {
+	v, err := r.proposeKind(ctx, kind, cmd)
 	if err != nil {
 		return Descriptor{}, err
 	}
@@ -166,7 +172,7 @@ func (r *Replica) Split(ctx context.Context, key []byte, rightID uint64) (Descri
 	case error:
 		return Descriptor{}, v
 	}
-	return Descriptor{}, fmt.Errorf("replica: range %d: split applied as %T", r.rangeID, v)
+	return Descriptor{}, fmt.Errorf("replica: range %d: entry of kind %d applied as %T", r.rangeID, kind, v)
 }
 
 // pendingSplit is a split applied in an apply batch, finished once the

@@ -213,6 +213,17 @@ func cutFollower(t *testing.T, net *memNet, nodes []*testNode) (*Replica, *testN
 	return left, lag
 }
 
+// without returns nodes but n.
+func without(nodes []*testNode, n *testNode) []*testNode {
+	var out []*testNode
+	for _, x := range nodes {
+		if x != n {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 func asErr(v any) error {
 	err, _ := v.(error)
 	return err
@@ -230,12 +241,7 @@ func TestSplitBehindFollower(t *testing.T) {
 	if _, err := left.Split(context.Background(), []byte("m"), 2); err != nil {
 		t.Fatal(err)
 	}
-	var up []*testNode
-	for _, n := range nodes {
-		if n != lag {
-			up = append(up, n)
-		}
-	}
+	up := without(nodes, lag)
 	right := leaderOfRange(t, up, 2)
 	for range 5 {
 		propose(t, right, "q")
@@ -315,12 +321,7 @@ func TestSplitFollowerBehindTruncation(t *testing.T) {
 		st, _, err := loadRaftStorage(left.s.db, 1)
 		return err == nil && st.truncIndex > lagApplied
 	})
-	var up []*testNode
-	for _, n := range nodes {
-		if n != lag {
-			up = append(up, n)
-		}
-	}
+	up := without(nodes, lag)
 	right := leaderOfRange(t, up, 2)
 	propose(t, right, "q")
 	if _, err := lag.store.AddReplica(Descriptor{RangeID: 2, Start: []byte("m"), End: []byte("z")}, &keySM{}); err != nil {

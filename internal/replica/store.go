@@ -232,8 +232,14 @@ func (s *Store) insertLocked(r *Replica) {
 // leader's next snapshot. Its waiting proposers get ErrClosed (their
 // commands may still apply elsewhere); later ones ErrRangeNotFound.
 func (s *Store) RemoveReplica(ctx context.Context, rangeID uint64) error {
+	return s.onLoop(ctx, func() error { return s.removeReplica(rangeID) })
+}
+
+// onLoop runs f on the loop and returns its error, or ctx's, or why the
+// loop stopped.
+func (s *Store) onLoop(ctx context.Context, f func() error) error {
 	res := make(chan error, 1)
-	s.do(func() { res <- s.removeReplica(rangeID) })
+	s.do(func() { res <- f() })
 	select {
 	case err := <-res:
 		return err
