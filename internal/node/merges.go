@@ -10,8 +10,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/replica"
@@ -46,7 +44,8 @@ const mergeWait = 5 * time.Second
 
 // Merge steps of the cairn.Range "Merge" method (after the range id).
 const (
-	mergeOpStatus = 's' // -> mergeStatus
+	mergeOpStatus = 's' // -> mergeStatus, without its size (0)
+	mergeOpSized  = 'S' // -> mergeStatus with the range's size
 	mergeOpFreeze = 'f' // left BE64, token BE64
 	mergeOpThaw   = 't' // token BE64
 )
@@ -71,12 +70,17 @@ func (n *Node) handleMerge(ctx context.Context, r *rng, req []byte) ([]byte, err
 	}
 	op, args := req[0], req[1:]
 	switch {
-	case op == mergeOpStatus && len(args) == 0:
+	case (op == mergeOpStatus || op == mergeOpSized) && len(args) == 0:
 		d := rep.Descriptor()
 		st := rep.Status()
-		size, err := n.rangeSize(d, max(n.cfg.MergeSize, 1))
-		if err != nil {
-			return nil, err
+		var size uint64
+		if op == mergeOpSized {
+			// (Only when a merge is being considered: the coordinator
+			// polls the plain status while it waits for a freeze.)
+			var err error
+			if size, err = n.rangeSize(d, max(n.cfg.MergeSize, 1)); err != nil {
+				return nil, err
+			}
 		}
 		var quiet time.Duration
 		if rep.ReadReady() == nil {
@@ -145,9 +149,10 @@ func (n *Node) mergeCall(ctx context.Context, id, rangeID uint64, req []byte) ([
 }
 
 // mergeStatuses asks every node of voters for its replica of range
-// rangeID, and any voter those replicas name that was not asked; it
-// returns the answers, and the nodes that did not answer.
-func (n *Node) mergeStatuses(ctx context.Context, rangeID uint64, voters []uint64) (map[uint64]mergeStatus, []uint64) {
+// rangeID (op: mergeOpStatus or mergeOpSized), and any voter those
+// replicas name that was not asked; it returns the answers, and the nodes
+// that did not answer.
+func (n *Node) mergeStatuses(ctx context.Context, rangeID uint64, voters []uint64, op byte) (map[uint64]mergeStatus, []uint64) {
 	out := map[uint64]mergeStatus{}
 	var missing []uint64
 	queue := slices.Clone(voters)
@@ -159,7 +164,7 @@ func (n *Node) mergeStatuses(ctx context.Context, rangeID uint64, voters []uint6
 			continue
 		}
 		asked[id] = true
-		b, err := n.mergeCall(ctx, id, rangeID, []byte{mergeOpStatus})
+		b, err := n.mergeCall(ctx, id, rangeID, []byte{op})
 		if err != nil {
 			missing = append(missing, id)
 			continue
@@ -250,7 +255,7 @@ func (n *Node) maybeMerge(ctx context.Context, s *space, r *rng, rep *replica.Re
 		return err
 	}
 	rd := *right.desc()
-	sts, missing := n.mergeStatuses(ctx, rd.ID, rd.Replicas)
+	sts, missing := n.mergeStatuses(ctx, rd.ID, rd.Replicas, mergeOpSized)
 	if len(missing) > 0 {
 		return nil
 	}
@@ -277,10 +282,7 @@ func (n *Node) maybeMerge(ctx context.Context, s *space, r *rng, rep *replica.Re
 // right, commit, record. It aborts the merge when right cannot be frozen
 // everywhere within mergeWait.
 func (n *Node) runMerge(ctx context.Context, s *space, r *rng, rep *replica.Replica, right, token uint64) error {
-	voters := rep.Status().Voters
-	if x := s.rangeByID(right); x != nil {
-		voters = append(slices.Clone(x.desc().Replicas), voters...)
-	}
+	voters := rightVoters(s, rep, right)
 	freeze := binary.BigEndian.AppendUint64([]byte{mergeOpFreeze}, r.desc().ID)
 	freeze = binary.BigEndian.AppendUint64(freeze, token)
 	deadline := time.Now().Add(mergeWait)
@@ -290,7 +292,7 @@ func (n *Node) runMerge(ctx context.Context, s *space, r *rng, rep *replica.Repl
 			// leaseholder, who resumes it.
 			return fmt.Errorf("merge %x of range %d: %w", token, right, err)
 		}
-		sts, missing := n.mergeStatuses(ctx, right, voters)
+		sts, missing := n.mergeStatuses(ctx, right, voters, mergeOpStatus)
 		var frozen *mergeStatus
 		all := len(missing) == 0 && len(sts) > 0
 		for _, x := range sts {
@@ -370,11 +372,8 @@ func (n *Node) thaw(ctx context.Context, s *space, rep *replica.Replica, right, 
 // way. Call it only for a token whose merge cannot commit (aborted, or
 // not the one the left-hand range has pending).
 func (n *Node) sendThaw(ctx context.Context, s *space, rep *replica.Replica, right, token uint64) error {
-	voters := rep.Status().Voters
-	if x := s.rangeByID(right); x != nil {
-		voters = append(slices.Clone(x.desc().Replicas), voters...)
-	}
-	sts, missing := n.mergeStatuses(ctx, right, voters)
+	voters := rightVoters(s, rep, right)
+	sts, missing := n.mergeStatuses(ctx, right, voters, mergeOpStatus)
 	req := binary.BigEndian.AppendUint64([]byte{mergeOpThaw}, token)
 	for _, x := range sts {
 		if x.leader {
@@ -384,6 +383,17 @@ func (n *Node) sendThaw(ctx context.Context, s *space, rep *replica.Replica, rig
 		}
 	}
 	return fmt.Errorf("range %d: no leader took the thaw of merge %x (no answer from %v)", right, token, missing)
+}
+
+// rightVoters is whom to ask about range right, rep's right-hand
+// neighbour: its voters in the table and rep's own (the same, for a
+// merge; mergeStatuses asks each once).
+func rightVoters(s *space, rep *replica.Replica, right uint64) []uint64 {
+	voters := rep.Status().Voters
+	if x := s.rangeByID(right); x != nil {
+		voters = append(slices.Clone(x.desc().Replicas), voters...)
+	}
+	return voters
 }
 
 // recordMerge writes a merge that applied here into the range table.
@@ -414,9 +424,7 @@ func (n *Node) adoptMerge(s *space, left *meta.RangeDesc, right uint64) {
 	defer n.openMu.Unlock()
 	if left != nil {
 		if l := s.rangeByID(left.ID); l != nil {
-			if cur := l.cur.Load(); left.Epoch > cur.desc.Epoch {
-				l.cur.Store(&rngState{desc: *left, rep: cur.rep})
-			}
+			l.adoptDesc(*left)
 		}
 	}
 	t := s.table()
@@ -441,21 +449,14 @@ func (n *Node) rangeSize(d replica.Descriptor, limit int64) (uint64, error) {
 	defer snap.Close()
 	var sum uint64
 	for _, sp := range kv.Spans(d) {
-		it, err := snap.NewIter(&pebble.IterOptions{LowerBound: sp.Start, UpperBound: sp.End})
+		if sum >= uint64(limit) {
+			break
+		}
+		b, err := spanBytes(snap, sp.Start, sp.End, uint64(limit)-sum)
 		if err != nil {
 			return 0, err
 		}
-		for ok := it.First(); ok && sum < uint64(limit); ok = it.Next() {
-			v, err := it.ValueAndErr()
-			if err != nil {
-				_ = it.Close()
-				return 0, err
-			}
-			sum += uint64(len(it.Key()) + len(v))
-		}
-		if err := it.Close(); err != nil {
-			return 0, err
-		}
+		sum += b
 	}
 	return max(sum, est), nil
 }

@@ -89,6 +89,14 @@ func newRng(d meta.RangeDesc, rep *replica.Replica) *rng {
 // do not modify.
 func (r *rng) desc() *meta.RangeDesc { return &r.cur.Load().desc }
 
+// adoptDesc stores d, a descriptor the range table recorded, if it is
+// newer than the entry's; the replica stays.
+func (r *rng) adoptDesc(d meta.RangeDesc) {
+	if cur := r.cur.Load(); d.Epoch > cur.desc.Epoch {
+		r.cur.Store(&rngState{desc: d, rep: cur.rep})
+	}
+}
+
 // replica returns the local replica, or nil.
 func (r *rng) replica() *replica.Replica { return r.cur.Load().rep }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -183,7 +184,7 @@ func (n *Node) splitKey(d replica.Descriptor) ([]byte, error) {
 	vlo, vhi := keys.VersionSpan(d.Start, d.End)
 	snap := n.eng.DB().NewSnapshot()
 	defer snap.Close()
-	total, err := spanBytes(snap, vlo, vhi)
+	total, err := spanBytes(snap, vlo, vhi, math.MaxUint64)
 	if err != nil || total == 0 {
 		return nil, err
 	}
@@ -213,14 +214,15 @@ func (n *Node) splitKey(d replica.Descriptor) ([]byte, error) {
 	return nil, it.Error()
 }
 
-// spanBytes sums the sizes of the keys and values in [lo, hi).
-func spanBytes(rd pebble.Reader, lo, hi []byte) (uint64, error) {
+// spanBytes sums the sizes of the keys and values in [lo, hi), stopping
+// once the sum reaches limit.
+func spanBytes(rd pebble.Reader, lo, hi []byte, limit uint64) (uint64, error) {
 	it, err := rd.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return 0, err
 	}
 	var sum uint64
-	for ok := it.First(); ok; ok = it.Next() {
+	for ok := it.First(); ok && sum < limit; ok = it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			_ = it.Close()
@@ -306,15 +308,11 @@ func (n *Node) adoptSplit(s *space, left *meta.RangeDesc, right meta.RangeDesc) 
 	defer n.openMu.Unlock()
 	if left != nil {
 		if l := s.rangeByID(left.ID); l != nil {
-			if cur := l.cur.Load(); left.Epoch > cur.desc.Epoch {
-				l.cur.Store(&rngState{desc: *left, rep: cur.rep})
-			}
+			l.adoptDesc(*left)
 		}
 	}
 	if r := s.rangeByID(right.ID); r != nil {
-		if cur := r.cur.Load(); right.Epoch > cur.desc.Epoch {
-			r.cur.Store(&rngState{desc: right, rep: cur.rep})
-		}
+		r.adoptDesc(right)
 		return
 	}
 	nr := newRng(right, n.ranges.Replica(right.ID))
