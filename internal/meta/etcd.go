@@ -285,16 +285,26 @@ func (s *EtcdStore) Client() *clientv3.Client { return s.client }
 // service's leader just changed (an election, a leadership transfer, a
 // member removed): a read is safe to repeat, and the new leader answers
 // within an election or two.
-func (s *EtcdStore) read(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+func (s *EtcdStore) read(ctx context.Context, key string, opts ...clientv3.OpOption) (resp *clientv3.GetResponse, err error) {
+	err = retryWhile(ctx, leaderChanging, func() error {
+		resp, err = s.client.Get(ctx, key, opts...)
+		return err
+	})
+	return resp, err
+}
+
+// retryWhile runs op, again (every 50ms, for up to 3s) while its error is
+// one that transient says may pass.
+func retryWhile(ctx context.Context, transient func(error) bool, op func() error) error {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		resp, err := s.client.Get(ctx, key, opts...)
-		if err == nil || !leaderChanging(err) || time.Now().After(deadline) || ctx.Err() != nil {
-			return resp, err
+		err := op()
+		if err == nil || !transient(err) || time.Now().After(deadline) {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return err
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -413,18 +423,7 @@ func (s *EtcdStore) Delete(ctx context.Context, key string, expect int64) error 
 // reached the log, so it is safe to send again. Other failures (leader
 // changed: the write may have applied) are the caller's.
 func (s *EtcdStore) unlessDropped(ctx context.Context, write func() error) error {
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		err := write()
-		if err == nil || !proposalDropped(err) || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return retryWhile(ctx, proposalDropped, write)
 }
 
 // proposalDropped reports whether err is raft's ErrProposalDropped as the
