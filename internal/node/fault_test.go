@@ -107,9 +107,7 @@ func TestFaultsInProcess(t *testing.T) {
 
 	// Healed: how soon does the cluster take a write, and what does
 	// every key hold?
-	healed := time.Now()
-	writeAny(t, nodes, "faults", "after-heal", "y")
-	t.Logf("healed cluster took a write %v after the last restart", time.Since(healed).Round(time.Millisecond))
+	t.Logf("healed cluster took a write %v after the last restart", fc.writeAfterHeal(t, nodes))
 	res := fc.checkAfterHeal(t, nodes)
 	fc.mu.RLock()
 	for _, n := range fc.nodes {
@@ -117,6 +115,15 @@ func TestFaultsInProcess(t *testing.T) {
 	}
 	fc.mu.RUnlock()
 	t.Logf("%d restarts; %d operations: %d puts (%d unknown), %d gets; %d ranges at the end; %v", restarts, res.Ops, res.Puts, res.Pending, res.Gets, len(rangesOf(t, nodes[0], "faults")), ops)
+}
+
+// writeAfterHeal writes a key of its own through nodes and returns how
+// long the healed cluster took to acknowledge it.
+func (fc *faultCluster) writeAfterHeal(t *testing.T, nodes []*Node) time.Duration {
+	t.Helper()
+	healed := time.Now()
+	writeAny(t, nodes, fc.space, "after-heal", "y")
+	return time.Since(healed).Round(time.Millisecond)
 }
 
 // checkAfterHeal stops the clients if they still run, reads every key
@@ -379,9 +386,7 @@ func TestPartitionsInProcess(t *testing.T) {
 		time.Sleep(time.Duration(500+rnd.IntN(1000)) * time.Millisecond)
 	}
 	fc.stop()
-	healed := time.Now()
-	writeAny(t, nodes, "parts", "after-heal", "y")
-	t.Logf("healed cluster took a write %v after the last heal", time.Since(healed).Round(time.Millisecond))
+	t.Logf("healed cluster took a write %v after the last heal", fc.writeAfterHeal(t, nodes))
 	res := fc.checkAfterHeal(t, nodes)
 	nw.mu.Lock()
 	dropped := nw.dropped

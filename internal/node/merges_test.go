@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,41 +82,13 @@ func TestMergeSmallRanges(t *testing.T) {
 		if rep == nil || rep.MergeState().Phase != replica.MergeDone {
 			t.Fatalf("node %d: the merged range's replica %v", n.NodeID(), rep)
 		}
-		for key, v := range want {
-			if got := string(mustGet(t, n, "small", key)); got != v {
-				t.Fatalf("node %d: %s = %q, want %q", n.NodeID(), key, got, v)
-			}
-		}
-		listed := listAll(t, n, "small", 7)
-		if len(listed) != len(want)+4*len(nodes) || !slices.IsSorted(listed) {
-			t.Fatalf("node %d lists %d keys (sorted %v), want %d", n.NodeID(), len(listed), slices.IsSorted(listed), len(want)+4*len(nodes))
-		}
 	}
-	for key := range want {
-		writeAny(t, nodes, "small", key, "after")
-	}
-	for _, n := range nodes {
-		for key := range want {
-			if got := string(mustGet(t, n, "small", key)); got != "after" {
-				t.Fatalf("node %d: %s = %q after the merges", n.NodeID(), key, got)
-			}
-		}
-	}
+	checkServed(t, nodes, "small", want, len(want)+4*len(nodes), 7)
 }
 
 // waitMerged waits until space name has at most want ranges in the
 // range table, tiling the space, and every node's table agrees with it.
 func waitMerged(t *testing.T, nodes []*Node, name string, want int) []meta.RangeDesc {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ds := rangesOf(t, nodes[0], name)
-		if len(ds) <= want && tiles(ds) && tablesAgree(nodes, name, ds) {
-			return ds
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("space %s: %d ranges in the table (want %d), tiling %v", name, len(ds), want, tiles(ds))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return waitTable(t, nodes, name, fmt.Sprintf("at most %d", want), func(n int) bool { return n <= want }, nil)
 }

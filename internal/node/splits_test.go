@@ -20,17 +20,25 @@ import (
 // table, tiling the space, and every node's table agrees with it.
 func waitSplit(t *testing.T, nodes []*Node, name string, want int, busy func()) []meta.RangeDesc {
 	t.Helper()
+	return waitTable(t, nodes, name, fmt.Sprintf("at least %d", want), func(n int) bool { return n >= want }, busy)
+}
+
+// waitTable waits until the number of space name's ranges in the range
+// table is as ok wants (what says how), the table tiles the space, and
+// every node's table agrees with it; busy, if not nil, runs every round.
+func waitTable(t *testing.T, nodes []*Node, name, what string, ok func(int) bool, busy func()) []meta.RangeDesc {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if busy != nil {
 			busy()
 		}
 		ds := rangesOf(t, nodes[0], name)
-		if len(ds) >= want && tiles(ds) && tablesAgree(nodes, name, ds) {
+		if ok(len(ds)) && tiles(ds) && tablesAgree(nodes, name, ds) {
 			return ds
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("space %s: %d ranges in the table (want %d), tiling %v", name, len(ds), want, tiles(ds))
+			t.Fatalf("space %s: %d ranges in the table (want %s), tiling %v", name, len(ds), what, tiles(ds))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -107,24 +115,32 @@ func TestSplitBySize(t *testing.T) {
 			t.Fatalf("range %d has no parent recorded", d.ID)
 		}
 	}
+	checkServed(t, nodes, "big", want, len(want), 50)
+}
+
+// checkServed checks that every node serves space as want says: each key
+// reads back its value, a listing (page keys a page) has total keys in
+// order, and each key takes a write that then reads back everywhere.
+func checkServed(t *testing.T, nodes []*Node, space string, want map[string]string, total int, page uint32) {
+	t.Helper()
 	for _, n := range nodes {
 		for key, v := range want {
-			if got := string(mustGet(t, n, "big", key)); got != v {
-				t.Fatalf("node %d: %s reads %d bytes, want its value", n.NodeID(), key, len(got))
+			if got := string(mustGet(t, n, space, key)); got != v {
+				t.Fatalf("node %d: %s reads %d bytes, want its value (%d)", n.NodeID(), key, len(got), len(v))
 			}
 		}
-		listed := listAll(t, n, "big", 50)
-		if len(listed) != len(want) || !slices.IsSorted(listed) {
-			t.Fatalf("node %d lists %d keys (sorted %v), want %d", n.NodeID(), len(listed), slices.IsSorted(listed), len(want))
+		listed := listAll(t, n, space, page)
+		if len(listed) != total || !slices.IsSorted(listed) {
+			t.Fatalf("node %d lists %d keys (sorted %v), want %d", n.NodeID(), len(listed), slices.IsSorted(listed), total)
 		}
 	}
 	for key := range want {
-		writeAny(t, nodes, "big", key, "after")
+		writeAny(t, nodes, space, key, "after")
 	}
 	for _, n := range nodes {
 		for key := range want {
-			if got := string(mustGet(t, n, "big", key)); got != "after" {
-				t.Fatalf("node %d: %s = %q after the splits", n.NodeID(), key, got)
+			if got := string(mustGet(t, n, space, key)); got != "after" {
+				t.Fatalf("node %d: %s = %q after a write", n.NodeID(), key, got)
 			}
 		}
 	}
