@@ -596,6 +596,11 @@ func TestShutdownWaitsForInflight(t *testing.T) {
 	if _, err := c.PutBytes(ctx, &PutRequest{Space: "s", Key: "slow"}, []byte("v")); err != nil {
 		t.Fatal(err)
 	}
+	// The put's answer goes out before its handler counts itself done; wait
+	// for that, so the count below is the gated Stat's.
+	for srv.Stats().Inflight != 0 {
+		runtime.Gosched()
+	}
 	got := make(chan error, 1)
 	go func() {
 		_, err := c.Stat(ctx, &GetRequest{Space: "s", Key: "slow", Length: -1})
