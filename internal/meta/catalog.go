@@ -260,7 +260,14 @@ func (c *Catalog) allocIDs(ctx context.Context, key string, n, limit uint64) (ui
 // updateCounter moves the counter at key (0 when absent) from last to
 // next(last) with a compare-and-swap, retrying on conflict, and returns the
 // last it moved from. A next equal to last writes nothing.
+//
+// A write whose outcome is unknown (the meta service timed out or changed
+// leader while it was out, as it may while members join) is retried from
+// the read for up to counterRetry: if it did apply, the retry hands out the
+// IDs after it, and the ones it reserved are never used (IDs may have
+// gaps; they are never reused).
 func (c *Catalog) updateCounter(ctx context.Context, key string, next func(last uint64) (uint64, error)) (uint64, error) {
+	deadline := time.Now().Add(counterRetry)
 	for {
 		var last uint64
 		var rev int64
@@ -283,9 +290,34 @@ func (c *Catalog) updateCounter(ctx context.Context, key string, next func(last 
 		if err == nil {
 			return last, nil
 		}
+		if retry, werr := againAfterUnknown(ctx, err, deadline); retry {
+			continue
+		} else if werr != nil {
+			return 0, werr
+		}
 		if !errors.Is(err, ErrConflict) {
 			return 0, err
 		}
+	}
+}
+
+// counterRetry bounds how long a compare-and-swap loop (updateCounter,
+// RegisterNode) retries writes whose outcome is unknown.
+const counterRetry = 15 * time.Second
+
+// againAfterUnknown, for a compare-and-swap loop whose write failed with
+// err, reports whether to go round again from a fresh read: err left the
+// write's outcome unknown (unsettled) and the deadline has not passed. It
+// waits a little first, and returns ctx's error if ctx ends meanwhile.
+func againAfterUnknown(ctx context.Context, err error, deadline time.Time) (bool, error) {
+	if !unsettled(err) || !time.Now().Before(deadline) {
+		return false, nil
+	}
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-time.After(100 * time.Millisecond):
+		return true, nil
 	}
 }
 

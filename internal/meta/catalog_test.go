@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 func TestValidSpaceName(t *testing.T) {
@@ -328,10 +330,10 @@ func TestSetRangeMembers(t *testing.T) {
 	}
 }
 
-// TestSplitRange: a split shrinks the range and adds the split-off one
-// (epoch 1, its parent named); recording it again changes nothing; a key
-// outside the range is refused.
-func TestSplitRange(t *testing.T) {
+// oneRangeAndID makes a catalog whose space 5 has one range, [a, z) on
+// nodes 1-3, and reserves a second range id.
+func oneRangeAndID(t *testing.T) (context.Context, *Catalog, []RangeDesc, uint64) {
+	t.Helper()
 	ctx := context.Background()
 	c := NewCatalog(NewMemStore(nil))
 	rs, err := c.CreateRanges(ctx, 5, [][2][]byte{{[]byte("a"), []byte("z")}}, []uint64{1, 2, 3})
@@ -342,6 +344,14 @@ func TestSplitRange(t *testing.T) {
 	if err != nil || rid == rs[0].ID {
 		t.Fatalf("new range id %d, %v", rid, err)
 	}
+	return ctx, c, rs, rid
+}
+
+// TestSplitRange: a split shrinks the range and adds the split-off one
+// (epoch 1, its parent named); recording it again changes nothing; a key
+// outside the range is refused.
+func TestSplitRange(t *testing.T) {
+	ctx, c, rs, rid := oneRangeAndID(t)
 	for _, bad := range []string{"a", "z", "0"} {
 		if _, _, err := c.SplitRange(ctx, 5, rs[0].ID, []byte(bad), []byte("z"), rid, []uint64{1, 2, 3}); err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) {
 			t.Fatalf("split at %q: %v, want a refusal for the key", bad, err)
@@ -369,16 +379,7 @@ func TestSplitRange(t *testing.T) {
 // table whose ranges do not adjoin it is refused, and the table then
 // has the one merged range.
 func TestMergeRange(t *testing.T) {
-	ctx := context.Background()
-	c := NewCatalog(NewMemStore(nil))
-	rs, err := c.CreateRanges(ctx, 5, [][2][]byte{{[]byte("a"), []byte("z")}}, []uint64{1, 2, 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rid, err := c.NewRangeID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c, rs, rid := oneRangeAndID(t)
 	if _, _, err := c.SplitRange(ctx, 5, rs[0].ID, []byte("m"), []byte("z"), rid, []uint64{1, 2, 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -400,5 +401,63 @@ func TestMergeRange(t *testing.T) {
 	}
 	if _, err := c.MergeRange(ctx, 5, rs[0].ID, rid, []byte("q"), []byte("y")); !errors.Is(err, ErrConflict) {
 		t.Fatalf("merge recorded against a table that ends elsewhere: %v, want ErrConflict", err)
+	}
+}
+
+// timeoutStore applies every put but reports the first fails of them as
+// timed out, as etcd does when it applied a write it could not confirm.
+type timeoutStore struct {
+	Store
+	fails int
+}
+
+func (s *timeoutStore) Put(ctx context.Context, key string, value []byte, rev int64) (int64, error) {
+	r, err := s.Store.Put(ctx, key, value, rev)
+	if err == nil && s.fails > 0 {
+		s.fails--
+		return 0, fmt.Errorf("meta: put %s: %w", key, rpctypes.ErrGRPCTimeout)
+	}
+	return r, err
+}
+
+// TestCounterOutcomeUnknown: an ID write that applied but was reported as
+// timed out is retried from a fresh read, so the IDs handed out stay
+// unique (the ones the lost answer reserved are skipped).
+func TestCounterOutcomeUnknown(t *testing.T) {
+	ts := &timeoutStore{Store: NewMemStore(nil)}
+	c := NewCatalog(ts)
+	ctx := context.Background()
+	a, err := c.NewRangeID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.fails = 2
+	b, err := c.NewRangeID(ctx)
+	if err != nil {
+		t.Fatalf("an ID write reported as timed out was not retried: %v", err)
+	}
+	d, err := c.NewRangeID(ctx)
+	if err != nil || b <= a || d <= b {
+		t.Fatalf("IDs %d, %d, %d (%v): not increasing", a, b, d, err)
+	}
+	if b != a+3 {
+		t.Fatalf("ID after two unconfirmed writes %d, want %d (the two lost ones skipped)", b, a+3)
+	}
+}
+
+// TestRegisterOutcomeUnknown: a node registration that applied but was
+// reported as timed out (as while the meta service's members change) is
+// retried from a fresh read and succeeds; the map has the node.
+func TestRegisterOutcomeUnknown(t *testing.T) {
+	ts := &timeoutStore{Store: NewMemStore(nil)}
+	c := NewCatalog(ts)
+	ctx := context.Background()
+	ts.fails = 2
+	if err := c.RegisterNode(ctx, NodeInfo{ID: 4, Native: "n4:7070", Started: time.Now()}); err != nil {
+		t.Fatalf("a registration reported as timed out was not retried: %v", err)
+	}
+	nodes, err := c.Nodes(ctx)
+	if err != nil || len(nodes) != 1 || nodes[0].ID != 4 || nodes[0].State != NodeUp {
+		t.Fatalf("cluster map %+v, %v", nodes, err)
 	}
 }

@@ -286,20 +286,25 @@ func (s *EtcdStore) Client() *clientv3.Client { return s.client }
 // member removed): a read is safe to repeat, and the new leader answers
 // within an election or two.
 func (s *EtcdStore) read(ctx context.Context, key string, opts ...clientv3.OpOption) (resp *clientv3.GetResponse, err error) {
-	err = retryWhile(ctx, leaderChanging, func() error {
+	// A read changes nothing, so it is retried after a timeout as well:
+	// a linearizable read times out (after 7 s) when the meta service lost
+	// its leader while the read waited.
+	err = retryWhile(ctx, unsettled, func() error {
 		resp, err = s.client.Get(ctx, key, opts...)
 		return err
 	})
 	return resp, err
 }
 
-// retryWhile runs op, again (every 50ms, for up to 3s) while its error is
-// one that transient says may pass.
+// retryWhile runs op, again (every 50ms) while its error is one that
+// transient says may pass and the attempt that failed began within 3s of
+// the first.
 func retryWhile(ctx context.Context, transient func(error) bool, op func() error) error {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
+		began := time.Now()
 		err := op()
-		if err == nil || !transient(err) || time.Now().After(deadline) {
+		if err == nil || !transient(err) || began.After(deadline) {
 			return err
 		}
 		select {
@@ -313,9 +318,28 @@ func retryWhile(ctx context.Context, transient func(error) bool, op func() error
 // leaderChanging reports whether err says the meta service is between
 // leaders.
 func leaderChanging(err error) bool {
-	switch rpctypes.Error(err) {
-	case rpctypes.ErrLeaderChanged, rpctypes.ErrNoLeader, rpctypes.ErrTimeoutDueToLeaderFail:
-		return true
+	return hasEtcdError(err, rpctypes.ErrLeaderChanged, rpctypes.ErrNoLeader, rpctypes.ErrTimeoutDueToLeaderFail)
+}
+
+// unsettled reports whether the meta service could not settle a request
+// because it was between leaders or timed out waiting: a read may be
+// tried again, and a write's outcome is unknown (it may have applied).
+func unsettled(err error) bool {
+	return leaderChanging(err) || hasEtcdError(err, rpctypes.ErrTimeout)
+}
+
+// hasEtcdError reports whether err carries one of the etcd server's errors
+// es, by message: as the client returns them (gRPC statuses) and wrapped
+// by this package (mapErr), where rpctypes.Error no longer knows them.
+func hasEtcdError(err error, es ...error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	for _, e := range es {
+		if strings.Contains(msg, e.Error()) {
+			return true
+		}
 	}
 	return false
 }

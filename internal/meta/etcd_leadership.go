@@ -20,6 +20,12 @@ import (
 // etcd leader change and revoked through raft), never early.
 const leaseMarginFraction = 10
 
+// keepalivesPerTTL is how many keepalives a leadership sends per lease TTL.
+// The deadline counts from the last answered one, so more of them leave
+// more of the TTL to ride out a meta service election (1 to 2 s) without
+// the leadership lapsing.
+const keepalivesPerTTL = 6
+
 // Campaign implements Store with a lease and a transaction: grant a lease,
 // then create /cairn/leader/<name> attached to it if the key does not exist;
 // otherwise wait for the key to be deleted (its holder resigned or its lease
@@ -148,6 +154,7 @@ type etcdLeadership struct {
 	wg         sync.WaitGroup
 	resignOnce sync.Once
 	resignErr  error
+	stalled    bool // keepalives failing past the deadline; only run uses it
 }
 
 func (l *etcdLeadership) Done() <-chan struct{} { return l.done }
@@ -170,14 +177,15 @@ func (l *etcdLeadership) setValidUntil(sent time.Time, ttlSecs int64) {
 	l.validUntil.Store(&v)
 }
 
-// run keeps the lease alive every ttl/3 and watches the leader key; it ends
-// (closing done) on Resign, on a lost lease, or when the key goes away.
+// run keeps the lease alive every ttl/keepalivesPerTTL and watches the
+// leader key; it ends (closing done) on Resign, on a lost lease, or when the
+// key goes away.
 func (l *etcdLeadership) run(ctx context.Context, ttl time.Duration) {
 	defer l.wg.Done()
 	defer close(l.done)
 	s := l.store
 	watch := s.client.Watch(ctx, l.key, clientv3.WithRev(l.createRev+1))
-	interval := ttl / 3
+	interval := ttl / keepalivesPerTTL
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	for {
@@ -213,6 +221,10 @@ func (l *etcdLeadership) run(ctx context.Context, ttl time.Duration) {
 			switch {
 			case err == nil:
 				l.setValidUntil(sent, resp.TTL)
+				if l.stalled {
+					l.stalled = false
+					s.log.Info("meta: leadership resumed: keepalive answered", "leadership", l.name)
+				}
 				timer.Reset(interval)
 			case errors.Is(err, rpctypes.ErrLeaseNotFound):
 				s.log.Warn("meta: leadership lost: lease expired", "leadership", l.name)
@@ -220,9 +232,16 @@ func (l *etcdLeadership) run(ctx context.Context, ttl time.Duration) {
 			case ctx.Err() != nil:
 				return
 			default:
-				if !time.Now().Before(*l.validUntil.Load()) {
-					s.log.Warn("meta: leadership lost: keepalive failing past the lease", "leadership", l.name, "err", err)
-					return
+				// The meta service may be between leaders (etcd's new
+				// leader extends every lease, so ours survives an
+				// election). Past the local deadline the leadership is not
+				// valid (ValidUntil says so and holders stop serving) but
+				// not lost either: a later keepalive that succeeds proves
+				// the lease, and with it the key, still ours. Only
+				// ErrLeaseNotFound or the key's removal end it.
+				if !time.Now().Before(*l.validUntil.Load()) && !l.stalled {
+					l.stalled = true
+					s.log.Warn("meta: leadership suspended: keepalive failing past the lease", "leadership", l.name, "err", err)
 				}
 				timer.Reset(interval / 4)
 			}

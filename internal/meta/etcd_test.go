@@ -319,3 +319,137 @@ func TestProposalDropped(t *testing.T) {
 		t.Fatalf("a write whose outcome is unknown was retried (%d calls): %v", calls, err)
 	}
 }
+
+// openEtcdCluster starts n members of one meta service, each joined as a
+// learner and promoted, as nodes join a cluster. It returns the members and
+// the options that reopen each (with its data).
+func openEtcdCluster(t *testing.T, n int) ([]*EtcdStore, []EtcdOptions) {
+	t.Helper()
+	ctx := context.Background()
+	opts := []EtcdOptions{{Dir: t.TempDir(), Name: "node-1", PeerURL: freePeerURL(t), ClientURL: freePeerURL(t), Logger: testLogger(t)}}
+	first, err := OpenEtcd(opts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := []*EtcdStore{first}
+	t.Cleanup(func() {
+		for _, s := range stores {
+			s.Close()
+		}
+	})
+	for i := 2; i <= n; i++ {
+		peer := freePeerURL(t)
+		// The meta service refuses members until the last one is healthy.
+		id, members, err := first.AddLearner(ctx, peer)
+		for deadline := time.Now().Add(30 * time.Second); err != nil && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+			id, members, err = first.AddLearner(ctx, peer)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("node-%d", i)
+		o := EtcdOptions{Dir: t.TempDir(), Name: name, PeerURL: peer, ClientURL: freePeerURL(t),
+			InitialCluster: InitialCluster(members, name), Join: true, Logger: testLogger(t)}
+		s, err := OpenEtcd(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores, opts = append(stores, s), append(opts, o)
+		deadline := time.Now().Add(30 * time.Second)
+		for err := first.Promote(ctx, id); err != nil; err = first.Promote(ctx, id) {
+			if time.Now().After(deadline) {
+				t.Fatalf("promote %s: %v", name, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return stores, opts
+}
+
+// TestLeadershipSurvivesMetaElection: a leadership held through a member
+// that does not lead the meta service's raft outlives that raft leader's
+// crash. Here the third member stops too, so no election can happen until
+// it is back: the holder's keepalives fail past its deadline and the
+// leadership is not valid (ValidUntil in the past), but it does not end.
+// Once the two members elect a leader, the lease (which etcd's new leader
+// extended) is kept alive again and the same leadership is valid again;
+// nobody else could win it meanwhile.
+func TestLeadershipSurvivesMetaElection(t *testing.T) {
+	stores, opts := openEtcdCluster(t, 3)
+	lead, hold, other := -1, -1, -1
+	for i, s := range stores {
+		switch {
+		case s.LeadsRaft():
+			lead = i
+		case hold < 0:
+			hold = i
+		default:
+			other = i
+		}
+	}
+	if lead < 0 || hold < 0 || other < 0 {
+		t.Fatal("no raft leader among the members")
+	}
+	ctx := context.Background()
+	l, err := stores[hold].Campaign(ctx, "survivor", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Resign(ctx)
+	stores[lead].etcd.Server.HardStop() // a crash: no leadership transfer
+	stores[other].Close()
+	killed := time.Now()
+	for !time.Now().After(l.ValidUntil()) {
+		if time.Since(killed) > 10*time.Second {
+			t.Fatal("leadership still valid 10s after the meta service lost its quorum")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("not valid %v after the quorum was lost", time.Since(killed).Round(time.Millisecond))
+	time.Sleep(time.Second)
+	back, err := OpenEtcd(opts[other])
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores[other] = back
+	reopened := time.Now()
+	for deadline := reopened.Add(15 * time.Second); !time.Now().Before(l.ValidUntil()); time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-l.Done():
+			t.Fatal("leadership ended while the meta service had no leader")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("leadership never valid again after the meta service elected a leader")
+		}
+	}
+	t.Logf("valid again %v after the third member restarted", time.Since(reopened).Round(time.Millisecond))
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := back.Campaign(cctx, "survivor", time.Second); err == nil {
+		t.Fatal("a second campaign won a leadership that is still held")
+	}
+	select {
+	case <-l.Done():
+		t.Fatal("leadership ended")
+	default:
+	}
+}
+
+// TestUnsettled: the errors after which a read may be retried and a write
+// may or may not have applied are recognized, wrapped as the store returns
+// them; others are not.
+func TestUnsettled(t *testing.T) {
+	for _, err := range []error{rpctypes.ErrGRPCTimeout, rpctypes.ErrTimeout, rpctypes.ErrLeaderChanged,
+		fmt.Errorf("meta: put /cairn/counters/space: %w", rpctypes.ErrGRPCTimeout)} {
+		if !unsettled(err) {
+			t.Errorf("%v: not recognized", err)
+		}
+	}
+	for _, err := range []error{nil, ErrConflict, rpctypes.ErrGRPCNoSpace, context.Canceled} {
+		if unsettled(err) {
+			t.Errorf("%v: taken for an unknown outcome", err)
+		}
+	}
+}

@@ -77,6 +77,9 @@ func (c *Catalog) RegisterNode(ctx context.Context, n NodeInfo) error {
 	if n.Since.IsZero() {
 		n.Since = n.Started
 	}
+	// A write whose outcome is unknown is tried again from the read: if
+	// it applied, the read finds it and the write repeats it.
+	deadline := time.Now().Add(counterRetry)
 	for {
 		rev := int64(0)
 		kv, err := c.store.Get(ctx, nodeKey(n.ID))
@@ -95,7 +98,13 @@ func (c *Catalog) RegisterNode(ctx context.Context, n NodeInfo) error {
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		if _, err = c.store.Put(ctx, nodeKey(n.ID), encodeNode(n), rev); !errors.Is(err, ErrConflict) {
+		_, err = c.store.Put(ctx, nodeKey(n.ID), encodeNode(n), rev)
+		if retry, werr := againAfterUnknown(ctx, err, deadline); retry {
+			continue
+		} else if werr != nil {
+			return werr
+		}
+		if !errors.Is(err, ErrConflict) {
 			return err
 		}
 	}
