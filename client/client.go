@@ -37,6 +37,13 @@ type Options struct {
 	// MaxInflightPerConn bounds the requests in flight on one connection
 	// (default 256, the server's default).
 	MaxInflightPerConn int
+	// Liveness is how long requests on a connection may wait with nothing
+	// coming from its node before the connection is given up (a paused or
+	// cut-off node keeps TCP connections open): its requests fail as on a
+	// broken connection, reads are retried on another node, and the node
+	// is tried last for a while. Default wire.DefaultLiveness (3s);
+	// negative: never (requests wait for their context).
+	Liveness time.Duration
 	// Logger receives retries and reconnects at debug level (default:
 	// discarded).
 	Logger *slog.Logger
@@ -195,7 +202,7 @@ func (c *Client) connTo(ctx context.Context, n *node) (*wire.Conn, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
 	defer cancel()
-	fresh, err := wire.DialConn(dctx, n.addr, wire.ConnOptions{MaxInflight: c.opts.MaxInflightPerConn, Logger: c.log, OnForwarded: c.routes.forwarded})
+	fresh, err := wire.DialConn(dctx, n.addr, wire.ConnOptions{MaxInflight: c.opts.MaxInflightPerConn, Logger: c.log, OnForwarded: c.routes.forwarded, Liveness: c.opts.Liveness})
 	if err != nil {
 		n.failed.Store(time.Now().UnixNano())
 		return nil, &errDial{err: err}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -391,5 +393,80 @@ func BenchmarkPut1KiB(b *testing.B) {
 		if _, err := c.Put(ctx, "sink", fmt.Sprint(i%100), data); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// frozenNode listens like a node that was paused (SIGSTOP) after it
+// accepted connections: each connection's first PING is answered (so the
+// dial succeeds), then nothing more, and the connection stays open.
+func frozenNode(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns sync.WaitGroup
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done); l.Close(); conns.Wait() })
+	go func() {
+		for {
+			nc, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns.Go(func() {
+				defer nc.Close()
+				var hb [wire.HeaderLen]byte
+				h, _, err := wire.ReadFrame(bufio.NewReader(nc), hb[:], wire.DefaultMaxFrame)
+				if err != nil || h.Op != wire.OpPing {
+					return
+				}
+				nc.Write(wire.AppendFrame(nil, wire.OpPing, wire.FlagResponse, h.ID,
+					wire.AppendPingInfo(nil, wire.PingInfo{MaxFrame: wire.DefaultMaxFrame, MaxInflight: 256})))
+				<-done
+			})
+		}
+	}()
+	return l.Addr().String()
+}
+
+// TestFrozenSeed: with a paused node first in the seed list, a read made
+// without a deadline does not wait for it forever: its connection is given
+// up after Options.Liveness and the read is served by the next node; the
+// paused node is then tried last, so the next reads do not wait at all.
+func TestFrozenSeed(t *testing.T) {
+	ctx := context.Background()
+	const live = 300 * time.Millisecond
+	addr := serve(t, wire.NewMemService())
+	setup := newClient(t, addr)
+	if _, err := setup.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := setup.Put(ctx, "s", "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := DialOptions(ctx, Options{Addrs: []string{frozenNode(t), addr}, NoRouting: true, RetryBackoff: 1, Liveness: live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	data, _, err := c.Get(ctx, "s", "k")
+	if err != nil || string(data) != "v" {
+		t.Fatalf("get with a paused first seed: %q, %v", data, err)
+	}
+	if took := time.Since(start); took > 3*live {
+		t.Fatalf("the read took %v, want it served within about Liveness (%v)", took, live)
+	} else {
+		t.Logf("first read served after %v", took.Round(time.Millisecond))
+	}
+	start = time.Now()
+	for range 10 {
+		if _, _, err := c.Get(ctx, "s", "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(start); took > live {
+		t.Fatalf("10 more reads took %v: the paused node was asked again", took)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Connection errors of the client side. Both are retryable in the sense of
@@ -23,6 +24,11 @@ var (
 	// ErrConnLost: the connection broke while the request was in flight;
 	// whether it was applied is unknown.
 	ErrConnLost = errors.New("wire: connection lost")
+	// ErrUnresponsive is why a connection was given up when nothing came
+	// from or went to the server for ConnOptions.Liveness while requests
+	// waited (the server is paused, or cut off without the connection
+	// breaking); requests in flight fail with ErrConnLost.
+	ErrUnresponsive = errors.New("wire: server unresponsive")
 )
 
 // ConnOptions configure a client Conn. The zero value means every default.
@@ -43,7 +49,22 @@ type ConnOptions struct {
 	// must not block) with the opcode of every answer carrying
 	// FlagForwarded.
 	OnForwarded func(Op)
+	// Liveness is how long requests may wait with nothing moving on the
+	// connection before it is given up (ErrUnresponsive): a paused or
+	// cut-off server keeps a TCP connection open, and a request without a
+	// deadline would wait for it forever. After half of it the connection
+	// sends a PING, which a live server answers as soon as its reader
+	// gets to it (whatever its handlers are doing), so only a server that
+	// does not answer is given up. Not while a body is being uploaded on
+	// the connection (the server's reader may rightly wait for its
+	// handler to take the body; the upload's context bounds it) nor while
+	// the connection waits for its caller to take an answer. Default 3s;
+	// negative: never; at least 10ms.
+	Liveness time.Duration
 }
+
+// DefaultLiveness is ConnOptions.Liveness's default.
+const DefaultLiveness = 3 * time.Second
 
 // EnsureDefaults fills zero fields with their defaults.
 func (o *ConnOptions) EnsureDefaults() {
@@ -59,6 +80,9 @@ func (o *ConnOptions) EnsureDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Liveness == 0 {
+		o.Liveness = DefaultLiveness
+	}
 }
 
 // Validate reports every invalid field.
@@ -72,6 +96,9 @@ func (o *ConnOptions) Validate() error {
 	}
 	if o.StreamFrames < 1 {
 		errs = append(errs, fmt.Errorf("wire: StreamFrames %d < 1", o.StreamFrames))
+	}
+	if o.Liveness > 0 && o.Liveness < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("wire: Liveness %v < 10ms", o.Liveness))
 	}
 	return errors.Join(errs...)
 }
@@ -100,6 +127,33 @@ type Conn struct {
 	bufs sync.Pool // *[]byte of sendMax capacity, upload chunks
 	pool sync.Pool // *call
 	nreq atomic.Int64
+	// Liveness (watch): lastIO is when bytes last came from the server,
+	// or the wait began (ns since epoch, a monotonic reading); uploads
+	// counts the bodies being sent and delivering is set while the reader
+	// waits for a caller to take a frame: neither is the server's silence.
+	epoch      time.Time
+	lastIO     atomic.Int64
+	uploads    atomic.Int64
+	delivering atomic.Bool
+}
+
+// now is the monotonic time since the connection was made, for lastIO.
+func (c *Conn) now() int64 { return int64(time.Since(c.epoch)) }
+
+// readConn is a net.Conn that notes when bytes last came in. Bytes going
+// out do not count: a paused server's kernel takes requests and PINGs into
+// its buffers for a long while.
+type readConn struct {
+	net.Conn
+	c *Conn
+}
+
+func (r readConn) Read(b []byte) (int, error) {
+	n, err := r.Conn.Read(b)
+	if n > 0 {
+		r.c.lastIO.Store(r.c.now())
+	}
+	return n, err
 }
 
 var _ Service = (*Conn)(nil)
@@ -179,11 +233,14 @@ func NewConn(nc net.Conn, o ConnOptions) (*Conn, error) {
 		return nil, err
 	}
 	c := &Conn{
-		nc: nc, opts: o, w: newFrameWriter(nc, 64<<10),
+		opts:    o,
 		sendMax: o.MaxFrame,
 		sem:     make(chan struct{}, o.MaxInflight),
 		closed:  make(chan struct{}),
 	}
+	c.epoch = time.Now()
+	c.nc = readConn{Conn: nc, c: c}
+	c.w = newFrameWriter(c.nc, 64<<10)
 	c.mu.calls = map[uint32]*call{}
 	c.recvMax.Store(int64(o.MaxFrame))
 	c.bufs.New = func() any { b := make([]byte, c.sendMax); return &b }
@@ -201,7 +258,49 @@ func NewConn(nc net.Conn, o ConnOptions) (*Conn, error) {
 		defer c.wg.Done()
 		c.fail(c.readLoop())
 	}()
+	if o.Liveness > 0 {
+		c.wg.Add(1)
+		go c.watch()
+	}
 	return c, nil
+}
+
+// watch gives the connection up when requests wait and nothing came from
+// the server for Liveness, and sends a PING after half of that
+// (ConnOptions). The PING has request id 0 and takes no in-flight slot
+// (every slot may be held by requests the server is slow to answer); its
+// answer matters only as bytes read.
+func (c *Conn) watch() {
+	defer c.wg.Done()
+	live := c.opts.Liveness
+	t := time.NewTicker(live / 8)
+	defer t.Stop()
+	var probed int64 = -1 // lastIO when the last PING went out
+	for {
+		select {
+		case <-c.closed:
+			return
+		case <-t.C:
+		}
+		if c.nreq.Load() == 0 {
+			continue
+		}
+		if c.uploads.Load() > 0 || c.delivering.Load() {
+			c.lastIO.Store(c.now()) // not the server's silence: start again
+			continue
+		}
+		last := c.lastIO.Load()
+		quiet := time.Duration(c.now() - last)
+		switch {
+		case quiet >= live:
+			c.opts.Logger.Warn("wire: giving up an unresponsive connection", "addr", c.nc.RemoteAddr(), "quiet", quiet.Round(time.Millisecond))
+			c.fail(fmt.Errorf("%w: nothing from %v for %v", ErrUnresponsive, c.nc.RemoteAddr(), quiet.Round(time.Millisecond)))
+			return
+		case quiet >= live/2 && probed != last:
+			probed = last
+			c.w.send(outFrame{op: OpPing})
+		}
+	}
 }
 
 // Close closes the connection; requests in flight fail with ErrConnLost.
@@ -272,12 +371,14 @@ func (c *Conn) readLoop() error {
 			c.nreq.Add(-1)
 			<-c.sem
 		}
+		c.delivering.Store(true)
 		select {
 		case cl.ch <- f:
 		case <-cl.abandon:
 		case <-c.closed:
 			return ErrConnClosed
 		}
+		c.delivering.Store(false)
 	}
 }
 
@@ -314,6 +415,11 @@ func (c *Conn) start(ctx context.Context, f outFrame) (*call, error) {
 	cl.id = f.id
 	c.mu.calls[f.id] = cl
 	c.mu.Unlock()
+	if c.nreq.Load() == 0 {
+		// An idle connection's silence says nothing: the wait starts now
+		// (before the count, which makes watch look).
+		c.lastIO.Store(c.now())
+	}
 	c.nreq.Add(1)
 	if err := c.w.send(f); err != nil {
 		c.forget(f.id)
@@ -642,6 +748,11 @@ func (c *Conn) put(ctx context.Context, req *PutRequest, data []byte, body io.Re
 		}
 		return DecodeObjectInfo(b)
 	}
+	// The server's reader may wait for the handler to take this body
+	// (its writes, its chunk copies): the connection's liveness watch
+	// stands aside until the answer (ConnOptions.Liveness).
+	c.uploads.Add(1)
+	defer c.uploads.Add(-1)
 	remaining := req.Size // -1: until EOF
 	if body == nil {
 		remaining = int64(len(data))
