@@ -129,12 +129,7 @@ func TestThreeReplicas(t *testing.T) {
 	if err := leader.store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var rest []*testNode
-	for _, n := range nodes {
-		if n != leader {
-			rest = append(rest, n)
-		}
-	}
+	rest := without(nodes, leader)
 	next := leaderOf(t, rest)
 	if next.rep.Status().Term <= oldTerm {
 		t.Fatalf("new leader %d in term %d, old term %d", next.id, next.rep.Status().Term, oldTerm)
@@ -157,13 +152,7 @@ func TestFollowerRestartCatchesUp(t *testing.T) {
 	nodes := startCluster(t, net, 1, 2, 3)
 	leader := leaderOf(t, nodes)
 	proposeSeq(t, leader.rep, 1, 3)
-	var f *testNode
-	for _, n := range nodes {
-		if n != leader {
-			f = n
-			break
-		}
-	}
+	f := without(nodes, leader)[0]
 	waitFor(t, "follower apply", func() bool { return f.rep.Status().Applied >= leader.rep.Status().Applied })
 	net.set(f.id, nil)
 	if err := f.store.Close(); err != nil {
@@ -299,13 +288,7 @@ func TestFollowerBehindTruncatedLog(t *testing.T) {
 	net := &memNet{}
 	nodes := startClusterWith(t, net, func(o *Options) { o.LogKeep, o.TruncateEvery = 2, 8 }, 1, 2, 3)
 	leader := leaderOf(t, nodes)
-	var lag *testNode
-	for _, n := range nodes {
-		if n != leader {
-			lag = n
-			break
-		}
-	}
+	lag := without(nodes, leader)[0]
 	proposeSeq(t, leader.rep, 1, 2)
 	waitFor(t, "follower apply", func() bool { return lag.rep.Status().Applied >= leader.rep.Status().Applied })
 	net.partition(lag.id, true)
@@ -350,23 +333,12 @@ func TestAddReplicaBySnapshot(t *testing.T) {
 	leader := leaderOf(t, nodes)
 	proposeSeq(t, leader.rep, 1, 40)
 
-	e := openEngine(t, vfs.NewMem())
-	o := testOptions(4, e)
-	o.Transport = net
-	adjust(&o)
-	s4 := newStore(t, o)
-	t.Cleanup(func() { _ = s4.Close(); _ = e.Close() })
-	net.set(4, s4)
-	r4, err := s4.AddReplica(Descriptor{RangeID: 1}, &counterSM{rangeID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, r4 := addEmptyNode(t, net, 4, adjust)
 	if st := r4.Status(); st.Applied != 0 || st.Leader != 0 {
 		t.Fatalf("uninitialized replica status %+v", st)
 	}
 	ctx := context.Background()
-	learner := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddLearnerNode.Enum(), NodeId: new(uint64(4))}}}
-	if err := leader.rep.ChangeReplicas(ctx, learner); err != nil {
+	if err := leader.rep.ChangeReplicas(ctx, learnerChange(4)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the learner to catch up", func() bool { return checkSM(t, e.DB(), 1) == 40 })
@@ -375,13 +347,7 @@ func TestAddReplicaBySnapshot(t *testing.T) {
 		return slices.Contains(st.Learners, 4) && st.Match[4] >= 40
 	})
 
-	var out *testNode
-	for _, n := range nodes {
-		if n != leader {
-			out = n
-			break
-		}
-	}
+	out := without(nodes, leader)[0]
 	swap := &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{
 		{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: new(uint64(4))},
 		{Type: raftpb.ConfChangeRemoveNode.Enum(), NodeId: new(out.id)},

@@ -122,11 +122,19 @@
 // restarted replica refuses votes for its first ElectionTicks ticks, since
 // it no longer knows what it promised. With defaults (100ms ticks, 10 ticks,
 // 500ms offset) a lease lasts 500ms past the last acknowledged round and is
-// renewed every 100ms. See lease.go.
+// renewed every 100ms. A leader drops its lease when it starts a
+// leadership transfer. See lease.go.
+//
+// # Quiescence
+//
+// A group idle for Options.QuiesceTicks stops ticking on every replica and
+// sends no raft messages; stores exchange one heartbeat per node pair per
+// tick instead, to notice a dead leader or an isolated one. A quiesced
+// leader holds no lease: AwaitRead wakes it and waits for one renewal.
+// See quiesce.go.
 //
 // # Deferred
 //
-//   - Quiescence: every replica ticks and heartbeats, idle or not.
 //   - A scheduler with a worker pool: one goroutine does every replica's
 //     persist/apply; an I/O error stops the loop (Close returns it).
 //   - Snapshot SSTs are built in memory on the sender (ranges hold object

@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -132,6 +133,40 @@ func waitLeader(t testing.TB, r *Replica) {
 	waitFor(t, "leadership", func() bool { return r.Status().IsLeader })
 }
 
+// without returns nodes but n, in order.
+func without(nodes []*testNode, n *testNode) []*testNode {
+	var out []*testNode
+	for _, x := range nodes {
+		if x != n {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// addEmptyNode starts a Store for node id on net (options through adjust)
+// with an empty, uninitialized replica of range 1, for the group to add.
+func addEmptyNode(t *testing.T, net *memNet, id uint64, adjust func(*Options)) (*storage.Engine, *Replica) {
+	t.Helper()
+	e := openEngine(t, vfs.NewMem())
+	o := testOptions(id, e)
+	o.Transport = net
+	adjust(&o)
+	s := newStore(t, o)
+	t.Cleanup(func() { _ = s.Close(); _ = e.Close() })
+	net.set(id, s)
+	r, err := s.AddReplica(Descriptor{RangeID: 1}, &counterSM{rangeID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, r
+}
+
+// learnerChange adds node id as a learner.
+func learnerChange(id uint64) *raftpb.ConfChangeV2 {
+	return &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddLearnerNode.Enum(), NodeId: new(id)}}}
+}
+
 // proposeSeq proposes sequence numbers from..to and checks each result.
 func proposeSeq(t testing.TB, r *Replica, from, to uint64) {
 	t.Helper()
@@ -156,6 +191,9 @@ type memNet struct {
 	// blocked ranges: their messages to these nodes are dropped.
 	blocked  map[uint64]map[uint64]bool
 	declined atomic.Int64 // snapshots the receiver declined
+	// raftMsgs counts the raft messages sent, storeBeats the store
+	// heartbeats (range 0).
+	raftMsgs, storeBeats atomic.Int64
 }
 
 // block drops (or, with on false, delivers again) range rangeID's
@@ -196,6 +234,11 @@ func (n *memNet) set(id uint64, s *Store) {
 
 func (n *memNet) Send(msgs []Message) {
 	for _, m := range msgs {
+		if m.RangeID == 0 {
+			n.storeBeats.Add(1)
+		} else {
+			n.raftMsgs.Add(1)
+		}
 		n.mu.Lock()
 		s := n.stores[m.Msg.GetTo()]
 		if n.cut[m.Msg.GetTo()] || n.cut[m.Msg.GetFrom()] || n.blocked[m.RangeID][m.Msg.GetTo()] {

@@ -25,8 +25,10 @@ import (
 //
 // A follower that restarts forgets when it last heard from the leader, so
 // the Store drops vote requests to a restarted replica for its first
-// ElectionTicks ticks. Leadership transfer (MsgTimeoutNow) would break the
-// promise; the Store never initiates it.
+// ElectionTicks ticks. A leadership transfer breaks the promise (its
+// target campaigns with MsgTimeoutNow, which voters grant inside a lease),
+// so a leader drops its lease when it starts one and renews none while it
+// is under way (Replica.TransferLeadership, dropLease).
 
 // lease is the lease state of one replica; the zero value holds no lease.
 type lease struct {

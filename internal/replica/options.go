@@ -26,6 +26,10 @@ type Options struct {
 	ElectionTicks int
 	// HeartbeatTicks is the leader's heartbeat interval in ticks. Default: 1.
 	HeartbeatTicks int
+	// QuiesceTicks is how many ticks a leader's group must be idle before
+	// it stops ticking (quiesce.go). Default: ElectionTicks; negative:
+	// groups never quiesce.
+	QuiesceTicks int
 	// LogKeep is how many applied entries stay in the log behind the applied
 	// index when it is truncated. Default: 1000.
 	LogKeep uint64
@@ -70,6 +74,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.HeartbeatTicks == 0 {
 		o.HeartbeatTicks = 1
+	}
+	if o.QuiesceTicks == 0 {
+		o.QuiesceTicks = o.ElectionTicks
 	}
 	if o.LogKeep == 0 {
 		o.LogKeep = 1000

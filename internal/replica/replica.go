@@ -2,9 +2,11 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -68,6 +70,9 @@ type Status struct {
 	// modify.
 	Voters, Learners []uint64
 	Joint            bool
+	// Quiesced: the group is idle and this replica is not ticked
+	// (quiesce.go).
+	Quiesced bool
 	// Match is, on the leader while the group has learners or is joint,
 	// the highest log index known to be on each member; nil otherwise.
 	Match map[uint64]uint64
@@ -108,7 +113,17 @@ type Replica struct {
 	// freezing is set on a leader that proposed a freeze (merge.go) until
 	// a freeze or thaw applies or its term ends: membership changes
 	// proposed meanwhile would land after the freeze.
-	freezing    bool
+	freezing bool
+	// quiesced: the group is idle and this replica is not ticked; idle
+	// counts a leader's idle ticks, quietSince is the Store tick it
+	// quiesced at (quiesce.go).
+	quiesced   bool
+	idle       int
+	quietSince uint64
+	// active is set by every read served and cleared by the leader's idle
+	// check: a range being read is not idle.
+	active      atomic.Bool
+	wokeAt      atomic.Int64 // unix ns of the last wake of a leader
 	pubCS       *raftpb.ConfState
 	pubVoters   []uint64
 	pubLearners []uint64
@@ -259,13 +274,48 @@ func (r *Replica) proposeKind(ctx context.Context, kind byte, cmd []byte) (any, 
 
 // TransferLeadership asks this replica, if it leads, to hand leadership to
 // voter to. It returns at once; raft makes the transfer (or gives up after
-// an election timeout) in the background: watch Status.
+// an election timeout) in the background: watch Status. Raft takes no
+// proposals while a transfer is under way, so the transfer starts only if
+// to is caught up and its node was heard from in the last two ticks (a
+// node just killed is still in every other node's map as up for seconds);
+// otherwise the call does nothing and may be made again.
 func (r *Replica) TransferLeadership(to uint64) {
 	r.s.do(func() {
-		if r.isLeader && !r.removed {
-			r.rn.TransferLeader(to)
+		if !r.isLeader || r.removed {
+			return
+		}
+		s := r.s
+		if heard, ok := s.heard[to]; !ok || s.ticks-heard > 2 {
+			return
+		}
+		var replicating bool
+		r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if id == to {
+				replicating = pr.State == tracker.StateReplicate
+			}
+		})
+		if !replicating {
+			return
+		}
+		r.wake()
+		r.rn.TransferLeader(to)
+		if r.rn.BasicStatus().LeadTransferee == to {
+			r.dropLease()
 		}
 	})
+}
+
+// dropLease gives up the lease at once: the target of a leadership
+// transfer campaigns with MsgTimeoutNow, which makes the other voters
+// grant their votes even inside the lease (raft's forced campaign), so the
+// lease's promise no longer holds from the moment the transfer starts. No
+// renewal extends it while the transfer is under way (handleReadStates).
+func (r *Replica) dropLease() {
+	r.lease, r.renewSent = lease{}, time.Time{}
+	r.mu.Lock()
+	r.mu.lease = lease{}
+	r.mu.status.LeaseExpiration = time.Time{}
+	r.mu.Unlock()
 }
 
 // ReadReady returns nil if this replica may serve a linearizable read from
@@ -288,10 +338,56 @@ func (r *Replica) ReadReady() error {
 		// moves keys away (split.go): serve only a current state.
 		return fmt.Errorf("%w: range %d: applied %d is behind commit %d", ErrNotLeader, r.rangeID, st.Applied, st.Commit)
 	case !l.valid(o.Clock(), st.Term, o.MaxClockOffset, o.electionTimeout()):
-		return fmt.Errorf("%w: range %d: no valid lease (term %d, expiration %v)", ErrNotLeader, r.rangeID, st.Term,
+		return fmt.Errorf("%w: range %d: %w (term %d, expiration %v)", ErrNotLeader, r.rangeID, errNoLease, st.Term,
 			l.expiration(o.MaxClockOffset, o.electionTimeout()))
 	}
 	return nil
+}
+
+// Leads reports whether this replica leads its group with a valid lease,
+// or leads a quiesced group (whose lease lapses while nothing happens: see
+// AwaitRead). It is the test for "this node coordinates the range" (splits,
+// merges, repair, rebalancing), not for serving a read.
+func (r *Replica) Leads() bool {
+	err := r.ReadReady()
+	return err == nil || errors.Is(err, errNoLease) && r.Status().Quiesced
+}
+
+var errNoLease = errors.New("no valid lease")
+
+// AwaitRead is ReadReady for a caller about to serve a read, which counts
+// as activity (a group being read does not quiesce). When this replica
+// leads but its lease lapsed (its group was quiesced, quiesce.go), it
+// wakes the group, which renews the lease in one heartbeat round, and
+// waits for that for up to an election timeout or until ctx ends. Any
+// other reason not to read is returned at once, as by ReadReady.
+func (r *Replica) AwaitRead(ctx context.Context) error {
+	err := r.ReadReady()
+	if err != nil && !errors.Is(err, errNoLease) {
+		return err
+	}
+	r.active.Store(true)
+	if err == nil {
+		return nil
+	}
+	if !r.Status().Quiesced && time.Since(time.Unix(0, r.wokeAt.Load())) > r.s.opts.electionTimeout() {
+		return err // not for want of a renewal: the lease lapsed awake
+	}
+	r.s.do(func() { r.wake() })
+	deadline := time.Now().Add(r.s.opts.electionTimeout())
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		err = r.ReadReady()
+		if err == nil || !errors.Is(err, errNoLease) || time.Now().After(deadline) {
+			return err
+		}
+	}
 }
 
 // Status returns the replica's raft state as of the last loop cycle.
@@ -351,6 +447,12 @@ func (r *Replica) step(m *raftpb.Message) {
 	if r.voteGrace > 0 && (m.GetType() == raftpb.MsgVote || m.GetType() == raftpb.MsgPreVote) {
 		return
 	}
+	if c := len(m.GetContext()); m.GetType() == raftpb.MsgHeartbeatResp && c != 0 && c != 8 {
+		// raft reads a heartbeat response's context as an 8-byte
+		// read-index position: a response to a quiesce heartbeat
+		// (quiesce.go) is dropped here.
+		return
+	}
 	if err := r.rn.Step(m); err != nil {
 		r.s.log.Debug("step", "range", r.rangeID, "type", m.GetType(), "from", m.GetFrom(), "err", err)
 	}
@@ -385,6 +487,9 @@ func (r *Replica) maybeRenewLease(clock func() time.Time, tick bool) {
 	if !r.renewSent.IsZero() && now.Sub(r.renewSent) < r.s.opts.electionTimeout() {
 		return
 	}
+	if r.rn.BasicStatus().LeadTransferee != 0 {
+		return // see dropLease
+	}
 	r.renewSent = now
 	r.rn.ReadIndex(encodeLeaseCtx(r.term, now))
 }
@@ -392,7 +497,7 @@ func (r *Replica) maybeRenewLease(clock func() time.Time, tick bool) {
 func (r *Replica) handleReadStates(rss []raft.ReadState) {
 	for _, rs := range rss {
 		term, t, ok := decodeLeaseCtx(rs.RequestCtx)
-		if !ok || !r.isLeader || term != r.term {
+		if !ok || !r.isLeader || term != r.term || r.rn.BasicStatus().LeadTransferee != 0 {
 			continue
 		}
 		r.lease = r.lease.extend(term, t)
@@ -690,6 +795,7 @@ func (r *Replica) publish() {
 		Term:     r.term,
 		Commit:   r.st.hs.GetCommit(),
 		Applied:  r.st.applied,
+		Quiesced: r.quiesced,
 	}
 	if r.isLeader && r.lease.term == r.term {
 		r.mu.status.LeaseExpiration = r.lease.expiration(o.MaxClockOffset, o.electionTimeout())

@@ -213,17 +213,6 @@ func cutFollower(t *testing.T, net *memNet, nodes []*testNode) (*Replica, *testN
 	return left, lag
 }
 
-// without returns nodes but n.
-func without(nodes []*testNode, n *testNode) []*testNode {
-	var out []*testNode
-	for _, x := range nodes {
-		if x != n {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
 func asErr(v any) error {
 	err, _ := v.(error)
 	return err

@@ -39,6 +39,10 @@ type Store struct {
 	cancel    context.CancelFunc
 	bg        sync.WaitGroup // goroutines sending snapshots
 
+	// Owned by the loop goroutine.
+	ticks uint64            // ticks since the Store started
+	heard map[uint64]uint64 // node id -> the tick a message from it last came in
+
 	mu struct {
 		sync.Mutex
 		closed   bool
@@ -59,11 +63,12 @@ func NewStore(o Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		opts: o,
-		db:   o.Engine.DB(),
-		log:  o.Logger.With("node", o.NodeID),
-		wake: make(chan struct{}, 1),
-		done: make(chan struct{}),
+		opts:  o,
+		db:    o.Engine.DB(),
+		log:   o.Logger.With("node", o.NodeID),
+		wake:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
+		heard: map[uint64]uint64{},
 	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
@@ -126,7 +131,10 @@ func (s *Store) Step(ctx context.Context, m Message) error {
 	case s.mu.closed:
 		s.mu.Unlock()
 		return ErrClosed
-	case s.mu.replicas[m.RangeID] == nil:
+	case m.RangeID == 0 && m.Msg.GetType() != raftpb.MsgHeartbeat:
+		s.mu.Unlock()
+		return fmt.Errorf("replica: a message of type %v for range 0 (only store heartbeats are)", m.Msg.GetType())
+	case m.RangeID != 0 && s.mu.replicas[m.RangeID] == nil:
 		s.mu.Unlock()
 		return fmt.Errorf("%w: range %d on node %d", ErrRangeNotFound, m.RangeID, s.opts.NodeID)
 	case len(s.mu.msgs) >= maxInbound:
@@ -150,6 +158,9 @@ func (s *Store) Step(ctx context.Context, m Message) error {
 func (s *Store) AddReplica(d Descriptor, sm StateMachine) (*Replica, error) {
 	if sm == nil {
 		return nil, errors.New("replica: AddReplica needs a StateMachine")
+	}
+	if d.RangeID == 0 {
+		return nil, errors.New("replica: range id 0 is reserved (store heartbeats)")
 	}
 	s.mu.Lock()
 	exists, closed := s.mu.replicas[d.RangeID] != nil, s.mu.closed
@@ -440,19 +451,48 @@ func (s *Store) cycle(tick bool) error {
 			}
 			snaps = append(snaps, token)
 		}
+		s.heard[m.Msg.GetFrom()] = s.ticks
 		if r := reps[m.RangeID]; r != nil {
+			// Neither a quiesce heartbeat nor a heartbeat response (a
+			// slow follower's late ack) needs the replica awake.
+			quiesce := isQuiesceMsg(m.Msg)
+			if !quiesce && m.Msg.GetType() != raftpb.MsgHeartbeatResp {
+				r.wake()
+			}
 			r.step(m.Msg)
+			if quiesce && m.Msg.GetType() == raftpb.MsgHeartbeat {
+				r.maybeQuiesceFollower(m.Msg)
+			}
 		}
 	}
 	// Whatever raft took is installed in the persist step below.
 	defer s.declineSnapshots(snaps)
-	for _, r := range order {
-		if tick {
+	if tick {
+		s.ticks++
+		var out []Message
+		for _, r := range order {
+			if r.quiesced {
+				r.checkQuiesced()
+				continue
+			}
+			if q := r.maybeQuiesce(); q != nil {
+				out = append(out, q...)
+				continue
+			}
 			r.tick()
 		}
-		r.maybeRenewLease(s.opts.Clock, tick)
+		out = append(out, s.storeHeartbeats(order)...)
+		if len(out) > 0 {
+			s.opts.Transport.Send(out)
+		}
+	}
+	for _, r := range order {
+		if !r.quiesced {
+			r.maybeRenewLease(s.opts.Clock, tick)
+		}
 	}
 	for _, p := range props {
+		p.r.wake()
 		p.r.propose(p)
 	}
 
