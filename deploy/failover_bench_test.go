@@ -2,6 +2,8 @@ package deploy
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +21,9 @@ import (
 // resumed at its first acknowledged write after the kill.
 //
 //	go test ./deploy -run '^$' -bench FailoverDocker -benchtime 1x
+//
+// With CAIRN_FAILOVER_LOGS=DIR, the surviving nodes' logs after each kill
+// are written to DIR (the kill's time is in the benchmark's log).
 func BenchmarkFailoverDocker(b *testing.B) {
 	// The space's ranges must stay apart (an idle space merges them).
 	c := newDockerCluster(b, 3, "--merge-size", "-1")
@@ -56,6 +61,7 @@ func BenchmarkFailoverDocker(b *testing.B) {
 			if victim == nil {
 				b.Fatalf("no node to kill (oracle %v): %+v", oracle, rep.Nodes)
 			}
+			b.Logf("sending SIG%s to %s at %s", signal, victim.name, time.Now().UTC().Format(time.RFC3339Nano))
 			first, all := c.killAndTime(b, victim, "failover", signal)
 			what := "range-leader"
 			if oracle {
@@ -64,6 +70,16 @@ func BenchmarkFailoverDocker(b *testing.B) {
 			what += "-" + signal
 			b.Logf("killed %s (the %s, leading %d ranges): first write after %v, every key written after %v",
 				victim.name, what, most, first.Round(time.Millisecond), all.Round(time.Millisecond))
+			if dir := os.Getenv("CAIRN_FAILOVER_LOGS"); dir != "" {
+				for _, dn := range c.nodes {
+					if dn != victim {
+						// Not docker(): it keeps only standard output, and
+						// the nodes log to standard error.
+						logs, _ := exec.Command("docker", "logs", "--tail", "400", dn.name).CombinedOutput()
+						os.WriteFile(dir+"/"+what+"-"+dn.name+".log", logs, 0o644)
+					}
+				}
+			}
 			b.ReportMetric(first.Seconds(), what+"-first-s")
 			b.ReportMetric(all.Seconds(), what+"-all-s")
 			if signal == "KILL" {

@@ -91,8 +91,8 @@ func (n *Node) removeNode(ctx context.Context, nd meta.NodeInfo) error {
 	if err != nil {
 		return unavailable("meta service", err)
 	}
-	if held := countHeld(ranges, nd.ID); held > 0 {
-		return wire.Errorf(wire.CodeNotDrained, "node %d still holds %d range replicas; they are moving to other nodes", nd.ID, held)
+	if held := heldRanges(ranges, nd.ID); len(held) > 0 {
+		return wire.Errorf(wire.CodeNotDrained, "node %d still holds %d range replicas (ranges %v); they are moving to other nodes", nd.ID, len(held), held)
 	}
 	live, err := n.catalog.LiveNodes(ctx)
 	if err != nil {
@@ -137,11 +137,11 @@ func (n *Node) removeNode(ctx context.Context, nd meta.NodeInfo) error {
 	return nil
 }
 
-func countHeld(ranges []meta.RangeDesc, id uint64) int {
-	held := 0
+func heldRanges(ranges []meta.RangeDesc, id uint64) []uint64 {
+	var held []uint64
 	for _, r := range ranges {
 		if r.Holds(id) {
-			held++
+			held = append(held, r.ID)
 		}
 	}
 	return held

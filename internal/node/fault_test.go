@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -284,7 +285,14 @@ func TestMembershipUnderLoad(t *testing.T) {
 			break
 		}
 		if wire.CodeOf(err) != wire.CodeNotDrained || time.Now().After(deadline) {
-			t.Fatalf("remove node %d: %v", out.NodeID(), err)
+			var held []uint64
+			if ranges, lerr := admin.catalog.ListRanges(ctx); lerr == nil {
+				held = heldRanges(ranges, out.NodeID())
+			}
+			fc.mu.RLock()
+			state := describeRanges(slices.DeleteFunc(slices.Clone(fc.nodes), func(n *Node) bool { return n == nil }), held)
+			fc.mu.RUnlock()
+			t.Fatalf("remove node %d: %v%s", out.NodeID(), err, state)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -2,11 +2,14 @@ package node
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cairn-db/cairn/internal/replica"
 )
 
 func (n *Node) httpHandler() http.Handler {
@@ -23,8 +26,9 @@ func (n *Node) httpHandler() http.Handler {
 	return mux
 }
 
-// healthz answers 200 when every range of every space can serve reads
-// locally, 503 (with the ranges that cannot) otherwise.
+// healthz answers 200 when every range of every space with a replica here
+// can serve: the replica leads with a lease (or leads a quiesced group) or
+// follows a leader it knows; 503 (with the ranges that cannot) otherwise.
 func (n *Node) healthz(w http.ResponseWriter, _ *http.Request) {
 	type rangeProblem struct {
 		Space string `json:"space"`
@@ -39,7 +43,7 @@ func (n *Node) healthz(w http.ResponseWriter, _ *http.Request) {
 			if rep == nil {
 				continue // held by other nodes
 			}
-			if err := rep.ReadReady(); err != nil {
+			if err := rangeHealth(rep); err != nil {
 				problems = append(problems, rangeProblem{name, r.desc().ID, err.Error()})
 			}
 		}
@@ -52,4 +56,16 @@ func (n *Node) healthz(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	json.NewEncoder(w).Encode(map[string]any{"status": status, "node": n.id.NodeID, "problems": problems})
+}
+
+// rangeHealth says why a local replica cannot serve its range, or nil.
+func rangeHealth(rep *replica.Replica) error {
+	st := rep.Status()
+	switch {
+	case st.Leader == 0:
+		return fmt.Errorf("range %d has no leader", st.RangeID)
+	case st.IsLeader && !rep.Leads():
+		return rep.ReadReady()
+	}
+	return nil
 }

@@ -236,7 +236,7 @@ func TestReplicatedRange(t *testing.T) {
 		deadline := time.Now().Add(60 * time.Second)
 		for {
 			for _, n := range among {
-				if r := n.ranges.Replica(rangeID); r != nil && r.ReadReady() == nil {
+				if r := n.ranges.Replica(rangeID); r != nil && r.Leads() {
 					return n
 				}
 			}
@@ -278,8 +278,8 @@ func TestReplicatedRange(t *testing.T) {
 			if err != nil || string(b) != "replicated body" || info.Version != v.Version {
 				t.Fatalf("read through follower %d: %q %+v %v", n.NodeID(), b, info, err)
 			}
-			if r.leaseHere() || r.hint.Load() != lh.NodeID() {
-				t.Fatalf("follower %d did not read through the leaseholder %d (lease here %v, hint %d)", n.NodeID(), lh.NodeID(), r.leaseHere(), r.hint.Load())
+			if r.leads() || r.hint.Load() != lh.NodeID() {
+				t.Fatalf("follower %d did not read through the leaseholder %d (lease here %v, hint %d)", n.NodeID(), lh.NodeID(), r.leads(), r.hint.Load())
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -28,9 +29,20 @@ import (
 // replica.CommitMerge on L (see internal/replica/merge.go for why that is
 // safe); a step that fails is retried by the next check from L's merge
 // state, and one that cannot finish within mergeWait is aborted (and R
-// thawed). Ranges on different voters do not merge: the rebalancer places
-// each range by its own id, so in a cluster larger than the replication
-// factor neighbours often differ.
+// thawed).
+//
+// The rebalancer places each range by its own id, so in a cluster larger
+// than the replication factor neighbours are often on different voters.
+// Then L's leaseholder, finding both small and quiet, asks R's replicas
+// to colocate R with L (mergeOpColocate, naming L's voters): for
+// colocateFor from the last ask, R's rebalancer takes L's voters as R's
+// placement instead of R's own (repairRange: learner, promotion with the
+// voter not wanted removed), one step at a time like any rebalancing, and
+// only while every node is calm; R's leaseholder passes the ask on to
+// R's learners, so whichever replica leads R next has it. L asks again at
+// every check while the merge is wanted; once R's voters are L's, the
+// merge goes as above. If L stops asking (it grew, got busy, or its lease
+// moved) the ask lapses and R goes back to its own placement.
 //
 // While R is frozen its requests wait (CodeRangeMoved inside the node:
 // retryMoved); once the merge applied on a node, R's entry leaves that
@@ -48,7 +60,33 @@ const (
 	mergeOpSized  = 'S' // -> mergeStatus with the range's size
 	mergeOpFreeze = 'f' // left BE64, token BE64
 	mergeOpThaw   = 't' // token BE64
+	// mergeOpColocate asks to move the range's replicas to the nodes
+	// listed: how long the ask holds (ns BE64, at most colocateFor), then
+	// the nodes (BE64 each).
+	mergeOpColocate = 'c'
 )
+
+// colocateFor is how long an ask to colocate a range holds after it came:
+// past the left-hand range's next ask even when the right-hand range's
+// lease moved meanwhile (its new holder reports it quiet only after
+// MergeAfter, and the left-hand range asks only a quiet range).
+func (n *Node) colocateFor() time.Duration { return 2*n.cfg.MergeAfter + 10*time.Second }
+
+// colocation is an ask to place a range's voters on the nodes of its
+// left-hand neighbour, until the given time.
+type colocation struct {
+	voters []uint64
+	until  time.Time
+}
+
+// colocation returns the voters the range was asked to colocate on, if
+// the ask still holds at now.
+func (r *rng) colocation(now time.Time) []uint64 {
+	if c := r.colocate.Load(); c != nil && now.Before(c.until) {
+		return c.voters
+	}
+	return nil
+}
 
 // mergeStatus is what a replica of a merge's right-hand range reports.
 type mergeStatus struct {
@@ -83,7 +121,7 @@ func (n *Node) handleMerge(ctx context.Context, r *rng, req []byte) ([]byte, err
 			}
 		}
 		var quiet time.Duration
-		if rep.ReadReady() == nil {
+		if rep.Leads() {
 			quiet = r.load.quietFor(n.cfg.Clock())
 		}
 		ms := rep.MergeState()
@@ -103,6 +141,14 @@ func (n *Node) handleMerge(ctx context.Context, r *rng, req []byte) ([]byte, err
 		return nil, mergeErr(rep.Freeze(ctx, binary.BigEndian.Uint64(args), binary.BigEndian.Uint64(args[8:])))
 	case op == mergeOpThaw && len(args) == 8:
 		return nil, mergeErr(rep.Thaw(ctx, binary.BigEndian.Uint64(args)))
+	case op == mergeOpColocate && len(args) > 8 && len(args)%8 == 0 && len(args) <= 8*(1+maxSpaceReplicas):
+		hold := min(time.Duration(binary.BigEndian.Uint64(args)), n.colocateFor())
+		var voters []uint64
+		for b := args[8:]; len(b) > 0; b = b[8:] {
+			voters = append(voters, binary.BigEndian.Uint64(b))
+		}
+		r.colocate.Store(&colocation{voters: voters, until: n.cfg.Clock().Add(hold)})
+		return nil, nil
 	}
 	return nil, wire.Errorf(wire.CodeMalformed, "merge request %q of %d bytes", op, len(req))
 }
@@ -247,7 +293,7 @@ func (n *Node) maybeMerge(ctx context.Context, s *space, r *rng, rep *replica.Re
 		}
 	}
 	st := rep.Status()
-	if right == nil || !sameMembers(right.desc().Replicas, st.Voters) || len(right.desc().Learners) > 0 {
+	if right == nil || len(right.desc().Learners) > 0 {
 		return nil
 	}
 	size, err := n.rangeSize(d, n.cfg.MergeSize)
@@ -263,8 +309,11 @@ func (n *Node) maybeMerge(ctx context.Context, s *space, r *rng, rep *replica.Re
 		if x.leader {
 			busy := x.merge.Frozen() || x.merge.Phase == replica.MergePending || x.merge.Phase == replica.MergeAborted
 			if x.quiet < n.cfg.MergeAfter || size+x.bytes >= uint64(n.cfg.MergeSize) || busy ||
-				!sameMembers(x.desc.Peers, st.Voters) || !bytes.Equal(x.desc.Start, rd.Start) || !bytes.Equal(x.desc.End, rd.End) {
+				!bytes.Equal(x.desc.Start, rd.Start) || !bytes.Equal(x.desc.End, rd.End) {
 				return nil
+			}
+			if !sameMembers(rd.Replicas, st.Voters) || !sameMembers(x.desc.Peers, st.Voters) {
+				return n.askColocate(ctx, d.RangeID, rd.ID, slices.Collect(maps.Keys(sts)), st.Voters)
 			}
 			token := rand.Uint64() | 1
 			if err := rep.BeginMerge(ctx, rd.ID, token); err != nil {
@@ -277,6 +326,50 @@ func (n *Node) maybeMerge(ctx context.Context, s *space, r *rng, rep *replica.Re
 	return nil
 }
 
+// askColocate asks every replica of range right (on nodes) to move
+// right's replicas onto voters, the nodes of its left-hand neighbour
+// left, so that the two can merge. Every replica is asked, not only the
+// leaseholder's: the lease may move while the replicas do (a leaseholder
+// that is not wanted hands it off), and its next holder goes on.
+func (n *Node) askColocate(ctx context.Context, left, right uint64, nodes, voters []uint64) error {
+	req := colocateRequest(n.colocateFor(), voters)
+	var errs []error
+	for _, id := range nodes {
+		if _, err := n.mergeCall(ctx, id, right, req); err != nil {
+			errs = append(errs, fmt.Errorf("ask node %d to colocate range %d with range %d: %w", id, right, left, err))
+		}
+	}
+	n.log.Debug("asked to colocate a range for a merge", "range", left, "right", right, "voters", voters)
+	return errors.Join(errs...)
+}
+
+func colocateRequest(hold time.Duration, voters []uint64) []byte {
+	req := binary.BigEndian.AppendUint64([]byte{mergeOpColocate}, uint64(hold))
+	for _, v := range voters {
+		req = binary.BigEndian.AppendUint64(req, v)
+	}
+	return req
+}
+
+// passColocation hands range r's ask to colocate, if one holds here, on
+// to its learners (nodes it is moving to, which L has not asked), for
+// what is left of it: one of them may take the lease before L asks again.
+func (n *Node) passColocation(ctx context.Context, r *rng, learners []uint64) {
+	c := r.colocate.Load()
+	if c == nil {
+		return
+	}
+	left := c.until.Sub(n.cfg.Clock())
+	if left <= 0 {
+		return
+	}
+	for _, l := range learners {
+		if _, err := n.mergeCall(ctx, l, r.desc().ID, colocateRequest(left, c.voters)); err != nil {
+			n.log.Debug("could not pass on an ask to colocate", "range", r.desc().ID, "node", l, "err", err)
+		}
+	}
+}
+
 // runMerge takes merge token of range right into r (local replica rep,
 // which leads) from wherever it stands: freeze, wait for every replica of
 // right, commit, record. It aborts the merge when right cannot be frozen
@@ -287,7 +380,7 @@ func (n *Node) runMerge(ctx context.Context, s *space, r *rng, rep *replica.Repl
 	freeze = binary.BigEndian.AppendUint64(freeze, token)
 	deadline := time.Now().Add(mergeWait)
 	for {
-		if err := rep.ReadReady(); err != nil {
+		if err := rep.ReadReady(); err != nil && !rep.Leads() {
 			// The lease moved: the merge stays pending for the next
 			// leaseholder, who resumes it.
 			return fmt.Errorf("merge %x of range %d: %w", token, right, err)

@@ -86,6 +86,45 @@ func TestMergeSmallRanges(t *testing.T) {
 	checkServed(t, nodes, "small", want, len(want)+4*len(nodes), 7)
 }
 
+// TestMergeNeighboursOnOtherNodes: in a five-node cluster with three
+// replicas per range, neighbouring ranges are placed on different nodes;
+// small quiet neighbours are colocated (the right-hand range's replicas
+// move to the left-hand one's nodes) and merged, down to one range, and
+// every object reads back and takes writes through every node.
+func TestMergeNeighboursOnOtherNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("five nodes")
+	}
+	ctx := context.Background()
+	nodes := clusterOf(t, 5, func(c *Config) {
+		c.MergeSize, c.MergeAfter, c.SplitSize = 1<<20, time.Second, -1
+		c.HeartbeatTTL, c.RepairCheck, c.RebalanceAfter = time.Second, 200*time.Millisecond, 2*time.Second
+	})
+	if _, err := nodes[0].CreateSpace(ctx, "apart", wire.SpaceSettings{Ranges: 4}); err != nil {
+		t.Fatal(err)
+	}
+	before := rangesOf(t, nodes[0], "apart")
+	apart := 0
+	for i := 1; i < len(before); i++ {
+		if !sameMembers(before[i-1].Replicas, before[i].Replicas) {
+			apart++
+		}
+	}
+	if apart == 0 {
+		t.Fatalf("every neighbour starts on the same nodes (%+v): the test proves nothing", before)
+	}
+	want := map[string]string{}
+	for i := range 20 {
+		key := fmt.Sprintf("%c-%03d", "!5Lz"[i%4], i)
+		want[key] = strings.Repeat(key, 10)
+		writeAny(t, nodes, "apart", key, want[key])
+	}
+	start := time.Now()
+	ds := waitMerged(t, nodes, "apart", 1)
+	t.Logf("%d of 3 neighbour pairs on different nodes; merged to one range on %v in %v", apart, ds[0].Replicas, time.Since(start).Round(time.Millisecond))
+	checkServed(t, nodes, "apart", want, len(want), 7)
+}
+
 // waitMerged waits until space name has at most want ranges in the
 // range table, tiling the space, and every node's table agrees with it.
 func waitMerged(t *testing.T, nodes []*Node, name string, want int) []meta.RangeDesc {

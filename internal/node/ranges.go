@@ -213,7 +213,7 @@ func (n *Node) repairRanges(ctx context.Context) {
 	n.mu.RLock()
 	for _, s := range n.mu.spaces {
 		for _, r := range s.table() {
-			if r.leaseHere() {
+			if r.leads() {
 				work = append(work, leased{s, r})
 			}
 		}
@@ -242,6 +242,57 @@ type rangePlan struct {
 	voters   []uint64
 	learners []uint64
 	calm     bool // every node has been up for Config.RebalanceAfter
+	// prefer, when set, is where the range's voters go instead of its
+	// own placement: its left-hand neighbour's nodes, so that the two
+	// can merge (merges.go).
+	prefer []uint64
+}
+
+// colocate makes voters (if any) the range's placement, if every node is
+// calm, they are as many as the range wants and every one of them is up.
+func (p *rangePlan) colocate(voters []uint64) {
+	if !p.calm || len(voters) != p.want {
+		return
+	}
+	for _, v := range voters {
+		if p.state[v] != meta.NodeUp {
+			return
+		}
+	}
+	p.prefer = voters
+}
+
+// order ranks the up nodes for range id, best placed first: by the
+// range's own placement, or the preferred nodes first.
+func (p *rangePlan) order(id uint64) []uint64 {
+	o := meta.PlaceReplicas(id, p.up, len(p.up))
+	p.preferFirst(o)
+	return o
+}
+
+// preferFirst moves the preferred nodes among ids to the front, keeping
+// the order otherwise.
+func (p *rangePlan) preferFirst(ids []uint64) {
+	if p.prefer != nil {
+		slices.SortStableFunc(ids, func(a, b uint64) int {
+			return boolInt(!slices.Contains(p.prefer, a)) - boolInt(!slices.Contains(p.prefer, b))
+		})
+	}
+}
+
+// ideal is where range id's voters belong.
+func (p *rangePlan) ideal(id uint64) []uint64 {
+	if p.prefer != nil {
+		return p.prefer
+	}
+	return meta.PlaceReplicas(id, p.up, p.want)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // usable: a node that may keep or receive a replica.
@@ -280,7 +331,7 @@ func newRangePlan(me uint64, replicas int, nodes []meta.NodeInfo, voters, learne
 // target returns the up node a new replica of range id goes to: the best
 // placed one that holds none yet, or 0.
 func (p *rangePlan) target(id uint64) uint64 {
-	for _, c := range meta.PlaceReplicas(id, p.up, len(p.up)) {
+	for _, c := range p.order(id) {
 		if !slices.Contains(p.voters, c) && !slices.Contains(p.learners, c) {
 			return c
 		}
@@ -292,7 +343,7 @@ func (p *rangePlan) target(id uint64) uint64 {
 // one: leaving first, then down, then suspect, then the worst placed.
 func (p *rangePlan) victim(id uint64) uint64 {
 	best, rank := uint64(0), -1
-	order := meta.PlaceReplicas(id, p.up, len(p.up))
+	order := p.order(id)
 	for _, v := range p.voters {
 		r := 0
 		switch {
@@ -356,11 +407,16 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 		return nil
 	}
 	p := newRangePlan(n.id.NodeID, s.replicas(), nodes, st.Voters, st.Learners, n.cfg.Clock(), n.cfg.RebalanceAfter)
+	p.colocate(r.colocation(n.cfg.Clock()))
 	me := n.id.NodeID
 
 	// A leaving node hands its leases away first.
 	if !p.usable(me) {
 		return n.handOff(rep, p)
+	}
+
+	if p.prefer != nil && len(st.Learners) > 0 {
+		n.passColocation(ctx, r, st.Learners)
 	}
 
 	// A learner is promoted once it has caught up, replacing a voter that
@@ -414,20 +470,35 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 	// Rebalance, only while every node has been up a while (so a restart
 	// or a fault does not move replicas back and forth): replicas go to
 	// the range's best-placed nodes, one at a time (a node added to the
-	// cluster takes its share this way), and the lease to the first of
-	// them.
+	// cluster takes its share this way), and the lease to one of them
+	// (leaseTarget).
 	if !p.calm {
 		return nil
 	}
-	ideal := meta.PlaceReplicas(d.ID, p.up, p.want)
+	ideal := p.ideal(d.ID)
 	if t := firstMissing(ideal, st.Voters); t != 0 && n.moving.Load() < maxMoves {
 		n.moving.Add(1)
 		return n.addLearner(ctx, r, rep, d, st.Voters, t, "rebalancing a replica")
 	}
-	if len(ideal) > 0 && ideal[0] != me && slices.Contains(st.Voters, ideal[0]) {
-		rep.TransferLeadership(ideal[0])
+	if t := leaseTarget(d.ID, ideal); t != 0 && t != me && slices.Contains(st.Voters, t) {
+		rep.TransferLeadership(t)
 	}
 	return nil
+}
+
+// leaseTarget is the node that should hold range id's lease: of its
+// best-placed nodes, the one at position id mod R in node-id order. Range
+// ids are handed out in sequence, so a space's ranges deal their leases
+// round the nodes that hold them (in a three-node cluster every range is
+// on the same three nodes, and the first of a rendezvous ranking put, in
+// one run, five of six leases on one node); a range's own ranking would
+// spread them only as evenly as chance does.
+func leaseTarget(id uint64, ideal []uint64) uint64 {
+	if len(ideal) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(ideal))
+	return s[id%uint64(len(s))]
 }
 
 // maxMoves bounds the rebalancing moves (ranges with a learner) a node
@@ -457,9 +528,12 @@ func (n *Node) addLearner(ctx context.Context, r *rng, rep *replica.Replica, d m
 	return rep.ChangeReplicas(ctx, change(raftpb.ConfChangeAddLearnerNode, t))
 }
 
-// handOff moves the range's leadership to the best usable voter.
+// handOff moves the range's leadership to a usable voter, a preferred
+// one (rangePlan.prefer) if there is one.
 func (n *Node) handOff(rep *replica.Replica, p *rangePlan) error {
-	for _, v := range p.voters {
+	voters := slices.Clone(p.voters)
+	p.preferFirst(voters)
+	for _, v := range voters {
 		if v != p.me && p.usable(v) {
 			rep.TransferLeadership(v)
 			return nil

@@ -67,6 +67,28 @@ func waitRanges(t *testing.T, nodes []*Node, name string, want int, what string)
 	}
 }
 
+// describeRanges says, for a failure message, what each node holds of
+// the ranges ids: the raft state of its replica, and whether it leads
+// (rng.leads) and is frozen for a merge.
+func describeRanges(nodes []*Node, ids []uint64) string {
+	var b strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&b, "\nrange %d:", id)
+		for _, n := range nodes {
+			rep := n.ranges.Replica(id)
+			if rep == nil {
+				fmt.Fprintf(&b, "\n  node %d: no replica", n.NodeID())
+				continue
+			}
+			st := rep.Status()
+			fmt.Fprintf(&b, "\n  node %d: leader %d term %d commit %d applied %d lease %v voters %v learners %v joint %v quiesced %v match %v leads %v merge %+v",
+				n.NodeID(), st.Leader, st.Term, st.Commit, st.Applied, st.LeaseExpiration.Format("15:04:05.000"),
+				st.Voters, st.Learners, st.Joint, st.Quiesced, st.Match, rep.Leads(), rep.MergeState())
+		}
+	}
+	return b.String()
+}
+
 // TestRangeRepair stops a node holding range replicas in a four-node
 // cluster: once it is down, each range gets a replica on the fourth node
 // (learner, snapshot, joint promotion), the table follows, and every
@@ -230,7 +252,11 @@ func TestDrainAndRemove(t *testing.T) {
 			break
 		}
 		if wire.CodeOf(err) != wire.CodeNotDrained || time.Now().After(deadline) {
-			t.Fatalf("remove node %d after %v: %v", id, time.Since(start).Round(time.Millisecond), err)
+			var held []uint64
+			if ranges, lerr := admin.catalog.ListRanges(ctx); lerr == nil {
+				held = heldRanges(ranges, id)
+			}
+			t.Fatalf("remove node %d after %v: %v%s", id, time.Since(start).Round(time.Millisecond), err, describeRanges(nodes, held))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -329,5 +355,74 @@ func TestRebalanceToNewNode(t *testing.T) {
 		if got := readAny(t, nodes, "spread", fmt.Sprintf("%c-%d", 'a'+i*6, i)); got != fmt.Sprintf("body %d", i) {
 			t.Fatalf("object %d reads %q after the rebalance", i, got)
 		}
+	}
+}
+
+// TestLeaseTargetDeals: the ranges of a three-node cluster (every range on
+// the same three nodes) deal their leases evenly round the nodes, and a
+// range's target is always one of its best-placed nodes.
+func TestLeaseTargetDeals(t *testing.T) {
+	up := []meta.NodeInfo{{ID: 1}, {ID: 2}, {ID: 3}}
+	count := map[uint64]int{}
+	for id := uint64(1); id <= 30; id++ {
+		ideal := meta.PlaceReplicas(id, up, 3)
+		lt := leaseTarget(id, ideal)
+		if !slices.Contains(ideal, lt) {
+			t.Fatalf("range %d: lease target %d is not among %v", id, lt, ideal)
+		}
+		count[lt]++
+	}
+	for _, n := range up {
+		if count[n.ID] != 10 {
+			t.Fatalf("leases of 30 ranges per node: %v, want 10 each", count)
+		}
+	}
+	if leaseTarget(7, nil) != 0 {
+		t.Fatal("a range placed nowhere has a lease target")
+	}
+}
+
+// TestRangePlanColocate: a range asked to colocate with its neighbour
+// takes the neighbour's nodes as its placement (new replicas go there
+// first, voters elsewhere are removed first, the lease goes to one of
+// them), but only while every node is calm and every node named is up and
+// they are as many as the range wants.
+func TestRangePlanColocate(t *testing.T) {
+	now := time.Now()
+	var nodes []meta.NodeInfo
+	for id := uint64(1); id <= 5; id++ {
+		nodes = append(nodes, meta.NodeInfo{ID: id, State: meta.NodeUp, Since: now.Add(-time.Hour)})
+	}
+	voters, prefer := []uint64{1, 2, 3}, []uint64{3, 4, 5}
+	for id := uint64(1); id <= 20; id++ {
+		p := newRangePlan(1, 3, nodes, voters, nil, now, time.Minute)
+		p.colocate(prefer)
+		if !slices.Equal(p.ideal(id), prefer) {
+			t.Fatalf("range %d: ideal %v, want %v", id, p.ideal(id), prefer)
+		}
+		if tg := p.target(id); tg != 4 && tg != 5 {
+			t.Fatalf("range %d: new replica goes to %d, want 4 or 5", id, tg)
+		}
+		if v := p.victim(id); v != 1 && v != 2 {
+			t.Fatalf("range %d: removes voter %d, want 1 or 2", id, v)
+		}
+	}
+
+	// Ignored when not calm, when a node named is not up, when the count
+	// is not the range's.
+	p := newRangePlan(1, 3, nodes, voters, nil, now, 2*time.Hour)
+	p.colocate(prefer)
+	if p.prefer != nil {
+		t.Fatal("colocating while nodes are not calm")
+	}
+	p = newRangePlan(1, 3, nodes, voters, nil, now, time.Minute)
+	p.colocate([]uint64{3, 4, 9}) // node 9 is not in the map
+	if p.prefer != nil {
+		t.Fatal("colocating onto a node that is not up")
+	}
+	p = newRangePlan(1, 3, nodes, voters, nil, now, time.Minute)
+	p.colocate([]uint64{4, 5})
+	if p.prefer != nil {
+		t.Fatal("colocating onto two nodes for three replicas")
 	}
 }

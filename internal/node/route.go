@@ -66,7 +66,7 @@ func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) (
 		if rep := r.replica(); round > 0 && rep != nil && rep.Status().IsLeader {
 			// The others name this node: a new leader whose lease is
 			// not valid yet (or a split's new range). Wait for it here.
-			if rep.ReadReady() == nil {
+			if rep.AwaitRead(ctx) == nil {
 				return nil, errLeaseHere
 			}
 			if time.Now().After(deadline) {
@@ -205,7 +205,7 @@ func (n *Node) rangeMethod(lease bool, h func(ctx context.Context, r *rng, req [
 			return errReply(err, 0, nil), nil
 		}
 		if lease {
-			if err := r.replica().ReadReady(); err != nil {
+			if err := r.replica().AwaitRead(ctx); err != nil {
 				return errReply(wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc().ID, err), r.replica().Status().Leader, nil), nil
 			}
 		}
@@ -302,7 +302,7 @@ func (n *Node) readRecord(ctx context.Context, s *space, obj []byte, version, as
 }
 
 func (n *Node) readRange(ctx context.Context, r *rng, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
-	if r.leaseHere() {
+	if r.leaseHere(ctx) {
 		return n.readOwned(r, obj, version, asOf)
 	}
 	req := binary.BigEndian.AppendUint64(nil, version)
@@ -348,7 +348,7 @@ func (n *Node) handleRead(_ context.Context, r *rng, req []byte) ([]byte, error)
 
 // listRange lists r's part of a listing on its leaseholder.
 func (n *Node) listRange(ctx context.Context, r *rng, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
-	if r.leaseHere() {
+	if r.leaseHere(ctx) {
 		return n.listOwned(r, o)
 	}
 	req := binary.BigEndian.AppendUint64(nil, o.AsOf)
@@ -406,7 +406,7 @@ func (n *Node) handleList(_ context.Context, r *rng, req []byte) ([]byte, error)
 // versions lists obj's versions on the leaseholder of its range in s.
 func (n *Node) versions(ctx context.Context, s *space, obj []byte, before uint64, limit int) (recs []*mvcc.Record, more bool, err error) {
 	err = n.onRange(ctx, s, obj, func(r *rng) error {
-		if r.leaseHere() {
+		if r.leaseHere(ctx) {
 			recs, more, err = n.versionsOwned(r, obj, before, limit)
 			return err
 		}

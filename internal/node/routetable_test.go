@@ -111,9 +111,11 @@ func TestClientRoutes(t *testing.T) {
 			break
 		}
 	}
-	from.ranges.Replica(r.desc().ID).TransferLeadership(to.NodeID())
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if rep := to.ranges.Replica(r.desc().ID); rep != nil && rep.ReadReady() == nil {
+		// A transfer starts only toward a node heard from just now
+		// (replica.TransferLeadership): ask until it has.
+		from.ranges.Replica(r.desc().ID).TransferLeadership(to.NodeID())
+		if rep := to.ranges.Replica(r.desc().ID); rep != nil && rep.Leads() {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -122,7 +124,7 @@ func TestClientRoutes(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	settled(fmt.Sprintf("lease of range %d moved from node %d to %d", r.desc().ID, from.NodeID(), to.NodeID()))
-	if rep := to.ranges.Replica(r.desc().ID); rep == nil || rep.ReadReady() != nil {
+	if rep := to.ranges.Replica(r.desc().ID); rep == nil || !rep.Leads() {
 		t.Fatalf("the lease of range %d left node %d while the client settled: the check above proved nothing", r.desc().ID, to.NodeID())
 	}
 }

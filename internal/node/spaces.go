@@ -72,6 +72,9 @@ type rng struct {
 	// load counts requests served as leaseholder since the last split
 	// check, with a sample of their keys (see splits.go).
 	load loadStats
+	// colocate is where the left-hand neighbour's leaseholder asked this
+	// range's replicas to go so that the two can merge (merges.go).
+	colocate atomic.Pointer[colocation]
 }
 
 type rngState struct {
@@ -100,10 +103,22 @@ func (r *rng) adoptDesc(d meta.RangeDesc) {
 // replica returns the local replica, or nil.
 func (r *rng) replica() *replica.Replica { return r.cur.Load().rep }
 
-// leaseHere reports whether this node holds r's lease now.
-func (r *rng) leaseHere() bool {
+// maxSpaceReplicas is the largest replication factor a space may have.
+const maxSpaceReplicas = 7
+
+// leaseHere reports whether this node holds r's lease, to serve a read:
+// if it leads a quiesced group, it first renews the lease (see
+// replica.AwaitRead).
+func (r *rng) leaseHere(ctx context.Context) bool {
 	rep := r.replica()
-	return rep != nil && rep.ReadReady() == nil
+	return rep != nil && rep.AwaitRead(ctx) == nil
+}
+
+// leads reports whether this node leads r, to coordinate it (splits,
+// merges, repair, rebalancing).
+func (r *rng) leads() bool {
+	rep := r.replica()
+	return rep != nil && rep.Leads()
 }
 
 // loadSpaces opens a replica for every range of every space, creating the
@@ -308,8 +323,8 @@ func settingsToMeta(ws wire.SpaceSettings, defRanges int) (meta.SpaceSettings, e
 	if ms.Placement != "ordered" {
 		return ms, wire.Errorf(wire.CodeInvalidArgument, "placement %q is not available yet; use \"ordered\"", ms.Placement)
 	}
-	if ws.Replicas > 7 {
-		return ms, wire.Errorf(wire.CodeInvalidArgument, "replicas %d must be between 1 and 7", ws.Replicas)
+	if ws.Replicas > maxSpaceReplicas {
+		return ms, wire.Errorf(wire.CodeInvalidArgument, "replicas %d must be between 1 and %d", ws.Replicas, maxSpaceReplicas)
 	}
 	if ms.Ranges < 1 || ms.Ranges > 256 {
 		return ms, wire.Errorf(wire.CodeInvalidArgument, "ranges %d must be between 1 and 256", ms.Ranges)

@@ -248,7 +248,7 @@ func TestSplitRecordedByRepair(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for lh == nil {
 		for _, n := range nodes {
-			if r := n.ranges.Replica(d.ID); r != nil && r.ReadReady() == nil {
+			if r := n.ranges.Replica(d.ID); r != nil && r.Leads() {
 				lh = n
 			}
 		}

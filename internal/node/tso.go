@@ -90,45 +90,60 @@ func (n *Node) serveTimestampBatches() {
 	}
 }
 
+// tsoCallTimeout bounds one call to the oracle's leader. A live oracle
+// answers within milliseconds; a dead one (killed, frozen, cut off) would
+// otherwise hold every waiting request for a whole dial timeout.
+const tsoCallTimeout = 500 * time.Millisecond
+
 // fetchTimestamps reserves k consecutive timestamps on the oracle's leader
-// and returns the first. The leader's id is cached (n.tsoLeader); the meta
-// service is read again only when the cached leader fails to answer, and
-// then the call is made once more (if the deadline allows).
+// and returns the first, trying until ctx ends. The leader's id is cached
+// (n.tsoLeader); the meta service is read again only when the cached
+// leader fails to answer. While the meta service still names a leader that
+// does not answer (a dead oracle's lease has not run out yet) or names
+// this node (its own term is starting or ending), it waits a little and
+// reads it again.
 func (n *Node) fetchTimestamps(ctx context.Context, k int) (uint64, error) {
-	cached := n.tsoLeader.Load()
-	ts, err := n.timestampFrom(ctx, cached, k)
-	if err == nil || cached == 0 {
-		return ts, err
+	for {
+		cached := n.tsoLeader.Load()
+		ts, called, err := n.timestampFrom(ctx, cached, k)
+		if err == nil {
+			return ts, nil
+		}
+		// A dead or frozen leader must not stay first in line.
+		n.tsoLeader.CompareAndSwap(called, 0)
+		if ctx.Err() != nil {
+			return 0, err
+		}
+		if cached == 0 && sleep(ctx, 50*time.Millisecond) != nil {
+			return 0, err // the meta service's choice failed too: wait before asking again
+		}
 	}
-	// A dead or frozen leader must not stay first in line.
-	n.tsoLeader.CompareAndSwap(cached, 0)
-	if ctx.Err() != nil {
-		return ts, err
-	}
-	return n.timestampFrom(ctx, 0, k)
 }
 
 // timestampFrom reserves k timestamps on node id, or on the oracle's
-// leader as the meta service names it when id is 0 (and caches it).
-func (n *Node) timestampFrom(ctx context.Context, id uint64, k int) (uint64, error) {
+// leader as the meta service names it when id is 0 (and caches it). It
+// returns the first and the node it asked.
+func (n *Node) timestampFrom(ctx context.Context, id uint64, k int) (uint64, uint64, error) {
 	if id == 0 {
 		var err error
 		if id, err = n.oracleLeader(ctx); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if id == n.id.NodeID {
-			return 0, meta.ErrNotLeader // our own term is starting or ending
+			// Our own term is starting (or ending): ask it directly.
+			ts, err := n.oracle.NextN(ctx, k)
+			return ts, 0, err
 		}
 		n.tsoLeader.Store(id)
 	}
-	b, err := n.callNode(ctx, id, adminService, "Timestamp", binary.BigEndian.AppendUint32(nil, uint32(k)), 2*time.Second)
+	b, err := n.callNode(ctx, id, adminService, "Timestamp", binary.BigEndian.AppendUint32(nil, uint32(k)), tsoCallTimeout)
 	if err != nil {
-		return 0, err
+		return 0, id, err
 	}
 	if len(b) != 8 {
-		return 0, fmt.Errorf("node %d answered a timestamp of %d bytes", id, len(b))
+		return 0, id, fmt.Errorf("node %d answered a timestamp of %d bytes", id, len(b))
 	}
-	return binary.BigEndian.Uint64(b), nil
+	return binary.BigEndian.Uint64(b), id, nil
 }
 
 // oracleLeader is the id of the node leading the timestamp oracle, as the
