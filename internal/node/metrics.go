@@ -65,6 +65,7 @@ func newMetrics(n *Node) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cairn_segments", Help: "Segment files.",
 		}, func() float64 { return float64(n.chunks.Stats().Segments) }),
+		raftLoopCollector{n},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cairn_spaces", Help: "Spaces served by this node.",
 		}, func() float64 {
@@ -74,4 +75,45 @@ func newMetrics(n *Node) *metrics {
 		}),
 	)
 	return m
+}
+
+// raftLoopCollector exports the replica loop's running totals.
+type raftLoopCollector struct{ n *Node }
+
+var raftLoopDescs = struct {
+	cycles, syncs, appended, applied, sent, persist, apply, cycle *prometheus.Desc
+}{
+	cycles:   prometheus.NewDesc("cairn_raft_cycles_total", "Turns of the replica loop that had raft work.", nil, nil),
+	syncs:    prometheus.NewDesc("cairn_raft_syncs_total", "Raft state persists synced to disk (one per loop turn for all ranges).", nil, nil),
+	appended: prometheus.NewDesc("cairn_raft_entries_appended_total", "Raft log entries persisted.", nil, nil),
+	applied:  prometheus.NewDesc("cairn_raft_entries_applied_total", "Committed raft entries applied.", nil, nil),
+	sent:     prometheus.NewDesc("cairn_raft_messages_sent_total", "Raft messages handed to the transport.", nil, nil),
+	persist:  prometheus.NewDesc("cairn_raft_persist_seconds_total", "Time the replica loop spent persisting raft state.", nil, nil),
+	apply:    prometheus.NewDesc("cairn_raft_apply_seconds_total", "Time the replica loop spent applying committed entries.", nil, nil),
+	cycle:    prometheus.NewDesc("cairn_raft_cycle_seconds_total", "Time the replica loop spent in turns that had raft work.", nil, nil),
+}
+
+func (c raftLoopCollector) Describe(ch chan<- *prometheus.Desc) {
+	d := raftLoopDescs
+	for _, x := range []*prometheus.Desc{d.cycles, d.syncs, d.appended, d.applied, d.sent, d.persist, d.apply, d.cycle} {
+		ch <- x
+	}
+}
+
+func (c raftLoopCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.n.ranges == nil {
+		return
+	}
+	st, d := c.n.ranges.Stats(), raftLoopDescs
+	counter := func(desc *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v)
+	}
+	counter(d.cycles, float64(st.Cycles))
+	counter(d.syncs, float64(st.Syncs))
+	counter(d.appended, float64(st.Appended))
+	counter(d.applied, float64(st.Applied))
+	counter(d.sent, float64(st.MessagesSent))
+	counter(d.persist, st.PersistTime.Seconds())
+	counter(d.apply, st.ApplyTime.Seconds())
+	counter(d.cycle, st.CycleTime.Seconds())
 }

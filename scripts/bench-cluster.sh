@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Measures 1 KiB durable PUT and GET on one node and on three nodes of this
+# machine, in one run, with the same binary and flags, and prints the
+# ratios (the issue's targets: PUT >= 0.5x, GET >= 0.8x).
+#
+#   scripts/bench-cluster.sh          # DURATION=8 CONC=50 by default
+#   PROFILE=1 scripts/bench-cluster.sh  # also a CPU profile of node 2 during the 3-node PUT run
+#
+# The three nodes listen on 127.0.0.9, .10 and .11 and share this
+# machine's cores with each other and the load generator.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${DURATION:-8}
+CONC=${CONC:-50}
+WORK=$(mktemp -d /tmp/cairn-cbench.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+echo "== building"
+CGO_ENABLED=0 go build -o "$WORK/cairn" ./cmd/cairn
+C="$WORK/cairn"
+json() { python3 -c "import json,sys; d=json.loads(sys.stdin.readline()); print(d['$1'])"; }
+healthy() { for _ in $(seq 300); do curl -sf "http://$1:7080/healthz" >/dev/null && return; sleep 0.1; done; echo "node $1 did not start" >&2; exit 1; }
+bench() { "$C" bench --server "$1" --duration "${DURATION}s" --json --size 1KiB --concurrency "$CONC" --keys 10000 --op "$2"; }
+
+echo "== single node"
+"$C" server --data-dir "$WORK/s1" --listen 127.0.0.9 --log-level warn &
+SP=$!; PIDS+=("$SP")
+healthy 127.0.0.9
+s_put=$(bench 127.0.0.9:7070 put)
+s_get=$(bench 127.0.0.9:7070 get)
+kill "$SP"; wait "$SP" 2>/dev/null || true
+echo "put: $s_put"
+echo "get: $s_get"
+
+echo "== three nodes"
+"$C" server --data-dir "$WORK/n1" --listen 127.0.0.9 --log-level warn &
+PIDS+=($!)
+healthy 127.0.0.9
+for i in 10 11; do
+  "$C" server --data-dir "$WORK/n$i" --listen "127.0.0.$i" --join 127.0.0.9:7071 --log-level warn &
+  PIDS+=($!)
+  healthy "127.0.0.$i"
+done
+SEEDS=127.0.0.9:7070,127.0.0.10:7070,127.0.0.11:7070
+"$C" --server "$SEEDS" space create bench >/dev/null
+# Let the ranges get their three replicas and the leases spread.
+sleep "${SETTLE:-20}"
+PROF=
+if [ -n "${PROFILE:-}" ]; then
+  (sleep 2; curl -s -o "${PROFILE_OUT:-/tmp/cairn-node2.pprof}" "http://127.0.0.10:7080/debug/pprof/profile?seconds=$((DURATION-3))") &
+  PROF=$!
+fi
+c_put=$(bench "$SEEDS" put)
+[ -z "$PROF" ] || wait "$PROF"
+c_get=$(bench "$SEEDS" get)
+echo "put: $c_put"
+echo "get: $c_get"
+"$C" --server "$SEEDS" cluster status || true
+
+python3 - "$s_put" "$c_put" "$s_get" "$c_get" <<'EOF'
+import json, sys
+sp, cp, sg, cg = (json.loads(a) for a in sys.argv[1:])
+def row(name, s, c, target):
+    r = c["ops_per_sec"] / s["ops_per_sec"]
+    print(f"{name}: single {s['ops_per_sec']:,.0f} ops/s (p50 {s['p50_ms']} ms, p99 {s['p99_ms']} ms), 3 nodes {c['ops_per_sec']:,.0f} ops/s (p50 {c['p50_ms']} ms, p99 {c['p99_ms']} ms) = {r:.2f}x (target >= {target}x: {'MET' if r >= target else 'MISSED'})")
+row("1 KiB durable PUT", sp, cp, 0.5)
+row("1 KiB GET", sg, cg, 0.8)
+EOF
