@@ -46,6 +46,7 @@ type Server struct {
 	SplitLoad       int           `koanf:"split-load"`
 	MergeSize       int64         `koanf:"merge-size"`
 	MergeAfter      time.Duration `koanf:"merge-after"`
+	MetaMembers     int           `koanf:"meta-members"`
 	LogLevel        string        `koanf:"log-level"`
 }
 
@@ -72,10 +73,11 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.Int("split-load", 2500, "requests per second above which (for 5s) a range splits at its median key (-1: never)")
 	fs.Int64("merge-size", 16<<20, "two neighbouring ranges smaller than this many bytes together merge once both are quiet (at most a quarter of --split-size; -1: never)")
 	fs.Duration("merge-after", time.Minute, "how long both ranges must have served under a quarter of --split-load before they merge")
+	fs.Int("meta-members", 5, "most embedded etcd members of the meta service (1, 3, 5 or 7; further nodes are its clients); the same on every node")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 }
 
-var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "inline-threshold", "ranges", "record-cache", "down-after", "repair-rate", "rebalance-after", "split-size", "split-load", "merge-size", "merge-after", "log-level"}
+var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "inline-threshold", "ranges", "record-cache", "down-after", "repair-rate", "rebalance-after", "split-size", "split-load", "merge-size", "merge-after", "meta-members", "log-level"}
 
 // LoadServer merges the config file (from --config or CAIRN_CONFIG), the
 // CAIRN_* environment (environ, e.g. os.Environ) and the flags of fs.
@@ -169,6 +171,7 @@ func (s Server) NodeConfig() (node.Config, error) {
 		SplitLoad:       s.SplitLoad,
 		MergeSize:       s.MergeSize,
 		MergeAfter:      s.MergeAfter,
+		MetaMembers:     s.MetaMembers,
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 	}, nil
 }

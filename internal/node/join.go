@@ -37,10 +37,6 @@ type joinResponse struct {
 	Endpoints      []string `json:"endpoints"`
 }
 
-// maxMetaMembers bounds the meta service's etcd members (voters and
-// learners): beyond five nodes the rest are clients.
-const maxMetaMembers = 5
-
 // membership is what a meta.Store offers for changing the meta service's
 // members (EtcdStore does; MemStore does not).
 type membership interface {
@@ -102,7 +98,7 @@ func (n *Node) handleJoin(ctx context.Context, b []byte) ([]byte, error) {
 		}
 	}
 	endpoints := meta.VoterEndpoints(members)
-	member := len(members) < maxMetaMembers
+	member := len(members) < n.cfg.MetaMembers
 	if member {
 		if _, members, err = ms.AddLearner(ctx, req.MetaPeerURL); err != nil {
 			if strings.Contains(err.Error(), "unhealthy cluster") {
@@ -198,12 +194,7 @@ func (n *Node) openMeta(joined *joinResponse) error {
 		return err
 	}
 	n.metaPeerURL = urls.peer
-	opts := meta.EtcdOptions{
-		Dir:  filepath.Join(n.cfg.DataDir, "meta"),
-		Name: memberName(n.id.NodeID), PeerURL: urls.peer, ListenPeerURL: urls.listenPeer,
-		ClientURL: urls.client, ListenClientURL: urls.listenClient,
-		Logger: n.log,
-	}
+	opts := n.etcdOptions(urls)
 	if !n.id.Joined {
 		es, err := meta.OpenEtcd(opts)
 		if err != nil {
@@ -212,28 +203,35 @@ func (n *Node) openMeta(joined *joinResponse) error {
 		n.meta, n.ownMeta = es, true
 		return nil
 	}
-	if n.id.Member {
+	// A client node with member data: topUpMeta started a member here and
+	// the node stopped before it saved that. Start it again (etcd refuses
+	// if it was removed meanwhile) and save it.
+	unsaved := n.id.Joined && !n.id.Member && joined == nil && hasMemberData(opts.Dir)
+	if n.id.Member || unsaved {
 		if joined != nil {
 			// A fresh member: whatever an earlier, failed join left in its
 			// directory belongs to a member that no longer exists.
-			if err := os.RemoveAll(opts.Dir); err != nil {
-				return err
-			}
 			opts.InitialCluster, opts.Join = joined.InitialCluster, true
-		} else if _, err := os.Stat(filepath.Join(opts.Dir, "member")); err != nil {
+		} else if !hasMemberData(opts.Dir) {
 			// Never start an empty member on restart: etcd would found a
 			// new cluster of one.
-			return fmt.Errorf("this node's meta service member has no data in %s (%v); remove %s and join the cluster again", opts.Dir, err, n.cfg.DataDir)
+			return fmt.Errorf("this node's meta service member has no data in %s; remove %s and join the cluster again", opts.Dir, n.cfg.DataDir)
 		}
-		n.member, err = meta.OpenEtcd(opts)
-		for try := 0; err != nil && joined != nil && strings.Contains(err.Error(), "member count is unequal") && try < 20; try++ {
-			// A member that has not applied this node's admission yet
-			// answered etcd's cluster check; it catches up shortly.
-			n.log.Info("a meta member has not seen this node's admission yet; starting again", "err", err)
-			time.Sleep(250 * time.Millisecond)
-			if err = os.RemoveAll(opts.Dir); err == nil {
-				n.member, err = meta.OpenEtcd(opts)
+		var es *meta.EtcdStore
+		if joined != nil {
+			es, err = n.startJoiningMember(opts)
+		} else {
+			es, err = meta.OpenEtcd(opts)
+		}
+		n.member.Store(es)
+		if err != nil && unsaved {
+			// Removed meanwhile (a member that had not started is removed
+			// before this node tries again): go on as a client.
+			n.log.Warn("the meta service member this node added itself as did not start; going on as a client", "err", err)
+			if rerr := os.RemoveAll(opts.Dir); rerr != nil {
+				return rerr
 			}
+			err, unsaved = nil, false
 		}
 		if err != nil && joined == nil {
 			// etcd stops a member that was removed from the cluster.
@@ -241,6 +239,13 @@ func (n *Node) openMeta(joined *joinResponse) error {
 		}
 		if err != nil {
 			return fmt.Errorf("start this node's meta service member: %w", err)
+		}
+		if unsaved {
+			n.log.Info("started the meta service member this node added itself as before it stopped")
+			n.id.Member = true
+			if err := n.writeIdentity(n.id); err != nil {
+				return err
+			}
 		}
 	}
 	eps := n.id.Endpoints
@@ -255,6 +260,39 @@ func (n *Node) openMeta(joined *joinResponse) error {
 	}
 	n.meta, n.ownMeta = cli, true
 	return nil
+}
+
+func (n *Node) etcdOptions(urls metaURLs) meta.EtcdOptions {
+	return meta.EtcdOptions{
+		Dir:  filepath.Join(n.cfg.DataDir, "meta"),
+		Name: memberName(n.id.NodeID), PeerURL: urls.peer, ListenPeerURL: urls.listenPeer,
+		ClientURL: urls.client, ListenClientURL: urls.listenClient,
+		Logger: n.log,
+	}
+}
+
+func hasMemberData(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "member"))
+	return err == nil
+}
+
+// startJoiningMember starts a new member of the meta service (opts.Join
+// set) in an emptied directory.
+func (n *Node) startJoiningMember(opts meta.EtcdOptions) (*meta.EtcdStore, error) {
+	if err := os.RemoveAll(opts.Dir); err != nil {
+		return nil, err
+	}
+	es, err := meta.OpenEtcd(opts)
+	for try := 0; err != nil && strings.Contains(err.Error(), "member count is unequal") && try < 20; try++ {
+		// A member that has not applied this node's admission yet
+		// answered etcd's cluster check; it catches up shortly.
+		n.log.Info("a meta member has not seen this node's admission yet; starting again", "err", err)
+		time.Sleep(250 * time.Millisecond)
+		if err = os.RemoveAll(opts.Dir); err == nil {
+			es, err = meta.OpenEtcd(opts)
+		}
+	}
+	return es, err
 }
 
 // followMembers keeps a joined node's meta client pointed at the current
@@ -273,6 +311,7 @@ func (n *Node) followMembers(members []meta.Member) {
 	if !slices.Equal(eps, n.savedEndpoints) {
 		id := n.id
 		id.Endpoints = eps
+		id.Member = id.Member || n.member.Load() != nil
 		if err := n.writeIdentity(id); err != nil {
 			n.log.Warn("could not save the meta service endpoints", "err", err)
 			return
@@ -306,8 +345,9 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 			voters++
 		}
 	}
+	target := n.targetVoters(len(nodes))
 	for _, m := range members {
-		if voters >= meta.TargetVoters(len(nodes)) {
+		if voters >= target {
 			break
 		}
 		if m.Learner && m.Name != "" { // started and known by name
@@ -317,4 +357,119 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 			}
 		}
 	}
+	if voters < target && n.topUpCandidate(nodes, members) {
+		if err := n.topUpMeta(ctx, ms); err != nil {
+			n.log.Warn("could not become a meta service member", "err", err)
+		}
+	}
+}
+
+// targetVoters is how many voters the meta service should have with k
+// nodes in the cluster.
+func (n *Node) targetVoters(k int) int {
+	return min(meta.TargetVoters(k), n.cfg.MetaMembers)
+}
+
+// topUpCandidate reports whether this node is the one to become a meta
+// service member now: the meta service has room, no learner that could be
+// promoted instead, and of the up nodes without a member this one has the
+// lowest id. That happens when a removal took a voter from a cluster whose
+// other nodes joined beyond Config.MetaMembers, as clients. A member at
+// this node's own address is one it added and did not start (see
+// topUpMeta); it does not count.
+func (n *Node) topUpCandidate(nodes []meta.NodeInfo, members []meta.Member) bool {
+	if !n.id.Joined || n.member.Load() != nil || n.metaPeerURL == "" {
+		return false
+	}
+	others := 0
+	for _, m := range members {
+		if slices.Contains(m.PeerURLs, n.metaPeerURL) {
+			continue
+		}
+		if m.Learner {
+			return false // promoted once it has started
+		}
+		others++
+	}
+	if others >= n.cfg.MetaMembers {
+		return false
+	}
+	hasMember := func(nd meta.NodeInfo) bool {
+		return slices.ContainsFunc(members, func(m meta.Member) bool { return slices.Contains(m.PeerURLs, nd.MetaPeerURL) })
+	}
+	for _, nd := range nodes {
+		if nd.ID != n.id.NodeID && nd.ID < n.id.NodeID && nd.State == meta.NodeUp && nd.MetaPeerURL != "" && !hasMember(nd) {
+			return false // that node goes first
+		}
+	}
+	return true
+}
+
+// topUpMeta makes this client node a member of the meta service: under
+// the admission lock (a joiner's initial cluster must list every member),
+// it adds itself as a learner, starts its embedded etcd member joined to
+// the others, and saves that in its identity; reconcileMeta promotes it
+// once it has started. A member left at its address by an earlier try
+// that did not start is removed first. reconcileMeta's goroutine only.
+func (n *Node) topUpMeta(ctx context.Context, ms membership) error {
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	lock, err := n.meta.Campaign(lctx, "join", 30*time.Second)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("take the admission lock: %w", err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = lock.Resign(rctx)
+	}()
+	members, err := ms.Members(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range members {
+		if slices.Contains(m.PeerURLs, n.metaPeerURL) {
+			if err := ms.RemoveMember(ctx, m.ID); err != nil {
+				return fmt.Errorf("remove the member an earlier try left: %w", err)
+			}
+			continue
+		}
+		if m.Learner || m.Name == "" {
+			return nil // another member is being added: look again later
+		}
+	}
+	urls, err := n.metaURLs()
+	if err != nil {
+		return err
+	}
+	learner, members, err := ms.AddLearner(ctx, n.metaPeerURL)
+	if err != nil {
+		return err
+	}
+	undo := func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = ms.RemoveMember(rctx, learner)
+	}
+	opts := n.etcdOptions(urls)
+	opts.InitialCluster, opts.Join = meta.InitialCluster(members, memberName(n.id.NodeID)), true
+	es, err := n.startJoiningMember(opts)
+	if err != nil {
+		undo()
+		_ = os.RemoveAll(opts.Dir)
+		return fmt.Errorf("start a meta service member: %w", err)
+	}
+	id := n.id
+	id.Member = true
+	if n.savedEndpoints != nil {
+		id.Endpoints = n.savedEndpoints
+	}
+	if err := n.writeIdentity(id); err != nil {
+		_ = es.Close()
+		undo()
+		return err
+	}
+	n.member.Store(es)
+	n.log.Info("this node is now a meta service member (a learner until promoted)", "member", memberName(n.id.NodeID))
+	return nil
 }

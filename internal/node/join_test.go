@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -356,5 +357,135 @@ func TestConcurrentJoins(t *testing.T) {
 	}
 	if nodes, _ := first.catalog.Nodes(ctx); len(nodes) != 3 {
 		t.Fatalf("cluster map has %d nodes", len(nodes))
+	}
+}
+
+// metaVoters returns the names of the meta service's voters and learners
+// as seen through n.
+func metaVoters(t *testing.T, n *Node) (voters, learners []string) {
+	t.Helper()
+	members, err := n.meta.(membership).Members(context.Background())
+	if err != nil {
+		return nil, nil
+	}
+	for _, m := range members {
+		if m.Learner {
+			learners = append(learners, m.Name)
+		} else {
+			voters = append(voters, m.Name)
+		}
+	}
+	slices.Sort(voters)
+	return voters, learners
+}
+
+// waitMetaVoters waits until the meta service's voters are exactly want
+// (and it has no learners).
+func waitMetaVoters(t *testing.T, n *Node, want ...string) {
+	t.Helper()
+	slices.Sort(want)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		voters, learners := metaVoters(t, n)
+		if slices.Equal(voters, want) && len(learners) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("meta voters %v, learners %v; want voters %v", voters, learners, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestMetaToppedUpAfterRemoval: with at most three meta members, a
+// fourth node joins as a client; when a voter's node is removed, the
+// client becomes a member and is promoted, so the meta service has three
+// voters again, and it stays one across a restart.
+func TestMetaToppedUpAfterRemoval(t *testing.T) {
+	ctx := context.Background()
+	nodes := clusterOf(t, 4, func(c *Config) {
+		c.MetaMembers, c.HeartbeatTTL, c.RepairCheck = 3, time.Second, 200*time.Millisecond
+	})
+	name := func(n *Node) string { return memberName(n.NodeID()) }
+	waitMetaVoters(t, nodes[0], name(nodes[0]), name(nodes[1]), name(nodes[2]))
+	client := nodes[3]
+	if client.member.Load() != nil || client.id.Member {
+		t.Fatalf("node %d joined beyond MetaMembers 3 but runs a member", client.NodeID())
+	}
+
+	victim := nodes[1]
+	if err := nodes[0].NodeAdmin(ctx, wire.NodeDrain, victim.NodeID()); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for {
+		err := nodes[0].NodeAdmin(ctx, wire.NodeRemove, victim.NodeID())
+		if err == nil {
+			break
+		}
+		if wire.CodeOf(err) != wire.CodeNotDrained || time.Since(start) > 60*time.Second {
+			t.Fatalf("remove node %d: %v", victim.NodeID(), err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	removed := time.Now()
+	victim.Close()
+	waitMetaVoters(t, nodes[0], name(nodes[0]), name(nodes[2]), name(client))
+	t.Logf("three meta voters again %v after node %d was removed", time.Since(removed).Round(time.Millisecond), victim.NodeID())
+	if client.member.Load() == nil {
+		t.Fatal("the client node's new member is not its own")
+	}
+
+	// The new member survives a restart of its node: the identity says so.
+	saved := client.id
+	if v, c, err := client.eng.DB().Get(identityKey); err != nil {
+		t.Fatal(err)
+	} else {
+		err = json.Unmarshal(v, &saved)
+		c.Close()
+		if err != nil || !saved.Member {
+			t.Fatalf("saved identity after the top-up: %+v, %v", saved, err)
+		}
+	}
+	cfg := restartConfig(client)
+	client.Close()
+	again := openNode(t, cfg)
+	if !again.id.Member || again.member.Load() == nil {
+		t.Fatalf("restarted node %d: member %v, running %v", again.NodeID(), again.id.Member, again.member.Load() != nil)
+	}
+	waitMetaVoters(t, nodes[0], name(nodes[0]), name(nodes[2]), name(again))
+
+	// A node that stopped after its member started but before it saved
+	// that starts the member again (here: the saved identity rolled back).
+	id := again.id
+	id.Member = false
+	if err := again.writeIdentity(id); err != nil {
+		t.Fatal(err)
+	}
+	cfg = restartConfig(again)
+	again.Close()
+	again = openNode(t, cfg)
+	if !again.id.Member || again.member.Load() == nil {
+		t.Fatalf("node %d restarted with member data but no saved membership: member %v, running %v", again.NodeID(), again.id.Member, again.member.Load() != nil)
+	}
+	waitMetaVoters(t, nodes[0], name(nodes[0]), name(nodes[2]), name(again))
+	if _, err := again.catalog.CreateSpace(ctx, "after", meta.SpaceSettings{Ranges: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMetaMembersValidated(t *testing.T) {
+	for _, k := range []int{-1, 2, 4, 9} {
+		c := clusterConfig(t, "")
+		c.MetaMembers = k
+		c.EnsureDefaults()
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "meta members") {
+			t.Errorf("MetaMembers %d: %v", k, err)
+		}
+	}
+	c := clusterConfig(t, "")
+	c.EnsureDefaults()
+	if err := c.Validate(); err != nil || c.MetaMembers != 5 {
+		t.Fatalf("default MetaMembers %d: %v", c.MetaMembers, err)
 	}
 }

@@ -112,6 +112,12 @@ type Config struct {
 	MergeSize int64
 	// MergeAfter: see MergeSize. Default: 1 minute.
 	MergeAfter time.Duration
+	// MetaMembers bounds the meta service's embedded etcd members (voters
+	// and learners): nodes beyond it reach the meta service as clients, and
+	// it caps the voters (meta.TargetVoters). 1, 3, 5 or 7; default 5. Read
+	// by a node admitting another and by every node's membership
+	// reconciler, so give every node the same value.
+	MetaMembers int
 
 	// Link, if set, reports whether node from can reach node to now: a
 	// seam for tests that inject network faults into node-to-node traffic
@@ -200,6 +206,9 @@ func (c *Config) EnsureDefaults() {
 	if c.MergeAfter == 0 {
 		c.MergeAfter = time.Minute
 	}
+	if c.MetaMembers == 0 {
+		c.MetaMembers = 5
+	}
 	c.Chunking.EnsureDefaults()
 	if c.FS == nil {
 		c.FS = vfs.Default
@@ -240,6 +249,9 @@ func (c *Config) Validate() error {
 	if c.MergeAfter < 0 {
 		errs = append(errs, fmt.Errorf("merge-after %v is negative", c.MergeAfter))
 	}
+	if c.MetaMembers < 1 || c.MetaMembers > 7 || c.MetaMembers%2 == 0 {
+		errs = append(errs, fmt.Errorf("meta members %d must be 1, 3, 5 or 7", c.MetaMembers))
+	}
 	if c.RepairRate < -1 {
 		errs = append(errs, fmt.Errorf("repair rate %d must be bytes per second, or -1 for no limit", c.RepairRate))
 	}
@@ -276,8 +288,9 @@ type Node struct {
 	// metaPeerURL is the embedded etcd member's peer URL ("" with cfg.Meta).
 	metaPeerURL string
 	// member is the node's own etcd member when it is not n.meta itself (a
-	// joined node reaches the meta service through a client).
-	member *meta.EtcdStore
+	// joined node reaches the meta service through a client). Set at open,
+	// or later by topUpMeta.
+	member atomic.Pointer[meta.EtcdStore]
 	bg     sync.WaitGroup // background loops, stopped by Close
 	openMu sync.Mutex     // serializes openSpace
 	// savedEndpoints are the meta endpoints last saved with the identity
@@ -663,10 +676,13 @@ func (n *Node) Close() error {
 		if n.ownMeta && n.meta != nil {
 			errs = append(errs, n.meta.Close())
 		}
-		if n.member != nil {
-			errs = append(errs, n.member.Close())
+		if m := n.member.Swap(nil); m != nil {
+			errs = append(errs, m.Close())
 		}
 		n.bg.Wait()
+		if m := n.member.Swap(nil); m != nil { // started by topUpMeta meanwhile
+			errs = append(errs, m.Close())
+		}
 		if n.eng != nil {
 			errs = append(errs, n.eng.Close())
 		}

@@ -249,8 +249,8 @@ func (n *Node) oracleOffMetaLeader(ctx context.Context) {
 // localMember returns the node's own etcd member's store, or nil if the
 // node runs none.
 func (n *Node) localMember() *meta.EtcdStore {
-	if n.member != nil {
-		return n.member
+	if m := n.member.Load(); m != nil {
+		return m
 	}
 	local, _ := n.meta.(*meta.EtcdStore)
 	return local
