@@ -406,6 +406,54 @@ func (o *Oracle) lose(lead Leadership) {
 	o.mu.Unlock()
 }
 
+// windowAttempt bounds one write of a new window, and one read of what a
+// write of unknown outcome left. A write proposed through a meta leader
+// that then froze or died is not sent again to the next leader: etcd
+// answers it only at its request timeout (7 s with a 1 s election), long
+// after a new leader could have taken it, and meanwhile the oracle may
+// run out of window.
+const windowAttempt = time.Second
+
+// putWindow persists target as the window's upper bound over revision rev
+// and returns the new revision. A write that times out is settled by a
+// read: the old revision means it did not apply (it is written again), our
+// target means it did, anything else is a newer leader's (ErrConflict).
+// It tries until ctx ends or the outcome is known.
+func (o *Oracle) putWindow(ctx context.Context, target uint64, rev int64) (int64, error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, windowAttempt)
+		newRev, err := o.store.Put(actx, keyTSO, encodeTSO(target), rev)
+		cancel()
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || unsettled(err)) {
+			return newRev, err
+		}
+		o.opts.Logger.Info("meta: oracle window write of unknown outcome; reading what it left", "err", err)
+		for {
+			actx, cancel := context.WithTimeout(ctx, windowAttempt)
+			kv, rerr := o.store.Get(actx, keyTSO)
+			cancel()
+			if ctx.Err() != nil {
+				return 0, err
+			}
+			if rerr != nil {
+				select {
+				case <-ctx.Done():
+					return 0, err
+				case <-time.After(50 * time.Millisecond):
+				}
+				continue
+			}
+			if kv.Rev == rev {
+				break // not applied: write it again
+			}
+			if high, derr := decodeTSO(kv.Value); derr == nil && high == target {
+				return kv.Rev, nil
+			}
+			return 0, fmt.Errorf("%s changed from revision %d to %d: %w", keyTSO, rev, kv.Rev, ErrConflict)
+		}
+	}
+}
+
 // renew persists a new window if one is needed. The store write happens
 // outside the mutex; NextN keeps serving from the old window meanwhile.
 func (o *Oracle) renew(ctx context.Context, lead Leadership) error {
@@ -424,7 +472,7 @@ func (o *Oracle) renew(ctx context.Context, lead Leadership) error {
 	rev := o.mu.rev
 	o.mu.Unlock()
 
-	newRev, err := o.store.Put(ctx, keyTSO, encodeTSO(target), rev)
+	newRev, err := o.putWindow(ctx, target, rev)
 
 	o.mu.Lock()
 	defer o.mu.Unlock()

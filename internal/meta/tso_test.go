@@ -393,3 +393,74 @@ func TestOracleRenewalRetries(t *testing.T) {
 		t.Fatalf("after retried renewal: %s (first %s, H %s)", fmtTS(ts), fmtTS(first), fmtTS(storedHigh(t, mem)))
 	}
 }
+
+// hangingStore's Puts of keyTSO hang until their context ends, as a write
+// proposed through a meta leader that froze does; apply says whether the
+// hung write applied first.
+type hangingStore struct {
+	Store
+	mu    sync.Mutex
+	hangs int
+	apply bool
+}
+
+func (h *hangingStore) Put(ctx context.Context, key string, value []byte, expect int64) (int64, error) {
+	h.mu.Lock()
+	hang := key == keyTSO && h.hangs > 0
+	if hang {
+		h.hangs--
+	}
+	h.mu.Unlock()
+	if !hang {
+		return h.Store.Put(ctx, key, value, expect)
+	}
+	if h.apply {
+		if _, err := h.Store.Put(context.Background(), key, value, expect); err != nil {
+			return 0, err
+		}
+	}
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// TestWindowWriteOfUnknownOutcome: a window write that hangs is given up
+// after windowAttempt and settled by a read: written again if it did not
+// apply, taken as done if it did, and a conflict if another leader's
+// window is there.
+func TestWindowWriteOfUnknownOutcome(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, applied := range []bool{false, true} {
+		mem := NewMemStore(time.Now)
+		rev, err := mem.Put(ctx, keyTSO, encodeTSO(100), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &hangingStore{Store: mem, hangs: 1, apply: applied}
+		o := NewOracle(h, OracleOptions{Logger: slog.New(slog.DiscardHandler)})
+		got, err := o.putWindow(ctx, 200, rev)
+		if err != nil {
+			t.Fatalf("applied %v: %v", applied, err)
+		}
+		kv, err := mem.Get(ctx, keyTSO)
+		if err != nil || kv.Rev != got {
+			t.Fatalf("applied %v: revision %d returned, %d stored (%v)", applied, got, kv.Rev, err)
+		}
+		if high, _ := decodeTSO(kv.Value); high != 200 {
+			t.Fatalf("applied %v: stored high %d, want 200", applied, high)
+		}
+	}
+
+	// Another leader wrote its window while ours hung.
+	mem := NewMemStore(time.Now)
+	rev, _ := mem.Put(ctx, keyTSO, encodeTSO(100), 0)
+	h := &hangingStore{Store: mem, hangs: 1}
+	o := NewOracle(h, OracleOptions{Logger: slog.New(slog.DiscardHandler)})
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		mem.Put(ctx, keyTSO, encodeTSO(300), rev)
+	}()
+	if _, err := o.putWindow(ctx, 200, rev); !errors.Is(err, ErrConflict) {
+		t.Fatalf("window written over by another leader: %v, want ErrConflict", err)
+	}
+}

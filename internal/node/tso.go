@@ -136,7 +136,9 @@ func (n *Node) timestampFrom(ctx context.Context, id uint64, k int) (uint64, uin
 		}
 		n.tsoLeader.Store(id)
 	}
-	b, err := n.callNode(ctx, id, adminService, "Timestamp", binary.BigEndian.AppendUint32(nil, uint32(k)), tsoCallTimeout)
+	b, err := callUnlessMoved(ctx, id, n.oracleLeader, func(ctx context.Context) ([]byte, error) {
+		return n.callNode(ctx, id, adminService, "Timestamp", binary.BigEndian.AppendUint32(nil, uint32(k)), tsoCallTimeout)
+	})
 	if err != nil {
 		return 0, id, err
 	}
@@ -144,6 +146,46 @@ func (n *Node) timestampFrom(ctx context.Context, id uint64, k int) (uint64, uin
 		return 0, id, fmt.Errorf("node %d answered a timestamp of %d bytes", id, len(b))
 	}
 	return binary.BigEndian.Uint64(b), id, nil
+}
+
+// oracleRecheck is how long a call to the oracle's leader runs before the
+// meta service is asked, and asked again, whether another node leads it.
+const oracleRecheck = 100 * time.Millisecond
+
+// errOracleMoved ends a call to a node that no longer leads the oracle.
+var errOracleMoved = errors.New("the timestamp oracle has a new leader")
+
+// callUnlessMoved runs call, meant for node id as the oracle's leader.
+// While it runs longer than oracleRecheck it reads the oracle's leader
+// every oracleRecheck, and ends the call with errOracleMoved as soon as
+// another node leads: a frozen or cut-off leader holds a call until its
+// timeout, while its successor (once its lease ran out) answers at once.
+// A live leader answers within milliseconds and costs no reads.
+func callUnlessMoved(ctx context.Context, id uint64, leader func(context.Context) (uint64, error), call func(context.Context) ([]byte, error)) ([]byte, error) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTicker(oracleRecheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if lead, err := leader(cctx); err == nil && lead != id {
+				cancel(errOracleMoved)
+				return
+			}
+		}
+	}()
+	b, err := call(cctx)
+	if err != nil && errors.Is(context.Cause(cctx), errOracleMoved) {
+		return nil, errOracleMoved
+	}
+	return b, err
 }
 
 // oracleLeader is the id of the node leading the timestamp oracle, as the
