@@ -60,17 +60,11 @@ func (n *Node) handleJoin(ctx context.Context, b []byte) ([]byte, error) {
 	}
 	// One admission at a time in the whole cluster: a joiner's initial
 	// cluster must list every member there is when its member starts.
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	lock, err := n.meta.Campaign(lctx, "join", 30*time.Second)
-	cancel()
+	release, err := n.admissionLock(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("another node is being admitted: %w", transport.ErrBusy)
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = lock.Resign(rctx)
-	}()
+	defer release()
 	members, err := ms.Members(ctx)
 	if err != nil {
 		return nil, err
@@ -120,6 +114,22 @@ func (n *Node) handleJoin(ctx context.Context, b []byte) ([]byte, error) {
 	}
 	n.log.Info("node joining", "node", id, "meta_member", resp.InitialCluster != "", "zone", req.Zone)
 	return json.Marshal(resp)
+}
+
+// admissionLock takes the cluster-wide lock of meta membership changes
+// (waiting up to 10s; held at most 30s) and returns its release.
+func (n *Node) admissionLock(ctx context.Context) (release func(), err error) {
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	lock, err := n.meta.Campaign(lctx, "join", 30*time.Second)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = lock.Resign(rctx)
+	}, nil
 }
 
 func memberName(id uint64) string { return fmt.Sprintf("node-%d", id) }
@@ -412,17 +422,11 @@ func (n *Node) topUpCandidate(nodes []meta.NodeInfo, members []meta.Member) bool
 // once it has started. A member left at its address by an earlier try
 // that did not start is removed first. reconcileMeta's goroutine only.
 func (n *Node) topUpMeta(ctx context.Context, ms membership) error {
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	lock, err := n.meta.Campaign(lctx, "join", 30*time.Second)
-	cancel()
+	release, err := n.admissionLock(ctx)
 	if err != nil {
 		return fmt.Errorf("take the admission lock: %w", err)
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = lock.Resign(rctx)
-	}()
+	defer release()
 	members, err := ms.Members(ctx)
 	if err != nil {
 		return err
