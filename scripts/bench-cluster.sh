@@ -24,7 +24,6 @@ trap cleanup EXIT
 echo "== building"
 CGO_ENABLED=0 go build -o "$WORK/cairn" ./cmd/cairn
 C="$WORK/cairn"
-json() { python3 -c "import json,sys; d=json.loads(sys.stdin.readline()); print(d['$1'])"; }
 healthy() { for _ in $(seq 300); do curl -sf "http://$1:7080/healthz" >/dev/null && return; sleep 0.1; done; echo "node $1 did not start" >&2; exit 1; }
 bench() { "$C" bench --server "$1" --duration "${DURATION}s" --json --size 1KiB --concurrency "$CONC" --keys 10000 --op "$2"; }
 

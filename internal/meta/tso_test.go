@@ -430,37 +430,40 @@ func (h *hangingStore) Put(ctx context.Context, key string, value []byte, expect
 func TestWindowWriteOfUnknownOutcome(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, applied := range []bool{false, true} {
+	for _, c := range []struct {
+		name    string
+		applied bool // the hung write applied
+		other   bool // another leader writes its window meanwhile
+	}{{"not applied", false, false}, {"applied", true, false}, {"another leader's", false, true}} {
 		mem := NewMemStore(time.Now)
 		rev, err := mem.Put(ctx, keyTSO, encodeTSO(100), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := &hangingStore{Store: mem, hangs: 1, apply: applied}
+		h := &hangingStore{Store: mem, hangs: 1, apply: c.applied}
 		o := NewOracle(h, OracleOptions{Logger: slog.New(slog.DiscardHandler)})
+		if c.other {
+			go func() {
+				time.Sleep(10 * time.Millisecond)
+				mem.Put(ctx, keyTSO, encodeTSO(300), rev)
+			}()
+		}
 		got, err := o.putWindow(ctx, 200, rev)
+		if c.other {
+			if !errors.Is(err, ErrConflict) {
+				t.Fatalf("window written over by another leader: %v, want ErrConflict", err)
+			}
+			continue
+		}
 		if err != nil {
-			t.Fatalf("applied %v: %v", applied, err)
+			t.Fatalf("%s: %v", c.name, err)
 		}
 		kv, err := mem.Get(ctx, keyTSO)
 		if err != nil || kv.Rev != got {
-			t.Fatalf("applied %v: revision %d returned, %d stored (%v)", applied, got, kv.Rev, err)
+			t.Fatalf("%s: revision %d returned, %d stored (%v)", c.name, got, kv.Rev, err)
 		}
 		if high, _ := decodeTSO(kv.Value); high != 200 {
-			t.Fatalf("applied %v: stored high %d, want 200", applied, high)
+			t.Fatalf("%s: stored high %d, want 200", c.name, high)
 		}
-	}
-
-	// Another leader wrote its window while ours hung.
-	mem := NewMemStore(time.Now)
-	rev, _ := mem.Put(ctx, keyTSO, encodeTSO(100), 0)
-	h := &hangingStore{Store: mem, hangs: 1}
-	o := NewOracle(h, OracleOptions{Logger: slog.New(slog.DiscardHandler)})
-	go func() {
-		time.Sleep(10 * time.Millisecond)
-		mem.Put(ctx, keyTSO, encodeTSO(300), rev)
-	}()
-	if _, err := o.putWindow(ctx, 200, rev); !errors.Is(err, ErrConflict) {
-		t.Fatalf("window written over by another leader: %v, want ErrConflict", err)
 	}
 }

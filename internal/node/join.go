@@ -319,15 +319,26 @@ func (n *Node) followMembers(members []meta.Member) {
 		n.savedEndpoints = n.id.Endpoints
 	}
 	if !slices.Equal(eps, n.savedEndpoints) {
-		id := n.id
+		id := n.savedIdentity()
 		id.Endpoints = eps
-		id.Member = id.Member || n.member.Load() != nil
 		if err := n.writeIdentity(id); err != nil {
 			n.log.Warn("could not save the meta service endpoints", "err", err)
 			return
 		}
 		n.savedEndpoints = eps
 	}
+}
+
+// savedIdentity is the identity as last saved while running: n.id as
+// opened, with the endpoints followMembers saved since and the member
+// topUpMeta started. reconcileMeta's goroutine only.
+func (n *Node) savedIdentity() identity {
+	id := n.id
+	if n.savedEndpoints != nil {
+		id.Endpoints = n.savedEndpoints
+	}
+	id.Member = id.Member || n.member.Load() != nil
+	return id
 }
 
 // reconcileMeta moves the meta service's voters toward the target for the
@@ -408,7 +419,7 @@ func (n *Node) topUpCandidate(nodes []meta.NodeInfo, members []meta.Member) bool
 		return slices.ContainsFunc(members, func(m meta.Member) bool { return slices.Contains(m.PeerURLs, nd.MetaPeerURL) })
 	}
 	for _, nd := range nodes {
-		if nd.ID != n.id.NodeID && nd.ID < n.id.NodeID && nd.State == meta.NodeUp && nd.MetaPeerURL != "" && !hasMember(nd) {
+		if nd.ID < n.id.NodeID && nd.State == meta.NodeUp && nd.MetaPeerURL != "" && !hasMember(nd) {
 			return false // that node goes first
 		}
 	}
@@ -463,11 +474,8 @@ func (n *Node) topUpMeta(ctx context.Context, ms membership) error {
 		_ = os.RemoveAll(opts.Dir)
 		return fmt.Errorf("start a meta service member: %w", err)
 	}
-	id := n.id
+	id := n.savedIdentity()
 	id.Member = true
-	if n.savedEndpoints != nil {
-		id.Endpoints = n.savedEndpoints
-	}
 	if err := n.writeIdentity(id); err != nil {
 		_ = es.Close()
 		undo()

@@ -101,9 +101,6 @@ func (c raftLoopCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c raftLoopCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.n.ranges == nil {
-		return
-	}
 	st, d := c.n.ranges.Stats(), raftLoopDescs
 	counter := func(desc *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v)

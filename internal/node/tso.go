@@ -163,24 +163,19 @@ var errOracleMoved = errors.New("the timestamp oracle has a new leader")
 // A live leader answers within milliseconds and costs no reads.
 func callUnlessMoved(ctx context.Context, id uint64, leader func(context.Context) (uint64, error), call func(context.Context) ([]byte, error)) ([]byte, error) {
 	cctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		t := time.NewTicker(oracleRecheck)
-		defer t.Stop()
+	defer cancel(nil) // also ends the check below
+	check := time.AfterFunc(oracleRecheck, func() {
 		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
 			if lead, err := leader(cctx); err == nil && lead != id {
 				cancel(errOracleMoved)
 				return
 			}
+			if sleep(cctx, oracleRecheck) != nil {
+				return
+			}
 		}
-	}()
+	})
+	defer check.Stop()
 	b, err := call(cctx)
 	if err != nil && errors.Is(context.Cause(cctx), errOracleMoved) {
 		return nil, errOracleMoved
