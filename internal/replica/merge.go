@@ -301,6 +301,11 @@ func (r *Replica) applyMerge(b *pebble.Batch, cmd []byte, out *[]*pendingMerge) 
 			// has no replica of it open: the table no longer lists it).
 			r.s.log.Error("merge applied while the right-hand range here is not frozen for it", "range", r.rangeID, "right", right.RangeID)
 		}
+		// The right-hand range's raft state goes: nothing of it may
+		// still be on its way to the disk.
+		if err := r.s.flush(); err != nil {
+			return nil, err
+		}
 		merged := d.clone()
 		merged.End = slices.Clone(right.End)
 		prefix := rangePrefix(right.RangeID)
@@ -467,6 +472,9 @@ func (s *Store) DropFrozen(ctx context.Context, id uint64) error {
 		r := s.replicaByID(id)
 		if r == nil || !r.st.merge.Frozen() {
 			return fmt.Errorf("%w: range %d is not frozen here", ErrMergeRefused, id)
+		}
+		if err := s.flush(); err != nil {
+			return err
 		}
 		b := s.db.NewBatch()
 		defer b.Close()

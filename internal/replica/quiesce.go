@@ -67,7 +67,7 @@ func (r *Replica) maybeQuiesce() []Message {
 		return nil
 	}
 	busy := r.active.Swap(false) || r.removed || r.freezing || r.st.merge.Frozen() ||
-		len(r.waiters) > 0 || !r.renewSent.IsZero() || !r.appliedInTerm || r.rn.HasReady()
+		len(r.waiters) > 0 || !r.renewSent.IsZero() || !r.appliedInTerm || r.unstable > 0 || r.rn.HasReady()
 	if busy {
 		r.idle = 0
 		return nil
@@ -110,7 +110,7 @@ func (r *Replica) maybeQuiesce() []Message {
 // maybeQuiesceFollower quiesces a follower after it stepped the quiesce
 // heartbeat m, if its raft state agrees with the leader's.
 func (r *Replica) maybeQuiesceFollower(m *raftpb.Message) {
-	if r.quiesced || r.removed || r.s.opts.QuiesceTicks < 0 {
+	if r.quiesced || r.removed || r.unstable > 0 || r.s.opts.QuiesceTicks < 0 {
 		return
 	}
 	st := r.rn.BasicStatus()

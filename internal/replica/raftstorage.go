@@ -32,8 +32,11 @@ type raftStorage struct {
 	cs         *raftpb.ConfState // as of applied
 	truncIndex uint64            // last entry removed from the log (0: none)
 	truncTerm  uint64
-	lastIndex  uint64 // truncIndex when the log is empty
+	lastIndex  uint64 // truncIndex when the log is empty; durable entries only
 	applied    uint64
+	// written is the last index written or in a batch handed to the
+	// writer (persist.go): where a conflicting append's old tail ends.
+	written uint64
 
 	// As loaded, for AddReplica: the range's key bounds if persisted (at
 	// bootstrap, by a split, or with a snapshot), and its last split. The
@@ -114,7 +117,15 @@ func loadRaftStorage(db *pebble.DB, rangeID uint64) (s *raftStorage, found bool,
 	if err := it.Close(); err != nil {
 		return nil, false, err
 	}
-	if s.lastIndex < s.truncIndex || s.applied < s.truncIndex || s.applied > s.hs.GetCommit() || s.hs.GetCommit() > s.lastIndex {
+	s.written = s.lastIndex
+	if s.applied > s.hs.GetCommit() {
+		// The hard state and the applied index are written apart (the
+		// log by the writer, applies by the loop, persist.go): an apply
+		// batch may reach the disk before the hard state with the commit
+		// index it applied up to. An applied entry is committed.
+		s.hs.Commit = new(s.applied)
+	}
+	if s.lastIndex < s.truncIndex || s.applied < s.truncIndex || s.hs.GetCommit() > s.lastIndex {
 		return nil, false, fmt.Errorf("%w: range %x: truncated %d, applied %d, commit %d, last %d",
 			ErrCorrupt, s.prefix, s.truncIndex, s.applied, s.hs.GetCommit(), s.lastIndex)
 	}
@@ -134,7 +145,7 @@ func (s *raftStorage) bootstrap(b *pebble.Batch, voters []uint64, start, end []b
 	}
 	s.cs = &raftpb.ConfState{Voters: append([]uint64(nil), voters...)}
 	s.truncIndex, s.truncTerm = bootstrapIndex, bootstrapTerm
-	s.lastIndex, s.applied = bootstrapIndex, bootstrapIndex
+	s.lastIndex, s.applied, s.written = bootstrapIndex, bootstrapIndex, bootstrapIndex
 	if start != nil || end != nil {
 		if err := b.Set(stateKey(s.prefix, suffixBounds), encodeBounds(start, end), nil); err != nil {
 			return err
@@ -263,8 +274,9 @@ func (s *raftStorage) Snapshot() (*raftpb.Snapshot, error) {
 	}}, nil
 }
 
-// append writes ents (consecutive, from raft's Ready) into b, removing any
-// old tail they replace. Call appended after b commits.
+// append writes ents (consecutive, from raft) into b, removing any old
+// tail they replace (written so far, or earlier in b). Call appended after
+// b commits.
 func (s *raftStorage) append(b *pebble.Batch, ents []*raftpb.Entry) error {
 	if len(ents) == 0 {
 		return nil
@@ -274,8 +286,10 @@ func (s *raftStorage) append(b *pebble.Batch, ents []*raftpb.Entry) error {
 			return err
 		}
 	}
-	if last := ents[len(ents)-1].GetIndex(); last < s.lastIndex {
-		return b.DeleteRange(logKey(s.prefix, last+1), logKey(s.prefix, s.lastIndex+1), nil)
+	last, written := ents[len(ents)-1].GetIndex(), s.written
+	s.written = last
+	if last < written {
+		return b.DeleteRange(logKey(s.prefix, last+1), logKey(s.prefix, written+1), nil)
 	}
 	return nil
 }

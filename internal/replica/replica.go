@@ -93,7 +93,9 @@ type Replica struct {
 	leader        uint64
 	isLeader      bool
 	term          uint64
-	appliedInTerm bool // an entry of the current term has been applied (leader only)
+	commit        uint64 // raft's commit index as of the last Ready
+	unstable      int    // appends queued or being written (persist.go)
+	appliedInTerm bool   // an entry of the current term has been applied (leader only)
 	lease         lease
 	renewSent     time.Time // when the pending lease renewal was sent; zero if none
 	voteGrace     int       // ticks left during which vote requests are dropped
@@ -193,6 +195,7 @@ func (r *Replica) initRaft(d Descriptor, st *raftStorage, campaign, voteGrace bo
 		PreVote:                   true,
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		DisableProposalForwarding: true,
+		AsyncStorageWrites:        true, // persist.go
 		Logger:                    raftLogger{s.log.With("range", d.RangeID)},
 	})
 	if err != nil {
@@ -201,6 +204,7 @@ func (r *Replica) initRaft(d Descriptor, st *raftStorage, campaign, voteGrace bo
 	voters := st.cs.GetVoters()
 	r.rn, r.st = rn, st
 	r.initTarget = st.hs.GetCommit()
+	r.commit, r.unstable = st.hs.GetCommit(), 0
 	r.leader, r.isLeader, r.appliedInTerm = 0, false, false
 	r.lease, r.renewSent = lease{}, time.Time{}
 	r.started, r.campaign = false, campaign
@@ -333,13 +337,15 @@ func (r *Replica) ReadReady() error {
 		return fmt.Errorf("%w: range %d, leader %d", ErrNotLeader, r.rangeID, st.Leader)
 	case !ait:
 		return fmt.Errorf("%w: range %d: term %d has not applied an entry yet", ErrNotLeader, r.rangeID, st.Term)
-	case st.Applied < st.Commit:
-		// Committed entries wait to apply; one may be a split that
-		// moves keys away (split.go): serve only a current state.
-		return fmt.Errorf("%w: range %d: applied %d is behind commit %d", ErrNotLeader, r.rangeID, st.Applied, st.Commit)
 	case !l.valid(o.Clock(), st.Term, o.MaxClockOffset, o.electionTimeout()):
 		return fmt.Errorf("%w: range %d: %w (term %d, expiration %v)", ErrNotLeader, r.rangeID, errNoLease, st.Term,
 			l.expiration(o.MaxClockOffset, o.electionTimeout()))
+	case st.Applied < st.Commit:
+		// Committed entries wait to apply (a leader applies an entry
+		// once it is in its own log on disk, which may come after a
+		// quorum of followers has it); one may be a split that moves
+		// keys away (split.go): serve only a current state.
+		return fmt.Errorf("%w: range %d: %w: applied %d is behind commit %d", ErrNotLeader, r.rangeID, errApplying, st.Applied, st.Commit)
 	}
 	return nil
 }
@@ -350,30 +356,37 @@ func (r *Replica) ReadReady() error {
 // merges, repair, rebalancing), not for serving a read.
 func (r *Replica) Leads() bool {
 	err := r.ReadReady()
-	return err == nil || errors.Is(err, errNoLease) && r.Status().Quiesced
+	return err == nil || errors.Is(err, errApplying) || errors.Is(err, errNoLease) && r.Status().Quiesced
 }
 
-var errNoLease = errors.New("no valid lease")
+var (
+	errNoLease  = errors.New("no valid lease")
+	errApplying = errors.New("committed entries are applying")
+)
 
 // AwaitRead is ReadReady for a caller about to serve a read, which counts
 // as activity (a group being read does not quiesce). When this replica
 // leads but its lease lapsed (its group was quiesced, quiesce.go), it
 // wakes the group, which renews the lease in one heartbeat round, and
-// waits for that for up to an election timeout or until ctx ends. Any
-// other reason not to read is returned at once, as by ReadReady.
+// waits for that; when it leads with a lease but committed entries are
+// still applying, it waits for them. Either wait lasts up to an election
+// timeout or until ctx ends. Any other reason not to read is returned at
+// once, as by ReadReady.
 func (r *Replica) AwaitRead(ctx context.Context) error {
 	err := r.ReadReady()
-	if err != nil && !errors.Is(err, errNoLease) {
+	if err != nil && !errors.Is(err, errNoLease) && !errors.Is(err, errApplying) {
 		return err
 	}
 	r.active.Store(true)
 	if err == nil {
 		return nil
 	}
-	if !r.Status().Quiesced && time.Since(time.Unix(0, r.wokeAt.Load())) > r.s.opts.electionTimeout() {
-		return err // not for want of a renewal: the lease lapsed awake
+	if errors.Is(err, errNoLease) {
+		if !r.Status().Quiesced && time.Since(time.Unix(0, r.wokeAt.Load())) > r.s.opts.electionTimeout() {
+			return err // not for want of a renewal: the lease lapsed awake
+		}
+		r.s.do(func() { r.wake() })
 	}
-	r.s.do(func() { r.wake() })
 	deadline := time.Now().Add(r.s.opts.electionTimeout())
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
@@ -384,7 +397,7 @@ func (r *Replica) AwaitRead(ctx context.Context) error {
 		case <-t.C:
 		}
 		err = r.ReadReady()
-		if err == nil || !errors.Is(err, errNoLease) || time.Now().After(deadline) {
+		if err == nil || !errors.Is(err, errNoLease) && !errors.Is(err, errApplying) || time.Now().After(deadline) {
 			return err
 		}
 	}
@@ -540,8 +553,11 @@ func (r *Replica) propose(p *proposal) {
 	r.proposed = append(r.proposed, p)
 }
 
-// noteReady records role and term changes and where this cycle's proposals
-// were appended, after the Ready's entries are durable.
+// noteReady records role, term and commit changes and where this cycle's
+// proposals were appended (to the unstable log: raft has them, the disk
+// may not yet). A new leader holds no lease and serves nothing until an
+// entry of its term applies, which happens only once that entry, and so
+// the term, is durable here.
 func (r *Replica) noteReady(rd raft.Ready) {
 	wasLeader, prevTerm := r.isLeader, r.term
 	if rd.SoftState != nil {
@@ -549,7 +565,7 @@ func (r *Replica) noteReady(rd raft.Ready) {
 		r.isLeader = rd.SoftState.RaftState == raft.StateLeader
 	}
 	if !raft.IsEmptyHardState(rd.HardState) {
-		r.term = rd.HardState.GetTerm()
+		r.term, r.commit = rd.HardState.GetTerm(), rd.HardState.GetCommit()
 	}
 	if r.isLeader != wasLeader || r.term != prevTerm {
 		// A new role or term: leases and the "applied in term" mark are
@@ -793,7 +809,7 @@ func (r *Replica) publish() {
 		Leader:   r.leader,
 		IsLeader: r.isLeader,
 		Term:     r.term,
-		Commit:   r.st.hs.GetCommit(),
+		Commit:   r.commit,
 		Applied:  r.st.applied,
 		Quiesced: r.quiesced,
 	}

@@ -398,6 +398,7 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 		return err
 	}
 	r.st.installed(hs, md.GetConfState(), idx, term)
+	r.commit = max(r.commit, hs.GetCommit())
 	r.st.merge = p.merge
 	old := r.Descriptor()
 	r.mu.Lock()
@@ -490,6 +491,6 @@ func (st *raftStorage) installed(hs *raftpb.HardState, cs *raftpb.ConfState, idx
 	st.hs = proto.CloneOf(hs)
 	st.cs = proto.CloneOf(cs)
 	st.truncIndex, st.truncTerm = idx, term
-	st.lastIndex, st.applied = idx, idx
+	st.lastIndex, st.applied, st.written = idx, idx, idx
 	st.cache = entryCache{maxEnts: st.cache.maxEnts, maxBytes: st.cache.maxBytes}
 }

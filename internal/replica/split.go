@@ -222,6 +222,13 @@ func (r *Replica) applySplit(b *pebble.Batch, cmd []byte, out *[]*pendingSplit) 
 	r.s.mu.Lock()
 	ex := r.s.mu.replicas[rightID]
 	r.s.mu.Unlock()
+	if ex != nil {
+		// Its hard state (a vote) may still be on its way to the disk:
+		// write it before the split's state goes over it.
+		if err := r.s.flush(); err != nil {
+			return nil, err
+		}
+	}
 	err := b.Set(stateKey(r.st.prefix, suffixBounds), encodeBounds(left.Start, left.End), nil)
 	if err == nil {
 		err = b.Set(stateKey(r.st.prefix, suffixSplit), encodeSplit(right), nil)

@@ -40,6 +40,7 @@ type Store struct {
 	bg        sync.WaitGroup // goroutines sending snapshots
 
 	stats loopStats
+	p     persister // the log writer (persist.go)
 
 	// Owned by the loop goroutine.
 	ticks uint64            // ticks since the Store started
@@ -71,6 +72,7 @@ func NewStore(o Options) (*Store, error) {
 		wake:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
 		heard: map[uint64]uint64{},
+		p:     newPersister(),
 	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
@@ -81,6 +83,7 @@ func NewStore(o Options) (*Store, error) {
 	if err := o.Engine.FS().RemoveAll(o.Engine.FS().PathJoin(o.Engine.Dir(), snapshotDir)); err != nil {
 		return nil, fmt.Errorf("replica: clear %s: %w", snapshotDir, err)
 	}
+	go s.writer()
 	go s.run()
 	return s, nil
 }
@@ -291,6 +294,9 @@ func (s *Store) unlink(rangeID uint64, err error) *Replica {
 
 // removeReplica runs on the loop.
 func (s *Store) removeReplica(rangeID uint64) error {
+	if err := s.flush(); err != nil {
+		return err
+	}
 	// A waiting entry may still commit on the other replicas.
 	r := s.unlink(rangeID, fmt.Errorf("%w: range %d was removed from node %d while the command was in flight", ErrClosed, rangeID, s.opts.NodeID))
 	if r == nil {
@@ -364,10 +370,12 @@ func (s *Store) loopErr() error {
 // run is the loop: it owns every RawNode and every raftStorage.
 func (s *Store) run() {
 	defer close(s.done)
+	defer s.stopWriter()
 	ticker := time.NewTicker(s.opts.TickInterval)
 	defer ticker.Stop()
 	for {
 		tick := false
+		var err error
 		select {
 		case <-s.ctx.Done():
 			s.shutdown(ErrClosed)
@@ -375,8 +383,13 @@ func (s *Store) run() {
 		case <-ticker.C:
 			tick = true
 		case <-s.wake:
+		case j := <-s.p.done:
+			err = s.finishPersist(j)
 		}
-		if err := s.cycle(tick); err != nil {
+		if err == nil {
+			err = s.cycle(tick)
+		}
+		if err != nil {
 			s.log.Error("replica loop stopped", "err", err)
 			s.mu.Lock()
 			s.mu.err = err
@@ -440,24 +453,11 @@ func (s *Store) Stats() LoopStats {
 	}
 }
 
-// sendBeforePersist reports whether m may be sent before the Ready it came
-// in is persisted. raft queues the messages that depend on persisted state
-// (append and vote responses: a node must not vouch for entries or a vote
-// it could lose in a crash) apart from the rest and lets the rest go at
-// once when storage writes are asynchronous; this loop persists each Ready
-// before the next, so the same split holds here. Snapshots are sent after
-// the write with the rest, through startSnapshot.
-func sendBeforePersist(m *raftpb.Message) bool {
-	switch m.GetType() {
-	case raftpb.MsgAppResp, raftpb.MsgVoteResp, raftpb.MsgPreVoteResp, raftpb.MsgSnap:
-		return false
-	}
-	return true
-}
-
-// ready is one replica's Ready in a cycle.
+// ready is one replica's Ready in a cycle, and the RawNode it came from
+// (a split may re-initialize the replica with a new one in the same cycle).
 type ready struct {
 	r  *Replica
+	rn *raft.RawNode
 	rd raft.Ready
 }
 
@@ -471,6 +471,9 @@ func (s *Store) cycle(tick bool) error {
 	s.mu.Unlock()
 	for _, f := range ops {
 		f()
+	}
+	if s.p.err != nil {
+		return s.p.err // a write failed in an op's flush
 	}
 
 	s.mu.Lock()
@@ -545,118 +548,56 @@ func (s *Store) cycle(tick bool) error {
 	var rds []ready
 	for _, r := range order {
 		if r.rn.HasReady() {
-			rds = append(rds, ready{r: r, rd: r.rn.Ready()})
+			rds = append(rds, ready{r: r, rn: r.rn, rd: r.rn.Ready()})
 		}
 	}
 	if len(rds) == 0 {
-		return nil
+		return s.startPersist()
 	}
 	start := time.Now()
 	defer func() { s.stats.cycleNs.Add(int64(time.Since(start))) }()
 	s.stats.cycles.Add(1)
 
-	// Install received snapshots first: the entries of the same Ready
-	// follow them.
+	// Install received snapshots first: the rest of the same Ready
+	// follows them. What raft handed over before is written first.
 	for _, x := range rds {
-		if !raft.IsEmptySnap(x.rd.Snapshot) {
-			if err := s.installSnapshot(x.r, x.rd.Snapshot, x.rd.HardState); err != nil {
+		if snap := x.rd.Snapshot; !raft.IsEmptySnap(snap) && x.live() {
+			if err := s.flush(); err != nil {
+				return err
+			}
+			if err := s.installSnapshot(x.r, snap, x.rd.HardState); err != nil {
 				return err
 			}
 		}
 	}
 
-	// Send what may go before this Ready is durable (Raft thesis §10.2.1;
-	// raft keeps these apart from the responses that vouch for persisted
-	// state): a leader's appends go out while it writes its own log, so its
-	// disk write overlaps its followers'. Append and vote responses wait for
-	// the write below; so do snapshots.
-	var early []Message
-	for _, x := range rds {
-		if x.r.removed {
-			continue
-		}
-		for _, m := range x.rd.Messages {
-			if sendBeforePersist(m) {
-				early = append(early, Message{RangeID: x.r.rangeID, Msg: m})
-			}
-		}
-	}
-	if len(early) > 0 {
-		s.opts.Transport.Send(early)
-		s.stats.sent.Add(uint64(len(early)))
-	}
-
-	// Persist: every replica's entries and hard state in one batch, synced
-	// once if any of them must be.
-	b := s.db.NewBatch()
-	mustSync := false
-	appended := 0
-	for _, x := range rds {
-		if x.r.removed {
-			continue // subsumed by a snapshot just installed: its state is gone
-		}
-		if err := x.r.st.append(b, x.rd.Entries); err != nil {
-			_ = b.Close()
-			return err
-		}
-		if !raft.IsEmptyHardState(x.rd.HardState) {
-			if err := x.r.st.setHardState(b, x.rd.HardState); err != nil {
-				_ = b.Close()
-				return err
-			}
-		}
-		mustSync = mustSync || x.rd.MustSync
-		appended += len(x.rd.Entries)
-	}
-	s.stats.appended.Add(uint64(appended))
-	if !b.Empty() {
-		opt := pebble.NoSync
-		if mustSync {
-			opt = pebble.Sync
-		}
-		t := time.Now()
-		if err := b.Commit(opt); err != nil {
-			_ = b.Close()
-			return fmt.Errorf("replica: persist raft state: %w", err)
-		}
-		s.stats.persistNs.Add(int64(time.Since(t)))
-		if mustSync {
-			s.stats.syncs.Add(1)
-		}
-	}
-	_ = b.Close()
-	for _, x := range rds {
-		if !x.r.removed {
-			x.r.st.appended(x.rd.Entries)
-			x.r.noteReady(x.rd)
-		}
-	}
-
-	// Send.
+	// Send. With asynchronous storage writes raft keeps what must wait for
+	// the log write (append and vote responses: a node must not vouch for
+	// entries or a vote it could lose in a crash) inside the
+	// MsgStorageAppend, so everything else goes now: a leader's appends
+	// leave while it writes its own log (Raft thesis 10.2.1).
 	var out []Message
 	var snapFailed map[*Replica][]uint64
 	for _, x := range rds {
-		if x.r.removed {
+		if !x.live() {
 			continue
 		}
 		for _, m := range x.rd.Messages {
-			if sendBeforePersist(m) {
-				continue // sent above
-			}
-			if m.GetType() == raftpb.MsgSnap {
+			switch {
+			case m.GetTo() == raft.LocalAppendThread || m.GetTo() == raft.LocalApplyThread:
+			case m.GetType() == raftpb.MsgSnap:
 				// A follower is behind the truncated log (or new): send it
 				// the range's state. If that cannot be done, tell raft the
 				// snapshot failed: it probes the follower again later.
-				if s.startSnapshot(x.r, m) {
-					continue
+				if !s.startSnapshot(x.r, m) {
+					if snapFailed == nil {
+						snapFailed = map[*Replica][]uint64{}
+					}
+					snapFailed[x.r] = append(snapFailed[x.r], m.GetTo())
 				}
-				if snapFailed == nil {
-					snapFailed = map[*Replica][]uint64{}
-				}
-				snapFailed[x.r] = append(snapFailed[x.r], m.GetTo())
-				continue
+			default:
+				out = append(out, Message{RangeID: x.r.rangeID, Msg: m})
 			}
-			out = append(out, Message{RangeID: x.r.rangeID, Msg: m})
 		}
 	}
 	if len(out) > 0 {
@@ -664,24 +605,41 @@ func (s *Store) cycle(tick bool) error {
 		s.stats.sent.Add(uint64(len(out)))
 	}
 
-	// Apply.
+	// Queue the log writes and apply what is committed (and durable here).
 	applyStart := time.Now()
 	for _, x := range rds {
-		if x.r.removed {
-			continue // merged away earlier in this cycle: its state is gone
+		if !x.live() {
+			continue // merged away or re-initialized earlier in this cycle
 		}
-		if err := x.r.apply(x.rd.CommittedEntries); err != nil {
-			return fmt.Errorf("replica: range %d: apply: %w", x.r.rangeID, err)
+		x.r.noteReady(x.rd)
+		for _, m := range x.rd.Messages {
+			switch m.GetTo() {
+			case raft.LocalAppendThread:
+				s.queueAppend(x.r, x.rn, &x.rd, m)
+			case raft.LocalApplyThread:
+				if err := x.r.apply(m.GetEntries()); err != nil {
+					return fmt.Errorf("replica: range %d: apply: %w", x.r.rangeID, err)
+				}
+				s.stats.applied.Add(uint64(len(m.GetEntries())))
+				if x.live() {
+					for _, resp := range m.GetResponses() {
+						x.r.step(resp)
+					}
+				}
+			}
 		}
 		x.r.handleReadStates(x.rd.ReadStates)
-		s.stats.applied.Add(uint64(len(x.rd.CommittedEntries)))
 	}
 	s.stats.applyNs.Add(int64(time.Since(applyStart)))
+	if err := s.startPersist(); err != nil {
+		return err
+	}
 
-	// Advance.
 	again := false
 	for _, x := range rds {
-		x.r.rn.Advance(x.rd)
+		if !x.live() {
+			continue
+		}
 		for _, to := range snapFailed[x.r] {
 			x.r.rn.ReportSnapshot(to, raft.SnapshotFailure)
 		}
@@ -693,3 +651,7 @@ func (s *Store) cycle(tick bool) error {
 	}
 	return nil
 }
+
+// live reports whether x's replica is still driven by the RawNode the
+// Ready came from.
+func (x *ready) live() bool { return !x.r.removed && x.r.rn == x.rn }
