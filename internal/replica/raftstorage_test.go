@@ -118,3 +118,64 @@ func TestRaftStorage(t *testing.T) {
 		}
 	}
 }
+
+// TestRaftStorageWrittenApart covers what asynchronous log writes
+// (persist.go) ask of the storage: two appends of one range in one batch,
+// the second replacing the first's tail before either is durable, leave
+// only the second's entries; and an apply batch that reached the disk
+// before the hard state with its commit index loads as committed.
+func TestRaftStorageWrittenApart(t *testing.T) {
+	e := openEngine(t, vfs.NewMem())
+	defer e.Close()
+	st, _, err := loadRaftStorage(e.DB(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := e.DB().NewBatch()
+	if err := st.bootstrap(b, []uint64{1, 2, 3}, nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Commit(pebble.Sync)
+	_ = b.Close()
+
+	first := []*raftpb.Entry{ent(6, 5, "a"), ent(7, 5, "b"), ent(8, 5, "c"), ent(9, 5, "d")}
+	second := []*raftpb.Entry{ent(8, 6, "C")}
+	b = e.DB().NewBatch()
+	if err := st.append(b, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.append(b, second); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.setHardState(b, &raftpb.HardState{Term: new(uint64(6)), Commit: new(uint64(6))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Close()
+	st.appended(first)
+	st.appended(second)
+	if li, _ := st.LastIndex(); li != 8 {
+		t.Fatalf("last index %d, want 8", li)
+	}
+
+	// Entries up to 8 applied; the hard state on disk still says commit 6.
+	if err := e.DB().Set(stateKey(st.prefix, suffixApplied), encodeUint64s(8), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	reloaded, found, err := loadRaftStorage(e.DB(), 4)
+	if err != nil || !found {
+		t.Fatalf("reload: found %v, %v", found, err)
+	}
+	if reloaded.lastIndex != 8 || reloaded.applied != 8 || reloaded.hs.GetCommit() != 8 {
+		t.Fatalf("reloaded last %d applied %d commit %d, want 8 8 8", reloaded.lastIndex, reloaded.applied, reloaded.hs.GetCommit())
+	}
+	ents, err := reloaded.Entries(6, 9, 1<<20)
+	if err != nil || len(ents) != 3 || string(ents[2].GetData()) != "C" || ents[2].GetTerm() != 6 {
+		t.Fatalf("reloaded entries %v %v", ents, err)
+	}
+	if _, err := reloaded.Term(9); !errors.Is(err, raft.ErrUnavailable) {
+		t.Fatalf("entry 9 of the replaced tail is still there: %v", err)
+	}
+}
