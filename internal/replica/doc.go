@@ -22,8 +22,8 @@
 //     pebble.Sync if any must sync. This is the group commit: one WAL fsync
 //     for many proposers and many ranges, and the loop does not wait for
 //     it; what comes meanwhile joins the next batch (BenchmarkPropose: one
-//     single-voter range on ext4, ~5,000 ops/s with 1 proposer, ~60,000 to
-//     ~100,000 ops/s with 64). When a batch is durable the loop delivers
+//     single-voter range on ext4, ~5,000 ops/s with 1 proposer, 62,000 to
+//     75,000 ops/s with 64). When a batch is durable the loop delivers
 //     the responses raft attached to its appends (to this node's raft by
 //     Step, to others by the Transport);
 //  5. applies each replica's committed entries (raft hands them out only
