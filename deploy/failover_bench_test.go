@@ -93,6 +93,10 @@ func BenchmarkFailoverDocker(b *testing.B) {
 	}
 }
 
+// failoverAttempt bounds one write attempt in killAndTime (a healthy
+// cluster answers in milliseconds).
+const failoverAttempt = 250 * time.Millisecond
+
 // killAndTime sends victim signal (KILL, or STOP to freeze it) and writes to 32 keys (in every range) through the other nodes
 // until each has taken a write; it returns the time from the kill to the
 // first acknowledged write and to the last key's.
@@ -120,7 +124,10 @@ func (c *dockerCluster) killAndTime(b *testing.B, victim *dockerNode, space, sig
 		go func() {
 			defer wg.Done()
 			for time.Since(killed) < time.Minute {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				// Short attempts sample finely when the cluster takes the
+				// write again: one still waiting on the frozen or dead node
+				// would otherwise hide a recovery behind its whole timeout.
+				ctx, cancel := context.WithTimeout(context.Background(), failoverAttempt)
 				_, err := cl.Put(ctx, space, key, []byte("after the kill"))
 				cancel()
 				if err == nil {
