@@ -120,7 +120,11 @@ func (s *Store) startPersist() error {
 	s.stats.appended.Add(uint64(appended))
 	if j.b.Empty() {
 		// Only responses that wait for earlier writes, all done.
-		return s.finishPersist(j)
+		if err := s.finishPersist(j); err != nil {
+			return err
+		}
+		s.signal() // the responses stepped leave raft work
+		return nil
 	}
 	s.p.inflight = j
 	s.p.jobs <- j
@@ -129,7 +133,9 @@ func (s *Store) startPersist() error {
 
 // finishPersist takes a written batch back: the entries are now part of
 // each replica's storage, and the responses go out (to this node's raft
-// groups by Step, to others by the Transport). Loop-owned.
+// groups by Step, to others by the Transport). The raft work the stepped
+// responses leave is for the caller to run: the loop runs a cycle next,
+// flush's callers are inside one (and signal). Loop-owned.
 func (s *Store) finishPersist(j *persistJob) error {
 	if s.p.inflight == j {
 		s.p.inflight = nil
@@ -164,7 +170,6 @@ func (s *Store) finishPersist(j *persistJob) error {
 		s.opts.Transport.Send(out)
 		s.stats.sent.Add(uint64(len(out)))
 	}
-	s.signal() // the responses stepped leave raft work
 	return nil
 }
 
@@ -176,6 +181,7 @@ func (s *Store) flush() error {
 			s.p.err = s.startPersist()
 		} else {
 			s.p.err = s.finishPersist(<-s.p.done)
+			s.signal() // for replicas this cycle does not look at again
 		}
 	}
 	return s.p.err

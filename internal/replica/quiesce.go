@@ -110,8 +110,8 @@ func (r *Replica) maybeQuiesce() []Message {
 // maybeQuiesceFollower quiesces a follower after it stepped the quiesce
 // heartbeat m, if its raft state agrees with the leader's.
 func (r *Replica) maybeQuiesceFollower(m *raftpb.Message) {
-	if r.quiesced || r.removed || r.unstable > 0 || r.s.opts.QuiesceTicks < 0 {
-		return
+	if r.quiesced || r.removed || r.s.opts.QuiesceTicks < 0 {
+		return // (entries still being written fail the lastIndex check below)
 	}
 	st := r.rn.BasicStatus()
 	if st.Lead != m.GetFrom() || st.GetTerm() != m.GetTerm() || st.ID == st.Lead ||
