@@ -12,14 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-8}
 CONC=${CONC:-50}
-WORK=$(mktemp -d /tmp/cairn-cbench.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+source scripts/bench-lib.sh
+bench_init cairn-cbench
 
 echo "== building"
 CGO_ENABLED=0 go build -o "$WORK/cairn" ./cmd/cairn

@@ -11,14 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10}
 CONC=${CONC:-50}
-WORK=$(mktemp -d /tmp/cairn-bench.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+source scripts/bench-lib.sh
+bench_init cairn-bench
 
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
