@@ -84,11 +84,11 @@ var raftLoopDescs = struct {
 	cycles, syncs, appended, applied, sent, persist, apply, cycle *prometheus.Desc
 }{
 	cycles:   prometheus.NewDesc("cairn_raft_cycles_total", "Turns of the replica loop that had raft work.", nil, nil),
-	syncs:    prometheus.NewDesc("cairn_raft_syncs_total", "Raft state persists synced to disk (one per loop turn for all ranges).", nil, nil),
+	syncs:    prometheus.NewDesc("cairn_raft_syncs_total", "Synced writes of raft state (one per log writer batch, for all ranges).", nil, nil),
 	appended: prometheus.NewDesc("cairn_raft_entries_appended_total", "Raft log entries persisted.", nil, nil),
 	applied:  prometheus.NewDesc("cairn_raft_entries_applied_total", "Committed raft entries applied.", nil, nil),
 	sent:     prometheus.NewDesc("cairn_raft_messages_sent_total", "Raft messages handed to the transport.", nil, nil),
-	persist:  prometheus.NewDesc("cairn_raft_persist_seconds_total", "Time the replica loop spent persisting raft state.", nil, nil),
+	persist:  prometheus.NewDesc("cairn_raft_persist_seconds_total", "Time the log writer spent writing raft state (off the replica loop).", nil, nil),
 	apply:    prometheus.NewDesc("cairn_raft_apply_seconds_total", "Time the replica loop spent applying committed entries.", nil, nil),
 	cycle:    prometheus.NewDesc("cairn_raft_cycle_seconds_total", "Time the replica loop spent in turns that had raft work.", nil, nil),
 }

@@ -50,7 +50,6 @@ type persistJob struct {
 	b    *pebble.Batch
 	sync bool
 	err  error
-	took time.Duration
 }
 
 // persister is the loop's side of the writer (loop-owned).
@@ -76,7 +75,10 @@ func (s *Store) writer() {
 		}
 		t := time.Now()
 		j.err = j.b.Commit(opt)
-		j.took = time.Since(t)
+		s.stats.persistNs.Add(int64(time.Since(t)))
+		if j.sync && j.err == nil {
+			s.stats.syncs.Add(1)
+		}
 		s.p.done <- j
 	}
 }
@@ -143,12 +145,6 @@ func (s *Store) finishPersist(j *persistJob) error {
 	_ = j.b.Close()
 	if j.err != nil {
 		return fmt.Errorf("replica: persist raft state: %w", j.err)
-	}
-	if j.took > 0 {
-		s.stats.persistNs.Add(int64(j.took))
-		if j.sync {
-			s.stats.syncs.Add(1)
-		}
 	}
 	var out []Message
 	for _, q := range j.reqs {

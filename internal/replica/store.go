@@ -428,10 +428,10 @@ func (s *Store) shutdown(err error) {
 // it persisted and applied, how much, and how long that took.
 type LoopStats struct {
 	Cycles       uint64        // loop turns that had at least one Ready
-	Syncs        uint64        // persists synced to disk
+	Syncs        uint64        // log writer batches synced to disk
 	Appended     uint64        // log entries persisted
 	Applied      uint64        // committed entries applied
-	PersistTime  time.Duration // in persisting (writing and syncing raft state)
+	PersistTime  time.Duration // in the log writer, off the loop (writing and syncing raft state)
 	ApplyTime    time.Duration // in applying committed entries
 	CycleTime    time.Duration // in cycles that had a Ready, all steps
 	MessagesSent uint64        // raft messages handed to the transport
@@ -606,7 +606,6 @@ func (s *Store) cycle(tick bool) error {
 	}
 
 	// Queue the log writes and apply what is committed (and durable here).
-	applyStart := time.Now()
 	for _, x := range rds {
 		if !x.live() {
 			continue // merged away or re-initialized earlier in this cycle
@@ -617,9 +616,11 @@ func (s *Store) cycle(tick bool) error {
 			case raft.LocalAppendThread:
 				s.queueAppend(x.r, x.rn, &x.rd, m)
 			case raft.LocalApplyThread:
+				t := time.Now()
 				if err := x.r.apply(m.GetEntries()); err != nil {
 					return fmt.Errorf("replica: range %d: apply: %w", x.r.rangeID, err)
 				}
+				s.stats.applyNs.Add(int64(time.Since(t)))
 				s.stats.applied.Add(uint64(len(m.GetEntries())))
 				if x.live() {
 					for _, resp := range m.GetResponses() {
@@ -630,7 +631,6 @@ func (s *Store) cycle(tick bool) error {
 		}
 		x.r.handleReadStates(x.rd.ReadStates)
 	}
-	s.stats.applyNs.Add(int64(time.Since(applyStart)))
 	if err := s.startPersist(); err != nil {
 		return err
 	}
