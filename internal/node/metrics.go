@@ -81,13 +81,14 @@ func newMetrics(n *Node) *metrics {
 type raftLoopCollector struct{ n *Node }
 
 var raftLoopDescs = struct {
-	cycles, syncs, appended, applied, sent, persist, apply, cycle *prometheus.Desc
+	cycles, syncs, appended, applied, sent, skipped, persist, apply, cycle *prometheus.Desc
 }{
 	cycles:   prometheus.NewDesc("cairn_raft_cycles_total", "Turns of the replica loop that had raft work.", nil, nil),
 	syncs:    prometheus.NewDesc("cairn_raft_syncs_total", "Synced writes of raft state (one per log writer batch, for all ranges).", nil, nil),
 	appended: prometheus.NewDesc("cairn_raft_entries_appended_total", "Raft log entries persisted.", nil, nil),
 	applied:  prometheus.NewDesc("cairn_raft_entries_applied_total", "Committed raft entries applied.", nil, nil),
 	sent:     prometheus.NewDesc("cairn_raft_messages_sent_total", "Raft messages handed to the transport.", nil, nil),
+	skipped:  prometheus.NewDesc("cairn_raft_commit_messages_skipped_total", "Messages that would only have told a follower the commit index, not sent: a later append carried it.", nil, nil),
 	persist:  prometheus.NewDesc("cairn_raft_persist_seconds_total", "Time the log writer spent writing raft state (off the replica loop).", nil, nil),
 	apply:    prometheus.NewDesc("cairn_raft_apply_seconds_total", "Time the replica loop spent applying committed entries.", nil, nil),
 	cycle:    prometheus.NewDesc("cairn_raft_cycle_seconds_total", "Time the replica loop spent in turns that had raft work.", nil, nil),
@@ -95,7 +96,7 @@ var raftLoopDescs = struct {
 
 func (c raftLoopCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := raftLoopDescs
-	for _, x := range []*prometheus.Desc{d.cycles, d.syncs, d.appended, d.applied, d.sent, d.persist, d.apply, d.cycle} {
+	for _, x := range []*prometheus.Desc{d.cycles, d.syncs, d.appended, d.applied, d.sent, d.skipped, d.persist, d.apply, d.cycle} {
 		ch <- x
 	}
 }
@@ -110,6 +111,7 @@ func (c raftLoopCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.appended, float64(st.Appended))
 	counter(d.applied, float64(st.Applied))
 	counter(d.sent, float64(st.MessagesSent))
+	counter(d.skipped, float64(st.CommitsSkipped))
 	counter(d.persist, st.PersistTime.Seconds())
 	counter(d.apply, st.ApplyTime.Seconds())
 	counter(d.cycle, st.CycleTime.Seconds())

@@ -68,6 +68,15 @@ func (c *counterSM) Apply(b *pebble.Batch, cmd []byte) any {
 	return n
 }
 
+// waitCount waits until n's state machine has applied want commands
+// (checkSM). A follower's applied index is no measure: the leader's status
+// is published after its proposals finish, and a follower learns the
+// commit index up to CommitDelay later (hold.go).
+func waitCount(t testing.TB, what string, n *testNode, want uint64) {
+	t.Helper()
+	waitFor(t, what, func() bool { return checkSM(t, n.engine.DB(), 1) == want })
+}
+
 // checkSM returns the count and fails the test if a command was applied
 // twice or out of order.
 func checkSM(t testing.TB, db *pebble.DB, rangeID uint64) uint64 {
@@ -165,6 +174,27 @@ func addEmptyNode(t *testing.T, net *memNet, id uint64, adjust func(*Options)) (
 // learnerChange adds node id as a learner.
 func learnerChange(id uint64) *raftpb.ConfChangeV2 {
 	return &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddLearnerNode.Enum(), NodeId: new(id)}}}
+}
+
+// proposeConcurrently has workers goroutines each propose each commands
+// to r (commands w*1000+i: not a sequence, so counterSM flags them) and
+// waits for all of them.
+func proposeConcurrently(t testing.TB, r *Replica, workers, each int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if _, err := r.Propose(context.Background(), seqCmd(uint64(w*1000+i))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // proposeSeq proposes sequence numbers from..to and checks each result.

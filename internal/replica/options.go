@@ -30,6 +30,11 @@ type Options struct {
 	// it stops ticking (quiesce.go). Default: ElectionTicks; negative:
 	// groups never quiesce.
 	QuiesceTicks int
+	// CommitDelay is how long a leader may hold a message that only tells
+	// a follower the new commit index, waiting for one with entries to
+	// carry it instead (hold.go). Followers apply at most this much later;
+	// the leader's commits do not wait. Default: 2ms; negative: never held.
+	CommitDelay time.Duration
 	// LogKeep is how many applied entries stay in the log behind the applied
 	// index when it is truncated. Default: 1000.
 	LogKeep uint64
@@ -77,6 +82,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.QuiesceTicks == 0 {
 		o.QuiesceTicks = o.ElectionTicks
+	}
+	if o.CommitDelay == 0 {
+		o.CommitDelay = 2 * time.Millisecond
 	}
 	if o.LogKeep == 0 {
 		o.LogKeep = 1000

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -59,10 +60,14 @@ type persister struct {
 	jobs     chan *persistJob // to the writer
 	done     chan *persistJob // back from it
 	err      error            // a failed write: the loop stops with it
+	acks     map[peerKey]int  // finishPersist's scratch: the last ack per range and leader in out
 }
 
 func newPersister() persister {
-	return persister{jobs: make(chan *persistJob, 1), done: make(chan *persistJob, 1)}
+	return persister{
+		jobs: make(chan *persistJob, 1), done: make(chan *persistJob, 1),
+		acks: map[peerKey]int{},
+	}
 }
 
 // writer commits the batches the loop hands it, one at a time, until jobs
@@ -147,6 +152,8 @@ func (s *Store) finishPersist(j *persistJob) error {
 		return fmt.Errorf("replica: persist raft state: %w", j.err)
 	}
 	var out []Message
+	acks := s.p.acks
+	clear(acks)
 	for _, q := range j.reqs {
 		r := q.r
 		if r.removed || r.rn != q.rn {
@@ -155,18 +162,45 @@ func (s *Store) finishPersist(j *persistJob) error {
 		r.unstable--
 		r.st.appended(q.ents)
 		for _, m := range q.resps {
-			if m.GetTo() == s.opts.NodeID {
+			switch {
+			case m.GetTo() == s.opts.NodeID:
 				r.step(m)
-			} else {
+			case isAck(m):
+				// The batch holds the appends of many MsgApps of one
+				// leader: one acknowledgement, the highest, says what
+				// all of them say (the leader reads an ack as "my log
+				// matches yours up to Index").
+				k := peerKey{r.rangeID, m.GetTo()}
+				if i, ok := acks[k]; ok && out[i].Msg.GetTerm() == m.GetTerm() {
+					if out[i].Msg.GetIndex() >= m.GetIndex() {
+						continue // an earlier ack already covers this one
+					}
+					out[i].Msg = nil // covered by this one
+				}
+				acks[k] = len(out)
+				out = append(out, Message{RangeID: r.rangeID, Msg: m})
+			default:
 				out = append(out, Message{RangeID: r.rangeID, Msg: m})
 			}
 		}
+	}
+	if len(acks) > 0 {
+		out = slices.DeleteFunc(out, func(m Message) bool { return m.Msg == nil })
 	}
 	if len(out) > 0 {
 		s.opts.Transport.Send(out)
 		s.stats.sent.Add(uint64(len(out)))
 	}
 	return nil
+}
+
+// peerKey names one range's raft messages to one node.
+type peerKey struct{ rangeID, to uint64 }
+
+// isAck reports whether m acknowledges appended entries (a MsgAppResp
+// that does not reject).
+func isAck(m *raftpb.Message) bool {
+	return m.GetType() == raftpb.MsgAppResp && !m.GetReject()
 }
 
 // flush writes everything queued and waits for it. An error stops the

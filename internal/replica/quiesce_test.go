@@ -69,10 +69,7 @@ func TestQuiesce(t *testing.T) {
 	waitFor(t, "quiesced again after the read", func() bool { return allQuiesced(nodes) })
 	proposeSeq(t, leader.rep, 6, 6)
 	for _, n := range nodes {
-		waitFor(t, "apply everywhere", func() bool { return n.rep.Status().Applied >= leader.rep.Status().Applied })
-		if c := checkSM(t, n.engine.DB(), 1); c != 6 {
-			t.Fatalf("node %d: count %d, want 6", n.id, c)
-		}
+		waitCount(t, "apply everywhere", n, 6)
 	}
 	waitFor(t, "quiesced again after the proposal", func() bool { return allQuiesced(nodes) })
 }

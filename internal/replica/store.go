@@ -41,6 +41,7 @@ type Store struct {
 
 	stats loopStats
 	p     persister // the log writer (persist.go)
+	hold  holder    // commit-only appends waiting to go (hold.go); loop-owned
 
 	// Owned by the loop goroutine.
 	ticks uint64            // ticks since the Store started
@@ -73,6 +74,7 @@ func NewStore(o Options) (*Store, error) {
 		done:  make(chan struct{}),
 		heard: map[uint64]uint64{},
 		p:     newPersister(),
+		hold:  newHolder(),
 	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
@@ -371,6 +373,7 @@ func (s *Store) loopErr() error {
 func (s *Store) run() {
 	defer close(s.done)
 	defer s.stopWriter()
+	defer s.hold.timer.Stop()
 	ticker := time.NewTicker(s.opts.TickInterval)
 	defer ticker.Stop()
 	for {
@@ -385,6 +388,9 @@ func (s *Store) run() {
 		case <-s.wake:
 		case j := <-s.p.done:
 			err = s.finishPersist(j)
+		case <-s.hold.timer.C:
+			s.releaseHeld()
+			continue
 		}
 		if err == nil {
 			err = s.cycle(tick)
@@ -435,11 +441,14 @@ type LoopStats struct {
 	ApplyTime    time.Duration // in applying committed entries
 	CycleTime    time.Duration // in cycles that had a Ready, all steps
 	MessagesSent uint64        // raft messages handed to the transport
+	// CommitsSkipped counts commit-only appends not sent: a later append
+	// to the same follower carried the commit index (hold.go).
+	CommitsSkipped uint64
 }
 
 type loopStats struct {
-	cycles, syncs, appended, applied, sent atomic.Uint64
-	persistNs, applyNs, cycleNs            atomic.Int64
+	cycles, syncs, appended, applied, sent, skipped atomic.Uint64
+	persistNs, applyNs, cycleNs                     atomic.Int64
 }
 
 // Stats returns the loop's running totals.
@@ -447,7 +456,7 @@ func (s *Store) Stats() LoopStats {
 	t := &s.stats
 	return LoopStats{
 		Cycles: t.cycles.Load(), Syncs: t.syncs.Load(), Appended: t.appended.Load(),
-		Applied: t.applied.Load(), MessagesSent: t.sent.Load(),
+		Applied: t.applied.Load(), MessagesSent: t.sent.Load(), CommitsSkipped: t.skipped.Load(),
 		PersistTime: time.Duration(t.persistNs.Load()), ApplyTime: time.Duration(t.applyNs.Load()),
 		CycleTime: time.Duration(t.cycleNs.Load()),
 	}
@@ -596,7 +605,7 @@ func (s *Store) cycle(tick bool) error {
 					snapFailed[x.r] = append(snapFailed[x.r], m.GetTo())
 				}
 			default:
-				out = append(out, Message{RangeID: x.r.rangeID, Msg: m})
+				out = s.outbound(out, x.r.rangeID, m)
 			}
 		}
 	}
