@@ -270,13 +270,22 @@ func TestMembershipGrows(t *testing.T) {
 	if err != nil || len(members) != 2 || members[0].Learner || members[1].Learner {
 		t.Fatalf("members after promotion: %+v, %v", members, err)
 	}
-	remote, err := DialEtcd(DialOptions{Endpoints: []string{bClient}, Name: "node-3", Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer remote.Close()
-	if kv, err := remote.Get(ctx, "/cairn/test/k"); err != nil || string(kv.Value) != "v" {
-		t.Fatalf("read through the new member: %q, %v", kv.Value, err)
+	// The new member serves clients once it has applied its own
+	// promotion, which the leader (a) committed first.
+	for {
+		remote, err := DialEtcd(DialOptions{Endpoints: []string{bClient}, Name: "node-3", Logger: testLogger(t)})
+		if err == nil {
+			kv, gerr := remote.Get(ctx, "/cairn/test/k")
+			remote.Close()
+			if gerr == nil && string(kv.Value) == "v" {
+				return
+			}
+			err = fmt.Errorf("read %q: %v", kv.Value, gerr)
+		}
+		if !strings.Contains(err.Error(), "learner") || time.Now().After(deadline) {
+			t.Fatalf("read through the new member: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
