@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cairn-db/cairn/internal/config"
+	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/node"
 )
 
@@ -42,6 +43,9 @@ CAIRN_CONFIG, YAML with the flag names as keys), then defaults.`,
 
 func runServer(ctx context.Context, cfg node.Config) error {
 	start := time.Now()
+	cfg.OnRootKey = func(k meta.AccessKey) {
+		fmt.Fprintf(os.Stderr, "cairn: made the S3 root key (shown only now; it is saved in the cluster):\n  access key: %s\n  secret key: %s\n", k.Access, k.Secret)
+	}
 	n, err := node.Open(ctx, cfg)
 	if err != nil {
 		return err

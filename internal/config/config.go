@@ -47,6 +47,10 @@ type Server struct {
 	MergeSize       int64         `koanf:"merge-size"`
 	MergeAfter      time.Duration `koanf:"merge-after"`
 	MetaMembers     int           `koanf:"meta-members"`
+	RootAccessKey   string        `koanf:"root-access-key"`
+	RootSecretKey   string        `koanf:"root-secret-key"`
+	S3Region        string        `koanf:"s3-region"`
+	S3Domain        []string      `koanf:"s3-domain"`
 	LogLevel        string        `koanf:"log-level"`
 }
 
@@ -56,7 +60,7 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.String("data-dir", "cairn-data", "directory holding all of the node's data")
 	fs.String("listen", "127.0.0.1", "address the listeners bind to (0.0.0.0 for all interfaces)")
 	fs.Int("port", node.DefaultNativePort, "native protocol port")
-	fs.Int("http-port", node.DefaultHTTPPort, "HTTP port (/healthz, /metrics)")
+	fs.Int("http-port", node.DefaultHTTPPort, "HTTP port (the S3 API, /healthz, /metrics)")
 	fs.Int("meta-port", node.DefaultMetaPort, "meta service (embedded etcd) peer port")
 	fs.Int("peer-port", node.DefaultPeerPort, "node-to-node (gRPC) port")
 	fs.String("advertise", "", "host other nodes and clients reach this node at (default: the listen address)")
@@ -74,10 +78,14 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.Int64("merge-size", 16<<20, "two neighbouring ranges smaller than this many bytes together merge once both are quiet (at most a quarter of --split-size; -1: never)")
 	fs.Duration("merge-after", time.Minute, "how long both ranges must have served under a quarter of --split-load before they merge")
 	fs.Int("meta-members", 5, "most embedded etcd members of the meta service (1, 3, 5 or 7; further nodes are its clients); the same on every node")
+	fs.String("root-access-key", "", "S3 root access key (with --root-secret-key; default: the cluster's saved key, made and shown once at its first start)")
+	fs.String("root-secret-key", "", "S3 root secret key (prefer CAIRN_ROOT_SECRET_KEY: flags show in the process list)")
+	fs.String("s3-region", "us-east-1", "region the S3 API reports to clients")
+	fs.StringSlice("s3-domain", nil, "host name under which S3 clients may name buckets virtual-host style (BUCKET.DOMAIN); repeatable")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 }
 
-var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "inline-threshold", "ranges", "record-cache", "down-after", "repair-rate", "rebalance-after", "split-size", "split-load", "merge-size", "merge-after", "meta-members", "log-level"}
+var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "inline-threshold", "ranges", "record-cache", "down-after", "repair-rate", "rebalance-after", "split-size", "split-load", "merge-size", "merge-after", "meta-members", "root-access-key", "root-secret-key", "s3-region", "s3-domain", "log-level"}
 
 // LoadServer merges the config file (from --config or CAIRN_CONFIG), the
 // CAIRN_* environment (environ, e.g. os.Environ) and the flags of fs.
@@ -172,6 +180,10 @@ func (s Server) NodeConfig() (node.Config, error) {
 		MergeSize:       s.MergeSize,
 		MergeAfter:      s.MergeAfter,
 		MetaMembers:     s.MetaMembers,
+		RootAccessKey:   s.RootAccessKey,
+		RootSecretKey:   s.RootSecretKey,
+		S3Region:        s.S3Region,
+		S3Domains:       s.S3Domain,
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 	}, nil
 }

@@ -27,6 +27,8 @@
 //	                                    "state":"up"|..,"started":..} the cluster map
 //	/cairn/spaces/<name>               {"v":1,"id":..,"name":..,"created":..,
 //	                                    "settings":{..},"state":"active"|"deleting"}
+//	/cairn/rootkey                     {"v":1,"access":..,"secret":..} the S3 root
+//	                                   key, when the configuration gives none
 //	/cairn/ranges/<space %08x>/<range %016x>
 //	                                   {"v":1,"id":"<n>","space_id":..,"start":<b64>,
 //	                                    "end":<b64>|null,"replicas":[..],"epoch":"<n>"}

@@ -6,13 +6,32 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cairn-db/cairn/internal/replica"
 )
 
+// httpHandler serves the S3 API, and /healthz, /metrics and (on loopback)
+// /debug/pprof/ to requests that carry no S3 signature: a signed GET of
+// /metrics lists the bucket "metrics".
 func (n *Node) httpHandler() http.Handler {
+	ops, api := n.opsHandler(), n.s3Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isOpsPath(r.URL.Path) && r.Header.Get("Authorization") == "" && !r.URL.Query().Has("X-Amz-Credential") {
+			ops.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+}
+
+func isOpsPath(p string) bool {
+	return p == "/healthz" || p == "/metrics" || strings.HasPrefix(p, "/debug/pprof/")
+}
+
+func (n *Node) opsHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", n.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{Registry: n.metrics.reg}))

@@ -125,6 +125,19 @@ type Config struct {
 	// etcd traffic). Default: every node reaches every node.
 	Link func(from, to uint64) bool
 
+	// RootAccessKey and RootSecretKey are the S3 root key (both or
+	// neither). Default: the key saved in the meta service, which the
+	// cluster's first node makes at its first start.
+	RootAccessKey, RootSecretKey string
+	// OnRootKey, if set, is called once with a root key this node made
+	// and saved, so that it can be shown to the operator.
+	OnRootKey func(meta.AccessKey)
+	// S3Region is the region the S3 API reports. Default: us-east-1.
+	S3Region string
+	// S3Domains are the host names under which S3 requests may name their
+	// bucket virtual-host style (BUCKET.DOMAIN).
+	S3Domains []string
+
 	// FS is the disk seam. Default: the real disk.
 	FS vfs.FS
 	// Meta, if set, is used instead of starting embedded etcd (tests).
@@ -267,6 +280,11 @@ func (c *Config) Validate() error {
 	if err := c.Chunking.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if (c.RootAccessKey == "") != (c.RootSecretKey == "") {
+		errs = append(errs, errors.New("root access key and root secret key must be given together"))
+	} else if c.RootAccessKey != "" && (len(c.RootAccessKey) < 3 || len(c.RootSecretKey) < 8) {
+		errs = append(errs, errors.New("root access key must be at least 3 characters and its secret at least 8"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -279,6 +297,7 @@ type Node struct {
 	ownMeta bool // meta was opened by the node (and is closed by it)
 	oracle  *meta.Oracle
 	catalog *meta.Catalog
+	rootKey meta.AccessKey // the S3 root key
 	chunks  *segment.Store
 	ranges  *replica.Store
 	id      identity
@@ -394,6 +413,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.peers.catalog.Store(n.catalog)
 	if err := n.catalog.ReserveNodeID(ctx, n.id.NodeID); err != nil {
 		return nil, fmt.Errorf("reserve node id %d: %w", n.id.NodeID, err)
+	}
+	if err := n.loadRootKey(ctx); err != nil {
+		return nil, err
 	}
 	n.oracle = meta.NewOracle(n.meta, meta.OracleOptions{Clock: cfg.Clock, Logger: n.log})
 	// A node alone in its cluster leads the oracle before it serves (no

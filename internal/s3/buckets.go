@@ -1,0 +1,363 @@
+package s3
+
+import (
+	"encoding/base64"
+	"encoding/xml"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+const (
+	s3NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+	// maxXMLBody bounds a request's XML document.
+	maxXMLBody = 1 << 20
+	// maxListKeys is the most keys one listing returns.
+	maxListKeys = 1000
+)
+
+type owner struct {
+	ID          string `xml:"ID"`
+	DisplayName string `xml:"DisplayName"`
+}
+
+func (q *request) owner() owner { return owner{ID: q.auth.accessKey, DisplayName: q.auth.accessKey} }
+
+type listAllMyBucketsResult struct {
+	XMLName xml.Name     `xml:"ListAllMyBucketsResult"`
+	NS      string       `xml:"xmlns,attr"`
+	Owner   owner        `xml:"Owner"`
+	Buckets []bucketInfo `xml:"Buckets>Bucket"`
+}
+
+type bucketInfo struct {
+	Name         string `xml:"Name"`
+	CreationDate string `xml:"CreationDate"`
+}
+
+func isoTime(unixNanos int64) string {
+	return time.Unix(0, unixNanos).UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+func (h *Handler) listBuckets(q *request) {
+	spaces, err := h.cfg.Service.ListSpaces(q.r.Context())
+	if err != nil {
+		h.serviceError(q, err)
+		return
+	}
+	res := listAllMyBucketsResult{NS: s3NS, Owner: q.owner(), Buckets: []bucketInfo{}}
+	for _, s := range spaces {
+		res.Buckets = append(res.Buckets, bucketInfo{Name: s.Name, CreationDate: isoTime(s.Created)})
+	}
+	writeXML(q.w, http.StatusOK, res)
+}
+
+// serviceError answers with the S3 form of an object service error,
+// logging those that are the server's.
+func (h *Handler) serviceError(q *request, err error) {
+	e := fromService(err)
+	if e.Status >= 500 {
+		h.cfg.Logger.Warn("s3 request failed", "method", q.r.Method, "path", q.r.URL.Path, "err", err)
+	}
+	q.fail(e)
+}
+
+func (h *Handler) bucketOp(q *request) {
+	r := q.r
+	query := r.URL.Query()
+	switch r.Method {
+	case http.MethodPut:
+		if s := unsupportedQuery(r); s != "" {
+			notImplemented(q, "PUT ?"+s)
+			return
+		}
+		h.createBucket(q)
+	case http.MethodHead:
+		if !h.exists(q) {
+			return
+		}
+		q.w.Header().Set("x-amz-bucket-region", h.cfg.Region)
+		q.w.WriteHeader(http.StatusOK)
+	case http.MethodDelete:
+		if s := unsupportedQuery(r); s != "" {
+			notImplemented(q, "DELETE ?"+s)
+			return
+		}
+		if err := h.cfg.Service.DeleteSpace(r.Context(), q.bucket); err != nil {
+			h.serviceError(q, err)
+			return
+		}
+		q.w.WriteHeader(http.StatusNoContent)
+	case http.MethodGet:
+		switch {
+		case query.Has("location"):
+			h.bucketLocation(q)
+		case query.Has("versioning"):
+			h.getVersioning(q)
+		default:
+			if s := unsupportedQuery(r); s != "" {
+				notImplemented(q, "GET ?"+s)
+				return
+			}
+			h.listObjects(q, query.Get("list-type") == "2")
+		}
+	default:
+		q.fail(errMethodNotAllowed)
+	}
+}
+
+type createBucketConfiguration struct {
+	XMLName            xml.Name `xml:"CreateBucketConfiguration"`
+	LocationConstraint string   `xml:"LocationConstraint"`
+}
+
+// readXML decodes the request body into v; an empty body leaves v as is.
+func readXML(r *http.Request, v any) *apiError {
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxXMLBody+1))
+	if err != nil {
+		return errIncompleteBody
+	}
+	if len(b) > maxXMLBody {
+		return errMalformedXML.with("The XML document is over 1 MiB.")
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	if err := xml.Unmarshal(b, v); err != nil {
+		return errMalformedXML
+	}
+	return nil
+}
+
+func (h *Handler) createBucket(q *request) {
+	var c createBucketConfiguration
+	if e := readXML(q.r, &c); e != nil {
+		q.fail(e)
+		return
+	}
+	if c.LocationConstraint != "" && c.LocationConstraint != h.cfg.Region && !(c.LocationConstraint == "US" && h.cfg.Region == "us-east-1") {
+		q.fail(&apiError{"InvalidLocationConstraint", http.StatusBadRequest,
+			"The specified location-constraint is not valid: this store's region is " + h.cfg.Region + "."})
+		return
+	}
+	if _, err := h.cfg.Service.CreateSpace(q.r.Context(), q.bucket, wire.SpaceSettings{}); err != nil {
+		h.serviceError(q, err)
+		return
+	}
+	q.w.Header().Set("Location", "/"+q.bucket)
+	q.w.WriteHeader(http.StatusOK)
+}
+
+// exists fails q with NoSuchBucket unless the bucket exists.
+func (h *Handler) exists(q *request) bool {
+	_, err := h.cfg.Service.List(q.r.Context(), &wire.ListRequest{Space: q.bucket, Limit: 1})
+	if err != nil {
+		h.serviceError(q, err)
+		return false
+	}
+	return true
+}
+
+func (h *Handler) bucketLocation(q *request) {
+	if !h.exists(q) {
+		return
+	}
+	type locationConstraint struct {
+		XMLName xml.Name `xml:"LocationConstraint"`
+		NS      string   `xml:"xmlns,attr"`
+		Region  string   `xml:",chardata"`
+	}
+	region := h.cfg.Region
+	if region == "us-east-1" {
+		region = "" // S3 reports the default region as empty
+	}
+	writeXML(q.w, http.StatusOK, locationConstraint{NS: s3NS, Region: region})
+}
+
+// getVersioning reports Enabled: every space keeps the history of its
+// objects.
+func (h *Handler) getVersioning(q *request) {
+	if !h.exists(q) {
+		return
+	}
+	type versioningConfiguration struct {
+		XMLName xml.Name `xml:"VersioningConfiguration"`
+		NS      string   `xml:"xmlns,attr"`
+		Status  string   `xml:"Status"`
+	}
+	writeXML(q.w, http.StatusOK, versioningConfiguration{NS: s3NS, Status: "Enabled"})
+}
+
+type listObject struct {
+	Key          string `xml:"Key"`
+	LastModified string `xml:"LastModified"`
+	ETag         string `xml:"ETag"`
+	Size         int64  `xml:"Size"`
+	Owner        *owner `xml:"Owner,omitempty"`
+	StorageClass string `xml:"StorageClass"`
+}
+
+type commonPrefix struct {
+	Prefix string `xml:"Prefix"`
+}
+
+type listBucketResult struct {
+	XMLName               xml.Name       `xml:"ListBucketResult"`
+	NS                    string         `xml:"xmlns,attr"`
+	Name                  string         `xml:"Name"`
+	Prefix                string         `xml:"Prefix"`
+	Marker                *string        `xml:"Marker"`
+	NextMarker            string         `xml:"NextMarker,omitempty"`
+	ContinuationToken     string         `xml:"ContinuationToken,omitempty"`
+	NextContinuationToken string         `xml:"NextContinuationToken,omitempty"`
+	StartAfter            string         `xml:"StartAfter,omitempty"`
+	KeyCount              *int           `xml:"KeyCount"`
+	MaxKeys               int            `xml:"MaxKeys"`
+	Delimiter             string         `xml:"Delimiter,omitempty"`
+	EncodingType          string         `xml:"EncodingType,omitempty"`
+	IsTruncated           bool           `xml:"IsTruncated"`
+	Contents              []listObject   `xml:"Contents"`
+	CommonPrefixes        []commonPrefix `xml:"CommonPrefixes"`
+}
+
+// listing is one page of a bucket listing: keys and common prefixes in key
+// order, at most max of them together.
+type listing struct {
+	objects   []wire.ObjectInfo
+	prefixes  []string
+	truncated bool
+	next      string // where the next page starts after
+}
+
+// list pages through the bucket from after, folding keys that hold
+// delimiter after prefix into common prefixes.
+func (h *Handler) list(q *request, prefix, delimiter, after string, max int) (listing, error) {
+	var l listing
+	n := 0
+	if delimiter != "" && strings.HasPrefix(after, prefix) {
+		// A marker that is a common prefix resumes after all of it.
+		if i := strings.Index(after[len(prefix):], delimiter); i >= 0 && len(prefix)+i+len(delimiter) == len(after) {
+			after += "\xff"
+		}
+	}
+	for {
+		res, err := h.cfg.Service.List(q.r.Context(), &wire.ListRequest{
+			Space: q.bucket, Prefix: prefix, StartAfter: after, Limit: maxListKeys,
+		})
+		if err != nil {
+			return l, err
+		}
+		for _, o := range res.Objects {
+			if !strings.HasPrefix(o.Key, prefix) || o.Key <= after {
+				continue
+			}
+			if n == max {
+				l.truncated = true
+				return l, nil
+			}
+			if delimiter != "" {
+				if i := strings.Index(o.Key[len(prefix):], delimiter); i >= 0 {
+					cp := o.Key[:len(prefix)+i+len(delimiter)]
+					l.prefixes = append(l.prefixes, cp)
+					n++
+					// Skip the rest of the prefix: no valid UTF-8 key
+					// holds the byte 0xff.
+					after = cp + "\xff"
+					l.next = after
+					continue
+				}
+			}
+			l.objects = append(l.objects, o)
+			n++
+			after = o.Key
+			l.next = after
+		}
+		if !res.Truncated {
+			return l, nil
+		}
+		if res.Next > after {
+			after = res.Next
+		}
+	}
+}
+
+func (h *Handler) listObjects(q *request, v2 bool) {
+	query := q.r.URL.Query()
+	prefix, delimiter := query.Get("prefix"), query.Get("delimiter")
+	enc := query.Get("encoding-type")
+	if enc != "" && enc != "url" {
+		q.fail(errInvalidArgument.with("Invalid Encoding Method specified in Request"))
+		return
+	}
+	max := maxListKeys
+	if s := query.Get("max-keys"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			q.fail(errInvalidArgument.with("max-keys must be a non-negative integer"))
+			return
+		}
+		max = min(v, maxListKeys)
+	}
+	res := listBucketResult{NS: s3NS, Name: q.bucket, Prefix: prefix, Delimiter: delimiter, MaxKeys: max, EncodingType: enc}
+	var after string
+	if v2 {
+		res.StartAfter = query.Get("start-after")
+		after = res.StartAfter
+		if tok := query.Get("continuation-token"); tok != "" {
+			b, err := base64.RawURLEncoding.DecodeString(tok)
+			if err != nil {
+				q.fail(errInvalidArgument.with("The continuation token provided is incorrect"))
+				return
+			}
+			res.ContinuationToken, after = tok, string(b)
+		}
+	} else {
+		m := query.Get("marker")
+		res.Marker, after = &m, m
+	}
+	l, err := h.list(q, prefix, delimiter, after, max)
+	if err != nil {
+		h.serviceError(q, err)
+		return
+	}
+	esc := func(s string) string {
+		if enc == "url" {
+			return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
+		}
+		return s
+	}
+	for _, o := range l.objects {
+		lo := listObject{Key: esc(o.Key), LastModified: isoTime(o.Modified), ETag: `"` + o.ETag + `"`, Size: o.Size, StorageClass: "STANDARD"}
+		if !v2 || query.Get("fetch-owner") == "true" {
+			ow := q.owner()
+			lo.Owner = &ow
+		}
+		res.Contents = append(res.Contents, lo)
+	}
+	for _, p := range l.prefixes {
+		res.CommonPrefixes = append(res.CommonPrefixes, commonPrefix{Prefix: esc(p)})
+	}
+	res.IsTruncated = l.truncated
+	if enc == "url" {
+		res.Prefix, res.Delimiter, res.StartAfter = esc(res.Prefix), esc(res.Delimiter), esc(res.StartAfter)
+		if res.Marker != nil {
+			m := esc(*res.Marker)
+			res.Marker = &m
+		}
+	}
+	if v2 {
+		kc := len(res.Contents) + len(res.CommonPrefixes)
+		res.KeyCount = &kc
+		if l.truncated {
+			res.NextContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(l.next))
+		}
+	} else if l.truncated {
+		res.NextMarker = esc(strings.TrimSuffix(l.next, "\xff"))
+	}
+	writeXML(q.w, http.StatusOK, res)
+}

@@ -1,0 +1,364 @@
+package s3
+
+import (
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/tstamp"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+const metaPrefix = "x-amz-meta-"
+
+func (h *Handler) objectOp(q *request) {
+	r := q.r
+	if s := unsupportedQuery(r); s != "" {
+		notImplemented(q, r.Method+" ?"+s)
+		return
+	}
+	switch r.Method {
+	case http.MethodPut:
+		if r.Header.Get("X-Amz-Copy-Source") != "" {
+			notImplemented(q, "CopyObject")
+			return
+		}
+		h.putObject(q)
+	case http.MethodGet, http.MethodHead:
+		h.getObject(q)
+	case http.MethodDelete:
+		h.deleteObject(q)
+	default:
+		q.fail(errMethodNotAllowed)
+	}
+}
+
+// version parses the versionId query parameter (0: none given).
+func version(q *request) (uint64, *apiError) {
+	s := q.r.URL.Query().Get("versionId")
+	if s == "" {
+		return 0, nil
+	}
+	v, err := tstamp.Parse(s)
+	if err != nil || v == 0 {
+		return 0, errInvalidArgument.with("Invalid version id specified")
+	}
+	return v, nil
+}
+
+func (h *Handler) putObject(q *request) {
+	r := q.r
+	if r.ContentLength < 0 {
+		q.fail(errMissingContentLength)
+		return
+	}
+	var body io.Reader = r.Body
+	var checks []*hashCheck
+	check := func(h hash.Hash, want []byte, fail *apiError) *apiError {
+		c, e := newHashCheck(body, h, want, r.ContentLength, fail)
+		checks, body = append(checks, c), c
+		return e
+	}
+	switch p := q.auth.payload; {
+	case p == unsignedPayload:
+	case strings.HasPrefix(p, "STREAMING-"):
+		notImplemented(q, "The payload encoding "+p)
+		return
+	default:
+		want, _ := hex.DecodeString(p)
+		if e := check(sha256.New(), want, errContentSHA256Mismatch); e != nil {
+			q.fail(e)
+			return
+		}
+	}
+	if s := r.Header.Get("Content-MD5"); s != "" {
+		want, err := base64.StdEncoding.DecodeString(s)
+		if err != nil || len(want) != md5.Size {
+			q.fail(errInvalidDigest)
+			return
+		}
+		if e := check(md5.New(), want, errBadDigest); e != nil {
+			q.fail(e)
+			return
+		}
+	}
+	req := &wire.PutRequest{
+		Space: q.bucket, Key: q.key, Size: r.ContentLength,
+		ContentType: r.Header.Get("Content-Type"), Meta: userMeta(r.Header),
+	}
+	if req.ContentType == "" {
+		req.ContentType = "binary/octet-stream"
+	}
+	if r.Header.Get("If-None-Match") == "*" {
+		req.IfNoneMatch = true
+	} else if r.Header.Get("If-None-Match") != "" || r.Header.Get("If-Match") != "" {
+		notImplemented(q, "If-Match and If-None-Match other than * on PUT")
+		return
+	}
+	info, err := h.cfg.Service.Put(r.Context(), req, body)
+	if err != nil {
+		for _, c := range checks {
+			if c.tripped {
+				q.fail(c.fail)
+				return
+			}
+		}
+		h.serviceError(q, err)
+		return
+	}
+	w := q.w.Header()
+	w.Set("ETag", `"`+info.ETag+`"`)
+	w.Set("x-amz-version-id", tstamp.String(info.Version))
+	q.w.WriteHeader(http.StatusOK)
+}
+
+// userMeta collects the x-amz-meta-* headers, by their names in lower
+// case without the prefix.
+func userMeta(h http.Header) map[string]string {
+	var m map[string]string
+	for k, vs := range h {
+		lk := strings.ToLower(k)
+		if name, ok := strings.CutPrefix(lk, metaPrefix); ok && name != "" {
+			if m == nil {
+				m = map[string]string{}
+			}
+			m[name] = strings.Join(vs, ",")
+		}
+	}
+	return m
+}
+
+// byteRange is a parsed Range header: start and end inclusive, or the last
+// suffix bytes.
+type byteRange struct {
+	start, end int64 // end -1: to the end
+	suffix     int64 // > 0: the last suffix bytes
+}
+
+// parseRange parses "bytes=a-b", "bytes=a-" or "bytes=-n". ok false means
+// the header is absent or not understood, which S3 treats as absent.
+func parseRange(s string) (byteRange, bool) {
+	spec, found := strings.CutPrefix(s, "bytes=")
+	if !found || strings.Contains(spec, ",") {
+		return byteRange{}, false
+	}
+	a, b, found := strings.Cut(strings.TrimSpace(spec), "-")
+	if !found {
+		return byteRange{}, false
+	}
+	if a == "" {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n <= 0 {
+			return byteRange{}, false
+		}
+		return byteRange{suffix: n, end: -1}, true
+	}
+	start, err := strconv.ParseInt(a, 10, 64)
+	if err != nil || start < 0 {
+		return byteRange{}, false
+	}
+	if b == "" {
+		return byteRange{start: start, end: -1}, true
+	}
+	end, err := strconv.ParseInt(b, 10, 64)
+	if err != nil || end < start {
+		return byteRange{}, false
+	}
+	return byteRange{start: start, end: end}, true
+}
+
+// resolve fits the range to an object of size bytes: offset and length,
+// or false if it is not satisfiable.
+func (br byteRange) resolve(size int64) (off, n int64, ok bool) {
+	if br.suffix > 0 {
+		n = min(br.suffix, size)
+		return size - n, n, size > 0
+	}
+	if br.start >= size {
+		return 0, 0, false
+	}
+	end := size - 1
+	if br.end >= 0 && br.end < end {
+		end = br.end
+	}
+	return br.start, end - br.start + 1, true
+}
+
+// checkConditions evaluates the conditional headers of a GET or HEAD
+// against the version info (RFC 9110 §13.2.2 order, as S3 does).
+func checkConditions(r *http.Request, info wire.ObjectInfo) *apiError {
+	etag := `"` + info.ETag + `"`
+	mod := time.Unix(0, info.Modified).Truncate(time.Second)
+	matches := func(list string) bool {
+		for _, t := range strings.Split(list, ",") {
+			t = strings.TrimSpace(t)
+			if t == "*" || t == etag || `"`+t+`"` == etag {
+				return true
+			}
+		}
+		return false
+	}
+	im, inm := r.Header.Get("If-Match"), r.Header.Get("If-None-Match")
+	if im != "" && !matches(im) {
+		return errPreconditionFailed
+	}
+	if im == "" {
+		if t, err := http.ParseTime(r.Header.Get("If-Unmodified-Since")); err == nil && mod.After(t) {
+			return errPreconditionFailed
+		}
+	}
+	if inm != "" && matches(inm) {
+		return errNotModified
+	}
+	if inm == "" {
+		if t, err := http.ParseTime(r.Header.Get("If-Modified-Since")); err == nil && !mod.After(t) {
+			return errNotModified
+		}
+	}
+	return nil
+}
+
+func (h *Handler) getObject(q *request) {
+	r := q.r
+	v, e := version(q)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	ctx := r.Context()
+	req := &wire.GetRequest{Space: q.bucket, Key: q.key, Version: v, Length: -1}
+	br, ranged := parseRange(r.Header.Get("Range"))
+	// A whole-object GET opens the body in the same lookup; HEAD and
+	// ranged GETs need the size (and the conditions) first.
+	var info wire.ObjectInfo
+	var rc io.ReadCloser
+	var err error
+	if r.Method == http.MethodGet && !ranged {
+		info, rc, err = h.cfg.Service.Get(ctx, req)
+	} else {
+		info, err = h.cfg.Service.Stat(ctx, req)
+	}
+	if err != nil {
+		h.objectError(q, v, err)
+		return
+	}
+	if rc != nil {
+		defer rc.Close()
+	}
+	if e := checkConditions(r, info); e != nil {
+		if e == errNotModified {
+			setObjectHeaders(q.w.Header(), info)
+		}
+		q.fail(e)
+		return
+	}
+	off, n := int64(0), info.Size
+	if ranged {
+		var ok bool
+		if off, n, ok = br.resolve(info.Size); !ok {
+			q.w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", info.Size))
+			q.fail(errInvalidRange)
+			return
+		}
+	}
+	hd := q.w.Header()
+	setObjectHeaders(hd, info)
+	for _, p := range []string{"content-type", "content-disposition", "content-encoding", "content-language", "cache-control", "expires"} {
+		if s := r.URL.Query().Get("response-" + p); s != "" {
+			hd.Set(p, s)
+		}
+	}
+	hd.Set("Content-Length", strconv.FormatInt(n, 10))
+	status := http.StatusOK
+	if ranged {
+		hd.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, info.Size))
+		status = http.StatusPartialContent
+	}
+	if r.Method == http.MethodHead || n == 0 {
+		q.w.WriteHeader(status)
+		return
+	}
+	if rc == nil {
+		req.Version, req.Offset, req.Length = info.Version, off, n
+		if _, rc, err = h.cfg.Service.Get(ctx, req); err != nil {
+			hd.Del("Content-Length")
+			hd.Del("Content-Range")
+			h.objectError(q, v, err)
+			return
+		}
+		defer rc.Close()
+	}
+	q.w.WriteHeader(status)
+	if _, err := io.Copy(q.w, rc); err != nil {
+		// The status is out: all that is left is to cut the body short,
+		// which the client sees as a length mismatch.
+		h.cfg.Logger.Warn("s3 GET body failed", "bucket", q.bucket, "key", q.key, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// objectError answers a failed read of a key or one of its versions.
+func (h *Handler) objectError(q *request, v uint64, err error) {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		switch {
+		case we.Code == wire.CodeDeleted:
+			q.w.Header().Set("x-amz-delete-marker", "true")
+			if v != 0 {
+				q.fail(errMethodNotAllowed)
+				return
+			}
+		case we.Code == wire.CodeNotFound && v != 0:
+			q.fail(errNoSuchVersion)
+			return
+		}
+	}
+	h.serviceError(q, err)
+}
+
+func setObjectHeaders(hd http.Header, info wire.ObjectInfo) {
+	hd.Set("ETag", `"`+info.ETag+`"`)
+	hd.Set("Last-Modified", time.Unix(0, info.Modified).UTC().Format(http.TimeFormat))
+	hd.Set("Accept-Ranges", "bytes")
+	hd.Set("x-amz-version-id", tstamp.String(info.Version))
+	if info.ContentType != "" {
+		hd.Set("Content-Type", info.ContentType)
+	}
+	for k, v := range info.Meta {
+		hd[http.CanonicalHeaderKey(metaPrefix+k)] = []string{v}
+	}
+}
+
+func (h *Handler) deleteObject(q *request) {
+	v, e := version(q)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	info, err := h.cfg.Service.Delete(q.r.Context(), &wire.DeleteRequest{Space: q.bucket, Key: q.key, Version: v})
+	var we *wire.Error
+	switch {
+	case errors.As(err, &we) && we.Code == wire.CodeNotFound:
+		// S3 answers a delete of what is not there as done.
+	case err != nil:
+		h.serviceError(q, err)
+		return
+	default:
+		if info.DeleteMarker {
+			q.w.Header().Set("x-amz-delete-marker", "true")
+		}
+		if info.Version != 0 {
+			q.w.Header().Set("x-amz-version-id", tstamp.String(info.Version))
+		}
+	}
+	q.w.WriteHeader(http.StatusNoContent)
+}

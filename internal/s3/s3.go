@@ -1,0 +1,145 @@
+// Package s3 serves the S3 API over a node's object service: spaces are
+// buckets, every request is signed (SigV4 in the Authorization header or a
+// presigned URL), and errors are S3's XML documents.
+package s3
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// Config configures a Handler.
+type Config struct {
+	// Service is the object store the API runs on.
+	Service wire.Service
+	// Credentials verifies signatures.
+	Credentials Credentials
+	// Region is what GetBucketLocation reports. Requests signed for any
+	// region are accepted (there is one). Default: us-east-1.
+	Region string
+	// Domains are the host names under which virtual-host-style requests
+	// name their bucket (BUCKET.DOMAIN). Path-style always works.
+	Domains []string
+	// Now is the clock signatures are checked against. Default: time.Now.
+	Now func() time.Time
+	// Logger receives failures that are the server's. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Handler is the S3 API.
+type Handler struct {
+	cfg Config
+}
+
+// New returns a Handler for cfg.
+func New(cfg Config) *Handler {
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Handler{cfg: cfg}
+}
+
+// request is one S3 call in progress.
+type request struct {
+	w      http.ResponseWriter
+	r      *http.Request
+	auth   *auth
+	bucket string
+	key    string
+}
+
+func (q *request) fail(e *apiError) { writeError(q.w, q.r, e) }
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("x-amz-request-id", requestID())
+	w.Header().Set("Server", "Cairn")
+	q := &request{w: w, r: r}
+	q.bucket, q.key = h.route(r)
+	a, e := authenticate(r, h.cfg.Credentials, h.cfg.Now())
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	q.auth = a
+	if q.bucket == "" {
+		if r.Method != http.MethodGet {
+			q.fail(errMethodNotAllowed)
+			return
+		}
+		h.listBuckets(q)
+		return
+	}
+	if q.key == "" {
+		h.bucketOp(q)
+		return
+	}
+	h.objectOp(q)
+}
+
+// route finds the bucket and key: from the host (BUCKET.DOMAIN) and the
+// path, or from the path alone (/BUCKET/KEY).
+func (h *Handler) route(r *http.Request) (bucket, key string) {
+	host := r.Host
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
+		host = host[:i]
+	}
+	path := strings.TrimPrefix(r.URL.Path, "/")
+	for _, d := range h.cfg.Domains {
+		if b, ok := strings.CutSuffix(host, "."+d); ok && b != "" {
+			return b, path
+		}
+	}
+	bucket, key, _ = strings.Cut(path, "/")
+	return bucket, key
+}
+
+// requestID is a fresh id for x-amz-request-id.
+func requestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return strings.ToUpper(hex.EncodeToString(b[:]))
+}
+
+// notImplemented answers a subresource or header this server does not
+// implement, naming it.
+func notImplemented(q *request, what string) {
+	q.fail(errNotImplemented.with(what + " is not implemented."))
+}
+
+// unsupportedQuery returns the first query parameter of r that names a
+// subresource (another API than the plain one on a bucket or object;
+// none is handled yet where this is asked), or "".
+func unsupportedQuery(r *http.Request) string {
+	for k := range r.URL.Query() {
+		if subresources[k] {
+			return k
+		}
+	}
+	return ""
+}
+
+// subresources are S3's query parameters that select another API than
+// the plain one on a bucket or object.
+var subresources = map[string]bool{
+	"accelerate": true, "acl": true, "analytics": true, "attributes": true, "cors": true,
+	"delete": true, "encryption": true, "intelligent-tiering": true, "inventory": true,
+	"legal-hold": true, "lifecycle": true, "location": true, "logging": true, "metrics": true,
+	"notification": true, "object-lock": true, "ownershipControls": true, "partNumber": true,
+	"policy": true, "policyStatus": true, "publicAccessBlock": true, "replication": true,
+	"requestPayment": true, "restore": true, "retention": true, "select": true, "tagging": true,
+	"torrent": true, "uploadId": true, "uploads": true, "versioning": true, "versions": true,
+	"website": true,
+}
