@@ -34,6 +34,10 @@ type Record struct {
 	Meta map[string]string
 	// Tags are the object tags.
 	Tags map[string]string
+	// Headers are the content headers and checksums kept with the
+	// version, by lower-case HTTP name (see wire.ObjectInfo.Headers).
+	// Encoded only when present (flagHeaders), after Manifest.
+	Headers map[string]string
 	// Inline holds the content of small objects.
 	Inline []byte
 	// Manifest is the encoded chunk manifest of large objects (package chunk
@@ -49,7 +53,8 @@ const (
 	headerLen     = 3 // magic (2) + format version (1)
 	trailerLen    = 4 // CRC32C
 	flagDelete    = 1 << 0
-	knownFlags    = flagDelete
+	flagHeaders   = 1 << 1 // a Headers map follows Manifest
+	knownFlags    = flagDelete | flagHeaders
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -65,11 +70,17 @@ func (r *Record) Marshal() []byte {
 	for k, v := range r.Tags {
 		n += len(k) + len(v) + 2*binary.MaxVarintLen64
 	}
+	for k, v := range r.Headers {
+		n += len(k) + len(v) + 2*binary.MaxVarintLen64
+	}
 	b := make([]byte, 0, n)
 	b = append(b, recordMagic0, recordMagic1, recordFormat1)
 	var flags byte
 	if r.DeleteMarker {
 		flags |= flagDelete
+	}
+	if len(r.Headers) > 0 {
+		flags |= flagHeaders
 	}
 	b = append(b, flags)
 	b = binary.AppendUvarint(b, r.Parent)
@@ -82,6 +93,9 @@ func (r *Record) Marshal() []byte {
 	b = appendMap(b, r.Tags)
 	b = appendBytes(b, r.Inline)
 	b = appendBytes(b, r.Manifest)
+	if len(r.Headers) > 0 {
+		b = appendMap(b, r.Headers)
+	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
@@ -146,6 +160,11 @@ func Unmarshal(b []byte) (*Record, error) {
 	r.Tags = d.stringMap()
 	r.Inline = d.clonedBytes()
 	r.Manifest = d.clonedBytes()
+	if flags&flagHeaders != 0 {
+		if r.Headers = d.stringMap(); d.err == nil && len(r.Headers) == 0 {
+			d.fail("headers flag with no headers")
+		}
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}

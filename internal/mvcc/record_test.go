@@ -15,6 +15,7 @@ func sampleRecords() []*Record {
 		ETag: `"d41d8cd98f00b204e9800998ecf8427e"`, ContentType: "application/json",
 		Meta: map[string]string{"b": "2", "a": "1", "": "empty"}, Tags: map[string]string{"t": "v"},
 		Inline: []byte("hello\x00world"), Manifest: []byte{1, 2, 3},
+		Headers: map[string]string{"cache-control": "no-cache", "x-amz-checksum-crc32": "AAAAAA=="},
 	}
 	for i := range full.Hash {
 		full.Hash[i] = byte(i)
@@ -57,6 +58,15 @@ func TestRecordFormat(t *testing.T) {
 	if got := r.Marshal(); !bytes.Equal(got, want) {
 		t.Fatalf("encoding\n got % x\nwant % x", got, want)
 	}
+	// Headers set flag 2 and follow the manifest.
+	r.Headers = map[string]string{"h": "v"}
+	want = want[:len(want)-4]
+	want[3] |= 2
+	want = append(want, 1, 1, 'h', 1, 'v')
+	want = binary.BigEndian.AppendUint32(want, crc32.Checksum(want, crc32.MakeTable(crc32.Castagnoli)))
+	if got := r.Marshal(); !bytes.Equal(got, want) {
+		t.Fatalf("encoding with headers\n got % x\nwant % x", got, want)
+	}
 }
 
 func TestRecordCorrupt(t *testing.T) {
@@ -67,11 +77,17 @@ func TestRecordCorrupt(t *testing.T) {
 	}
 	mutate := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
 	cases := map[string][]byte{
-		"empty":      nil,
-		"short":      good[:5],
-		"magic":      reseal(mutate(func(b []byte) []byte { b[0] = 0; return b })),
-		"format":     reseal(mutate(func(b []byte) []byte { b[2] = 2; return b })),
-		"flags":      reseal(mutate(func(b []byte) []byte { b[3] = 0x80; return b })),
+		"empty":  nil,
+		"short":  good[:5],
+		"magic":  reseal(mutate(func(b []byte) []byte { b[0] = 0; return b })),
+		"format": reseal(mutate(func(b []byte) []byte { b[2] = 2; return b })),
+		"flags":  reseal(mutate(func(b []byte) []byte { b[3] = 0x80; return b })),
+		"no headers": func() []byte { // the headers flag with an empty map
+			b := sampleRecords()[1].Marshal()
+			b = append(b[:len(b)-4:len(b)-4], 0, 0, 0, 0, 0)
+			b[3] |= 2
+			return reseal(b)
+		}(),
 		"crc":        mutate(func(b []byte) []byte { b[len(b)-1] ^= 1; return b }),
 		"bit flip":   mutate(func(b []byte) []byte { b[40] ^= 4; return b }),
 		"truncated":  reseal(good[:len(good)-6]),

@@ -42,16 +42,20 @@ func validKey(key string) error {
 	return nil
 }
 
-func validMeta(m, tags map[string]string) error {
+// validMeta checks user metadata, tags and content headers. Metadata and
+// headers share one size limit (S3 limits the request's headers).
+func validMeta(m, tags, headers map[string]string) error {
 	size := 0
-	for k, v := range m {
-		if k == "" {
-			return wire.Errorf(wire.CodeInvalidArgument, "metadata key is empty")
+	for _, mm := range []map[string]string{m, headers} {
+		for k, v := range mm {
+			if k == "" {
+				return wire.Errorf(wire.CodeInvalidArgument, "metadata or header name is empty")
+			}
+			size += len(k) + len(v)
 		}
-		size += len(k) + len(v)
 	}
 	if size > maxMetaBytes {
-		return wire.Errorf(wire.CodeTooLarge, "user metadata is %d bytes; the limit is %d", size, maxMetaBytes)
+		return wire.Errorf(wire.CodeTooLarge, "user metadata and content headers are %d bytes; the limit is %d", size, maxMetaBytes)
 	}
 	if len(tags) > maxTags {
 		return wire.Errorf(wire.CodeTooLarge, "%d tags; the limit is %d", len(tags), maxTags)
@@ -85,7 +89,7 @@ func (n *Node) Put(ctx context.Context, req *wire.PutRequest, body io.Reader) (w
 		return wire.ObjectInfo{}, err
 	}
 	defer release()
-	if err := validMeta(req.Meta, req.Tags); err != nil {
+	if err := validMeta(req.Meta, req.Tags, req.Headers); err != nil {
 		return wire.ObjectInfo{}, err
 	}
 	if req.Size > n.cfg.MaxObjectSize {
@@ -97,7 +101,7 @@ func (n *Node) Put(ctx context.Context, req *wire.PutRequest, body io.Reader) (w
 		if err != nil {
 			return wire.ObjectInfo{}, err
 		}
-		rec.ContentType, rec.Meta, rec.Tags = req.ContentType, req.Meta, req.Tags
+		rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
 		return n.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: rec, IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch})
 	case wire.PutWriteAt, wire.PutAppend:
 		return n.rangeWrite(ctx, s, obj, req, body)
@@ -321,7 +325,7 @@ func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, req *wire.P
 		if err != nil {
 			return wire.ObjectInfo{}, err
 		}
-		rec.ContentType, rec.Meta, rec.Tags = req.ContentType, req.Meta, req.Tags
+		rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
 		if parent != nil {
 			if rec.ContentType == "" {
 				rec.ContentType = parent.ContentType
@@ -331,6 +335,9 @@ func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, req *wire.P
 			}
 			if rec.Tags == nil {
 				rec.Tags = parent.Tags
+			}
+			if rec.Headers == nil {
+				rec.Headers = parent.Headers
 			}
 		}
 		info, err := n.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: rec, IfMatch: pver, IfAbsent: pver == 0})
@@ -462,7 +469,7 @@ func objectInfo(spaceName, key string, rec *mvcc.Record) wire.ObjectInfo {
 		Space: spaceName, Key: key, Version: rec.Version, Parent: rec.Parent,
 		Size: rec.Size, ETag: rec.ETag, Hash: rec.Hash, ContentType: rec.ContentType,
 		Modified: tstamp.Time(rec.Version).UnixNano(), DeleteMarker: rec.DeleteMarker,
-		Meta: rec.Meta, Tags: rec.Tags,
+		Meta: rec.Meta, Tags: rec.Tags, Headers: rec.Headers,
 	}
 }
 

@@ -319,7 +319,7 @@ func mapSize(m map[string]string) int {
 // buffers.
 func ObjectInfoSize(o *ObjectInfo) int {
 	return 6*10 + 5*8 + 32 + 1 + len(o.Space) + len(o.Key) + len(o.ETag) + len(o.ContentType) +
-		mapSize(o.Meta) + mapSize(o.Tags)
+		mapSize(o.Meta) + mapSize(o.Tags) + mapSize(o.Headers)
 }
 
 // AppendObjectInfo encodes an ObjectInfo.
@@ -335,7 +335,8 @@ func AppendObjectInfo(b []byte, o *ObjectInfo) []byte {
 	b = appendI64(b, o.Modified)
 	b = appendBool(b, o.DeleteMarker)
 	b = appendMap(b, o.Meta)
-	return appendMap(b, o.Tags)
+	b = appendMap(b, o.Tags)
+	return appendMap(b, o.Headers)
 }
 
 func (d *decoder) objectInfo() ObjectInfo {
@@ -352,6 +353,7 @@ func (d *decoder) objectInfo() ObjectInfo {
 	o.DeleteMarker = d.boolean("delete marker")
 	o.Meta = d.strMap("meta")
 	o.Tags = d.strMap("tags")
+	o.Headers = d.strMap("headers")
 	return o
 }
 
@@ -387,6 +389,7 @@ func AppendPutRequest(b []byte, r *PutRequest) []byte {
 	b = appendStr(b, r.ContentType)
 	b = appendMap(b, r.Meta)
 	b = appendMap(b, r.Tags)
+	b = appendMap(b, r.Headers)
 	b = appendU64(b, r.IfMatch)
 	return appendBool(b, r.IfNoneMatch)
 }
@@ -406,6 +409,7 @@ func (d *decoder) putRequest(r *PutRequest) {
 	r.ContentType = d.str("content type")
 	r.Meta = d.strMap("meta")
 	r.Tags = d.strMap("tags")
+	r.Headers = d.strMap("headers")
 	r.IfMatch = d.u64("if-match")
 	r.IfNoneMatch = d.boolean("if-none-match")
 }
@@ -425,7 +429,8 @@ func DecodePutRequest(b []byte) (PutRequest, []byte, error) {
 func getRequestSize(r *GetRequest) int { return 2*10 + 4*8 + len(r.Space) + len(r.Key) }
 
 func putRequestSize(r *PutRequest) int {
-	return 4*10 + 4*8 + 3 + len(r.Space) + len(r.Key) + len(r.ContentType) + mapSize(r.Meta) + mapSize(r.Tags)
+	return 4*10 + 4*8 + 3 + len(r.Space) + len(r.Key) + len(r.ContentType) + mapSize(r.Meta) + mapSize(r.Tags) +
+		mapSize(r.Headers)
 }
 
 // AppendGetRequest encodes a GetRequest (GET and STAT).

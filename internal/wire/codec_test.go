@@ -49,7 +49,7 @@ func randMap(r *rand.Rand) map[string]string {
 func randInfo(r *rand.Rand) ObjectInfo {
 	o := ObjectInfo{Space: randStr(r), Key: randStr(r), Version: r.Uint64(), Parent: r.Uint64(),
 		Size: r.Int64() - r.Int64(), ETag: randStr(r), ContentType: randStr(r), Modified: r.Int64(),
-		DeleteMarker: r.IntN(2) == 0, Meta: randMap(r), Tags: randMap(r)}
+		DeleteMarker: r.IntN(2) == 0, Meta: randMap(r), Tags: randMap(r), Headers: randMap(r)}
 	for i := range o.Hash {
 		o.Hash[i] = byte(r.IntN(256))
 	}
@@ -63,7 +63,7 @@ func randSettings(r *rand.Rand) SpaceSettings {
 
 func randPut(r *rand.Rand) PutRequest {
 	return PutRequest{Space: randStr(r), Key: randStr(r), Mode: PutMode(r.IntN(3)), Offset: r.Int64N(1 << 40),
-		Size: r.Int64N(1<<40) - 1, ContentType: randStr(r), Meta: randMap(r), Tags: randMap(r),
+		Size: r.Int64N(1<<40) - 1, ContentType: randStr(r), Meta: randMap(r), Tags: randMap(r), Headers: randMap(r),
 		IfMatch: r.Uint64(), IfNoneMatch: r.IntN(2) == 0}
 }
 

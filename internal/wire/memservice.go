@@ -173,7 +173,7 @@ func (m *MemService) Put(ctx context.Context, req *PutRequest, body io.Reader) (
 	sum := md5.Sum(data)
 	info := ObjectInfo{Space: req.Space, Key: req.Key, Version: m.mu.clock, Size: int64(len(data)),
 		ETag: hex.EncodeToString(sum[:]), ContentType: req.ContentType, Modified: int64(m.mu.clock),
-		Meta: req.Meta, Tags: req.Tags}
+		Meta: req.Meta, Tags: req.Tags, Headers: req.Headers}
 	if len(vs) > 0 {
 		info.Parent = vs[len(vs)-1].info.Version
 	}

@@ -119,6 +119,11 @@ type ObjectInfo struct {
 	DeleteMarker bool
 	Meta         map[string]string
 	Tags         map[string]string
+	// Headers are the content headers and checksums stored with the
+	// version, by lower-case HTTP name: cache-control,
+	// content-disposition, content-encoding, content-language, expires,
+	// and x-amz-checksum-ALGORITHM (base64, verified when written).
+	Headers map[string]string
 }
 
 // PutRequest asks for a new version.
@@ -130,6 +135,10 @@ type PutRequest struct {
 	ContentType string
 	Meta        map[string]string
 	Tags        map[string]string
+	// Headers are as ObjectInfo.Headers. Put takes them once it has read
+	// body to its end, so a caller may add one that only the end of the
+	// body carries (a checksum sent as a trailer).
+	Headers map[string]string
 	// IfMatch, when non-zero, requires the current latest version to be
 	// exactly this one; IfNoneMatch requires that no live version exist.
 	// Either failing is CodePreconditionFailed and writes nothing.
