@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -137,6 +138,10 @@ type Config struct {
 	// S3Domains are the host names under which S3 requests may name their
 	// bucket virtual-host style (BUCKET.DOMAIN).
 	S3Domains []string
+	// TLSCertFile and TLSKeyFile (both or neither) are PEM files of the
+	// certificate (chain) and key the HTTP port serves HTTPS with.
+	// Default: plain HTTP.
+	TLSCertFile, TLSKeyFile string
 
 	// FS is the disk seam. Default: the real disk.
 	FS vfs.FS
@@ -279,6 +284,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Chunking.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		errs = append(errs, errors.New("a TLS certificate and its key must be given together"))
 	}
 	if (c.RootAccessKey == "") != (c.RootSecretKey == "") {
 		errs = append(errs, errors.New("root access key and root secret key must be given together"))
@@ -603,6 +611,14 @@ func (n *Node) listen() error {
 		}
 		return p
 	}
+	var tlsConf *tls.Config
+	if n.cfg.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(n.cfg.TLSCertFile, n.cfg.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("TLS certificate %s, key %s: %w", n.cfg.TLSCertFile, n.cfg.TLSKeyFile, err)
+		}
+		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	}
 	var err error
 	n.nativeL, err = net.Listen("tcp", net.JoinHostPort(n.cfg.Listen, fmt.Sprint(port(n.cfg.NativePort))))
 	if err != nil {
@@ -611,6 +627,9 @@ func (n *Node) listen() error {
 	n.httpL, err = net.Listen("tcp", net.JoinHostPort(n.cfg.Listen, fmt.Sprint(port(n.cfg.HTTPPort))))
 	if err != nil {
 		return fmt.Errorf("HTTP listener: %w (is another cairn server running? use --http-port)", err)
+	}
+	if tlsConf != nil {
+		n.httpL = tls.NewListener(n.httpL, tlsConf)
 	}
 	n.wireSrv = wire.NewServer(n, wire.ServerOptions{Logger: n.log})
 	n.httpSrv = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
