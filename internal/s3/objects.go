@@ -57,43 +57,9 @@ func version(q *request) (uint64, *apiError) {
 
 func (h *Handler) putObject(q *request) {
 	r := q.r
-	if r.ContentLength < 0 {
-		q.fail(errMissingContentLength)
-		return
-	}
-	var body io.Reader = r.Body
-	var checks []*hashCheck
-	check := func(h hash.Hash, want []byte, fail *apiError) *apiError {
-		c, e := newHashCheck(body, h, want, r.ContentLength, fail)
-		checks, body = append(checks, c), c
-		return e
-	}
-	switch p := q.auth.payload; {
-	case p == unsignedPayload:
-	case strings.HasPrefix(p, "STREAMING-"):
-		notImplemented(q, "The payload encoding "+p)
-		return
-	default:
-		want, _ := hex.DecodeString(p)
-		if e := check(sha256.New(), want, errContentSHA256Mismatch); e != nil {
-			q.fail(e)
-			return
-		}
-	}
-	if s := r.Header.Get("Content-MD5"); s != "" {
-		want, err := base64.StdEncoding.DecodeString(s)
-		if err != nil || len(want) != md5.Size {
-			q.fail(errInvalidDigest)
-			return
-		}
-		if e := check(md5.New(), want, errBadDigest); e != nil {
-			q.fail(e)
-			return
-		}
-	}
 	req := &wire.PutRequest{
-		Space: q.bucket, Key: q.key, Size: r.ContentLength,
-		ContentType: r.Header.Get("Content-Type"), Meta: userMeta(r.Header),
+		Space: q.bucket, Key: q.key,
+		ContentType: r.Header.Get("Content-Type"), Meta: userMeta(r.Header), Headers: contentHeaders(r.Header),
 	}
 	if req.ContentType == "" {
 		req.ContentType = "binary/octet-stream"
@@ -104,13 +70,16 @@ func (h *Handler) putObject(q *request) {
 		notImplemented(q, "If-Match and If-None-Match other than * on PUT")
 		return
 	}
+	body, fault, e := putBody(q, req)
+	if e != nil {
+		q.fail(e)
+		return
+	}
 	info, err := h.cfg.Service.Put(r.Context(), req, body)
 	if err != nil {
-		for _, c := range checks {
-			if c.tripped {
-				q.fail(c.fail)
-				return
-			}
+		if fault.e != nil {
+			q.fail(fault.e)
+			return
 		}
 		h.serviceError(q, err)
 		return
@@ -118,7 +87,128 @@ func (h *Handler) putObject(q *request) {
 	w := q.w.Header()
 	w.Set("ETag", `"`+info.ETag+`"`)
 	w.Set("x-amz-version-id", tstamp.String(info.Version))
+	setChecksumHeaders(w, info.Headers)
 	q.w.WriteHeader(http.StatusOK)
+}
+
+// putBody sets up the reading of a PUT's body: its decoding (aws-chunked
+// for the STREAMING-* payloads) and every check the request asks for (the
+// signed SHA-256, Content-MD5, an x-amz-checksum-* header or trailer). It
+// sets req.Size, and records the verified checksum in req.Headers (a
+// trailing one once the body is read: Put takes Headers after the body).
+// The readers report a failed check in the returned fault.
+func putBody(q *request, req *wire.PutRequest) (io.Reader, *bodyFault, *apiError) {
+	r, payload := q.r, q.auth.payload
+	fault := &bodyFault{}
+	signed, trailer, chunked := streaming(payload)
+	if strings.HasPrefix(payload, "STREAMING-") && !chunked {
+		return nil, nil, errNotImplemented.with("The payload encoding " + payload + " is not implemented.")
+	}
+	size := r.ContentLength
+	if chunked {
+		d := r.Header.Get("X-Amz-Decoded-Content-Length")
+		n, err := strconv.ParseInt(d, 10, 64)
+		if d == "" || err != nil || n < 0 {
+			return nil, nil, errMissingContentLength.with("A " + payload + " body needs x-amz-decoded-content-length, the length of its data.")
+		}
+		size = n
+	}
+	if size < 0 {
+		return nil, nil, errMissingContentLength
+	}
+	req.Size = size
+	sum, hasSum, e := parseChecksum(r.Header, trailer)
+	if e != nil {
+		return nil, nil, e
+	}
+	var body io.Reader = r.Body
+	check := func(h hash.Hash, want []byte, fail *apiError) *apiError {
+		c, e := newHashCheck(body, h, want, size, fail, fault)
+		body = c
+		return e
+	}
+	switch {
+	case chunked:
+		var a *auth
+		if signed {
+			a = q.auth
+		}
+		var ts *checksumRequest
+		if hasSum && sum.trailer {
+			if req.Headers == nil {
+				req.Headers = map[string]string{}
+			}
+			ts = &sum
+		}
+		c, e := newChunkedReader(body, size, a, trailer, ts, req.Headers, fault)
+		if e != nil {
+			return nil, nil, e
+		}
+		body = c
+	case payload != unsignedPayload:
+		want, _ := hex.DecodeString(payload)
+		if e := check(sha256.New(), want, errContentSHA256Mismatch); e != nil {
+			return nil, nil, e
+		}
+	}
+	if s := r.Header.Get("Content-MD5"); s != "" {
+		want, err := base64.StdEncoding.DecodeString(s)
+		if err != nil || len(want) != md5.Size {
+			return nil, nil, errInvalidDigest
+		}
+		if e := check(md5.New(), want, errBadDigest); e != nil {
+			return nil, nil, e
+		}
+	}
+	if hasSum && !sum.trailer {
+		if e := check(sum.alg.new(), sum.want, sum.alg.mismatch()); e != nil {
+			return nil, nil, e
+		}
+		if req.Headers == nil {
+			req.Headers = map[string]string{}
+		}
+		req.Headers[sum.alg.header()] = base64.StdEncoding.EncodeToString(sum.want)
+	}
+	return body, fault, nil
+}
+
+// contentHeaders are the standard headers S3 keeps with an object.
+var contentHeaderNames = []string{"cache-control", "content-disposition", "content-encoding", "content-language", "expires"}
+
+// contentHeaders collects the content headers to keep with a version
+// (Content-Encoding without the aws-chunked transfer coding).
+func contentHeaders(h http.Header) map[string]string {
+	var m map[string]string
+	for _, name := range contentHeaderNames {
+		v := h.Get(name)
+		if name == "content-encoding" {
+			var keep []string
+			for _, c := range strings.Split(v, ",") {
+				if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "aws-chunked") {
+					keep = append(keep, c)
+				}
+			}
+			v = strings.Join(keep, ",")
+		}
+		if v == "" {
+			continue
+		}
+		if m == nil {
+			m = map[string]string{}
+		}
+		m[name] = v
+	}
+	return m
+}
+
+// setChecksumHeaders sets the stored checksums of a version.
+func setChecksumHeaders(hd http.Header, stored map[string]string) {
+	for k, v := range stored {
+		if strings.HasPrefix(k, checksumPrefix) {
+			hd[http.CanonicalHeaderKey(k)] = []string{v}
+			hd.Set("x-amz-checksum-type", "FULL_OBJECT")
+		}
+	}
 }
 
 // userMeta collects the x-amz-meta-* headers, by their names in lower
@@ -272,7 +362,10 @@ func (h *Handler) getObject(q *request) {
 	}
 	hd := q.w.Header()
 	setObjectHeaders(hd, info)
-	for _, p := range []string{"content-type", "content-disposition", "content-encoding", "content-language", "cache-control", "expires"} {
+	if !ranged && strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
+		setChecksumHeaders(hd, info.Headers) // checksums are of the whole object
+	}
+	for _, p := range append([]string{"content-type"}, contentHeaderNames...) {
 		if s := r.URL.Query().Get("response-" + p); s != "" {
 			hd.Set(p, s)
 		}
@@ -335,6 +428,11 @@ func setObjectHeaders(hd http.Header, info wire.ObjectInfo) {
 	}
 	for k, v := range info.Meta {
 		hd[http.CanonicalHeaderKey(metaPrefix+k)] = []string{v}
+	}
+	for _, k := range contentHeaderNames {
+		if v := info.Headers[k]; v != "" {
+			hd[http.CanonicalHeaderKey(k)] = []string{v}
+		}
 	}
 }
 

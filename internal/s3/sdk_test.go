@@ -32,10 +32,20 @@ const (
 // returns its S3 endpoint.
 func startNode(t *testing.T) string {
 	t.Helper()
+	return startNodeWith(t, nil)
+}
+
+// startNodeWith is startNode with tls, if set, the node's certificate:
+// the endpoint is then https.
+func startNodeWith(t *testing.T, tls *testCert) string {
+	t.Helper()
 	cfg := node.Config{
 		DataDir: t.TempDir(), NativePort: -1, HTTPPort: -1, MetaPort: -1, PeerPort: -1, MetaClientPort: -1,
 		RootAccessKey: testAccess, RootSecretKey: testSecret,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	if tls != nil {
+		cfg.TLSCertFile, cfg.TLSKeyFile = tls.certFile, tls.keyFile
 	}
 	n, err := node.Open(context.Background(), cfg)
 	if err != nil {
@@ -43,10 +53,13 @@ func startNode(t *testing.T) string {
 	}
 	n.Serve()
 	t.Cleanup(func() { _ = n.Close() })
+	if tls != nil {
+		return "https://" + n.HTTPAddr()
+	}
 	return "http://" + n.HTTPAddr()
 }
 
-func client(endpoint, access, secret string) *s3.Client {
+func client(endpoint, access, secret string, opts ...func(*s3.Options)) *s3.Client {
 	return s3.New(s3.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(endpoint),
@@ -54,7 +67,7 @@ func client(endpoint, access, secret string) *s3.Client {
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 			return aws.Credentials{AccessKeyID: access, SecretAccessKey: secret}, nil
 		}),
-	})
+	}, opts...)
 }
 
 // apiCode is the S3 error code of err, or "".
@@ -262,7 +275,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 	// A body whose SHA-256 is not the one signed, and an empty one.
 	claimed := sha256hex("another body!")
 	for _, c := range []struct{ key, body string }{{"k", "the real body"}, {"empty", ""}} {
-		status, msg := signedPut(t, endpoint+"/bkt1/"+c.key, c.body, claimed)
+		status, msg := signedPut(t, endpoint+"/bkt1/"+c.key, c.body, claimed, nil)
 		if status != http.StatusBadRequest || !strings.Contains(msg, "XAmzContentSHA256Mismatch") {
 			t.Fatalf("%q signed with another payload hash: %d %s", c.body, status, msg)
 		}
@@ -285,11 +298,15 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 	}
 }
 
-// signedPut PUTs body to url, signed by the root key with payload as its
-// declared SHA-256, and returns the answer's status and body.
-func signedPut(t *testing.T, url, body, payload string) (int, string) {
+// signedPut PUTs body to url with the headers hdr, signed by the root key
+// with payload as its declared SHA-256, and returns the answer's status
+// and body.
+func signedPut(t *testing.T, url, body, payload string, hdr http.Header) (int, string) {
 	t.Helper()
 	r, _ := http.NewRequest(http.MethodPut, url, strings.NewReader(body))
+	for k, v := range hdr {
+		r.Header[k] = v
+	}
 	r.Header.Set("X-Amz-Content-Sha256", payload)
 	creds := aws.Credentials{AccessKeyID: testAccess, SecretAccessKey: testSecret}
 	if err := v4.NewSigner().SignHTTP(context.Background(), creds, r, payload, "s3", "us-east-1", time.Now()); err != nil {

@@ -49,6 +49,12 @@ type auth struct {
 	// payload is the declared payload hash: a hex SHA-256, unsignedPayload,
 	// or a STREAMING-* encoding.
 	payload string
+	// What a signed streaming body's chunks are signed with (chunked.go):
+	// the signing key, the credential scope, the request time and the
+	// request's own signature (the first chunk's "previous" signature).
+	key        []byte
+	sc         scope
+	date, seed string
 }
 
 // scope is a parsed credential: AK/yyyymmdd/region/service/aws4_request.
@@ -178,10 +184,11 @@ func verify(r *http.Request, q url.Values, creds Credentials, sc scope, date, si
 		return nil, errInvalidAccessKey
 	}
 	creq := canonicalRequest(r, q, strings.Split(signed, ";"), payload, skip)
-	if !hmac.Equal([]byte(sig), []byte(signature(secret, sc, date, creq))) {
+	key := signingKey(secret, sc)
+	if !hmac.Equal([]byte(sig), []byte(signature(key, sc, date, creq))) {
 		return nil, errSignatureMismatch
 	}
-	return &auth{accessKey: sc.accessKey, payload: payload}, nil
+	return &auth{accessKey: sc.accessKey, payload: payload, key: key, sc: sc, date: date, seed: sig}, nil
 }
 
 func validPayloadHash(p string) bool {
@@ -272,10 +279,10 @@ func headerValue(r *http.Request, name string) string {
 	return strings.Join(out, ",")
 }
 
-// signature is the hex signature of the canonical request creq.
-func signature(secret string, sc scope, date, creq string) string {
-	k := signingKey(secret, sc)
-	return hex.EncodeToString(hmacSHA256(k, stringToSign(sc, date, sha256Hex([]byte(creq)))))
+// signature is the hex signature of the canonical request creq, with the
+// signing key of the credential scope.
+func signature(key []byte, sc scope, date, creq string) string {
+	return hex.EncodeToString(hmacSHA256(key, stringToSign(sc, date, sha256Hex([]byte(creq)))))
 }
 
 func stringToSign(sc scope, date, hashed string) string {
@@ -324,11 +331,10 @@ func uriEncode(s string, encodeSlash bool) string {
 // newHashCheck returns a hashCheck of size bytes of r, or with fail if
 // the body is empty and want is not the digest of nothing (no read would
 // come to check it).
-func newHashCheck(r io.Reader, h hash.Hash, want []byte, size int64, fail *apiError) (*hashCheck, *apiError) {
-	c := &hashCheck{r: r, h: h, want: want, left: size, fail: fail}
+func newHashCheck(r io.Reader, h hash.Hash, want []byte, size int64, fail *apiError, fault *bodyFault) (*hashCheck, *apiError) {
+	c := &hashCheck{r: r, h: h, want: want, left: size, fail: fail, fault: fault}
 	if size == 0 && !hmac.Equal(h.Sum(nil), want) {
-		c.tripped = true
-		return c, fail
+		return c, fault.set(fail)
 	}
 	return c, nil
 }
@@ -339,14 +345,12 @@ func newHashCheck(r io.Reader, h hash.Hash, want []byte, size int64, fail *apiEr
 // short body and the error (io.ReadFull drops an error that comes with
 // the last bytes), so the upload fails before it is committed.
 type hashCheck struct {
-	r    io.Reader
-	h    hash.Hash
-	want []byte
-	left int64
-	fail *apiError
-	// tripped is set once the digest did not match (the service may
-	// report the short body in its own words).
-	tripped bool
+	r     io.Reader
+	h     hash.Hash
+	want  []byte
+	left  int64
+	fail  *apiError
+	fault *bodyFault // where a mismatch is reported
 }
 
 func (c *hashCheck) Read(p []byte) (int, error) {
@@ -360,8 +364,7 @@ func (c *hashCheck) Read(p []byte) (int, error) {
 	c.h.Write(p[:n])
 	c.left -= int64(n)
 	if c.left == 0 && !hmac.Equal(c.h.Sum(nil), c.want) {
-		c.tripped = true
-		return 0, c.fail
+		return 0, c.fault.set(c.fail)
 	}
 	if err == io.EOF && c.left > 0 {
 		return n, io.ErrUnexpectedEOF
