@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/cairn-db/cairn/internal/chunk"
@@ -30,8 +31,11 @@ const (
 	maxPlanRetries = 16
 )
 
-func validKey(key string) error {
+// validKey checks a key: UTF-8, or a system key when ctx allows them.
+func validKey(ctx context.Context, key string) error {
 	switch {
+	case strings.HasPrefix(key, wire.SystemKeyPrefix) && wire.SystemKeys(ctx) && len(key) <= keys.MaxKeyLen:
+		return nil
 	case key == "":
 		return wire.Errorf(wire.CodeInvalidArgument, "object key is empty")
 	case len(key) > keys.MaxKeyLen:
@@ -71,7 +75,7 @@ func validMeta(m, tags, headers map[string]string) error {
 // target resolves space and key to the object key. The
 // space is held (see acquire) until release is called.
 func (n *Node) target(ctx context.Context, spaceName, key string) (s *space, obj []byte, release func(), err error) {
-	if err := validKey(key); err != nil {
+	if err := validKey(ctx, key); err != nil {
 		return nil, nil, nil, err
 	}
 	s, release, err = n.acquire(ctx, spaceName)
@@ -631,6 +635,10 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult
 	}
 	lower := keys.ObjectPrefix(s.meta.ID, nil, []byte(req.Prefix))
 	upper := keys.PrefixEnd(lower)
+	if !strings.HasPrefix(req.Prefix, wire.SystemKeyPrefix) || !wire.SystemKeys(ctx) {
+		// System keys sort after every UTF-8 key: end the span before them.
+		upper = minBytes(upper, keys.ObjectPrefix(s.meta.ID, nil, []byte(wire.SystemKeyPrefix)))
+	}
 	var after []byte
 	if req.StartAfter != "" {
 		after = keys.Object(s.meta.ID, nil, []byte(req.StartAfter))

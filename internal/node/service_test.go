@@ -300,7 +300,12 @@ func TestRangeWritesShareChunks(t *testing.T) {
 
 func manifestOfVersion(t *testing.T, n *Node, v uint64) chunk.Manifest {
 	t.Helper()
-	s, obj, release, _ := n.target(context.Background(), "sp1", "big")
+	return manifestOfKey(t, n, "sp1", "big", v)
+}
+
+func manifestOfKey(t *testing.T, n *Node, space, key string, v uint64) chunk.Manifest {
+	t.Helper()
+	s, obj, release, _ := n.target(context.Background(), space, key)
 	defer release()
 	rec, err := n.readRecord(context.Background(), s, obj, v, 0)
 	if err != nil {

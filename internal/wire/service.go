@@ -42,6 +42,48 @@ type Service interface {
 	Versions(ctx context.Context, req *VersionsRequest) (VersionsResult, error)
 }
 
+// ComposeService is implemented by a Service that can make a version out
+// of the bodies of other versions without copying their data: the new
+// version's manifest lists their chunks (S3's multipart uploads and
+// copies). It is not a native protocol operation yet.
+type ComposeService interface {
+	// Compose writes a new version of req.Space/req.Key whose body is the
+	// concatenation of the sources, with the metadata of req (its Size,
+	// Mode and Offset are ignored). etag, if set, is the version's ETag;
+	// otherwise it is the MD5 of the content. A source that does not
+	// exist is CodeNotFound; one whose range is not within it,
+	// CodeInvalidRange.
+	Compose(ctx context.Context, req *PutRequest, etag string, sources []ComposeSource) (ObjectInfo, error)
+}
+
+// ComposeSource is a byte range of one version.
+type ComposeSource struct {
+	Space, Key string
+	Version    uint64 // exact version; 0 = the latest
+	Offset     int64
+	Length     int64 // -1 = to the end
+}
+
+// SystemKeyPrefix starts the keys an in-process caller keeps its own state
+// under (the S3 API's multipart uploads). It is not valid UTF-8, so no
+// client key can start with it; a Service accepts such keys only in a
+// context made by WithSystemKeys, and lists them only when the listing's
+// prefix starts with it.
+const SystemKeyPrefix = "\xff"
+
+type systemKeysCtx struct{}
+
+// WithSystemKeys returns a context in which a Service accepts system keys.
+func WithSystemKeys(ctx context.Context) context.Context {
+	return context.WithValue(ctx, systemKeysCtx{}, true)
+}
+
+// SystemKeys reports whether ctx allows system keys.
+func SystemKeys(ctx context.Context) bool {
+	v, _ := ctx.Value(systemKeysCtx{}).(bool)
+	return v
+}
+
 // ClusterService is implemented by a Service that reports the state of its
 // cluster (the CLUSTER op). The report is a JSON document whose fields
 // docs/protocol.md describes; a Service without it answers CodeUnknownOp.

@@ -1,0 +1,111 @@
+package node
+
+import (
+	"context"
+	"strings"
+
+	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// Compose implements wire.ComposeService: the new version's manifest is
+// the sources' chunks, so no data is copied, except where a source range
+// starts or ends inside a chunk (that chunk's part is stored as a new
+// chunk) and for inline sources (their bytes become a chunk). The
+// version's BLAKE3 hash (and its MD5 ETag, when etag is not given) are of
+// the whole content, so unless the version is a whole copy of one source
+// the content is read once, through verified chunk reads.
+func (n *Node) Compose(ctx context.Context, req *wire.PutRequest, etag string, sources []wire.ComposeSource) (wire.ObjectInfo, error) {
+	s, obj, release, err := n.target(ctx, req.Space, req.Key)
+	if err != nil {
+		return wire.ObjectInfo{}, err
+	}
+	defer release()
+	if err := validMeta(req.Meta, req.Tags, req.Headers); err != nil {
+		return wire.ObjectInfo{}, err
+	}
+	var m chunk.Manifest
+	var whole *wire.ObjectInfo // the one source, copied whole
+	for i, src := range sources {
+		sm, info, full, err := n.sourceChunks(ctx, src, s.replicas())
+		if err != nil {
+			return wire.ObjectInfo{}, err
+		}
+		if len(sources) == 1 && full {
+			whole = &info
+		}
+		m.Chunks = append(m.Chunks, sm.Chunks...)
+		if m.Size() > n.cfg.MaxObjectSize {
+			return wire.ObjectInfo{}, wire.Errorf(wire.CodeTooLarge, "the sources up to %d are over the %d byte object limit", i, n.cfg.MaxObjectSize)
+		}
+	}
+	r, err := n.composeRecord(ctx, m, whole, s.replicas())
+	if err != nil {
+		return wire.ObjectInfo{}, err
+	}
+	if etag != "" {
+		r.ETag = etag
+	}
+	r.ContentType, r.Meta, r.Tags, r.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
+	return n.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: r, IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch})
+}
+
+// sourceChunks reads one source version and returns the chunks of its
+// range (storing new chunks for a range's partial first and last chunks),
+// its info, and whether the range is the whole body.
+func (n *Node) sourceChunks(ctx context.Context, src wire.ComposeSource, replicas int) (chunk.Manifest, wire.ObjectInfo, bool, error) {
+	ss, sobj, release, err := n.target(ctx, src.Space, src.Key)
+	if err != nil {
+		return chunk.Manifest{}, wire.ObjectInfo{}, false, err
+	}
+	defer release()
+	rec, err := n.readRecord(ctx, ss, sobj, src.Version, 0)
+	if err != nil {
+		return chunk.Manifest{}, wire.ObjectInfo{}, false, err
+	}
+	info := objectInfo(src.Space, src.Key, rec)
+	off, length := src.Offset, src.Length
+	if length < 0 {
+		length = rec.Size - off
+	}
+	if off < 0 || length < 0 || off > rec.Size || length > rec.Size-off {
+		return chunk.Manifest{}, info, false, wire.Errorf(wire.CodeInvalidRange, "range %d+%d is outside %q, %d bytes", off, length, src.Key, rec.Size)
+	}
+	full := off == 0 && length == rec.Size
+	if length == 0 {
+		return chunk.Manifest{}, info, full, nil
+	}
+	pm, err := n.manifestOf(ctx, rec, ss.replicas())
+	if err != nil {
+		return chunk.Manifest{}, info, full, err
+	}
+	var out chunk.Manifest
+	for _, p := range pm.Span(off, length) {
+		if p.Off == 0 && p.Len == int64(p.Size) {
+			out.Chunks = append(out.Chunks, p.Ref)
+			continue
+		}
+		b, err := n.getChunk(ctx, p.Hash, nil, ss.replicas())
+		if err != nil {
+			return chunk.Manifest{}, info, full, err
+		}
+		ref, err := n.storeChunk(ctx, replicas)(b[p.Off : p.Off+p.Len])
+		if err != nil {
+			return chunk.Manifest{}, info, full, err
+		}
+		out.Chunks = append(out.Chunks, ref)
+	}
+	return out, info, full, nil
+}
+
+// composeRecord is the record of a composed body: a whole copy of one
+// source keeps its hash and ETag (if that is the MD5 of the content, not
+// a multipart upload's); anything else is summarized.
+func (n *Node) composeRecord(ctx context.Context, m chunk.Manifest, whole *wire.ObjectInfo, replicas int) (*mvcc.Record, error) {
+	if whole != nil && m.Size() > int64(n.cfg.InlineThreshold) && !strings.Contains(whole.ETag, "-") {
+		return &mvcc.Record{Size: m.Size(), Hash: whole.Hash, ETag: whole.ETag, Manifest: m.Marshal()}, nil
+	}
+	return n.summarize(ctx, m, replicas)
+}
