@@ -51,6 +51,7 @@ type Server struct {
 	RootSecretKey   string        `koanf:"root-secret-key"`
 	S3Region        string        `koanf:"s3-region"`
 	S3Domain        []string      `koanf:"s3-domain"`
+	MultipartExpiry time.Duration `koanf:"multipart-expiry"`
 	TLSCert         string        `koanf:"tls-cert"`
 	TLSKey          string        `koanf:"tls-key"`
 	LogLevel        string        `koanf:"log-level"`
@@ -84,12 +85,13 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.String("root-secret-key", "", "S3 root secret key (prefer CAIRN_ROOT_SECRET_KEY: flags show in the process list)")
 	fs.String("s3-region", "us-east-1", "region the S3 API reports to clients")
 	fs.StringSlice("s3-domain", nil, "host name under which S3 clients may name buckets virtual-host style (BUCKET.DOMAIN); repeatable")
+	fs.Duration("multipart-expiry", 24*time.Hour, "how long an S3 multipart upload may stay incomplete before it is aborted and its parts removed")
 	fs.String("tls-cert", "", "PEM certificate (chain) file: the HTTP port (S3, /healthz, /metrics) serves HTTPS (with --tls-key)")
 	fs.String("tls-key", "", "PEM private key file of --tls-cert")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 }
 
-var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "inline-threshold", "ranges", "record-cache", "down-after", "repair-rate", "rebalance-after", "split-size", "split-load", "merge-size", "merge-after", "meta-members", "root-access-key", "root-secret-key", "s3-region", "s3-domain", "tls-cert", "tls-key", "log-level"}
+var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "inline-threshold", "ranges", "record-cache", "down-after", "repair-rate", "rebalance-after", "split-size", "split-load", "merge-size", "merge-after", "meta-members", "root-access-key", "root-secret-key", "s3-region", "s3-domain", "multipart-expiry", "tls-cert", "tls-key", "log-level"}
 
 // LoadServer merges the config file (from --config or CAIRN_CONFIG), the
 // CAIRN_* environment (environ, e.g. os.Environ) and the flags of fs.
@@ -188,6 +190,7 @@ func (s Server) NodeConfig() (node.Config, error) {
 		RootSecretKey:   s.RootSecretKey,
 		S3Region:        s.S3Region,
 		S3Domains:       s.S3Domain,
+		MultipartExpiry: s.MultipartExpiry,
 		TLSCertFile:     s.TLSCert,
 		TLSKeyFile:      s.TLSKey,
 		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),

@@ -23,6 +23,7 @@ import (
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/s3"
 	"github.com/cairn-db/cairn/internal/segment"
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/wire"
@@ -138,6 +139,12 @@ type Config struct {
 	// S3Domains are the host names under which S3 requests may name their
 	// bucket virtual-host style (BUCKET.DOMAIN).
 	S3Domains []string
+	// MultipartExpiry is how long an S3 multipart upload may stay
+	// incomplete before it is aborted and its parts removed. Default: 24h.
+	MultipartExpiry time.Duration
+	// MultipartSweep is how often the node looks for expired uploads.
+	// Default: 1h.
+	MultipartSweep time.Duration
 	// TLSCertFile and TLSKeyFile (both or neither) are PEM files of the
 	// certificate (chain) and key the HTTP port serves HTTPS with.
 	// Default: plain HTTP.
@@ -208,6 +215,12 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.RepairCheck == 0 {
 		c.RepairCheck = 5 * time.Second
+	}
+	if c.MultipartExpiry == 0 {
+		c.MultipartExpiry = 24 * time.Hour
+	}
+	if c.MultipartSweep == 0 {
+		c.MultipartSweep = time.Hour
 	}
 	if c.SplitSize == 0 {
 		c.SplitSize = 64 << 20
@@ -306,6 +319,7 @@ type Node struct {
 	oracle  *meta.Oracle
 	catalog *meta.Catalog
 	rootKey meta.AccessKey // the S3 root key
+	s3api   *s3.Handler    // the S3 API (s3.go)
 	chunks  *segment.Store
 	ranges  *replica.Store
 	id      identity
@@ -471,7 +485,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		cancel()
 		return nil, err
 	}
-	n.bg.Add(9)
+	n.bg.Add(10)
+	go func() {
+		defer n.bg.Done()
+		every(bgCtx, n.cfg.MultipartSweep, n.sweepUploads)
+	}()
 	go func() {
 		defer n.bg.Done()
 		every(bgCtx, n.cfg.RepairCheck, n.repairStep)

@@ -40,6 +40,19 @@ type bucketInfo struct {
 	CreationDate string `xml:"CreationDate"`
 }
 
+// maxKeys parses a max-keys (max-parts, max-uploads) parameter: at most
+// 1000, the default.
+func maxKeys(s string) (int, *apiError) {
+	if s == "" {
+		return maxListKeys, nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 0 {
+		return 0, errInvalidArgument.with("max-keys, max-parts and max-uploads must be non-negative integers.")
+	}
+	return min(v, maxListKeys), nil
+}
+
 func isoTime(unixNanos int64) string {
 	return time.Unix(0, unixNanos).UTC().Format("2006-01-02T15:04:05.000Z")
 }
@@ -99,6 +112,8 @@ func (h *Handler) bucketOp(q *request) {
 			h.bucketLocation(q)
 		case query.Has("versioning"):
 			h.getVersioning(q)
+		case query.Has("uploads"):
+			h.listUploads(q)
 		default:
 			if s := unsupportedQuery(r); s != "" {
 				notImplemented(q, "GET ?"+s)
@@ -294,14 +309,10 @@ func (h *Handler) listObjects(q *request, v2 bool) {
 		q.fail(errInvalidArgument.with("Invalid Encoding Method specified in Request"))
 		return
 	}
-	max := maxListKeys
-	if s := query.Get("max-keys"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 0 {
-			q.fail(errInvalidArgument.with("max-keys must be a non-negative integer"))
-			return
-		}
-		max = min(v, maxListKeys)
+	max, e := maxKeys(query.Get("max-keys"))
+	if e != nil {
+		q.fail(e)
+		return
 	}
 	res := listBucketResult{NS: s3NS, Name: q.bucket, Prefix: prefix, Delimiter: delimiter, MaxKeys: max, EncodingType: enc}
 	var after string

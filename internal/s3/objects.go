@@ -22,14 +22,23 @@ const metaPrefix = "x-amz-meta-"
 
 func (h *Handler) objectOp(q *request) {
 	r := q.r
-	if s := unsupportedQuery(r); s != "" {
+	query := r.URL.Query()
+	if query.Has("uploadId") || query.Has("uploads") {
+		h.uploadOp(q)
+		return
+	}
+	allowed := []string{}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		allowed = append(allowed, "partNumber")
+	}
+	if s := unsupportedQuery(r, allowed...); s != "" {
 		notImplemented(q, r.Method+" ?"+s)
 		return
 	}
 	switch r.Method {
 	case http.MethodPut:
 		if r.Header.Get("X-Amz-Copy-Source") != "" {
-			notImplemented(q, "CopyObject")
+			h.copyObject(q)
 			return
 		}
 		h.putObject(q)
@@ -37,6 +46,26 @@ func (h *Handler) objectOp(q *request) {
 		h.getObject(q)
 	case http.MethodDelete:
 		h.deleteObject(q)
+	default:
+		q.fail(errMethodNotAllowed)
+	}
+}
+
+// uploadOp routes the multipart upload calls on an object.
+func (h *Handler) uploadOp(q *request) {
+	r := q.r
+	query := r.URL.Query()
+	switch {
+	case r.Method == http.MethodPost && query.Has("uploads"):
+		h.createUpload(q)
+	case r.Method == http.MethodPost:
+		h.completeUpload(q)
+	case r.Method == http.MethodPut && query.Has("partNumber"):
+		h.uploadPart(q)
+	case r.Method == http.MethodDelete:
+		h.abortUpload(q)
+	case r.Method == http.MethodGet:
+		h.listParts(q)
 	default:
 		q.fail(errMethodNotAllowed)
 	}
@@ -327,12 +356,23 @@ func (h *Handler) getObject(q *request) {
 	ctx := r.Context()
 	req := &wire.GetRequest{Space: q.bucket, Key: q.key, Version: v, Length: -1}
 	br, ranged := parseRange(r.Header.Get("Range"))
+	part := 0
+	if s := r.URL.Query().Get("partNumber"); s != "" {
+		if part, e = parsePartNumber(s); e != nil {
+			q.fail(e)
+			return
+		}
+		if ranged {
+			q.fail(errInvalidRequest.with("Cannot specify both Range header and partNumber query parameter."))
+			return
+		}
+	}
 	// A whole-object GET opens the body in the same lookup; HEAD and
 	// ranged GETs need the size (and the conditions) first.
 	var info wire.ObjectInfo
 	var rc io.ReadCloser
 	var err error
-	if r.Method == http.MethodGet && !ranged {
+	if r.Method == http.MethodGet && !ranged && part == 0 {
 		info, rc, err = h.cfg.Service.Get(ctx, req)
 	} else {
 		info, err = h.cfg.Service.Stat(ctx, req)
@@ -352,7 +392,24 @@ func (h *Handler) getObject(q *request) {
 		return
 	}
 	off, n := int64(0), info.Size
-	if ranged {
+	if part > 0 {
+		count := 1
+		if s := info.Headers[partSizesHeader]; s != "" {
+			var ok bool
+			if off, n, count, ok = partRange(s, part); !ok && part <= count {
+				q.fail(errInternal)
+				return
+			}
+		}
+		if part > count {
+			q.fail(&apiError{"InvalidPartNumber", http.StatusRequestedRangeNotSatisfiable, "The requested partnumber is not satisfiable."})
+			return
+		}
+		q.w.Header().Set("x-amz-mp-parts-count", strconv.Itoa(count))
+		if count > 1 {
+			ranged = true // answered as the range of the part
+		}
+	} else if ranged {
 		var ok bool
 		if off, n, ok = br.resolve(info.Size); !ok {
 			q.w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", info.Size))
@@ -362,7 +419,7 @@ func (h *Handler) getObject(q *request) {
 	}
 	hd := q.w.Header()
 	setObjectHeaders(hd, info)
-	if !ranged && strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
+	if !ranged && part == 0 && strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
 		setChecksumHeaders(hd, info.Headers) // checksums are of the whole object
 	}
 	for _, p := range append([]string{"content-type"}, contentHeaderNames...) {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -120,11 +121,11 @@ func notImplemented(q *request, what string) {
 }
 
 // unsupportedQuery returns the first query parameter of r that names a
-// subresource (another API than the plain one on a bucket or object;
-// none is handled yet where this is asked), or "".
-func unsupportedQuery(r *http.Request) string {
+// subresource (another API than the plain one on a bucket or object)
+// other than those allowed, or "".
+func unsupportedQuery(r *http.Request, allowed ...string) string {
 	for k := range r.URL.Query() {
-		if subresources[k] {
+		if subresources[k] && !slices.Contains(allowed, k) {
 			return k
 		}
 	}

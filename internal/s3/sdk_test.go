@@ -39,6 +39,12 @@ func startNode(t *testing.T) string {
 // the endpoint is then https.
 func startNodeWith(t *testing.T, tls *testCert) string {
 	t.Helper()
+	return startNodeWithConfig(t, tls, nil)
+}
+
+// startNodeWithConfig is startNodeWith with more configuration.
+func startNodeWithConfig(t *testing.T, tls *testCert, more func(*node.Config)) string {
+	t.Helper()
 	cfg := node.Config{
 		DataDir: t.TempDir(), NativePort: -1, HTTPPort: -1, MetaPort: -1, PeerPort: -1, MetaClientPort: -1,
 		RootAccessKey: testAccess, RootSecretKey: testSecret,
@@ -46,6 +52,9 @@ func startNodeWith(t *testing.T, tls *testCert) string {
 	}
 	if tls != nil {
 		cfg.TLSCertFile, cfg.TLSKeyFile = tls.certFile, tls.keyFile
+	}
+	if more != nil {
+		more(&cfg)
 	}
 	n, err := node.Open(context.Background(), cfg)
 	if err != nil {

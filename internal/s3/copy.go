@@ -1,0 +1,154 @@
+package s3
+
+import (
+	"encoding/xml"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/cairn-db/cairn/internal/tstamp"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// CopyObject and UploadPartCopy compose the target from the source's
+// chunks (wire.ComposeService): no data is copied.
+
+// copySource parses x-amz-copy-source ("/bucket/key" or "bucket/key",
+// URL-encoded, with an optional ?versionId=) and looks the source up,
+// checking the x-amz-copy-source-if-* conditions.
+func (h *Handler) copySource(q *request) (wire.ObjectInfo, *apiError) {
+	raw := q.r.Header.Get("X-Amz-Copy-Source")
+	path, query, _ := strings.Cut(raw, "?")
+	path, err := url.PathUnescape(strings.TrimPrefix(path, "/"))
+	bucket, key, ok := strings.Cut(path, "/")
+	if err != nil || !ok || bucket == "" || key == "" {
+		return wire.ObjectInfo{}, errInvalidArgument.with("Copy Source must mention the source bucket and key: sourcebucket/sourcekey.")
+	}
+	var v uint64
+	if query != "" {
+		qv, err := url.ParseQuery(query)
+		if err != nil {
+			return wire.ObjectInfo{}, errInvalidArgument.with("The copy source's query is malformed.")
+		}
+		if s := qv.Get("versionId"); s != "" {
+			if v, err = tstamp.Parse(s); err != nil || v == 0 {
+				return wire.ObjectInfo{}, errInvalidArgument.with("Invalid version id specified")
+			}
+		}
+	}
+	info, err := h.cfg.Service.Stat(q.r.Context(), &wire.GetRequest{Space: bucket, Key: key, Version: v, Length: -1})
+	if err != nil {
+		e := fromService(err)
+		if e == errNoSuchKey && v != 0 {
+			e = errNoSuchVersion
+		}
+		return info, e
+	}
+	// The copy-source conditions are the GET conditions under other names.
+	cond := http.Header{}
+	for _, c := range []string{"If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since"} {
+		if s := q.r.Header.Get("X-Amz-Copy-Source-" + c); s != "" {
+			cond.Set(c, s)
+		}
+	}
+	if e := checkConditions(&http.Request{Method: http.MethodGet, Header: cond}, info); e != nil {
+		return info, errPreconditionFailed
+	}
+	return info, nil
+}
+
+type copyResult struct {
+	ETag         string
+	LastModified string
+}
+
+// copyObject is CopyObject.
+func (h *Handler) copyObject(q *request) {
+	r := q.r
+	src, e := h.copySource(q)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	req := &wire.PutRequest{Space: q.bucket, Key: q.key}
+	switch d := r.Header.Get("X-Amz-Metadata-Directive"); d {
+	case "", "COPY":
+		if src.Space == q.bucket && src.Key == q.key {
+			q.fail(errInvalidRequest.with("This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."))
+			return
+		}
+		req.ContentType, req.Meta, req.Headers = src.ContentType, src.Meta, src.Headers
+	case "REPLACE":
+		req.ContentType, req.Meta, req.Headers = r.Header.Get("Content-Type"), userMeta(r.Header), contentHeaders(r.Header)
+		if req.ContentType == "" {
+			req.ContentType = "binary/octet-stream"
+		}
+		// The content is the source's: so are its checksum and parts.
+		for k, v := range src.Headers {
+			if strings.HasPrefix(k, checksumPrefix) || k == partSizesHeader {
+				if req.Headers == nil {
+					req.Headers = map[string]string{}
+				}
+				req.Headers[k] = v
+			}
+		}
+	default:
+		q.fail(errInvalidArgument.with("Unknown metadata directive " + d + ": COPY or REPLACE."))
+		return
+	}
+	info, e := h.compose(q, req, wire.ComposeSource{Space: src.Space, Key: src.Key, Version: src.Version, Length: -1})
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	w := q.w.Header()
+	w.Set("x-amz-version-id", tstamp.String(info.Version))
+	w.Set("x-amz-copy-source-version-id", tstamp.String(src.Version))
+	writeXML(q.w, http.StatusOK, struct {
+		XMLName xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CopyObjectResult"`
+		copyResult
+	}{copyResult: copyResult{ETag: `"` + info.ETag + `"`, LastModified: isoTime(info.Modified)}})
+}
+
+// uploadPartCopy is UploadPartCopy: part n of upload id from a range of
+// the source.
+func (h *Handler) uploadPartCopy(q *request, id string, n int) {
+	src, e := h.copySource(q)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	cs := wire.ComposeSource{Space: src.Space, Key: src.Key, Version: src.Version, Length: -1}
+	if s := q.r.Header.Get("X-Amz-Copy-Source-Range"); s != "" {
+		br, ok := parseRange(s)
+		off, length, fits := br.resolve(src.Size)
+		if !ok || br.suffix > 0 || br.end < 0 || br.end >= src.Size || !fits {
+			q.fail(errInvalidArgument.with("The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy, within the source."))
+			return
+		}
+		cs.Offset, cs.Length = off, length
+	}
+	info, e := h.compose(q, &wire.PutRequest{Space: q.bucket, Key: partKey(id, n)}, cs)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	q.w.Header().Set("x-amz-copy-source-version-id", tstamp.String(src.Version))
+	writeXML(q.w, http.StatusOK, struct {
+		XMLName xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CopyPartResult"`
+		copyResult
+	}{copyResult: copyResult{ETag: `"` + info.ETag + `"`, LastModified: isoTime(info.Modified)}})
+}
+
+// compose writes req from the sources.
+func (h *Handler) compose(q *request, req *wire.PutRequest, sources ...wire.ComposeSource) (wire.ObjectInfo, *apiError) {
+	cs, ok := h.cfg.Service.(wire.ComposeService)
+	if !ok {
+		return wire.ObjectInfo{}, errNotImplemented.with("Copying is not implemented by this service.")
+	}
+	info, err := cs.Compose(sysCtx(q), req, "", sources)
+	if err != nil {
+		return info, fromService(err)
+	}
+	return info, nil
+}

@@ -1,0 +1,590 @@
+package s3
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/tstamp"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// Multipart uploads.
+//
+// An upload is a version under the system key mpuPrefix+ID in the bucket's
+// space: its content type, user metadata and content headers are the ones
+// the object will get, and its target key is kept in its headers
+// (uploadKeyHeader). Each part is a version under partPrefix+ID/NNNNN,
+// stored as any object is (chunked, replicated, its checksum verified).
+// Complete composes the object from the parts' exact versions
+// (wire.ComposeService), so the parts' chunks become its manifest and no
+// data is copied; then it removes the upload and its parts. System keys
+// are not valid UTF-8, so no client key can name them, and listings leave
+// them out. Uploads older than the expiry are aborted by SweepUploads.
+
+const (
+	mpuPrefix  = wire.SystemKeyPrefix + "mpu/" // upload records
+	partPrefix = wire.SystemKeyPrefix + "mpp/" // parts
+
+	maxParts    = 10000
+	minPartSize = 5 << 20
+	// maxCompleteBody bounds a CompleteMultipartUpload document (10,000
+	// parts with checksums).
+	maxCompleteBody = 8 << 20
+
+	uploadKeyHeader = "cairn-upload-key"
+	// partSizesHeader, kept with a completed upload's object, lists its
+	// part sizes run-length encoded ("SIZE*COUNT,SIZE"), for partNumber
+	// reads.
+	partSizesHeader = "cairn-part-sizes"
+)
+
+func uploadKey(id string) string        { return mpuPrefix + id }
+func partKey(id string, n int) string   { return partPrefix + id + "/" + fmt.Sprintf("%05d", n) }
+func sysCtx(q *request) context.Context { return wire.WithSystemKeys(q.r.Context()) }
+func validUploadID(id string) bool {
+	_, err := hex.DecodeString(id)
+	return err == nil && len(id) == 32
+}
+func partNumberOf(key string) (int, error) {
+	return strconv.Atoi(key[strings.LastIndexByte(key, '/')+1:])
+}
+
+var errNoSuchUpload = &apiError{"NoSuchUpload", http.StatusNotFound, "The specified multipart upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed."}
+
+// createUpload is CreateMultipartUpload.
+func (h *Handler) createUpload(q *request) {
+	r := q.r
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	req := &wire.PutRequest{
+		Space: q.bucket, Key: uploadKey(id), ContentType: r.Header.Get("Content-Type"),
+		Meta: userMeta(r.Header), Headers: contentHeaders(r.Header), IfNoneMatch: true,
+	}
+	if req.ContentType == "" {
+		req.ContentType = "binary/octet-stream"
+	}
+	if req.Headers == nil {
+		req.Headers = map[string]string{}
+	}
+	req.Headers[uploadKeyHeader] = q.key
+	if _, err := h.cfg.Service.Put(sysCtx(q), req, strings.NewReader("")); err != nil {
+		h.serviceError(q, err)
+		return
+	}
+	writeXML(q.w, http.StatusOK, struct {
+		XMLName  xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ InitiateMultipartUploadResult"`
+		Bucket   string
+		Key      string
+		UploadID string `xml:"UploadId"`
+	}{Bucket: q.bucket, Key: q.key, UploadID: id})
+}
+
+// upload finds the upload of the request's uploadId, which must be for
+// the request's key.
+func (h *Handler) upload(q *request) (id string, info wire.ObjectInfo, e *apiError) {
+	id = q.r.URL.Query().Get("uploadId")
+	if !validUploadID(id) {
+		return "", info, errNoSuchUpload
+	}
+	info, err := h.cfg.Service.Stat(sysCtx(q), &wire.GetRequest{Space: q.bucket, Key: uploadKey(id), Length: -1})
+	if wire.CodeOf(err) == wire.CodeNotFound {
+		return "", info, errNoSuchUpload
+	}
+	if err != nil {
+		return "", info, fromService(err)
+	}
+	if info.Headers[uploadKeyHeader] != q.key {
+		return "", info, errNoSuchUpload
+	}
+	return id, info, nil
+}
+
+func parsePartNumber(s string) (int, *apiError) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > maxParts {
+		return 0, errInvalidArgument.with("Part number must be an integer between 1 and 10000, inclusive.")
+	}
+	return n, nil
+}
+
+// uploadPart is UploadPart and UploadPartCopy.
+func (h *Handler) uploadPart(q *request) {
+	n, e := parsePartNumber(q.r.URL.Query().Get("partNumber"))
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	id, _, e := h.upload(q)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	if q.r.Header.Get("X-Amz-Copy-Source") != "" {
+		h.uploadPartCopy(q, id, n)
+		return
+	}
+	req := &wire.PutRequest{Space: q.bucket, Key: partKey(id, n)}
+	body, fault, e := putBody(q, req)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	info, err := h.cfg.Service.Put(sysCtx(q), req, body)
+	if err != nil {
+		if fault.e != nil {
+			q.fail(fault.e)
+			return
+		}
+		h.serviceError(q, err)
+		return
+	}
+	w := q.w.Header()
+	w.Set("ETag", `"`+info.ETag+`"`)
+	setChecksumHeaders(w, info.Headers)
+	q.w.WriteHeader(http.StatusOK)
+}
+
+// uploadParts lists an upload's parts in part number order.
+func (h *Handler) uploadParts(ctx context.Context, bucket, id string) ([]wire.ObjectInfo, error) {
+	var parts []wire.ObjectInfo
+	after := ""
+	for {
+		l, err := h.cfg.Service.List(ctx, &wire.ListRequest{Space: bucket, Prefix: partPrefix + id + "/", StartAfter: after, Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, l.Objects...)
+		if !l.Truncated || len(l.Objects) == 0 {
+			return parts, nil
+		}
+		after = l.Objects[len(l.Objects)-1].Key
+	}
+}
+
+type completePart struct {
+	PartNumber int
+	ETag       string
+}
+
+// completeUpload is CompleteMultipartUpload.
+func (h *Handler) completeUpload(q *request) {
+	id, up, e := h.upload(q)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	var doc struct {
+		XMLName xml.Name       `xml:"CompleteMultipartUpload"`
+		Parts   []completePart `xml:"Part"`
+	}
+	if e := readXMLLimit(q.r, &doc, maxCompleteBody); e != nil {
+		q.fail(e)
+		return
+	}
+	if len(doc.Parts) == 0 {
+		q.fail(errMalformedXML.with("You must specify at least one part."))
+		return
+	}
+	ctx := sysCtx(q)
+	stored, err := h.uploadParts(ctx, q.bucket, id)
+	if err != nil {
+		h.serviceError(q, err)
+		return
+	}
+	byNumber := map[int]wire.ObjectInfo{}
+	for _, p := range stored {
+		if n, err := partNumberOf(p.Key); err == nil {
+			byNumber[n] = p
+		}
+	}
+	sources := make([]wire.ComposeSource, 0, len(doc.Parts))
+	sizes := make([]int64, 0, len(doc.Parts))
+	md := md5.New()
+	for i, p := range doc.Parts {
+		if i > 0 && p.PartNumber <= doc.Parts[i-1].PartNumber {
+			q.fail(&apiError{"InvalidPartOrder", http.StatusBadRequest, "The list of parts was not in ascending order. The parts list must be specified in order by part number."})
+			return
+		}
+		sp, ok := byNumber[p.PartNumber]
+		if !ok || strings.Trim(p.ETag, `"`) != sp.ETag {
+			q.fail(&apiError{"InvalidPart", http.StatusBadRequest, fmt.Sprintf("Part %d could not be found, or its ETag does not match the part's.", p.PartNumber)})
+			return
+		}
+		sum, _ := hex.DecodeString(sp.ETag)
+		md.Write(sum)
+		sources = append(sources, wire.ComposeSource{Space: q.bucket, Key: sp.Key, Version: sp.Version, Length: -1})
+		sizes = append(sizes, sp.Size)
+	}
+	for i, size := range sizes[:len(sizes)-1] {
+		if size < minPartSize {
+			q.fail(&apiError{"EntityTooSmall", http.StatusBadRequest, fmt.Sprintf("Part %d is %d bytes; every part but the last must be at least 5 MiB.", doc.Parts[i].PartNumber, size)})
+			return
+		}
+	}
+	headers := map[string]string{}
+	for k, v := range up.Headers {
+		if k != uploadKeyHeader {
+			headers[k] = v
+		}
+	}
+	headers[partSizesHeader] = encodePartSizes(sizes)
+	etag := hex.EncodeToString(md.Sum(nil)) + "-" + strconv.Itoa(len(doc.Parts))
+	cs, ok := h.cfg.Service.(wire.ComposeService)
+	if !ok {
+		notImplemented(q, "CompleteMultipartUpload on this service")
+		return
+	}
+	// The object key is a client key, the parts are system keys: the
+	// context allows both.
+	info, err := cs.Compose(ctx, &wire.PutRequest{
+		Space: q.bucket, Key: q.key, ContentType: up.ContentType, Meta: up.Meta, Headers: headers,
+	}, etag, sources)
+	if err != nil {
+		h.serviceError(q, err)
+		return
+	}
+	h.removeUpload(ctx, q.bucket, id, up.Version, stored)
+	q.w.Header().Set("x-amz-version-id", tstamp.String(info.Version))
+	writeXML(q.w, http.StatusOK, struct {
+		XMLName  xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CompleteMultipartUploadResult"`
+		Location string
+		Bucket   string
+		Key      string
+		ETag     string
+	}{Location: "/" + q.bucket + "/" + q.key, Bucket: q.bucket, Key: q.key, ETag: `"` + etag + `"`})
+}
+
+// removeUpload deletes an upload's record and parts (their exact
+// versions: nothing is left behind). Failures are logged: the sweep
+// removes what is left.
+func (h *Handler) removeUpload(ctx context.Context, bucket, id string, version uint64, parts []wire.ObjectInfo) {
+	for _, p := range parts {
+		if _, err := h.cfg.Service.Delete(ctx, &wire.DeleteRequest{Space: bucket, Key: p.Key, Version: p.Version}); err != nil && wire.CodeOf(err) != wire.CodeNotFound {
+			h.cfg.Logger.Warn("s3: removing a part", "bucket", bucket, "upload", id, "err", err)
+		}
+	}
+	if _, err := h.cfg.Service.Delete(ctx, &wire.DeleteRequest{Space: bucket, Key: uploadKey(id), Version: version}); err != nil && wire.CodeOf(err) != wire.CodeNotFound {
+		h.cfg.Logger.Warn("s3: removing an upload", "bucket", bucket, "upload", id, "err", err)
+	}
+}
+
+// abortUpload is AbortMultipartUpload.
+func (h *Handler) abortUpload(q *request) {
+	id, up, e := h.upload(q)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	ctx := sysCtx(q)
+	parts, err := h.uploadParts(ctx, q.bucket, id)
+	if err != nil {
+		h.serviceError(q, err)
+		return
+	}
+	h.removeUpload(ctx, q.bucket, id, up.Version, parts)
+	q.w.WriteHeader(http.StatusNoContent)
+}
+
+type partXML struct {
+	PartNumber   int
+	LastModified string
+	ETag         string
+	Size         int64
+}
+
+// listParts is ListParts.
+func (h *Handler) listParts(q *request) {
+	id, _, e := h.upload(q)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	query := q.r.URL.Query()
+	max, e := maxKeys(query.Get("max-parts"))
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	marker := 0
+	if s := query.Get("part-number-marker"); s != "" {
+		if marker, _ = strconv.Atoi(s); marker < 0 {
+			marker = 0
+		}
+	}
+	parts, err := h.uploadParts(sysCtx(q), q.bucket, id)
+	if err != nil {
+		h.serviceError(q, err)
+		return
+	}
+	type result struct {
+		XMLName              xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ ListPartsResult"`
+		Bucket               string
+		Key                  string
+		UploadID             string `xml:"UploadId"`
+		PartNumberMarker     int
+		NextPartNumberMarker int
+		MaxParts             int
+		IsTruncated          bool
+		Parts                []partXML `xml:"Part"`
+		StorageClass         string
+	}
+	out := result{Bucket: q.bucket, Key: q.key, UploadID: id, PartNumberMarker: marker, MaxParts: max, StorageClass: "STANDARD"}
+	for _, p := range parts {
+		n, err := partNumberOf(p.Key)
+		if err != nil || n <= marker {
+			continue
+		}
+		if len(out.Parts) == max {
+			out.IsTruncated = true
+			break
+		}
+		out.Parts = append(out.Parts, partXML{PartNumber: n, LastModified: isoTime(p.Modified), ETag: `"` + p.ETag + `"`, Size: p.Size})
+		out.NextPartNumberMarker = n
+	}
+	writeXML(q.w, http.StatusOK, out)
+}
+
+// listUploads is ListMultipartUploads: the bucket's uploads in key order,
+// then by when they started.
+func (h *Handler) listUploads(q *request) {
+	query := q.r.URL.Query()
+	max, e := maxKeys(query.Get("max-uploads"))
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	prefix, delim := query.Get("prefix"), query.Get("delimiter")
+	keyMarker, idMarker := query.Get("key-marker"), query.Get("upload-id-marker")
+	ups, err := h.allUploads(sysCtx(q), q.bucket)
+	if err != nil {
+		h.serviceError(q, err)
+		return
+	}
+	type uploadXML struct {
+		Key          string
+		UploadID     string `xml:"UploadId"`
+		Initiated    string
+		StorageClass string
+	}
+	type prefixXML struct{ Prefix string }
+	out := struct {
+		XMLName            xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ ListMultipartUploadsResult"`
+		Bucket             string
+		KeyMarker          string
+		UploadIDMarker     string `xml:"UploadIdMarker"`
+		NextKeyMarker      string
+		NextUploadIDMarker string `xml:"NextUploadIdMarker"`
+		Delimiter          string `xml:",omitempty"`
+		Prefix             string
+		MaxUploads         int
+		IsTruncated        bool
+		Uploads            []uploadXML `xml:"Upload"`
+		CommonPrefixes     []prefixXML `xml:"CommonPrefixes"`
+	}{Bucket: q.bucket, KeyMarker: keyMarker, UploadIDMarker: idMarker, Delimiter: delim, Prefix: prefix, MaxUploads: max}
+	lastPrefix := ""
+	for _, u := range ups {
+		key := u.Headers[uploadKeyHeader]
+		id := strings.TrimPrefix(u.Key, mpuPrefix)
+		if !strings.HasPrefix(key, prefix) || key < keyMarker || (key == keyMarker && (idMarker == "" || !uploadAfter(u, id, ups, idMarker))) {
+			continue
+		}
+		if delim != "" {
+			if i := strings.Index(key[len(prefix):], delim); i >= 0 {
+				cp := key[:len(prefix)+i+len(delim)]
+				if cp == lastPrefix {
+					continue
+				}
+				if len(out.Uploads)+len(out.CommonPrefixes) == max {
+					out.IsTruncated = true
+					break
+				}
+				lastPrefix = cp
+				out.CommonPrefixes = append(out.CommonPrefixes, prefixXML{cp})
+				out.NextKeyMarker, out.NextUploadIDMarker = key, id
+				continue
+			}
+		}
+		if len(out.Uploads)+len(out.CommonPrefixes) == max {
+			out.IsTruncated = true
+			break
+		}
+		out.Uploads = append(out.Uploads, uploadXML{Key: key, UploadID: id, Initiated: isoTime(u.Modified), StorageClass: "STANDARD"})
+		out.NextKeyMarker, out.NextUploadIDMarker = key, id
+	}
+	if !out.IsTruncated {
+		out.NextKeyMarker, out.NextUploadIDMarker = "", ""
+	}
+	writeXML(q.w, http.StatusOK, out)
+}
+
+// uploadAfter reports whether upload u (id) comes after the upload
+// idMarker of the same key in ups' order.
+func uploadAfter(u wire.ObjectInfo, id string, ups []wire.ObjectInfo, idMarker string) bool {
+	for _, o := range ups {
+		if strings.TrimPrefix(o.Key, mpuPrefix) == idMarker {
+			return u.Modified > o.Modified || (u.Modified == o.Modified && id > idMarker)
+		}
+	}
+	return true
+}
+
+// allUploads lists a bucket's uploads in key order, then by start time.
+func (h *Handler) allUploads(ctx context.Context, bucket string) ([]wire.ObjectInfo, error) {
+	var ups []wire.ObjectInfo
+	after := ""
+	for {
+		l, err := h.cfg.Service.List(ctx, &wire.ListRequest{Space: bucket, Prefix: mpuPrefix, StartAfter: after, Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		ups = append(ups, l.Objects...)
+		if !l.Truncated || len(l.Objects) == 0 {
+			break
+		}
+		after = l.Objects[len(l.Objects)-1].Key
+	}
+	slices.SortStableFunc(ups, func(a, b wire.ObjectInfo) int {
+		if c := strings.Compare(a.Headers[uploadKeyHeader], b.Headers[uploadKeyHeader]); c != 0 {
+			return c
+		}
+		if a.Modified != b.Modified {
+			if a.Modified < b.Modified {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return ups, nil
+}
+
+// SweepUploads aborts the uploads of every bucket that started before
+// before, and removes parts whose upload is gone (a part written while its
+// upload was aborted). It returns how many uploads it aborted.
+func (h *Handler) SweepUploads(ctx context.Context, before time.Time) (int, error) {
+	ctx = wire.WithSystemKeys(ctx)
+	spaces, err := h.cfg.Service.ListSpaces(ctx)
+	if err != nil {
+		return 0, err
+	}
+	aborted := 0
+	var errs []error
+	for _, sp := range spaces {
+		ups, err := h.allUploads(ctx, sp.Name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		live := map[string]bool{}
+		for _, u := range ups {
+			id := strings.TrimPrefix(u.Key, mpuPrefix)
+			if time.Unix(0, u.Modified).After(before) {
+				live[id] = true
+				continue
+			}
+			parts, err := h.uploadParts(ctx, sp.Name, id)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			h.removeUpload(ctx, sp.Name, id, u.Version, parts)
+			aborted++
+		}
+		// Orphan parts: listed after the uploads, so a part of an upload
+		// started since is not taken for one.
+		after := ""
+		for {
+			l, err := h.cfg.Service.List(ctx, &wire.ListRequest{Space: sp.Name, Prefix: partPrefix, StartAfter: after, Limit: 1000})
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+			for _, p := range l.Objects {
+				id, _, _ := strings.Cut(strings.TrimPrefix(p.Key, partPrefix), "/")
+				if !live[id] && time.Unix(0, p.Modified).Before(before) {
+					_, _ = h.cfg.Service.Delete(ctx, &wire.DeleteRequest{Space: sp.Name, Key: p.Key, Version: p.Version})
+				}
+			}
+			if !l.Truncated || len(l.Objects) == 0 {
+				break
+			}
+			after = l.Objects[len(l.Objects)-1].Key
+		}
+	}
+	return aborted, errors.Join(errs...)
+}
+
+// encodePartSizes run-length encodes part sizes: "SIZE*COUNT" or "SIZE",
+// comma separated.
+func encodePartSizes(sizes []int64) string {
+	var b strings.Builder
+	for i := 0; i < len(sizes); {
+		j := i
+		for j < len(sizes) && sizes[j] == sizes[i] {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(sizes[i], 10))
+		if j-i > 1 {
+			b.WriteString("*" + strconv.Itoa(j-i))
+		}
+		i = j
+	}
+	return b.String()
+}
+
+// partRange returns the byte range of part n (1-based) of an object with
+// the encoded part sizes s, and the number of parts.
+func partRange(s string, n int) (off, length int64, count int, ok bool) {
+	for run := range strings.SplitSeq(s, ",") {
+		sz, cnt, hasCnt := strings.Cut(run, "*")
+		size, err := strconv.ParseInt(sz, 10, 64)
+		if err != nil || size < 0 {
+			return 0, 0, 0, false
+		}
+		c := 1
+		if hasCnt {
+			if c, err = strconv.Atoi(cnt); err != nil || c < 1 {
+				return 0, 0, 0, false
+			}
+		}
+		for range c {
+			count++
+			if count == n {
+				length = size
+			} else if count < n {
+				off += size
+			}
+		}
+	}
+	return off, length, count, n >= 1 && n <= count
+}
+
+// readXMLLimit is readXML with another size limit.
+func readXMLLimit(r *http.Request, v any, limit int64) *apiError {
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return errIncompleteBody
+	}
+	if int64(len(b)) > limit {
+		return errMalformedXML.with("The XML document is too large.")
+	}
+	if err := xml.Unmarshal(b, v); err != nil {
+		return errMalformedXML
+	}
+	return nil
+}
