@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/xml"
 	"io"
@@ -106,6 +107,12 @@ func (h *Handler) bucketOp(q *request) {
 			return
 		}
 		q.w.WriteHeader(http.StatusNoContent)
+	case http.MethodPost:
+		if !query.Has("delete") {
+			q.fail(errMethodNotAllowed)
+			return
+		}
+		h.deleteObjects(q)
 	case http.MethodGet:
 		switch {
 		case query.Has("location"):
@@ -131,16 +138,24 @@ type createBucketConfiguration struct {
 	LocationConstraint string   `xml:"LocationConstraint"`
 }
 
-// readXML decodes the request body into v; an empty body leaves v as is.
-func readXML(r *http.Request, v any) *apiError {
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxXMLBody+1))
-	if err != nil {
+// readXML decodes the request body, of at most limit bytes, into v; an
+// empty body leaves v as is. The body is checked as a PUT's is (its signed
+// SHA-256, Content-MD5, a checksum; aws-chunked decoded) before it is
+// used.
+func readXML(q *request, v any, limit int64) *apiError {
+	body, fault, e := putBody(q, &wire.PutRequest{})
+	if e != nil {
+		return e
+	}
+	b, err := io.ReadAll(io.LimitReader(body, limit+1))
+	switch {
+	case fault.e != nil:
+		return fault.e
+	case err != nil:
 		return errIncompleteBody
-	}
-	if len(b) > maxXMLBody {
-		return errMalformedXML.with("The XML document is over 1 MiB.")
-	}
-	if len(strings.TrimSpace(string(b))) == 0 {
+	case int64(len(b)) > limit:
+		return errMalformedXML.with("The XML document is over " + strconv.FormatInt(limit>>10, 10) + " KiB.")
+	case len(bytes.TrimSpace(b)) == 0:
 		return nil
 	}
 	if err := xml.Unmarshal(b, v); err != nil {
@@ -151,7 +166,7 @@ func readXML(r *http.Request, v any) *apiError {
 
 func (h *Handler) createBucket(q *request) {
 	var c createBucketConfiguration
-	if e := readXML(q.r, &c); e != nil {
+	if e := readXML(q, &c, maxXMLBody); e != nil {
 		q.fail(e)
 		return
 	}

@@ -8,7 +8,6 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -189,7 +188,7 @@ func (h *Handler) completeUpload(q *request) {
 		XMLName xml.Name       `xml:"CompleteMultipartUpload"`
 		Parts   []completePart `xml:"Part"`
 	}
-	if e := readXMLLimit(q.r, &doc, maxCompleteBody); e != nil {
+	if e := readXML(q, &doc, maxCompleteBody); e != nil {
 		q.fail(e)
 		return
 	}
@@ -572,19 +571,4 @@ func partRange(s string, n int) (off, length int64, count int, ok bool) {
 		}
 	}
 	return off, length, count, n >= 1 && n <= count
-}
-
-// readXMLLimit is readXML with another size limit.
-func readXMLLimit(r *http.Request, v any, limit int64) *apiError {
-	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil {
-		return errIncompleteBody
-	}
-	if int64(len(b)) > limit {
-		return errMalformedXML.with("The XML document is too large.")
-	}
-	if err := xml.Unmarshal(b, v); err != nil {
-		return errMalformedXML
-	}
-	return nil
 }

@@ -334,3 +334,70 @@ func TestAbandonedUploadsSwept(t *testing.T) {
 		t.Fatalf("DeleteBucket after the sweep: %v", err)
 	}
 }
+
+// TestDeleteObjects deletes in bulk: keys and a version, a missing key
+// (deleted, as S3 has it) and a bad version id (an error entry).
+func TestDeleteObjects(t *testing.T) {
+	ctx := context.Background()
+	c := client(startNode(t), testAccess, testSecret)
+	b := aws.String("bulk")
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b}); err != nil {
+		t.Fatal(err)
+	}
+	var vers []string
+	for _, k := range []string{"a", "b", "c", "c"} {
+		p, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String(k), Body: strings.NewReader("body of " + k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vers = append(vers, aws.ToString(p.VersionId))
+	}
+	out, err := c.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: b, Delete: &types.Delete{Objects: []types.ObjectIdentifier{
+		{Key: aws.String("a")}, {Key: aws.String("c"), VersionId: aws.String(vers[3])}, {Key: aws.String("nosuch")},
+		{Key: aws.String("b"), VersionId: aws.String("not-a-version")},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Deleted) != 3 || len(out.Errors) != 1 || aws.ToString(out.Errors[0].Key) != "b" {
+		t.Fatalf("DeleteObjects: deleted %+v, errors %+v", out.Deleted, out.Errors)
+	}
+	if !aws.ToBool(out.Deleted[0].DeleteMarker) || aws.ToString(out.Deleted[0].DeleteMarkerVersionId) == "" {
+		t.Fatalf("deleting a: %+v", out.Deleted[0])
+	}
+	l, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range l.Contents {
+		keys = append(keys, aws.ToString(o.Key))
+	}
+	// c's older version is latest again.
+	if !slices.Equal(keys, []string{"b", "c"}) {
+		t.Fatalf("after DeleteObjects: %v", keys)
+	}
+	g, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: b, Key: aws.String("c")})
+	if err != nil || aws.ToString(g.VersionId) != vers[2] {
+		t.Fatalf("c: %v, version %s, want %s", err, aws.ToString(g.VersionId), vers[2])
+	}
+	g.Body.Close()
+}
+
+// TestXMLBodiesChecked: an XML body that does not match its signed
+// SHA-256 is refused before it is read as XML.
+func TestXMLBodiesChecked(t *testing.T) {
+	ep := startNode(t)
+	doc := `<CreateBucketConfiguration><LocationConstraint>us-east-1</LocationConstraint></CreateBucketConfiguration>`
+	status, msg := signedPut(t, ep+"/checked", doc, sha256hex("another document"), nil)
+	if status != 400 || !strings.Contains(msg, "XAmzContentSHA256Mismatch") {
+		t.Fatalf("CreateBucket with a body not matching its hash: %d %s", status, msg)
+	}
+	c := client(ep, testAccess, testSecret)
+	if _, err := c.HeadBucket(context.Background(), &s3.HeadBucketInput{Bucket: aws.String("checked")}); err == nil {
+		t.Fatal("the bucket was created")
+	}
+	if status, msg := signedPut(t, ep+"/checked", doc, sha256hex(doc), nil); status != 200 {
+		t.Fatalf("CreateBucket: %d %s", status, msg)
+	}
+}

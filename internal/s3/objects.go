@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"hash"
@@ -516,4 +517,86 @@ func (h *Handler) deleteObject(q *request) {
 		}
 	}
 	q.w.WriteHeader(http.StatusNoContent)
+}
+
+// maxDeleteObjects is the most keys one DeleteObjects names.
+const maxDeleteObjects = 1000
+
+// deleteObjects is DeleteObjects: each key (or version) is deleted as by
+// DeleteObject, and the answer lists what was deleted and what failed.
+func (h *Handler) deleteObjects(q *request) {
+	if q.r.Header.Get("Content-Md5") == "" && !hasChecksumHeader(q.r.Header) && !strings.HasPrefix(q.auth.payload, "STREAMING-") {
+		q.fail(errInvalidRequest.with("Missing required header for this request: Content-MD5 or x-amz-checksum-*."))
+		return
+	}
+	var doc struct {
+		XMLName xml.Name `xml:"Delete"`
+		Quiet   bool
+		Objects []struct {
+			Key       string
+			VersionID string `xml:"VersionId"`
+		} `xml:"Object"`
+	}
+	if e := readXML(q, &doc, maxXMLBody); e != nil {
+		q.fail(e)
+		return
+	}
+	if len(doc.Objects) == 0 || len(doc.Objects) > maxDeleteObjects {
+		q.fail(errMalformedXML.with("A Delete names 1 to 1000 objects."))
+		return
+	}
+	type deleted struct {
+		Key                   string
+		VersionID             string `xml:"VersionId,omitempty"`
+		DeleteMarker          bool   `xml:",omitempty"`
+		DeleteMarkerVersionID string `xml:"DeleteMarkerVersionId,omitempty"`
+	}
+	type failed struct {
+		Key       string
+		VersionID string `xml:"VersionId,omitempty"`
+		Code      string
+		Message   string
+	}
+	out := struct {
+		XMLName xml.Name  `xml:"http://s3.amazonaws.com/doc/2006-03-01/ DeleteResult"`
+		Deleted []deleted `xml:"Deleted"`
+		Errors  []failed  `xml:"Error"`
+	}{}
+	for _, o := range doc.Objects {
+		var v uint64
+		if o.VersionID != "" {
+			var err error
+			if v, err = tstamp.Parse(o.VersionID); err != nil || v == 0 {
+				out.Errors = append(out.Errors, failed{o.Key, o.VersionID, "NoSuchVersion", "The specified version does not exist."})
+				continue
+			}
+		}
+		info, err := h.cfg.Service.Delete(q.r.Context(), &wire.DeleteRequest{Space: q.bucket, Key: o.Key, Version: v})
+		if err != nil && wire.CodeOf(err) != wire.CodeNotFound {
+			e := fromService(err)
+			out.Errors = append(out.Errors, failed{o.Key, o.VersionID, e.Code, e.Message})
+			continue
+		}
+		if doc.Quiet {
+			continue
+		}
+		d := deleted{Key: o.Key, VersionID: o.VersionID}
+		if err == nil && info.DeleteMarker {
+			d.DeleteMarker = true
+			if v == 0 {
+				d.DeleteMarkerVersionID = tstamp.String(info.Version)
+			}
+		}
+		out.Deleted = append(out.Deleted, d)
+	}
+	writeXML(q.w, http.StatusOK, out)
+}
+
+func hasChecksumHeader(h http.Header) bool {
+	for _, a := range checksumAlgs {
+		if h.Get(a.header()) != "" || strings.EqualFold(h.Get("X-Amz-Trailer"), a.header()) {
+			return true
+		}
+	}
+	return false
 }
