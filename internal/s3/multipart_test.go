@@ -401,3 +401,28 @@ func TestXMLBodiesChecked(t *testing.T) {
 		t.Fatalf("CreateBucket: %d %s", status, msg)
 	}
 }
+
+// TestSystemKeysUnreachable: a client cannot name the keys uploads keep
+// their state under, by any call (they are not UTF-8).
+func TestSystemKeysUnreachable(t *testing.T) {
+	ctx := context.Background()
+	ep := startNode(t)
+	c := client(ep, testAccess, testSecret)
+	b := aws.String("sys")
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("src"), Body: strings.NewReader("x")}); err != nil {
+		t.Fatal(err)
+	}
+	sys := aws.String("\xffmpu/0123456789abcdef0123456789abcdef")
+	if _, err := c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: b, Key: sys, CopySource: aws.String("sys/src")}); apiCode(err) != "InvalidArgument" {
+		t.Fatalf("CopyObject onto a system key: %v", err)
+	}
+	if _, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: sys}); apiCode(err) != "InvalidArgument" {
+		t.Fatalf("an upload to a system key: %v", err)
+	}
+	if _, err := c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: b, Key: aws.String("dst"), CopySource: aws.String("sys/%FFmpu/x")}); err == nil {
+		t.Fatal("CopyObject from a system key succeeded")
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -85,6 +86,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if q.key == "" {
 		h.bucketOp(q)
+		return
+	}
+	// Checked here, not only by the service: multipart and copy calls
+	// reach the service in a context that allows system keys, which are
+	// not UTF-8.
+	if !utf8.ValidString(q.key) {
+		q.fail(errInvalidArgument.with("Object keys must be valid UTF-8."))
 		return
 	}
 	h.objectOp(q)
