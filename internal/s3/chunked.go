@@ -226,8 +226,7 @@ func (c *chunkedReader) end() *apiError {
 		if trailerSig == "" {
 			return errSignatureMismatch.with("The aws-chunked trailer has no " + trailerSigHeader + ".")
 		}
-		sts := trailerSigAlgo + "\n" + c.a.date + "\n" + c.a.sc.String() + "\n" + c.prev + "\n" + sha256Hex([]byte(canon.String()))
-		if !hmac.Equal([]byte(trailerSig), []byte(hex.EncodeToString(hmacSHA256(c.a.key, sts)))) {
+		if !c.signedBy(trailerSig, trailerSigAlgo, sha256Hex([]byte(canon.String()))) {
 			return errSignatureMismatch.with("The trailer signature we calculated does not match the signature you provided.")
 		}
 	}
@@ -253,12 +252,19 @@ func (c *chunkedReader) verify(sig string, data []byte) *apiError {
 	if c.a == nil {
 		return nil
 	}
-	sts := chunkSigAlgo + "\n" + c.a.date + "\n" + c.a.sc.String() + "\n" + c.prev + "\n" + emptySHA256 + "\n" + sha256Hex(data)
-	if !hmac.Equal([]byte(sig), []byte(hex.EncodeToString(hmacSHA256(c.a.key, sts)))) {
+	if !c.signedBy(sig, chunkSigAlgo, emptySHA256+"\n"+sha256Hex(data)) {
 		return errSignatureMismatch.with("The chunk signature we calculated does not match the signature you provided.")
 	}
 	c.prev = sig
 	return nil
+}
+
+// signedBy reports whether sig is the next signature of the chain: of
+// algo's string to sign, which ends with the previous signature and
+// hashes.
+func (c *chunkedReader) signedBy(sig, algo, hashes string) bool {
+	sts := algo + "\n" + c.a.date + "\n" + c.a.sc.String() + "\n" + c.prev + "\n" + hashes
+	return hmac.Equal([]byte(sig), []byte(hex.EncodeToString(hmacSHA256(c.a.key, sts))))
 }
 
 // header reads a chunk header line: the size and, for signed chunks,

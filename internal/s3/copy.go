@@ -96,7 +96,7 @@ func (h *Handler) copyObject(q *request) {
 		q.fail(errInvalidArgument.with("Unknown metadata directive " + d + ": COPY or REPLACE."))
 		return
 	}
-	info, e := h.compose(q, req, wire.ComposeSource{Space: src.Space, Key: src.Key, Version: src.Version, Length: -1})
+	info, e := h.compose(q, req, "", wire.ComposeSource{Space: src.Space, Key: src.Key, Version: src.Version, Length: -1})
 	if e != nil {
 		q.fail(e)
 		return
@@ -128,7 +128,7 @@ func (h *Handler) uploadPartCopy(q *request, id string, n int) {
 		}
 		cs.Offset, cs.Length = off, length
 	}
-	info, e := h.compose(q, &wire.PutRequest{Space: q.bucket, Key: partKey(id, n)}, cs)
+	info, e := h.compose(q, &wire.PutRequest{Space: q.bucket, Key: partKey(id, n)}, "", cs)
 	if e != nil {
 		q.fail(e)
 		return
@@ -140,13 +140,15 @@ func (h *Handler) uploadPartCopy(q *request, id string, n int) {
 	}{copyResult: copyResult{ETag: `"` + info.ETag + `"`, LastModified: isoTime(info.Modified)}})
 }
 
-// compose writes req from the sources.
-func (h *Handler) compose(q *request, req *wire.PutRequest, sources ...wire.ComposeSource) (wire.ObjectInfo, *apiError) {
+// compose writes req from the sources, with etag ("": the MD5 of the
+// content). The context allows system keys: parts are sources and
+// targets; client keys were checked to be UTF-8 when routed.
+func (h *Handler) compose(q *request, req *wire.PutRequest, etag string, sources ...wire.ComposeSource) (wire.ObjectInfo, *apiError) {
 	cs, ok := h.cfg.Service.(wire.ComposeService)
 	if !ok {
-		return wire.ObjectInfo{}, errNotImplemented.with("Copying is not implemented by this service.")
+		return wire.ObjectInfo{}, errNotImplemented.with("Copying and multipart uploads are not implemented by this service.")
 	}
-	info, err := cs.Compose(sysCtx(q), req, "", sources)
+	info, err := cs.Compose(sysCtx(q), req, etag, sources)
 	if err != nil {
 		return info, fromService(err)
 	}

@@ -141,10 +141,21 @@ func checksumOf(alg string, b []byte) string {
 
 // testBody is 200 KiB: several chunks of every client's aws-chunked
 // encoding, the last one short.
-func testBody() []byte {
-	b := make([]byte, 200<<10+123)
-	_, _ = rand.Read(b)
-	return b
+func testBody() []byte { return testBytes(200<<10+123, 42) }
+
+// checkStored checks the checksums a client was given back, by algorithm:
+// body's for alg want, none for the others.
+func checkStored(t *testing.T, what string, got map[string]string, want string, body []byte) {
+	t.Helper()
+	for alg, v := range got {
+		w := ""
+		if alg == want {
+			w = checksumOf(alg, body)
+		}
+		if v != w {
+			t.Errorf("%s returned %s checksum %q, want %q", what, alg, v, w)
+		}
+	}
 }
 
 // TestSDKEncodings drives aws-sdk-go-v2 over HTTP and TLS with checksums
@@ -218,17 +229,9 @@ func TestSDKEncodings(t *testing.T) {
 				if err != nil || !bytes.Equal(got, body) {
 					t.Fatalf("%s: read back %d bytes (%v), want the %d written", tc.name, len(got), err, len(body))
 				}
-				stored := map[string]*string{"CRC32": get.ChecksumCRC32, "CRC32C": get.ChecksumCRC32C,
-					"CRC64NVME": get.ChecksumCRC64NVME, "SHA1": get.ChecksumSHA1, "SHA256": get.ChecksumSHA256}
-				for alg, v := range stored {
-					want := ""
-					if alg == tc.want {
-						want = checksumOf(alg, body)
-					}
-					if aws.ToString(v) != want {
-						t.Errorf("%s: GET returned %s checksum %q, want %q", tc.name, alg, aws.ToString(v), want)
-					}
-				}
+				checkStored(t, tc.name+": GET", map[string]string{"CRC32": aws.ToString(get.ChecksumCRC32),
+					"CRC32C": aws.ToString(get.ChecksumCRC32C), "CRC64NVME": aws.ToString(get.ChecksumCRC64NVME),
+					"SHA1": aws.ToString(get.ChecksumSHA1), "SHA256": aws.ToString(get.ChecksumSHA256)}, tc.want, body)
 				head, err := on.HeadObject(ctx, &s3.HeadObjectInput{Bucket: bucket, Key: key, ChecksumMode: types.ChecksumModeEnabled})
 				if err != nil {
 					t.Fatalf("%s: HeadObject: %v", tc.name, err)
@@ -313,17 +316,8 @@ func TestMinioEncodings(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				stored := map[string]string{"CRC32": st.ChecksumCRC32, "CRC32C": st.ChecksumCRC32C,
-					"CRC64NVME": st.ChecksumCRC64NVME, "SHA1": st.ChecksumSHA1, "SHA256": st.ChecksumSHA256}
-				for alg, v := range stored {
-					want := ""
-					if alg == tc.want {
-						want = checksumOf(alg, body)
-					}
-					if v != want {
-						t.Errorf("%s: stat returned %s checksum %q, want %q", tc.name, alg, v, want)
-					}
-				}
+				checkStored(t, tc.name+": stat", map[string]string{"CRC32": st.ChecksumCRC32, "CRC32C": st.ChecksumCRC32C,
+					"CRC64NVME": st.ChecksumCRC64NVME, "SHA1": st.ChecksumSHA1, "SHA256": st.ChecksumSHA256}, tc.want, body)
 			}
 			// The encodings each path is known for were exercised.
 			want := []string{"STREAMING-AWS4-HMAC-SHA256-PAYLOAD", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"}

@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"cmp"
 	"context"
 	"crypto/md5"
 	"crypto/rand"
@@ -134,19 +135,8 @@ func (h *Handler) uploadPart(q *request) {
 		h.uploadPartCopy(q, id, n)
 		return
 	}
-	req := &wire.PutRequest{Space: q.bucket, Key: partKey(id, n)}
-	body, fault, e := putBody(q, req)
-	if e != nil {
-		q.fail(e)
-		return
-	}
-	info, err := h.cfg.Service.Put(sysCtx(q), req, body)
-	if err != nil {
-		if fault.e != nil {
-			q.fail(fault.e)
-			return
-		}
-		h.serviceError(q, err)
+	info, ok := h.store(sysCtx(q), q, &wire.PutRequest{Space: q.bucket, Key: partKey(id, n)})
+	if !ok {
 		return
 	}
 	w := q.w.Header()
@@ -157,16 +147,21 @@ func (h *Handler) uploadPart(q *request) {
 
 // uploadParts lists an upload's parts in part number order.
 func (h *Handler) uploadParts(ctx context.Context, bucket, id string) ([]wire.ObjectInfo, error) {
-	var parts []wire.ObjectInfo
+	return h.listAll(ctx, bucket, partPrefix+id+"/")
+}
+
+// listAll lists every live key of bucket under prefix, page by page.
+func (h *Handler) listAll(ctx context.Context, bucket, prefix string) ([]wire.ObjectInfo, error) {
+	var out []wire.ObjectInfo
 	after := ""
 	for {
-		l, err := h.cfg.Service.List(ctx, &wire.ListRequest{Space: bucket, Prefix: partPrefix + id + "/", StartAfter: after, Limit: 1000})
+		l, err := h.cfg.Service.List(ctx, &wire.ListRequest{Space: bucket, Prefix: prefix, StartAfter: after, Limit: 1000})
 		if err != nil {
 			return nil, err
 		}
-		parts = append(parts, l.Objects...)
+		out = append(out, l.Objects...)
 		if !l.Truncated || len(l.Objects) == 0 {
-			return parts, nil
+			return out, nil
 		}
 		after = l.Objects[len(l.Objects)-1].Key
 	}
@@ -240,18 +235,11 @@ func (h *Handler) completeUpload(q *request) {
 	}
 	headers[partSizesHeader] = encodePartSizes(sizes)
 	etag := hex.EncodeToString(md.Sum(nil)) + "-" + strconv.Itoa(len(doc.Parts))
-	cs, ok := h.cfg.Service.(wire.ComposeService)
-	if !ok {
-		notImplemented(q, "CompleteMultipartUpload on this service")
-		return
-	}
-	// The object key is a client key, the parts are system keys: the
-	// context allows both.
-	info, err := cs.Compose(ctx, &wire.PutRequest{
+	info, e := h.compose(q, &wire.PutRequest{
 		Space: q.bucket, Key: q.key, ContentType: up.ContentType, Meta: up.Meta, Headers: headers,
-	}, etag, sources)
-	if err != nil {
-		h.serviceError(q, err)
+	}, etag, sources...)
+	if e != nil {
+		q.fail(e)
 		return
 	}
 	h.removeUpload(ctx, q.bucket, id, up.Version, stored)
@@ -441,30 +429,13 @@ func uploadAfter(u wire.ObjectInfo, id string, ups []wire.ObjectInfo, idMarker s
 
 // allUploads lists a bucket's uploads in key order, then by start time.
 func (h *Handler) allUploads(ctx context.Context, bucket string) ([]wire.ObjectInfo, error) {
-	var ups []wire.ObjectInfo
-	after := ""
-	for {
-		l, err := h.cfg.Service.List(ctx, &wire.ListRequest{Space: bucket, Prefix: mpuPrefix, StartAfter: after, Limit: 1000})
-		if err != nil {
-			return nil, err
-		}
-		ups = append(ups, l.Objects...)
-		if !l.Truncated || len(l.Objects) == 0 {
-			break
-		}
-		after = l.Objects[len(l.Objects)-1].Key
+	ups, err := h.listAll(ctx, bucket, mpuPrefix)
+	if err != nil {
+		return nil, err
 	}
-	slices.SortStableFunc(ups, func(a, b wire.ObjectInfo) int {
-		if c := strings.Compare(a.Headers[uploadKeyHeader], b.Headers[uploadKeyHeader]); c != 0 {
-			return c
-		}
-		if a.Modified != b.Modified {
-			if a.Modified < b.Modified {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.Key, b.Key)
+	slices.SortFunc(ups, func(a, b wire.ObjectInfo) int {
+		return cmp.Or(strings.Compare(a.Headers[uploadKeyHeader], b.Headers[uploadKeyHeader]),
+			cmp.Compare(a.Modified, b.Modified), strings.Compare(a.Key, b.Key))
 	})
 	return ups, nil
 }
@@ -503,23 +474,16 @@ func (h *Handler) SweepUploads(ctx context.Context, before time.Time) (int, erro
 		}
 		// Orphan parts: listed after the uploads, so a part of an upload
 		// started since is not taken for one.
-		after := ""
-		for {
-			l, err := h.cfg.Service.List(ctx, &wire.ListRequest{Space: sp.Name, Prefix: partPrefix, StartAfter: after, Limit: 1000})
-			if err != nil {
-				errs = append(errs, err)
-				break
+		parts, err := h.listAll(ctx, sp.Name, partPrefix)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, p := range parts {
+			id, _, _ := strings.Cut(strings.TrimPrefix(p.Key, partPrefix), "/")
+			if !live[id] && time.Unix(0, p.Modified).Before(before) {
+				_, _ = h.cfg.Service.Delete(ctx, &wire.DeleteRequest{Space: sp.Name, Key: p.Key, Version: p.Version})
 			}
-			for _, p := range l.Objects {
-				id, _, _ := strings.Cut(strings.TrimPrefix(p.Key, partPrefix), "/")
-				if !live[id] && time.Unix(0, p.Modified).Before(before) {
-					_, _ = h.cfg.Service.Delete(ctx, &wire.DeleteRequest{Space: sp.Name, Key: p.Key, Version: p.Version})
-				}
-			}
-			if !l.Truncated || len(l.Objects) == 0 {
-				break
-			}
-			after = l.Objects[len(l.Objects)-1].Key
 		}
 	}
 	return aborted, errors.Join(errs...)

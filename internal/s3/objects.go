@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"context"
 	"crypto/md5"
 	"crypto/sha256"
 	"encoding/base64"
@@ -100,18 +101,8 @@ func (h *Handler) putObject(q *request) {
 		notImplemented(q, "If-Match and If-None-Match other than * on PUT")
 		return
 	}
-	body, fault, e := putBody(q, req)
-	if e != nil {
-		q.fail(e)
-		return
-	}
-	info, err := h.cfg.Service.Put(r.Context(), req, body)
-	if err != nil {
-		if fault.e != nil {
-			q.fail(fault.e)
-			return
-		}
-		h.serviceError(q, err)
+	info, ok := h.store(r.Context(), q, req)
+	if !ok {
 		return
 	}
 	w := q.w.Header()
@@ -119,6 +110,25 @@ func (h *Handler) putObject(q *request) {
 	w.Set("x-amz-version-id", tstamp.String(info.Version))
 	setChecksumHeaders(w, info.Headers)
 	q.w.WriteHeader(http.StatusOK)
+}
+
+// store writes req with the request's body, read through putBody's
+// checks. It answers a failure itself: a failed check with its own S3
+// error, not the service's account of the short body.
+func (h *Handler) store(ctx context.Context, q *request, req *wire.PutRequest) (wire.ObjectInfo, bool) {
+	body, fault, e := putBody(q, req)
+	if e != nil {
+		q.fail(e)
+		return wire.ObjectInfo{}, false
+	}
+	info, err := h.cfg.Service.Put(ctx, req, body)
+	switch {
+	case err != nil && fault.e != nil:
+		q.fail(fault.e)
+	case err != nil:
+		h.serviceError(q, err)
+	}
+	return info, err == nil
 }
 
 // putBody sets up the reading of a PUT's body: its decoding (aws-chunked
@@ -202,8 +212,11 @@ func putBody(q *request, req *wire.PutRequest) (io.Reader, *bodyFault, *apiError
 	return body, fault, nil
 }
 
-// contentHeaders are the standard headers S3 keeps with an object.
+// contentHeaderNames are the standard headers S3 keeps with an object.
 var contentHeaderNames = []string{"cache-control", "content-disposition", "content-encoding", "content-language", "expires"}
+
+// overridable are the headers a GET's response-* parameters set.
+var overridable = append([]string{"content-type"}, contentHeaderNames...)
 
 // contentHeaders collects the content headers to keep with a version
 // (Content-Encoding without the aws-chunked transfer coding).
@@ -423,7 +436,7 @@ func (h *Handler) getObject(q *request) {
 	if !ranged && part == 0 && strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
 		setChecksumHeaders(hd, info.Headers) // checksums are of the whole object
 	}
-	for _, p := range append([]string{"content-type"}, contentHeaderNames...) {
+	for _, p := range overridable {
 		if s := r.URL.Query().Get("response-" + p); s != "" {
 			hd.Set(p, s)
 		}
