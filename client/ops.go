@@ -170,9 +170,11 @@ func (c *Client) Delete(ctx context.Context, space, key string, opts ...DeleteOp
 	return info, err
 }
 
-// List returns one page of live objects in key order.
+// List returns one page of live objects in key order (or, with
+// o.AllVersions, of every version).
 func (c *Client) List(ctx context.Context, space string, o ListOptions) (ListResult, error) {
-	req := wire.ListRequest{Space: space, Prefix: o.Prefix, StartAfter: o.StartAfter, Limit: o.Limit, AsOf: o.AsOf}
+	req := wire.ListRequest{Space: space, Prefix: o.Prefix, StartAfter: o.StartAfter, Limit: o.Limit, AsOf: o.AsOf,
+		AllVersions: o.AllVersions, AfterVersion: o.AfterVersion}
 	var res ListResult
 	err := c.do(ctx, true, nil, func(cn *wire.Conn) (err error) {
 		res, err = cn.List(ctx, &req)
@@ -199,7 +201,7 @@ func (c *Client) ListAll(ctx context.Context, space string, o ListOptions) iter.
 			if !res.Truncated || res.Next == "" {
 				return
 			}
-			o.StartAfter = res.Next
+			o.StartAfter, o.AfterVersion = res.Next, res.NextVersion
 		}
 	}
 }

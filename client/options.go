@@ -59,6 +59,12 @@ type ListOptions struct {
 	StartAfter string // only keys after this one (ListResult.Next of the previous page)
 	Limit      uint32 // page size; 0 = server default (1000)
 	AsOf       uint64 // list as of this timestamp; 0 = latest
+	// AllVersions lists every version, delete markers included: keys in
+	// order, each key's versions newest first.
+	AllVersions bool
+	// AfterVersion resumes an AllVersions listing inside StartAfter's
+	// history (ListResult.NextVersion of the previous page).
+	AfterVersion uint64
 }
 
 // VersionsOptions select a page of versions.

@@ -249,6 +249,7 @@ func (e *ddEnv) run(t *testing.T, d *datadriven.TestData) string {
 
 	case "list":
 		// list [space=N] [prefix=P | lower=K upper=K] [start-after=K] [limit=N] [as-of=TS]
+		//      [versions [after-version=TS]]
 		space := 1
 		d.MaybeScanArgs(t, "space", &space)
 		var o ListOptions
@@ -271,6 +272,10 @@ func (e *ddEnv) run(t *testing.T, d *datadriven.TestData) string {
 		d.MaybeScanArgs(t, "limit", &o.Limit)
 		if d.HasArg("as-of") {
 			o.AsOf = e.ts(t, d, "as-of")
+		}
+		o.AllVersions = d.HasArg("versions")
+		if d.HasArg("after-version") {
+			o.AfterVersion = e.ts(t, d, "after-version")
 		}
 		ents, more, err := List(e.kv, o)
 		if err != nil {

@@ -20,13 +20,23 @@ type ListOptions struct {
 	Limit int
 	// AsOf reads the newest version <= AsOf; 0 means the latest.
 	AsOf uint64
+	// AllVersions lists every version (delete markers too; with AsOf,
+	// those <= AsOf) rather than each object's visible one: objects in
+	// key order, each one's versions newest first. Limit then counts
+	// versions.
+	AllVersions bool
+	// AfterVersion, with AllVersions and StartAfter, resumes inside
+	// StartAfter's history: its versions older than AfterVersion come
+	// first (the continuation of a page that ended there).
+	AfterVersion uint64
 }
 
 // Entry is one listed object.
 type Entry struct {
 	// Obj is the object key (owned by the Entry).
 	Obj []byte
-	// Rec is the visible version; never a delete marker.
+	// Rec is the visible version; never a delete marker unless
+	// AllVersions.
 	Rec *Record
 }
 
@@ -46,6 +56,9 @@ func List(r Reader, o ListOptions) (entries []Entry, more bool, err error) {
 			err = cerr
 		}
 	}()
+	if o.AllVersions {
+		return listVersions(it, lower, o)
+	}
 
 	start := lower
 	if o.StartAfter != nil {
@@ -92,6 +105,47 @@ func List(r Reader, o ListOptions) (entries []Entry, more bool, err error) {
 			entries = append(entries, Entry{Obj: bytes.Clone(obj), Rec: rec})
 		}
 		ok = it.SeekGE(nextObject(&seekBuf, obj))
+	}
+	return entries, false, it.Error()
+}
+
+// listVersions is List with AllVersions: a scan of the span's version
+// keys, which sort by object and, within one, newest first.
+func listVersions(it Iterator, lower []byte, o ListOptions) (entries []Entry, more bool, err error) {
+	start := lower
+	var seekBuf []byte
+	if o.StartAfter != nil {
+		s := nextObject(&seekBuf, o.StartAfter)
+		if o.AfterVersion != 0 {
+			// The versions older than AfterVersion: keys.AppendVersion
+			// orders newer first, so seek to the first <= AfterVersion-1.
+			s = keys.AppendVersion(nil, o.StartAfter, o.AfterVersion-1)
+		}
+		if bytes.Compare(s, start) > 0 {
+			start = s
+		}
+	}
+	for ok := it.SeekGE(start); ok; ok = it.Next() {
+		obj, ts, err := keys.DecodeVersion(it.Key())
+		if err != nil {
+			return nil, false, fmt.Errorf("%w: version key %x: %v", ErrCorrupt, it.Key(), err)
+		}
+		if o.AsOf != 0 && ts > o.AsOf {
+			continue
+		}
+		if o.Limit > 0 && len(entries) == o.Limit {
+			return entries, true, nil
+		}
+		rec, err := decodeRecord(it.Value(), ts, obj)
+		if err != nil {
+			return nil, false, err
+		}
+		if len(entries) > 0 && bytes.Equal(entries[len(entries)-1].Obj, obj) {
+			obj = entries[len(entries)-1].Obj // share the key within one history
+		} else {
+			obj = bytes.Clone(obj)
+		}
+		entries = append(entries, Entry{Obj: obj, Rec: rec})
 	}
 	return entries, false, it.Error()
 }

@@ -675,7 +675,7 @@ func (n *Node) listOnce(ctx context.Context, s *space, req *wire.ListRequest, lo
 		if len(out.Objects) >= limit {
 			// The page is full; it is truncated if any later range of the
 			// span holds a live key.
-			ents, _, err := n.listRange(ctx, r, mvcc.ListOptions{Lower: lo, Upper: hi, StartAfter: after, Limit: 1, AsOf: req.AsOf})
+			ents, _, err := n.listRange(ctx, r, listOptions(req, lo, hi, after, 1))
 			if err != nil {
 				return wire.ListResult{}, err
 			}
@@ -685,7 +685,7 @@ func (n *Node) listOnce(ctx context.Context, s *space, req *wire.ListRequest, lo
 			}
 			continue
 		}
-		ents, more, err := n.listRange(ctx, r, mvcc.ListOptions{Lower: lo, Upper: hi, StartAfter: after, Limit: limit - len(out.Objects), AsOf: req.AsOf})
+		ents, more, err := n.listRange(ctx, r, listOptions(req, lo, hi, after, limit-len(out.Objects)))
 		if err != nil {
 			return wire.ListResult{}, err
 		}
@@ -702,9 +702,19 @@ func (n *Node) listOnce(ctx context.Context, s *space, req *wire.ListRequest, lo
 		}
 	}
 	if out.Truncated && len(out.Objects) > 0 {
-		out.Next = out.Objects[len(out.Objects)-1].Key
+		last := out.Objects[len(out.Objects)-1]
+		out.Next = last.Key
+		if req.AllVersions {
+			out.NextVersion = last.Version
+		}
 	}
 	return out, nil
+}
+
+// listOptions is one range's part of a listing.
+func listOptions(req *wire.ListRequest, lower, upper, after []byte, limit int) mvcc.ListOptions {
+	return mvcc.ListOptions{Lower: lower, Upper: upper, StartAfter: after, Limit: limit, AsOf: req.AsOf,
+		AllVersions: req.AllVersions, AfterVersion: req.AfterVersion}
 }
 
 // tableEnd is where entry i of table tab ends as keys are routed: at the

@@ -356,6 +356,9 @@ func (n *Node) listRange(ctx context.Context, r *rng, o mvcc.ListOptions) ([]mvc
 	req = appendOptBytes(req, o.Lower)
 	req = appendOptBytes(req, o.Upper)
 	req = appendOptBytes(req, o.StartAfter)
+	if o.AllVersions {
+		req = binary.BigEndian.AppendUint64(append(req, 1), o.AfterVersion)
+	}
 	b, err := n.forward(ctx, r, "List", req)
 	if errors.Is(err, errLeaseHere) {
 		return n.listOwned(r, o)
@@ -388,6 +391,10 @@ func (n *Node) handleList(_ context.Context, r *rng, req []byte) ([]byte, error)
 	d := decoder{b: req}
 	o := mvcc.ListOptions{AsOf: d.u64(), Limit: int(d.u32())}
 	o.Lower, o.Upper, o.StartAfter = d.optBytes(), d.optBytes(), d.optBytes()
+	if d.err == nil && len(d.b) > 0 {
+		// An AllVersions listing: a flag byte and the version to resume after.
+		o.AllVersions, o.AfterVersion = d.u8() == 1, d.u64()
+	}
 	if err := d.done(); err != nil {
 		return nil, err
 	}

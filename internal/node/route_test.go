@@ -96,6 +96,38 @@ func TestAnyNodeServes(t *testing.T) {
 		}
 	}
 
+	// Every version, paged through ranges on different nodes: pages of 7
+	// end inside k's history too, and resume from Next/NextVersion.
+	for _, n := range nodes {
+		var all []wire.ObjectInfo
+		req := wire.ListRequest{Space: "routed", Limit: 7, AllVersions: true}
+		for {
+			page, err := n.List(ctx, &req)
+			if err != nil {
+				t.Fatalf("node %d: versions listing: %v", n.NodeID(), err)
+			}
+			all = append(all, page.Objects...)
+			if !page.Truncated {
+				break
+			}
+			req.StartAfter, req.AfterVersion = page.Next, page.NextVersion
+		}
+		if len(all) != len(keys)+1 {
+			t.Fatalf("node %d lists %d versions, want %d", n.NodeID(), len(all), len(keys)+1)
+		}
+		for i, j := 0, 0; i < len(all); i, j = i+1, j+1 {
+			if all[i].Key != keys[j] {
+				t.Fatalf("node %d: version %d is of %q, want %q", n.NodeID(), i, all[i].Key, keys[j])
+			}
+			if keys[j] == k {
+				if !all[i].DeleteMarker || all[i+1].Key != k || all[i+1].DeleteMarker || all[i+1].Version >= all[i].Version {
+					t.Fatalf("node %d: %q's versions listed as %+v, %+v", n.NodeID(), k, all[i], all[i+1])
+				}
+				i++
+			}
+		}
+	}
+
 	// A chunked body written through one node is read through each.
 	body := string(randBytes(rand.New(rand.NewPCG(9, 10)), 1<<20))
 	writeAny(t, nodes[1:2], "routed", "big", body)

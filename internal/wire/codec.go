@@ -490,13 +490,20 @@ func DecodeDeleteRequest(b []byte) (DeleteRequest, error) {
 	return r, nil
 }
 
-// AppendListRequest encodes a ListRequest.
+// AppendListRequest encodes a ListRequest. A listing of live keys ends
+// at as_of, as before versions listings existed; an AllVersions one adds
+// all_versions and after_version.
 func AppendListRequest(b []byte, r *ListRequest) []byte {
 	b = appendStr(b, r.Space)
 	b = appendStr(b, r.Prefix)
 	b = appendStr(b, r.StartAfter)
 	b = appendU32(b, r.Limit)
-	return appendU64(b, r.AsOf)
+	b = appendU64(b, r.AsOf)
+	if r.AllVersions || r.AfterVersion != 0 {
+		b = appendBool(b, r.AllVersions)
+		b = appendU64(b, r.AfterVersion)
+	}
+	return b
 }
 
 // DecodeListRequest decodes a ListRequest.
@@ -504,6 +511,10 @@ func DecodeListRequest(b []byte) (ListRequest, error) {
 	d := decoder{b: b}
 	r := ListRequest{Space: d.str("space"), Prefix: d.str("prefix"), StartAfter: d.str("start after"),
 		Limit: d.u32("limit"), AsOf: d.u64("as-of")}
+	if d.err == nil && len(d.b) > 0 {
+		r.AllVersions = d.boolean("all versions")
+		r.AfterVersion = d.u64("after version")
+	}
 	if err := d.done(); err != nil {
 		return ListRequest{}, err
 	}
@@ -530,17 +541,25 @@ func (d *decoder) infos() []ObjectInfo {
 	return l
 }
 
-// AppendListResult encodes a LIST response.
+// AppendListResult encodes a LIST response; next_version follows only
+// when it is set (an AllVersions page that ends inside a history).
 func AppendListResult(b []byte, r *ListResult) []byte {
 	b = appendInfos(b, r.Objects)
 	b = appendBool(b, r.Truncated)
-	return appendStr(b, r.Next)
+	b = appendStr(b, r.Next)
+	if r.NextVersion != 0 {
+		b = appendU64(b, r.NextVersion)
+	}
+	return b
 }
 
 // DecodeListResult decodes a LIST response.
 func DecodeListResult(b []byte) (ListResult, error) {
 	d := decoder{b: b}
 	r := ListResult{Objects: d.infos(), Truncated: d.boolean("truncated"), Next: d.str("next")}
+	if d.err == nil && len(d.b) > 0 {
+		r.NextVersion = d.u64("next version")
+	}
 	if err := d.done(); err != nil {
 		return ListResult{}, err
 	}

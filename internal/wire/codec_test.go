@@ -110,10 +110,16 @@ func TestMessageRoundTrip(t *testing.T) {
 		check("DeleteRequest", del, gd, err)
 
 		lr := ListRequest{Space: randStr(r), Prefix: randStr(r), StartAfter: randStr(r), Limit: r.Uint32(), AsOf: r.Uint64()}
+		if r.IntN(2) == 0 {
+			lr.AllVersions, lr.AfterVersion = true, r.Uint64()
+		}
 		glr, err := DecodeListRequest(AppendListRequest(nil, &lr))
 		check("ListRequest", lr, glr, err)
 
 		res := ListResult{Objects: []ObjectInfo{randInfo(r), randInfo(r)}, Truncated: true, Next: randStr(r)}
+		if r.IntN(2) == 0 {
+			res.NextVersion = r.Uint64() | 1
+		}
 		gres, err := DecodeListResult(AppendListResult(nil, &res))
 		check("ListResult", res, gres, err)
 

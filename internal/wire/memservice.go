@@ -285,24 +285,35 @@ func (m *MemService) List(ctx context.Context, req *ListRequest) (ListResult, er
 	}
 	var keys []string
 	for k, vs := range sp.objs {
-		if strings.HasPrefix(k, req.Prefix) && k > req.StartAfter && !vs[len(vs)-1].info.DeleteMarker {
+		if !strings.HasPrefix(k, req.Prefix) || k < req.StartAfter || (k == req.StartAfter && (req.AfterVersion == 0 || !req.AllVersions)) {
+			continue
+		}
+		if req.AllVersions || !vs[len(vs)-1].info.DeleteMarker {
 			keys = append(keys, k)
 		}
 	}
 	sort.Strings(keys)
 	var res ListResult
-	for i, k := range keys {
-		if i == limit {
-			res.Truncated = true
-			break
-		}
+	for _, k := range keys {
 		vs := sp.objs[k]
-		res.Objects = append(res.Objects, vs[len(vs)-1].info)
-		res.Next = k
+		for i := len(vs) - 1; i >= 0; i-- {
+			v := vs[i].info
+			if req.AllVersions && k == req.StartAfter && v.Version >= req.AfterVersion {
+				continue
+			}
+			if len(res.Objects) == limit {
+				res.Truncated = true
+				return res, nil
+			}
+			res.Objects = append(res.Objects, v)
+			res.Next = k
+			if !req.AllVersions {
+				break
+			}
+			res.NextVersion = v.Version
+		}
 	}
-	if !res.Truncated {
-		res.Next = ""
-	}
+	res.Next, res.NextVersion = "", 0
 	return res, nil
 }
 

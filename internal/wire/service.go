@@ -210,6 +210,14 @@ type ListRequest struct {
 	StartAfter string
 	Limit      uint32 // 0 = server default (1000)
 	AsOf       uint64 // 0 = latest
+	// AllVersions lists every version, delete markers too, rather than
+	// each key's live one: keys in order, each one's versions newest
+	// first, Limit counting versions.
+	AllVersions bool
+	// AfterVersion, with AllVersions, resumes inside StartAfter's
+	// history at its versions older than AfterVersion (ListResult's
+	// NextVersion); 0 starts after StartAfter's whole history.
+	AfterVersion uint64
 }
 
 // ListResult is one page of a listing.
@@ -217,6 +225,9 @@ type ListResult struct {
 	Objects   []ObjectInfo
 	Truncated bool   // more keys follow
 	Next      string // pass as StartAfter for the next page
+	// NextVersion, for an AllVersions listing, is the version Next ended
+	// at: pass it as AfterVersion.
+	NextVersion uint64
 }
 
 // VersionsRequest lists the versions of one key.
