@@ -119,6 +119,8 @@ func (h *Handler) bucketOp(q *request) {
 			h.bucketLocation(q)
 		case query.Has("versioning"):
 			h.getVersioning(q)
+		case query.Has("versions"):
+			h.listObjectVersions(q)
 		case query.Has("uploads"):
 			h.listUploads(q)
 		default:

@@ -1,0 +1,186 @@
+package s3
+
+import (
+	"encoding/xml"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/cairn-db/cairn/internal/tstamp"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// versionEntry is one <Version> or <DeleteMarker> of a ListVersionsResult;
+// XMLName picks which, so the two interleave in key order as S3 lists
+// them.
+type versionEntry struct {
+	XMLName      xml.Name
+	Key          string `xml:"Key"`
+	VersionID    string `xml:"VersionId"`
+	IsLatest     bool   `xml:"IsLatest"`
+	LastModified string `xml:"LastModified"`
+	ETag         string `xml:"ETag,omitempty"`
+	Size         *int64 `xml:"Size,omitempty"`
+	Owner        owner  `xml:"Owner"`
+	StorageClass string `xml:"StorageClass,omitempty"`
+}
+
+type listVersionsResult struct {
+	XMLName             xml.Name       `xml:"ListVersionsResult"`
+	NS                  string         `xml:"xmlns,attr"`
+	Name                string         `xml:"Name"`
+	Prefix              string         `xml:"Prefix"`
+	KeyMarker           string         `xml:"KeyMarker"`
+	VersionIDMarker     string         `xml:"VersionIdMarker"`
+	NextKeyMarker       string         `xml:"NextKeyMarker,omitempty"`
+	NextVersionIDMarker string         `xml:"NextVersionIdMarker,omitempty"`
+	MaxKeys             int            `xml:"MaxKeys"`
+	Delimiter           string         `xml:"Delimiter,omitempty"`
+	EncodingType        string         `xml:"EncodingType,omitempty"`
+	IsTruncated         bool           `xml:"IsTruncated"`
+	Entries             []versionEntry `xml:""`
+	CommonPrefixes      []commonPrefix `xml:"CommonPrefixes"`
+}
+
+// versionsPage is one page of ListObjectVersions: versions (newest first
+// within a key) and common prefixes, in key order, at most max together.
+type versionsPage struct {
+	versions  []wire.ObjectInfo
+	latest    []bool // versions[i] is its key's newest version
+	prefixes  []string
+	truncated bool
+	// nextKey and nextVersion are where the next page starts after:
+	// inside nextKey's history when nextVersion != 0.
+	nextKey     string
+	nextVersion uint64
+}
+
+// listVersions pages through every version in the bucket from after (and
+// inside after's history below afterVersion, when that is set), folding
+// keys that hold delimiter after prefix into common prefixes.
+func (h *Handler) listVersions(q *request, prefix, delimiter, after string, afterVersion uint64, max int) (versionsPage, error) {
+	var p versionsPage
+	if delimiter != "" && strings.HasPrefix(after, prefix) {
+		if i := strings.Index(after[len(prefix):], delimiter); i >= 0 && len(prefix)+i+len(delimiter) == len(after) {
+			after, afterVersion = after+"\xff", 0
+		}
+	}
+	// A key's newest version is the first of its history listed; a page
+	// that resumes inside a history starts below its newest.
+	lastKey, lastSeen := after, afterVersion != 0
+	n := 0
+	req := wire.ListRequest{Space: q.bucket, Prefix: prefix, StartAfter: after, AfterVersion: afterVersion,
+		Limit: maxListKeys, AllVersions: true}
+	skipTo := "" // keys below it lie under a common prefix already listed
+	for {
+		res, err := h.cfg.Service.List(q.r.Context(), &req)
+		if err != nil {
+			return p, err
+		}
+		for _, o := range res.Objects {
+			if !strings.HasPrefix(o.Key, prefix) || o.Key < req.StartAfter || o.Key < skipTo {
+				continue
+			}
+			if delimiter != "" {
+				if i := strings.Index(o.Key[len(prefix):], delimiter); i >= 0 {
+					cp := o.Key[:len(prefix)+i+len(delimiter)]
+					if n == max {
+						p.truncated = true
+						return p, nil
+					}
+					p.prefixes = append(p.prefixes, cp)
+					n++
+					// Skip the rest of the prefix: no valid UTF-8 key
+					// holds the byte 0xff.
+					p.nextKey, p.nextVersion = cp+"\xff", 0
+					lastKey, lastSeen = "", false
+					skipTo = p.nextKey
+					continue
+				}
+			}
+			if n == max {
+				p.truncated = true
+				return p, nil
+			}
+			p.versions = append(p.versions, o)
+			p.latest = append(p.latest, !(lastSeen && lastKey == o.Key))
+			lastKey, lastSeen = o.Key, true
+			p.nextKey, p.nextVersion = o.Key, o.Version
+			n++
+		}
+		if !res.Truncated {
+			return p, nil
+		}
+		req.StartAfter, req.AfterVersion = res.Next, res.NextVersion
+		if res.Next < skipTo {
+			req.StartAfter, req.AfterVersion = skipTo, 0
+		}
+	}
+}
+
+// versionIDOf is how S3 names a version.
+func versionIDOf(o *wire.ObjectInfo) string { return tstamp.String(o.Version) }
+
+func (h *Handler) listObjectVersions(q *request) {
+	query := q.r.URL.Query()
+	prefix, delimiter := query.Get("prefix"), query.Get("delimiter")
+	enc := query.Get("encoding-type")
+	if enc != "" && enc != "url" {
+		q.fail(errInvalidArgument.with("Invalid Encoding Method specified in Request"))
+		return
+	}
+	max, e := maxKeys(query.Get("max-keys"))
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	keyMarker, vidMarker := query.Get("key-marker"), query.Get("version-id-marker")
+	var afterVersion uint64
+	if vidMarker != "" {
+		if keyMarker == "" {
+			q.fail(errInvalidArgument.with("A version-id marker cannot be specified without a key marker."))
+			return
+		}
+		v, err := tstamp.Parse(vidMarker)
+		if err != nil || v == 0 {
+			q.fail(errInvalidArgument.with("Invalid version id specified"))
+			return
+		}
+		afterVersion = v
+	}
+	p, err := h.listVersions(q, prefix, delimiter, keyMarker, afterVersion, max)
+	if err != nil {
+		h.serviceError(q, err)
+		return
+	}
+	esc := func(s string) string {
+		if enc == "url" {
+			return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
+		}
+		return s
+	}
+	res := listVersionsResult{NS: s3NS, Name: q.bucket, Prefix: esc(prefix), KeyMarker: esc(keyMarker),
+		VersionIDMarker: vidMarker, MaxKeys: max, Delimiter: esc(delimiter), EncodingType: enc, IsTruncated: p.truncated}
+	for i := range p.versions {
+		o := &p.versions[i]
+		ve := versionEntry{Key: esc(o.Key), VersionID: versionIDOf(o), IsLatest: p.latest[i],
+			LastModified: isoTime(o.Modified), Owner: q.owner()}
+		if o.DeleteMarker {
+			ve.XMLName.Local = "DeleteMarker"
+		} else {
+			size := o.Size
+			ve.XMLName.Local, ve.ETag, ve.Size, ve.StorageClass = "Version", `"`+o.ETag+`"`, &size, "STANDARD"
+		}
+		res.Entries = append(res.Entries, ve)
+	}
+	for _, cp := range p.prefixes {
+		res.CommonPrefixes = append(res.CommonPrefixes, commonPrefix{Prefix: esc(cp)})
+	}
+	if p.truncated {
+		res.NextKeyMarker = esc(strings.TrimSuffix(p.nextKey, "\xff"))
+		if p.nextVersion != 0 {
+			res.NextVersionIDMarker = tstamp.String(p.nextVersion)
+		}
+	}
+	writeXML(q.w, http.StatusOK, res)
+}
