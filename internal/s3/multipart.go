@@ -235,9 +235,11 @@ func (h *Handler) completeUpload(q *request) {
 	}
 	headers[partSizesHeader] = encodePartSizes(sizes)
 	etag := hex.EncodeToString(md.Sum(nil)) + "-" + strconv.Itoa(len(doc.Parts))
-	info, e := h.compose(q, &wire.PutRequest{
-		Space: q.bucket, Key: q.key, ContentType: up.ContentType, Meta: up.Meta, Headers: headers,
-	}, etag, sources...)
+	req := &wire.PutRequest{Space: q.bucket, Key: q.key, ContentType: up.ContentType, Meta: up.Meta, Headers: headers}
+	if !h.writeConditions(q, req) {
+		return
+	}
+	info, e := h.compose(q, req, etag, sources...)
 	if e != nil {
 		q.fail(e)
 		return

@@ -95,10 +95,7 @@ func (h *Handler) putObject(q *request) {
 	if req.ContentType == "" {
 		req.ContentType = "binary/octet-stream"
 	}
-	if r.Header.Get("If-None-Match") == "*" {
-		req.IfNoneMatch = true
-	} else if r.Header.Get("If-None-Match") != "" || r.Header.Get("If-Match") != "" {
-		notImplemented(q, "If-Match and If-None-Match other than * on PUT")
+	if !h.writeConditions(q, req) {
 		return
 	}
 	info, ok := h.store(r.Context(), q, req)
@@ -110,6 +107,37 @@ func (h *Handler) putObject(q *request) {
 	w.Set("x-amz-version-id", tstamp.String(info.Version))
 	setChecksumHeaders(w, info.Headers)
 	q.w.WriteHeader(http.StatusOK)
+}
+
+// writeConditions turns a write's If-None-Match: * (create only) and
+// If-Match: ETag (replace only that version) into the service's
+// preconditions, which hold atomically with the write: If-Match names the
+// version whose ETag matched now, so a write that lands in between fails
+// the PUT with 412 as a mismatch would. S3 takes no other If-None-Match on
+// a write. It answers a failure itself.
+func (h *Handler) writeConditions(q *request, req *wire.PutRequest) bool {
+	im, inm := q.r.Header.Get("If-Match"), q.r.Header.Get("If-None-Match")
+	switch {
+	case inm == "*":
+		req.IfNoneMatch = true
+	case inm != "":
+		notImplemented(q, "If-None-Match other than * on a write")
+		return false
+	}
+	if im == "" {
+		return true
+	}
+	info, err := h.cfg.Service.Stat(q.r.Context(), &wire.GetRequest{Space: req.Space, Key: req.Key, Length: -1})
+	if err != nil {
+		h.serviceError(q, err) // a missing key is NoSuchKey, as S3 answers
+		return false
+	}
+	if checkConditions(&http.Request{Header: http.Header{"If-Match": {im}}}, info) != nil {
+		q.fail(errPreconditionFailed)
+		return false
+	}
+	req.IfMatch = info.Version
+	return true
 }
 
 // store writes req with the request's body, read through putBody's
