@@ -168,6 +168,16 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 		}
 		m.wrote(c.Obj, nil) // the latest version may have gone: unknown
 		return &Result{Rec: rec}
+	case *SetTagsCmd:
+		if !m.bounds.ContainsKey(c.Obj) {
+			return ErrWrongRange
+		}
+		rec, err := mvcc.SetTags(rw, c.Obj, c.Version, c.Tags)
+		if err != nil {
+			return err
+		}
+		m.wrote(c.Obj, nil) // the latest version may have changed: unknown
+		return &Result{Rec: rec}
 	}
 	return fmt.Errorf("%w: unknown command %T", ErrBadCommand, c)
 }

@@ -3,6 +3,7 @@ package kv
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -85,6 +86,24 @@ func TestPutConditions(t *testing.T) {
 	if _, err := mvcc.Exact(Reader{R: db}, obj, 20); !errors.Is(err, mvcc.ErrNotFound) {
 		t.Fatalf("removed version still readable: %v", err)
 	}
+	// Tags change in place: the same version, the rest of it unchanged.
+	tags := map[string]string{"team": "blue"}
+	if r, ok := apply(t, db, (&SetTagsCmd{Obj: obj, Version: 10, Tags: tags}).Encode()).(*Result); !ok || r.Rec.Tags["team"] != "blue" {
+		t.Fatalf("set tags: %v", r)
+	}
+	if rec, err := mvcc.Exact(Reader{R: db}, obj, 10); err != nil || rec.Tags["team"] != "blue" || rec.Size != 1 {
+		t.Fatalf("tagged version: %+v %v", rec, err)
+	}
+	if err, _ := apply(t, db, (&SetTagsCmd{Obj: obj, Version: 30, Tags: tags}).Encode()).(error); !errors.Is(err, mvcc.ErrDeleteMarker) {
+		t.Fatalf("tagging a delete marker: %v", err)
+	}
+	if err, _ := apply(t, db, (&SetTagsCmd{Obj: obj, Version: 20, Tags: tags}).Encode()).(error); !errors.Is(err, mvcc.ErrNotFound) {
+		t.Fatalf("tagging a removed version: %v", err)
+	}
+	apply(t, db, (&SetTagsCmd{Obj: obj, Version: 10}).Encode())
+	if rec, err := mvcc.Exact(Reader{R: db}, obj, 10); err != nil || rec.Tags != nil {
+		t.Fatalf("untagged version: %+v %v", rec, err)
+	}
 }
 
 func TestCommandRoundTrip(t *testing.T) {
@@ -107,10 +126,19 @@ func TestCommandRoundTrip(t *testing.T) {
 	if err != nil || got.(*DeleteVersionCmd).Version != 12 {
 		t.Fatalf("delete round trip: %v %v", got, err)
 	}
+	st := &SetTagsCmd{Obj: c.Obj, Version: 13, Tags: map[string]string{"a": "1", "b": ""}}
+	got, err = decode(st.Encode())
+	if g, ok := got.(*SetTagsCmd); err != nil || !ok || g.Version != 13 || !maps.Equal(g.Tags, st.Tags) || string(g.Obj) != string(c.Obj) {
+		t.Fatalf("set-tags round trip: %+v %v", got, err)
+	}
+	if _, err := decode(st.Encode()[:len(st.Encode())-1]); !errors.Is(err, ErrBadCommand) {
+		t.Fatalf("truncated set-tags: %v", err)
+	}
 }
 
 func FuzzDecodeCommand(f *testing.F) {
 	f.Add((&DeleteVersionCmd{Obj: []byte("o"), Version: 1}).Encode())
+	f.Add((&SetTagsCmd{Obj: []byte("o"), Version: 1, Tags: map[string]string{"k": "v"}}).Encode())
 	f.Add((&PutCmd{Obj: []byte("o"), Rec: &mvcc.Record{Version: 1}}).Encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		decode(b) // must not panic
@@ -152,12 +180,18 @@ func TestCacheDoesNotChangeApply(t *testing.T) {
 					}
 					written = append(written, v)
 					cmds[i] = c.Encode()
-				default:
+				case op < 9:
 					v := next
 					if len(written) > 0 {
 						v = written[rng.IntN(len(written))]
 					}
 					cmds[i] = (&DeleteVersionCmd{Obj: obj, Version: v}).Encode()
+				default:
+					v := next
+					if len(written) > 0 {
+						v = written[rng.IntN(len(written))]
+					}
+					cmds[i] = (&SetTagsCmd{Obj: obj, Version: v, Tags: map[string]string{"t": fmt.Sprint(rng.IntN(3))}}).Encode()
 				}
 			}
 			var results [2][]string
@@ -188,7 +222,7 @@ func TestCacheDoesNotChangeApply(t *testing.T) {
 }
 
 func errClass(err error) string {
-	for _, e := range []error{ErrPreconditionFailed, mvcc.ErrStaleVersion, mvcc.ErrVersionExists, mvcc.ErrNotFound} {
+	for _, e := range []error{ErrPreconditionFailed, mvcc.ErrStaleVersion, mvcc.ErrVersionExists, mvcc.ErrNotFound, mvcc.ErrDeleteMarker} {
 		if errors.Is(err, e) {
 			return e.Error()
 		}

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/mvcc"
@@ -14,6 +16,7 @@ const cmdVersion = 1
 const (
 	opPut           byte = 1
 	opDeleteVersion byte = 2
+	opSetTags       byte = 3
 )
 
 // ErrBadCommand is returned when a Raft entry does not decode as a command.
@@ -39,6 +42,13 @@ type PutCmd struct {
 type DeleteVersionCmd struct {
 	Obj     []byte
 	Version uint64
+}
+
+// SetTagsCmd replaces the tags of one version of an object.
+type SetTagsCmd struct {
+	Obj     []byte
+	Version uint64
+	Tags    map[string]string // nil or empty: remove them
 }
 
 func appendBytes(dst, b []byte) []byte {
@@ -92,7 +102,21 @@ func (c *DeleteVersionCmd) Encode() []byte {
 	return binary.AppendUvarint(b, c.Version)
 }
 
-// decode parses a command into *PutCmd or *DeleteVersionCmd.
+// Encode returns the command's bytes: the tags in key order, so equal
+// commands encode equally.
+func (c *SetTagsCmd) Encode() []byte {
+	b := append(make([]byte, 0, 64), opSetTags, cmdVersion)
+	b = appendBytes(b, c.Obj)
+	b = binary.AppendUvarint(b, c.Version)
+	b = binary.AppendUvarint(b, uint64(len(c.Tags)))
+	for _, k := range slices.Sorted(maps.Keys(c.Tags)) {
+		b = appendBytes(b, []byte(k))
+		b = appendBytes(b, []byte(c.Tags[k]))
+	}
+	return b
+}
+
+// decode parses a command into *PutCmd, *DeleteVersionCmd or *SetTagsCmd.
 func decode(b []byte) (any, error) {
 	if len(b) < 2 || b[1] != cmdVersion {
 		return nil, ErrBadCommand
@@ -151,6 +175,36 @@ func decode(b []byte) (any, error) {
 			return nil, ErrBadCommand
 		}
 		return &DeleteVersionCmd{Obj: obj, Version: v}, nil
+	case opSetTags:
+		obj, b, err := readBytes(b)
+		if err != nil {
+			return nil, err
+		}
+		c := &SetTagsCmd{Obj: obj}
+		if c.Version, b, err = readUvarint(b); err != nil {
+			return nil, err
+		}
+		n, b, err := readUvarint(b)
+		if err != nil || n > uint64(len(b)/2) {
+			return nil, ErrBadCommand
+		}
+		if n > 0 {
+			c.Tags = make(map[string]string, n)
+		}
+		for range n {
+			var k, v []byte
+			if k, b, err = readBytes(b); err != nil {
+				return nil, err
+			}
+			if v, b, err = readBytes(b); err != nil {
+				return nil, err
+			}
+			c.Tags[string(k)] = string(v)
+		}
+		if len(b) != 0 {
+			return nil, ErrBadCommand
+		}
+		return c, nil
 	}
 	return nil, ErrBadCommand
 }

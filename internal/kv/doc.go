@@ -16,6 +16,7 @@
 //
 //	opPut:           obj, version, record (mvcc encoding), retention, ifMatch u64, flags u8
 //	opDeleteVersion: obj, version u64
+//	opSetTags:       obj, version u64, count u64, count x (key, value), keys in order
 //
 // The result handed back to the proposer is a *Result or an error.
 package kv

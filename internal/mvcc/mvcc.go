@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/cairn-db/cairn/internal/keys"
@@ -338,6 +339,39 @@ func DeleteVersion(rw ReadWriter, obj []byte, ts uint64) (_ *Record, err error) 
 		return nil, err
 	}
 	if err := rw.Delete(keys.Version(obj, ts)); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// ErrDeleteMarker is returned by SetTags for a delete marker, which has
+// no tags.
+var ErrDeleteMarker = errors.New("mvcc: the version is a delete marker")
+
+// SetTags replaces the tags of version ts of obj in place (tags are the
+// one part of a version that may change after it is written; nil or empty
+// removes them) and returns the updated record, or ErrNotFound, or
+// ErrDeleteMarker.
+func SetTags(rw ReadWriter, obj []byte, ts uint64, tags map[string]string) (_ *Record, err error) {
+	v, err := newVersionIter(rw, obj)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := v.exact(ts)
+	if cerr := v.it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if rec.DeleteMarker {
+		return nil, ErrDeleteMarker
+	}
+	rec.Tags = nil
+	if len(tags) > 0 {
+		rec.Tags = maps.Clone(tags)
+	}
+	if err := rw.Set(keys.Version(obj, ts), rec.Marshal()); err != nil {
 		return nil, err
 	}
 	return rec, nil

@@ -616,6 +616,34 @@ func (n *Node) Delete(ctx context.Context, req *wire.DeleteRequest) (wire.Object
 	return n.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: &mvcc.Record{DeleteMarker: true}})
 }
 
+// SetTags implements wire.TagService.
+func (n *Node) SetTags(ctx context.Context, req *wire.TagRequest) (wire.ObjectInfo, error) {
+	if err := validMeta(nil, req.Tags, nil); err != nil {
+		return wire.ObjectInfo{}, err
+	}
+	s, obj, release, err := n.target(ctx, req.Space, req.Key)
+	if err != nil {
+		return wire.ObjectInfo{}, err
+	}
+	defer release()
+	v := req.Version
+	if v == 0 {
+		rec, err := n.readRecord(ctx, s, obj, 0, 0)
+		if err != nil {
+			return wire.ObjectInfo{}, err
+		}
+		if rec.DeleteMarker {
+			return wire.ObjectInfo{}, wire.Errorf(wire.CodeNotFound, "%q is deleted", req.Key)
+		}
+		v = rec.Version
+	}
+	res, err := n.propose(ctx, s, obj, (&kv.SetTagsCmd{Obj: obj, Version: v, Tags: req.Tags}).Encode())
+	if err != nil {
+		return wire.ObjectInfo{}, err
+	}
+	return objectInfo(req.Space, req.Key, res.Rec), nil
+}
+
 // List implements wire.Service.
 func (n *Node) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult, error) {
 	s, release, err := n.acquire(ctx, req.Space)

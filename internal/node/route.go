@@ -282,6 +282,9 @@ func (n *Node) proposeLocal(ctx context.Context, r *rng, rep *replica.Replica, o
 		if errors.Is(v, mvcc.ErrNotFound) {
 			return nil, wire.Errorf(wire.CodeNotFound, "no such version")
 		}
+		if errors.Is(v, mvcc.ErrDeleteMarker) {
+			return nil, wire.Errorf(wire.CodeDeleted, "the version is a delete marker")
+		}
 		if errors.Is(v, kv.ErrWrongRange) || errors.Is(v, replica.ErrRangeFrozen) {
 			return nil, errMoved(id)
 		}

@@ -96,6 +96,27 @@ func TestAnyNodeServes(t *testing.T) {
 		}
 	}
 
+	// Tags change in place through any node: same version, new tags.
+	tk := keys[6]
+	before, err := nodes[0].Stat(ctx, &wire.GetRequest{Space: "routed", Key: tk, Length: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tagged, err := nodes[2].SetTags(ctx, &wire.TagRequest{Space: "routed", Key: tk, Tags: map[string]string{"tier": "cold"}})
+	if err != nil || tagged.Version != before.Version {
+		t.Fatalf("set tags through node %d: %+v %v", nodes[2].NodeID(), tagged, err)
+	}
+	for _, n := range nodes {
+		info, err := n.Stat(ctx, &wire.GetRequest{Space: "routed", Key: tk, Length: -1})
+		if err != nil || info.Version != before.Version || info.Tags["tier"] != "cold" || info.ETag != before.ETag {
+			t.Fatalf("node %d after tagging: %+v %v", n.NodeID(), info, err)
+		}
+	}
+	_, err = nodes[1].SetTags(ctx, &wire.TagRequest{Space: "routed", Key: k, Tags: map[string]string{"a": "b"}})
+	mustCode(t, err, wire.CodeNotFound)
+	_, err = nodes[1].SetTags(ctx, &wire.TagRequest{Space: "routed", Key: k, Version: del.Version, Tags: map[string]string{"a": "b"}})
+	mustCode(t, err, wire.CodeDeleted)
+
 	// Every version, paged through ranges on different nodes: pages of 7
 	// end inside k's history too, and resume from Next/NextVersion.
 	for _, n := range nodes {

@@ -56,6 +56,23 @@ type ComposeService interface {
 	Compose(ctx context.Context, req *PutRequest, etag string, sources []ComposeSource) (ObjectInfo, error)
 }
 
+// TagService changes the tags of a version in place: the one part of a
+// version that may change once it is written (S3's object tagging). It is
+// not a native protocol operation yet.
+type TagService interface {
+	// SetTags replaces the tags of req.Version of req.Key (0: the latest)
+	// with req.Tags (none: remove them) and returns the version. A delete
+	// marker is CodeDeleted.
+	SetTags(ctx context.Context, req *TagRequest) (ObjectInfo, error)
+}
+
+// TagRequest names a version and its new tags.
+type TagRequest struct {
+	Space, Key string
+	Version    uint64
+	Tags       map[string]string
+}
+
 // ComposeSource is a byte range of one version.
 type ComposeSource struct {
 	Space, Key string
