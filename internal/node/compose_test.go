@@ -125,4 +125,17 @@ func TestSystemKeys(t *testing.T) {
 			t.Fatalf("list %q: %q (truncated %v), want %q", c.prefix, got, l.Truncated, c.want)
 		}
 	}
+	// Only client keys keep a space from being deleted; its system keys
+	// go with it.
+	mustCode(t, n.DeleteSpace(ctx, "sp1"), wire.CodeSpaceNotEmpty)
+	if _, err := n.Delete(ctx, &wire.DeleteRequest{Space: "sp1", Key: "user"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.DeleteSpace(ctx, "sp1"); err != nil {
+		t.Fatalf("deleting a space that holds only system keys: %v", err)
+	}
+	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	if _, err := n.Stat(sys, &wire.GetRequest{Space: "sp1", Key: key, Length: -1}); wire.CodeOf(err) != wire.CodeNotFound {
+		t.Fatalf("a system key outlived its space: %v", err)
+	}
 }

@@ -419,9 +419,15 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 	if s.deleted {
 		return wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist", name)
 	}
+	// Only client keys count: system keys (an S3 bucket's settings, its
+	// open multipart uploads) go with the space.
 	tab := s.table()
+	sys := keys.ObjectPrefix(s.meta.ID, nil, []byte(wire.SystemKeyPrefix))
 	for i, r := range tab {
-		ents, _, err := n.listRange(ctx, r, mvcc.ListOptions{Lower: r.desc().Start, Upper: tableEnd(tab, i, s.meta.ID), Limit: 1})
+		if bytes.Compare(r.desc().Start, sys) >= 0 {
+			break
+		}
+		ents, _, err := n.listRange(ctx, r, mvcc.ListOptions{Lower: r.desc().Start, Upper: minBytes(tableEnd(tab, i, s.meta.ID), sys), Limit: 1})
 		if err != nil {
 			return err
 		}
