@@ -84,6 +84,10 @@ func (h *Handler) serviceError(q *request, err error) {
 func (h *Handler) bucketOp(q *request) {
 	r := q.r
 	query := r.URL.Query()
+	if query.Has("tagging") {
+		h.bucketTagging(q)
+		return
+	}
 	switch r.Method {
 	case http.MethodPut:
 		if s := unsupportedQuery(r); s != "" {

@@ -96,6 +96,18 @@ func (h *Handler) copyObject(q *request) {
 		q.fail(errInvalidArgument.with("Unknown metadata directive " + d + ": COPY or REPLACE."))
 		return
 	}
+	switch d := r.Header.Get("X-Amz-Tagging-Directive"); d {
+	case "", "COPY":
+		req.Tags = src.Tags
+	case "REPLACE":
+		if req.Tags, e = headerTags(r.Header); e != nil {
+			q.fail(e)
+			return
+		}
+	default:
+		q.fail(errInvalidArgument.with("Unknown tagging directive " + d + ": COPY or REPLACE."))
+		return
+	}
 	info, e := h.compose(q, req, "", wire.ComposeSource{Space: src.Space, Key: src.Key, Version: src.Version, Length: -1})
 	if e != nil {
 		q.fail(e)

@@ -75,6 +75,11 @@ func (h *Handler) createUpload(q *request) {
 	if req.ContentType == "" {
 		req.ContentType = "binary/octet-stream"
 	}
+	var e *apiError
+	if req.Tags, e = headerTags(r.Header); e != nil {
+		q.fail(e)
+		return
+	}
 	if req.Headers == nil {
 		req.Headers = map[string]string{}
 	}
@@ -235,7 +240,7 @@ func (h *Handler) completeUpload(q *request) {
 	}
 	headers[partSizesHeader] = encodePartSizes(sizes)
 	etag := hex.EncodeToString(md.Sum(nil)) + "-" + strconv.Itoa(len(doc.Parts))
-	req := &wire.PutRequest{Space: q.bucket, Key: q.key, ContentType: up.ContentType, Meta: up.Meta, Headers: headers}
+	req := &wire.PutRequest{Space: q.bucket, Key: q.key, ContentType: up.ContentType, Meta: up.Meta, Headers: headers, Tags: up.Tags}
 	if !h.writeConditions(q, req) {
 		return
 	}

@@ -33,6 +33,10 @@ func (h *Handler) objectOp(q *request) {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		allowed = append(allowed, "partNumber")
 	}
+	if query.Has("tagging") {
+		h.objectTagging(q)
+		return
+	}
 	if s := unsupportedQuery(r, allowed...); s != "" {
 		notImplemented(q, r.Method+" ?"+s)
 		return
@@ -94,6 +98,11 @@ func (h *Handler) putObject(q *request) {
 	}
 	if req.ContentType == "" {
 		req.ContentType = "binary/octet-stream"
+	}
+	var e *apiError
+	if req.Tags, e = headerTags(r.Header); e != nil {
+		q.fail(e)
+		return
 	}
 	if !h.writeConditions(q, req) {
 		return
@@ -527,6 +536,9 @@ func setObjectHeaders(hd http.Header, info wire.ObjectInfo) {
 	}
 	for k, v := range info.Meta {
 		hd[http.CanonicalHeaderKey(metaPrefix+k)] = []string{v}
+	}
+	if len(info.Tags) > 0 {
+		hd.Set("x-amz-tagging-count", strconv.Itoa(len(info.Tags)))
 	}
 	for _, k := range contentHeaderNames {
 		if v := info.Headers[k]; v != "" {

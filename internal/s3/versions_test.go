@@ -2,6 +2,8 @@ package s3_test
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -210,5 +212,168 @@ func TestConditionalWrites(t *testing.T) {
 	complete.IfMatch = second.ETag
 	if _, err := c.CompleteMultipartUpload(ctx, complete); err != nil {
 		t.Fatalf("Complete with the current If-Match: %v", err)
+	}
+}
+
+// TestTagging: object tags set with the PUT, replaced and removed in place
+// (the version keeps its id), per version, copied or replaced by
+// CopyObject, carried through multipart; bucket tags; S3's limits.
+func TestTagging(t *testing.T) {
+	ctx := context.Background()
+	c := client(startNode(t), testAccess, testSecret)
+	b := aws.String("tags")
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b}); err != nil {
+		t.Fatal(err)
+	}
+	tagsOf := func(key, version string) map[string]string {
+		t.Helper()
+		in := &s3.GetObjectTaggingInput{Bucket: b, Key: aws.String(key)}
+		if version != "" {
+			in.VersionId = aws.String(version)
+		}
+		out, err := c.GetObjectTagging(ctx, in)
+		if err != nil {
+			t.Fatalf("tags of %s@%s: %v", key, version, err)
+		}
+		m := map[string]string{}
+		for _, tg := range out.TagSet {
+			m[aws.ToString(tg.Key)] = aws.ToString(tg.Value)
+		}
+		return m
+	}
+	v1, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("k"), Body: strings.NewReader("one"), Tagging: aws.String("a=1&b=two%20words")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tagsOf("k", ""); !maps.Equal(got, map[string]string{"a": "1", "b": "two words"}) {
+		t.Fatalf("tags from x-amz-tagging: %v", got)
+	}
+	h, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("k")})
+	if err != nil || aws.ToInt32(h.TagCount) != 2 {
+		t.Fatalf("HEAD tag count: %v %v", h.TagCount, err)
+	}
+	v2, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("k"), Body: strings.NewReader("two")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt, err := c.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: b, Key: aws.String("k"),
+		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("state"), Value: aws.String("new")}}}})
+	if err != nil || aws.ToString(pt.VersionId) != aws.ToString(v2.VersionId) {
+		t.Fatalf("PutObjectTagging on the latest: %+v %v", pt, err)
+	}
+	if _, err := c.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: b, Key: aws.String("k"), VersionId: v1.VersionId,
+		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("state"), Value: aws.String("old")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := tagsOf("k", ""); !maps.Equal(got, map[string]string{"state": "new"}) {
+		t.Fatalf("latest's tags: %v", got)
+	}
+	if got := tagsOf("k", aws.ToString(v1.VersionId)); !maps.Equal(got, map[string]string{"state": "old"}) {
+		t.Fatalf("first version's tags: %v", got)
+	}
+	// Tagging changes no content and makes no version.
+	vs, err := c.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: b})
+	if err != nil || len(vs.Versions) != 2 {
+		t.Fatalf("versions after tagging: %d %v", len(vs.Versions), err)
+	}
+	g, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: b, Key: aws.String("k")})
+	if err != nil || aws.ToString(g.ETag) != aws.ToString(v2.ETag) {
+		t.Fatalf("GET after tagging: %v", err)
+	}
+	g.Body.Close()
+
+	// CopyObject keeps the source's tags, or takes new ones.
+	if _, err := c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: b, Key: aws.String("kept"), CopySource: aws.String("tags/k")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := tagsOf("kept", ""); !maps.Equal(got, map[string]string{"state": "new"}) {
+		t.Fatalf("copied tags: %v", got)
+	}
+	if _, err := c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: b, Key: aws.String("replaced"), CopySource: aws.String("tags/k"),
+		TaggingDirective: types.TaggingDirectiveReplace, Tagging: aws.String("x=y")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := tagsOf("replaced", ""); !maps.Equal(got, map[string]string{"x": "y"}) {
+		t.Fatalf("replaced tags: %v", got)
+	}
+	// Multipart: the tags given at create.
+	up, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("mp"), Tagging: aws.String("m=p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: b, Key: aws.String("mp"), UploadId: up.UploadId, PartNumber: aws.Int32(1), Body: strings.NewReader("part")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: aws.String("mp"), UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: p.ETag}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := tagsOf("mp", ""); !maps.Equal(got, map[string]string{"m": "p"}) {
+		t.Fatalf("multipart tags: %v", got)
+	}
+
+	// Removing, and the limits (each refusal changes nothing).
+	if _, err := c.DeleteObjectTagging(ctx, &s3.DeleteObjectTaggingInput{Bucket: b, Key: aws.String("replaced")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := tagsOf("replaced", ""); len(got) != 0 {
+		t.Fatalf("after DeleteObjectTagging: %v", got)
+	}
+	var eleven []types.Tag
+	for i := range 11 {
+		eleven = append(eleven, types.Tag{Key: aws.String(fmt.Sprint("k", i)), Value: aws.String("v")})
+	}
+	for _, bad := range [][]types.Tag{
+		eleven,
+		{{Key: aws.String(strings.Repeat("k", 129)), Value: aws.String("v")}},
+		{{Key: aws.String("a"), Value: aws.String("1")}, {Key: aws.String("a"), Value: aws.String("2")}},
+	} {
+		_, err := c.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: b, Key: aws.String("k"), Tagging: &types.Tagging{TagSet: bad}})
+		if apiCode(err) != "InvalidTag" {
+			t.Fatalf("bad tag set of %d: %v", len(bad), err)
+		}
+	}
+	if got := tagsOf("k", ""); !maps.Equal(got, map[string]string{"state": "new"}) {
+		t.Fatalf("tags after refused changes: %v", got)
+	}
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("k"), Body: strings.NewReader("x"), Tagging: aws.String("a=1&a=2")}); apiCode(err) != "InvalidTag" {
+		t.Fatalf("duplicate x-amz-tagging keys: %v", err)
+	}
+	if _, err := c.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: b, Key: aws.String("nosuch")}); apiCode(err) != "NoSuchKey" {
+		t.Fatalf("tags of a missing key: %v", err)
+	}
+
+	// Bucket tags.
+	if _, err := c.GetBucketTagging(ctx, &s3.GetBucketTaggingInput{Bucket: b}); apiCode(err) != "NoSuchTagSet" {
+		t.Fatalf("bucket tags before any: %v", err)
+	}
+	if _, err := c.PutBucketTagging(ctx, &s3.PutBucketTaggingInput{Bucket: b, Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("cost"), Value: aws.String("ml")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	bt, err := c.GetBucketTagging(ctx, &s3.GetBucketTaggingInput{Bucket: b})
+	if err != nil || len(bt.TagSet) != 1 || aws.ToString(bt.TagSet[0].Value) != "ml" {
+		t.Fatalf("bucket tags: %+v %v", bt, err)
+	}
+	// Settings are not objects: the listing does not show them.
+	l, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: b})
+	if err != nil || len(l.Contents) != 4 {
+		t.Fatalf("listing holds %d objects, want 4: %v", len(l.Contents), err)
+	}
+	if _, err := c.DeleteBucketTagging(ctx, &s3.DeleteBucketTaggingInput{Bucket: b}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetBucketTagging(ctx, &s3.GetBucketTaggingInput{Bucket: b}); apiCode(err) != "NoSuchTagSet" {
+		t.Fatalf("bucket tags after delete: %v", err)
+	}
+	// A bucket whose only keys are its settings can be deleted.
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("tagged-empty")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutBucketTagging(ctx, &s3.PutBucketTaggingInput{Bucket: aws.String("tagged-empty"), Tagging: &types.Tagging{TagSet: []types.Tag{{Key: aws.String("a"), Value: aws.String("b")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String("tagged-empty")}); err != nil {
+		t.Fatalf("deleting a bucket that holds only settings: %v", err)
 	}
 }
