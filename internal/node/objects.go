@@ -616,6 +616,22 @@ func (n *Node) Delete(ctx context.Context, req *wire.DeleteRequest) (wire.Object
 	return n.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: &mvcc.Record{DeleteMarker: true}})
 }
 
+// DeleteMarked implements wire.MarkerService.
+func (n *Node) DeleteMarked(ctx context.Context, req *wire.DeleteRequest, headers map[string]string) (wire.ObjectInfo, error) {
+	if req.Version != 0 {
+		return wire.ObjectInfo{}, wire.Errorf(wire.CodeInvalidArgument, "a marked delete writes a delete marker: no version")
+	}
+	if err := validMeta(nil, nil, headers); err != nil {
+		return wire.ObjectInfo{}, err
+	}
+	s, obj, release, err := n.target(ctx, req.Space, req.Key)
+	if err != nil {
+		return wire.ObjectInfo{}, err
+	}
+	defer release()
+	return n.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: &mvcc.Record{DeleteMarker: true, Headers: headers}})
+}
+
 // SetTags implements wire.TagService.
 func (n *Node) SetTags(ctx context.Context, req *wire.TagRequest) (wire.ObjectInfo, error) {
 	if err := validMeta(nil, req.Tags, nil); err != nil {

@@ -66,6 +66,15 @@ type TagService interface {
 	SetTags(ctx context.Context, req *TagRequest) (ObjectInfo, error)
 }
 
+// MarkerService writes a delete marker that carries headers (S3 marks
+// the null version of a bucket whose versioning is suspended with one).
+// It is not a native protocol operation yet.
+type MarkerService interface {
+	// DeleteMarked is Delete without a Version, whose marker keeps
+	// headers (validated as PutRequest.Headers).
+	DeleteMarked(ctx context.Context, req *DeleteRequest, headers map[string]string) (ObjectInfo, error)
+}
+
 // TagRequest names a version and its new tags.
 type TagRequest struct {
 	Space, Key string
