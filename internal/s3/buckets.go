@@ -90,6 +90,10 @@ func (h *Handler) bucketOp(q *request) {
 	}
 	switch r.Method {
 	case http.MethodPut:
+		if query.Has("versioning") {
+			h.putVersioning(q)
+			return
+		}
 		if s := unsupportedQuery(r); s != "" {
 			notImplemented(q, "PUT ?"+s)
 			return
@@ -213,20 +217,6 @@ func (h *Handler) bucketLocation(q *request) {
 		region = "" // S3 reports the default region as empty
 	}
 	writeXML(q.w, http.StatusOK, locationConstraint{NS: s3NS, Region: region})
-}
-
-// getVersioning reports Enabled: every space keeps the history of its
-// objects.
-func (h *Handler) getVersioning(q *request) {
-	if !h.exists(q) {
-		return
-	}
-	type versioningConfiguration struct {
-		XMLName xml.Name `xml:"VersioningConfiguration"`
-		NS      string   `xml:"xmlns,attr"`
-		Status  string   `xml:"Status"`
-	}
-	writeXML(q.w, http.StatusOK, versioningConfiguration{NS: s3NS, Status: "Enabled"})
 }
 
 type listObject struct {

@@ -2,11 +2,11 @@ package s3
 
 import (
 	"encoding/xml"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
 
-	"github.com/cairn-db/cairn/internal/tstamp"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -30,10 +30,9 @@ func (h *Handler) copySource(q *request) (wire.ObjectInfo, *apiError) {
 		if err != nil {
 			return wire.ObjectInfo{}, errInvalidArgument.with("The copy source's query is malformed.")
 		}
-		if s := qv.Get("versionId"); s != "" {
-			if v, err = tstamp.Parse(s); err != nil || v == 0 {
-				return wire.ObjectInfo{}, errInvalidArgument.with("Invalid version id specified")
-			}
+		var e *apiError
+		if v, e = h.parseVersionID(q.r.Context(), bucket, key, qv.Get("versionId")); e != nil {
+			return wire.ObjectInfo{}, e
 		}
 	}
 	info, err := h.cfg.Service.Stat(q.r.Context(), &wire.GetRequest{Space: bucket, Key: key, Version: v, Length: -1})
@@ -77,7 +76,8 @@ func (h *Handler) copyObject(q *request) {
 			q.fail(errInvalidRequest.with("This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."))
 			return
 		}
-		req.ContentType, req.Meta, req.Headers = src.ContentType, src.Meta, src.Headers
+		req.ContentType, req.Meta, req.Headers = src.ContentType, src.Meta, maps.Clone(src.Headers)
+		delete(req.Headers, nullHeader) // the copy is null only if its own bucket makes it so
 	case "REPLACE":
 		req.ContentType, req.Meta, req.Headers = r.Header.Get("Content-Type"), userMeta(r.Header), contentHeaders(r.Header)
 		if req.ContentType == "" {
@@ -108,14 +108,22 @@ func (h *Handler) copyObject(q *request) {
 		q.fail(errInvalidArgument.with("Unknown tagging directive " + d + ": COPY or REPLACE."))
 		return
 	}
+	null, e := h.markNull(q, req)
+	if e != nil {
+		q.fail(e)
+		return
+	}
 	info, e := h.compose(q, req, "", wire.ComposeSource{Space: src.Space, Key: src.Key, Version: src.Version, Length: -1})
 	if e != nil {
 		q.fail(e)
 		return
 	}
+	if null {
+		h.dropNull(q.r.Context(), q.bucket, q.key, info.Version)
+	}
 	w := q.w.Header()
-	w.Set("x-amz-version-id", tstamp.String(info.Version))
-	w.Set("x-amz-copy-source-version-id", tstamp.String(src.Version))
+	w.Set("x-amz-version-id", versionIDOf(&info))
+	w.Set("x-amz-copy-source-version-id", versionIDOf(&src))
 	writeXML(q.w, http.StatusOK, struct {
 		XMLName xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CopyObjectResult"`
 		copyResult
@@ -145,7 +153,7 @@ func (h *Handler) uploadPartCopy(q *request, id string, n int) {
 		q.fail(e)
 		return
 	}
-	q.w.Header().Set("x-amz-copy-source-version-id", tstamp.String(src.Version))
+	q.w.Header().Set("x-amz-copy-source-version-id", versionIDOf(&src))
 	writeXML(q.w, http.StatusOK, struct {
 		XMLName xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CopyPartResult"`
 		copyResult

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/tstamp"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -244,13 +243,21 @@ func (h *Handler) completeUpload(q *request) {
 	if !h.writeConditions(q, req) {
 		return
 	}
+	null, e := h.markNull(q, req)
+	if e != nil {
+		q.fail(e)
+		return
+	}
 	info, e := h.compose(q, req, etag, sources...)
 	if e != nil {
 		q.fail(e)
 		return
 	}
+	if null {
+		h.dropNull(ctx, q.bucket, q.key, info.Version)
+	}
 	h.removeUpload(ctx, q.bucket, id, up.Version, stored)
-	q.w.Header().Set("x-amz-version-id", tstamp.String(info.Version))
+	q.w.Header().Set("x-amz-version-id", versionIDOf(&info))
 	writeXML(q.w, http.StatusOK, struct {
 		XMLName  xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CompleteMultipartUploadResult"`
 		Location string

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/tstamp"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -77,17 +76,9 @@ func (h *Handler) uploadOp(q *request) {
 	}
 }
 
-// version parses the versionId query parameter (0: none given).
-func version(q *request) (uint64, *apiError) {
-	s := q.r.URL.Query().Get("versionId")
-	if s == "" {
-		return 0, nil
-	}
-	v, err := tstamp.Parse(s)
-	if err != nil || v == 0 {
-		return 0, errInvalidArgument.with("Invalid version id specified")
-	}
-	return v, nil
+// version resolves the versionId query parameter (0: none given).
+func (h *Handler) version(q *request) (uint64, *apiError) {
+	return h.parseVersionID(q.r.Context(), q.bucket, q.key, q.r.URL.Query().Get("versionId"))
 }
 
 func (h *Handler) putObject(q *request) {
@@ -107,13 +98,21 @@ func (h *Handler) putObject(q *request) {
 	if !h.writeConditions(q, req) {
 		return
 	}
+	null, e := h.markNull(q, req)
+	if e != nil {
+		q.fail(e)
+		return
+	}
 	info, ok := h.store(r.Context(), q, req)
 	if !ok {
 		return
 	}
+	if null {
+		h.dropNull(r.Context(), q.bucket, q.key, info.Version)
+	}
 	w := q.w.Header()
 	w.Set("ETag", `"`+info.ETag+`"`)
-	w.Set("x-amz-version-id", tstamp.String(info.Version))
+	w.Set("x-amz-version-id", versionIDOf(&info))
 	setChecksumHeaders(w, info.Headers)
 	q.w.WriteHeader(http.StatusOK)
 }
@@ -399,7 +398,7 @@ func checkConditions(r *http.Request, info wire.ObjectInfo) *apiError {
 
 func (h *Handler) getObject(q *request) {
 	r := q.r
-	v, e := version(q)
+	v, e := h.version(q)
 	if e != nil {
 		q.fail(e)
 		return
@@ -530,7 +529,7 @@ func setObjectHeaders(hd http.Header, info wire.ObjectInfo) {
 	hd.Set("ETag", `"`+info.ETag+`"`)
 	hd.Set("Last-Modified", time.Unix(0, info.Modified).UTC().Format(http.TimeFormat))
 	hd.Set("Accept-Ranges", "bytes")
-	hd.Set("x-amz-version-id", tstamp.String(info.Version))
+	hd.Set("x-amz-version-id", versionIDOf(&info))
 	if info.ContentType != "" {
 		hd.Set("Content-Type", info.ContentType)
 	}
@@ -548,12 +547,16 @@ func setObjectHeaders(hd http.Header, info wire.ObjectInfo) {
 }
 
 func (h *Handler) deleteObject(q *request) {
-	v, e := version(q)
+	v, e := h.version(q)
+	if e == errNoSuchVersion {
+		q.w.WriteHeader(http.StatusNoContent) // no null version: nothing to delete
+		return
+	}
 	if e != nil {
 		q.fail(e)
 		return
 	}
-	info, err := h.cfg.Service.Delete(q.r.Context(), &wire.DeleteRequest{Space: q.bucket, Key: q.key, Version: v})
+	info, err := h.deleteKey(q.r.Context(), q.bucket, q.key, v)
 	var we *wire.Error
 	switch {
 	case errors.As(err, &we) && we.Code == wire.CodeNotFound:
@@ -566,10 +569,33 @@ func (h *Handler) deleteObject(q *request) {
 			q.w.Header().Set("x-amz-delete-marker", "true")
 		}
 		if info.Version != 0 {
-			q.w.Header().Set("x-amz-version-id", tstamp.String(info.Version))
+			q.w.Header().Set("x-amz-version-id", versionIDOf(&info))
 		}
 	}
 	q.w.WriteHeader(http.StatusNoContent)
+}
+
+// deleteKey deletes version v of key or, when v is 0, writes a delete
+// marker: in a bucket whose versioning is suspended, the key's null
+// version, replacing the one before.
+func (h *Handler) deleteKey(ctx context.Context, bucket, key string, v uint64) (wire.ObjectInfo, error) {
+	req := &wire.DeleteRequest{Space: bucket, Key: key, Version: v}
+	if v != 0 {
+		return h.cfg.Service.Delete(ctx, req)
+	}
+	status, err := h.versioning(ctx, bucket)
+	if err != nil {
+		return wire.ObjectInfo{}, err
+	}
+	ms, ok := h.cfg.Service.(wire.MarkerService)
+	if status != versioningSuspended || !ok {
+		return h.cfg.Service.Delete(ctx, req)
+	}
+	info, err := ms.DeleteMarked(ctx, req, map[string]string{nullHeader: "1"})
+	if err == nil {
+		h.dropNull(ctx, bucket, key, info.Version)
+	}
+	return info, err
 }
 
 // maxDeleteObjects is the most keys one DeleteObjects names.
@@ -616,15 +642,18 @@ func (h *Handler) deleteObjects(q *request) {
 		Errors  []failed  `xml:"Error"`
 	}{}
 	for _, o := range doc.Objects {
-		var v uint64
-		if o.VersionID != "" {
-			var err error
-			if v, err = tstamp.Parse(o.VersionID); err != nil || v == 0 {
-				out.Errors = append(out.Errors, failed{o.Key, o.VersionID, "NoSuchVersion", "The specified version does not exist."})
-				continue
+		v, e := h.parseVersionID(q.r.Context(), q.bucket, o.Key, o.VersionID)
+		if e == errNoSuchVersion && o.VersionID == nullVersionID {
+			if !doc.Quiet {
+				out.Deleted = append(out.Deleted, deleted{Key: o.Key, VersionID: o.VersionID})
 			}
+			continue
 		}
-		info, err := h.cfg.Service.Delete(q.r.Context(), &wire.DeleteRequest{Space: q.bucket, Key: o.Key, Version: v})
+		if e != nil {
+			out.Errors = append(out.Errors, failed{o.Key, o.VersionID, "NoSuchVersion", "The specified version does not exist."})
+			continue
+		}
+		info, err := h.deleteKey(q.r.Context(), q.bucket, o.Key, v)
 		if err != nil && wire.CodeOf(err) != wire.CodeNotFound {
 			e := fromService(err)
 			out.Errors = append(out.Errors, failed{o.Key, o.VersionID, e.Code, e.Message})
@@ -637,7 +666,7 @@ func (h *Handler) deleteObjects(q *request) {
 		if err == nil && info.DeleteMarker {
 			d.DeleteMarker = true
 			if v == 0 {
-				d.DeleteMarkerVersionID = tstamp.String(info.Version)
+				d.DeleteMarkerVersionID = versionIDOf(&info)
 			}
 		}
 		out.Deleted = append(out.Deleted, d)

@@ -36,7 +36,8 @@ type Config struct {
 
 // Handler is the S3 API.
 type Handler struct {
-	cfg Config
+	cfg    Config
+	vcache versioningCache
 }
 
 // New returns a Handler for cfg.

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/cairn-db/cairn/internal/tstamp"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -88,7 +87,7 @@ func tagSet(m map[string]string) []tag {
 // version named by versionId, else the latest). Tags change in place: the
 // version keeps its id.
 func (h *Handler) objectTagging(q *request) {
-	v, e := version(q)
+	v, e := h.version(q)
 	if e != nil {
 		q.fail(e)
 		return
@@ -101,7 +100,7 @@ func (h *Handler) objectTagging(q *request) {
 			h.objectError(q, v, err)
 			return
 		}
-		q.w.Header().Set("x-amz-version-id", tstamp.String(info.Version))
+		q.w.Header().Set("x-amz-version-id", versionIDOf(&info))
 		writeXML(q.w, http.StatusOK, tagging{NS: s3NS, TagSet: tagSet(info.Tags)})
 	case http.MethodPut, http.MethodDelete:
 		var tags map[string]string
@@ -134,7 +133,7 @@ func (h *Handler) objectTagging(q *request) {
 			h.objectError(q, v, err)
 			return
 		}
-		q.w.Header().Set("x-amz-version-id", tstamp.String(info.Version))
+		q.w.Header().Set("x-amz-version-id", versionIDOf(&info))
 		if q.r.Method == http.MethodDelete {
 			q.w.WriteHeader(http.StatusNoContent)
 		} else {

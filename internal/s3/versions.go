@@ -118,9 +118,6 @@ func (h *Handler) listVersions(q *request, prefix, delimiter, after string, afte
 	}
 }
 
-// versionIDOf is how S3 names a version.
-func versionIDOf(o *wire.ObjectInfo) string { return tstamp.String(o.Version) }
-
 func (h *Handler) listObjectVersions(q *request) {
 	query := q.r.URL.Query()
 	prefix, delimiter := query.Get("prefix"), query.Get("delimiter")
@@ -141,12 +138,10 @@ func (h *Handler) listObjectVersions(q *request) {
 			q.fail(errInvalidArgument.with("A version-id marker cannot be specified without a key marker."))
 			return
 		}
-		v, err := tstamp.Parse(vidMarker)
-		if err != nil || v == 0 {
-			q.fail(errInvalidArgument.with("Invalid version id specified"))
+		if afterVersion, e = h.parseVersionID(q.r.Context(), q.bucket, keyMarker, vidMarker); e != nil {
+			q.fail(e)
 			return
 		}
-		afterVersion = v
 	}
 	p, err := h.listVersions(q, prefix, delimiter, keyMarker, afterVersion, max)
 	if err != nil {

@@ -3,7 +3,9 @@ package s3_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -375,5 +377,144 @@ func TestTagging(t *testing.T) {
 	}
 	if _, err := c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String("tagged-empty")}); err != nil {
 		t.Fatalf("deleting a bucket that holds only settings: %v", err)
+	}
+}
+
+// TestVersioningSuspended: a bucket starts Enabled; once suspended, each
+// write and delete makes the key's "null" version, replacing the one
+// before, while versions written before keep their ids; enabling again
+// keeps the null version until it is deleted by its id.
+func TestVersioningSuspended(t *testing.T) {
+	ctx := context.Background()
+	ep := startNode(t)
+	c := client(ep, testAccess, testSecret)
+	b := aws.String("susp")
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b}); err != nil {
+		t.Fatal(err)
+	}
+	status := func() types.BucketVersioningStatus {
+		t.Helper()
+		out, err := c.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Status
+	}
+	setStatus := func(s types.BucketVersioningStatus) {
+		t.Helper()
+		if _, err := c.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: b,
+			VersioningConfiguration: &types.VersioningConfiguration{Status: s}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put := func(body string) string {
+		t.Helper()
+		p, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("k"), Body: strings.NewReader(body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return aws.ToString(p.VersionId)
+	}
+	versions := func() []string {
+		t.Helper()
+		out, err := c.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, v := range out.Versions {
+			got = append(got, entry(aws.ToString(v.Key), aws.ToString(v.VersionId), aws.ToBool(v.IsLatest), false))
+		}
+		for _, m := range out.DeleteMarkers {
+			got = append(got, entry(aws.ToString(m.Key), aws.ToString(m.VersionId), aws.ToBool(m.IsLatest), true))
+		}
+		slices.Sort(got)
+		return got
+	}
+	read := func(version string) string {
+		t.Helper()
+		in := &s3.GetObjectInput{Bucket: b, Key: aws.String("k")}
+		if version != "" {
+			in.VersionId = aws.String(version)
+		}
+		g, err := c.GetObject(ctx, in)
+		if err != nil {
+			t.Fatalf("GET k@%q: %v", version, err)
+		}
+		defer g.Body.Close()
+		var sb strings.Builder
+		if _, err := io.Copy(&sb, g.Body); err != nil {
+			t.Fatal(err)
+		}
+		return sb.String()
+	}
+
+	if s := status(); s != types.BucketVersioningStatusEnabled {
+		t.Fatalf("a new bucket's versioning: %q", s)
+	}
+	v1 := put("enabled")
+	setStatus(types.BucketVersioningStatusSuspended)
+	if s := status(); s != types.BucketVersioningStatusSuspended {
+		t.Fatalf("after suspending: %q", s)
+	}
+	if id := put("null one"); id != "null" {
+		t.Fatalf("a write while suspended has version id %q, want null", id)
+	}
+	if id := put("null two"); id != "null" {
+		t.Fatalf("a second write while suspended: %q", id)
+	}
+	// The second null version replaced the first; v1 stays.
+	want := []string{"k " + v1, "k null latest"}
+	if got := versions(); !slices.Equal(got, want) {
+		t.Fatalf("versions while suspended: %q, want %q", got, want)
+	}
+	if got := read("null"); got != "null two" {
+		t.Fatalf("GET versionId=null: %q", got)
+	}
+	// A delete makes a null delete marker, replacing the null version.
+	d, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String("k")})
+	if err != nil || !aws.ToBool(d.DeleteMarker) || aws.ToString(d.VersionId) != "null" {
+		t.Fatalf("delete while suspended: %+v %v", d, err)
+	}
+	want = []string{"k " + v1, "k null latest marker"}
+	if got := versions(); !slices.Equal(got, want) {
+		t.Fatalf("versions after a suspended delete: %q, want %q", got, want)
+	}
+	// Enabled again: new versions get ids; the null version stays.
+	setStatus(types.BucketVersioningStatusEnabled)
+	v3 := put("enabled again")
+	if v3 == "null" || v3 == "" {
+		t.Fatalf("a write after re-enabling: %q", v3)
+	}
+	want = []string{"k " + v1, "k " + v3 + " latest", "k null marker"}
+	if got := versions(); !slices.Equal(got, want) {
+		t.Fatalf("versions after re-enabling: %q, want %q", got, want)
+	}
+	if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String("k"), VersionId: aws.String("null")}); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"k " + v1, "k " + v3 + " latest"}
+	if got := versions(); !slices.Equal(got, want) {
+		t.Fatalf("versions after deleting the null version: %q, want %q", got, want)
+	}
+	// No null version now: reading it fails, deleting it is a no-op.
+	if _, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: b, Key: aws.String("k"), VersionId: aws.String("null")}); apiCode(err) != "NoSuchVersion" {
+		t.Fatalf("GET of a missing null version: %v", err)
+	}
+	if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String("k"), VersionId: aws.String("null")}); err != nil {
+		t.Fatalf("deleting a missing null version: %v", err)
+	}
+	if got := read(v1); got != "enabled" {
+		t.Fatalf("the first version: %q", got)
+	}
+	// Bad documents change nothing.
+	for _, bad := range []string{"<VersioningConfiguration><Status>Maybe</Status></VersioningConfiguration>", "<nope"} {
+		code, body := signedPut(t, ep+"/susp?versioning", bad, sha256hex(bad), nil)
+		if code != http.StatusBadRequest || !strings.Contains(body, "MalformedXML") {
+			t.Fatalf("PutBucketVersioning %q: %d %s", bad, code, body)
+		}
+	}
+	if s := status(); s != types.BucketVersioningStatusEnabled {
+		t.Fatalf("after bad documents: %q", s)
 	}
 }
