@@ -232,6 +232,32 @@ func (c *Catalog) SetSpaceState(ctx context.Context, name, state string) error {
 	}
 }
 
+// SetRetention changes the history policy of space name (the Retention,
+// KeepLast and KeepFor of its settings; the rest stay) and returns the
+// space as changed. Writes take the new policy once their node has read
+// it (see node's refresh of space settings); versions pruned under the old
+// policy stay pruned.
+func (c *Catalog) SetRetention(ctx context.Context, name string, set SpaceSettings) (Space, error) {
+	for {
+		sp, rev, err := c.getSpace(ctx, name)
+		if err != nil {
+			return Space{}, err
+		}
+		sp.Settings.Retention, sp.Settings.KeepLast, sp.Settings.KeepFor = set.Retention, set.KeepLast, set.KeepFor
+		if sp.Settings.Retention == "" {
+			sp.Settings.Retention = RetainAll
+		}
+		if err := sp.Settings.Validate(); err != nil {
+			return Space{}, err
+		}
+		_, err = c.store.Put(ctx, spaceKey(name), encodeSpace(sp), rev)
+		if !errors.Is(err, ErrConflict) {
+			return sp, err
+		}
+		// Lost a race with another writer (or a delete): read again.
+	}
+}
+
 // DeleteSpace removes space name from the catalog (its ranges stay until
 // DeleteRanges). It returns ErrSpaceNotFound if there is none.
 func (c *Catalog) DeleteSpace(ctx context.Context, name string) error {

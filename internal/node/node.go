@@ -485,7 +485,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		cancel()
 		return nil, err
 	}
-	n.bg.Add(10)
+	n.bg.Add(11)
 	go func() {
 		defer n.bg.Done()
 		every(bgCtx, n.cfg.MultipartSweep, n.sweepUploads)
@@ -513,6 +513,10 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	go func() {
 		defer n.bg.Done()
 		everyOrKick(bgCtx, 500*time.Millisecond, n.syncKick, n.syncRanges)
+	}()
+	go func() {
+		defer n.bg.Done()
+		every(bgCtx, time.Second, n.refreshSettings)
 	}()
 	go func() {
 		defer n.bg.Done()

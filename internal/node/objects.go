@@ -123,7 +123,7 @@ func (n *Node) commit(ctx context.Context, s *space, obj []byte, spaceName, key 
 		if err != nil {
 			return wire.ObjectInfo{}, unavailable("timestamp oracle", err)
 		}
-		c.Obj, c.Rec.Version, c.Rec.StartTS, c.Retention = obj, ts, ts, s.retention
+		c.Obj, c.Rec.Version, c.Rec.StartTS, c.Retention = obj, ts, ts, *s.retention.Load()
 		res, err := n.propose(ctx, s, obj, c.Encode())
 		if errors.Is(err, mvcc.ErrStaleVersion) {
 			if attempt < maxPlanRetries {

@@ -3,10 +3,12 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/mvcc"
@@ -147,6 +149,30 @@ func TestAnyNodeServes(t *testing.T) {
 				i++
 			}
 		}
+	}
+
+	// A changed history policy reaches every node: writes through node 3
+	// prune to it within a few seconds.
+	if _, err := nodes[0].SetRetention(ctx, "routed", wire.SpaceSettings{Retention: "last", KeepLast: 2}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = nodes[0].SetRetention(ctx, "routed", wire.SpaceSettings{Retention: "last"})
+	mustCode(t, err, wire.CodeInvalidArgument)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		for i := range 3 {
+			writeAny(t, nodes[2:], "routed", "pruned", fmt.Sprint(i))
+		}
+		vs, err := nodes[1].Versions(ctx, &wire.VersionsRequest{Space: "routed", Key: "pruned"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(vs.Versions) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after SetRetention(last 2), a key keeps %d versions", len(vs.Versions))
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 
 	// A chunked body written through one node is read through each.

@@ -21,8 +21,10 @@ import (
 
 // space is the node's cached view of one space and its ranges.
 type space struct {
-	meta      meta.Space
-	retention mvcc.Retention
+	meta meta.Space
+	// retention is the space's history policy, replaced when its
+	// settings change (refreshSettings).
+	retention atomic.Pointer[mvcc.Retention]
 	// tab holds the space's ranges sorted by start key; together they
 	// cover the space. Replaced whole (copy-on-write) when the range
 	// table changes: see table and splits.go.
@@ -163,7 +165,9 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 			return nil, fmt.Errorf("create ranges of space %s: %w", sp.Name, err)
 		}
 	}
-	s := &space{meta: sp, retention: retentionOf(sp.Settings)}
+	s := &space{meta: sp}
+	ret := retentionOf(sp.Settings)
+	s.retention.Store(&ret)
 	var tab []*rng
 	for _, d := range descs {
 		var rep *replica.Replica
@@ -452,4 +456,44 @@ func (n *Node) finishDeleteSpace(ctx context.Context, sp meta.Space) error {
 		return err
 	}
 	return n.catalog.DeleteSpace(ctx, sp.Name)
+}
+
+// refreshSettings takes changes of the open spaces' settings from the
+// catalog: today their history policy (SetRetention).
+func (n *Node) refreshSettings(ctx context.Context) {
+	spaces, err := n.catalog.ListSpaces(ctx)
+	if err != nil {
+		return
+	}
+	for _, sp := range spaces {
+		n.mu.RLock()
+		s := n.mu.spaces[sp.Name]
+		n.mu.RUnlock()
+		if s == nil || s.meta.ID != sp.ID {
+			continue
+		}
+		if ret := retentionOf(sp.Settings); ret != *s.retention.Load() {
+			s.retention.Store(&ret)
+		}
+	}
+}
+
+// SetRetention implements wire.RetentionService: it changes space name's
+// history policy (the retention fields of ws). Every node applies it to
+// its writes within a second; this one at once.
+func (n *Node) SetRetention(ctx context.Context, name string, ws wire.SpaceSettings) (wire.SpaceInfo, error) {
+	// Only the retention fields count: check them as a new space's.
+	ms, err := settingsToMeta(wire.SpaceSettings{Retention: ws.Retention, KeepLast: ws.KeepLast, KeepForSeconds: ws.KeepForSeconds}, 1)
+	if err != nil {
+		return wire.SpaceInfo{}, err
+	}
+	sp, err := n.catalog.SetRetention(ctx, name, ms)
+	if errors.Is(err, meta.ErrSpaceNotFound) {
+		return wire.SpaceInfo{}, wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist", name)
+	}
+	if err != nil {
+		return wire.SpaceInfo{}, err
+	}
+	n.refreshSettings(ctx)
+	return spaceInfo(sp), nil
 }

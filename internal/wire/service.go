@@ -75,6 +75,17 @@ type MarkerService interface {
 	DeleteMarked(ctx context.Context, req *DeleteRequest, headers map[string]string) (ObjectInfo, error)
 }
 
+// RetentionService changes a space's history policy after its creation
+// (S3 lifecycle rules for noncurrent versions map onto it). It is not a
+// native protocol operation yet.
+type RetentionService interface {
+	// SetRetention sets the Retention, KeepLast and KeepForSeconds of
+	// space name's settings (the others are ignored) and returns the
+	// space. Writes take the new policy from then on; versions already
+	// pruned stay pruned.
+	SetRetention(ctx context.Context, name string, settings SpaceSettings) (SpaceInfo, error)
+}
+
 // TagRequest names a version and its new tags.
 type TagRequest struct {
 	Space, Key string
