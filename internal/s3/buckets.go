@@ -88,6 +88,10 @@ func (h *Handler) bucketOp(q *request) {
 		h.bucketTagging(q)
 		return
 	}
+	if query.Has("lifecycle") {
+		h.bucketLifecycle(q)
+		return
+	}
 	switch r.Method {
 	case http.MethodPut:
 		if query.Has("versioning") {
@@ -153,25 +157,32 @@ type createBucketConfiguration struct {
 // SHA-256, Content-MD5, a checksum; aws-chunked decoded) before it is
 // used.
 func readXML(q *request, v any, limit int64) *apiError {
-	body, fault, e := putBody(q, &wire.PutRequest{})
-	if e != nil {
+	b, e := readXMLBytes(q, limit)
+	if e != nil || len(bytes.TrimSpace(b)) == 0 {
 		return e
-	}
-	b, err := io.ReadAll(io.LimitReader(body, limit+1))
-	switch {
-	case fault.e != nil:
-		return fault.e
-	case err != nil:
-		return errIncompleteBody
-	case int64(len(b)) > limit:
-		return errMalformedXML.with("The XML document is over " + strconv.FormatInt(limit>>10, 10) + " KiB.")
-	case len(bytes.TrimSpace(b)) == 0:
-		return nil
 	}
 	if err := xml.Unmarshal(b, v); err != nil {
 		return errMalformedXML
 	}
 	return nil
+}
+
+// readXMLBytes is readXML's checked read of the document.
+func readXMLBytes(q *request, limit int64) ([]byte, *apiError) {
+	body, fault, e := putBody(q, &wire.PutRequest{})
+	if e != nil {
+		return nil, e
+	}
+	b, err := io.ReadAll(io.LimitReader(body, limit+1))
+	switch {
+	case fault.e != nil:
+		return nil, fault.e
+	case err != nil:
+		return nil, errIncompleteBody
+	case int64(len(b)) > limit:
+		return nil, errMalformedXML.with("The XML document is over " + strconv.FormatInt(limit>>10, 10) + " KiB.")
+	}
+	return b, nil
 }
 
 func (h *Handler) createBucket(q *request) {

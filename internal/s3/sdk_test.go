@@ -45,6 +45,13 @@ func startNodeWith(t *testing.T, tls *testCert) string {
 // startNodeWithConfig is startNodeWith with more configuration.
 func startNodeWithConfig(t *testing.T, tls *testCert, more func(*node.Config)) string {
 	t.Helper()
+	_, ep := openNode(t, tls, more)
+	return ep
+}
+
+// openNode is startNodeWithConfig that returns the node too.
+func openNode(t *testing.T, tls *testCert, more func(*node.Config)) (*node.Node, string) {
+	t.Helper()
 	cfg := node.Config{
 		DataDir: t.TempDir(), NativePort: -1, HTTPPort: -1, MetaPort: -1, PeerPort: -1, MetaClientPort: -1,
 		RootAccessKey: testAccess, RootSecretKey: testSecret,
@@ -63,9 +70,9 @@ func startNodeWithConfig(t *testing.T, tls *testCert, more func(*node.Config)) s
 	n.Serve()
 	t.Cleanup(func() { _ = n.Close() })
 	if tls != nil {
-		return "https://" + n.HTTPAddr()
+		return n, "https://" + n.HTTPAddr()
 	}
-	return "http://" + n.HTTPAddr()
+	return n, "http://" + n.HTTPAddr()
 }
 
 func client(endpoint, access, secret string, opts ...func(*s3.Options)) *s3.Client {

@@ -518,3 +518,73 @@ func TestVersioningSuspended(t *testing.T) {
 		t.Fatalf("after bad documents: %q", s)
 	}
 }
+
+// TestLifecycle: a noncurrent-version expiry rule becomes the bucket's
+// retention, reads back as sent, and is undone by deleting it; rules the
+// store cannot honour are refused and change nothing.
+func TestLifecycle(t *testing.T) {
+	ctx := context.Background()
+	n, ep := openNode(t, nil, nil)
+	c := client(ep, testAccess, testSecret)
+	b := aws.String("life")
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b}); err != nil {
+		t.Fatal(err)
+	}
+	retention := func() string {
+		t.Helper()
+		spaces, err := n.ListSpaces(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sp := range spaces {
+			if sp.Name == "life" {
+				return fmt.Sprintf("%s %d %d", sp.Settings.Retention, sp.Settings.KeepLast, sp.Settings.KeepForSeconds)
+			}
+		}
+		t.Fatal("no space life")
+		return ""
+	}
+	if _, err := c.GetBucketLifecycleConfiguration(ctx, &s3.GetBucketLifecycleConfigurationInput{Bucket: b}); apiCode(err) != "NoSuchLifecycleConfiguration" {
+		t.Fatalf("lifecycle of a new bucket: %v", err)
+	}
+	rule := types.LifecycleRule{ID: aws.String("old-versions"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("")},
+		NoncurrentVersionExpiration:    &types.NoncurrentVersionExpiration{NoncurrentDays: aws.Int32(30)},
+		AbortIncompleteMultipartUpload: &types.AbortIncompleteMultipartUpload{DaysAfterInitiation: aws.Int32(7)}}
+	if _, err := c.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{Bucket: b,
+		LifecycleConfiguration: &types.BucketLifecycleConfiguration{Rules: []types.LifecycleRule{rule}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := retention(); got != "duration 0 2592000" {
+		t.Fatalf("retention after a 30-day noncurrent expiry rule: %s", got)
+	}
+	out, err := c.GetBucketLifecycleConfiguration(ctx, &s3.GetBucketLifecycleConfigurationInput{Bucket: b})
+	if err != nil || len(out.Rules) != 1 || aws.ToInt32(out.Rules[0].NoncurrentVersionExpiration.NoncurrentDays) != 30 || aws.ToString(out.Rules[0].ID) != "old-versions" {
+		t.Fatalf("lifecycle read back: %+v %v", out, err)
+	}
+	for _, bad := range []types.LifecycleRule{
+		{ID: aws.String("current"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("")},
+			Expiration: &types.LifecycleExpiration{Days: aws.Int32(1)}},
+		{ID: aws.String("prefixed"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("logs/")},
+			NoncurrentVersionExpiration: &types.NoncurrentVersionExpiration{NoncurrentDays: aws.Int32(1)}},
+		{ID: aws.String("newer"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("")},
+			NoncurrentVersionExpiration: &types.NoncurrentVersionExpiration{NoncurrentDays: aws.Int32(1), NewerNoncurrentVersions: aws.Int32(3)}},
+	} {
+		_, err := c.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{Bucket: b,
+			LifecycleConfiguration: &types.BucketLifecycleConfiguration{Rules: []types.LifecycleRule{bad}}})
+		if apiCode(err) != "NotImplemented" {
+			t.Fatalf("rule %s: %v", aws.ToString(bad.ID), err)
+		}
+	}
+	if got := retention(); got != "duration 0 2592000" {
+		t.Fatalf("retention after refused rules: %s", got)
+	}
+	if _, err := c.DeleteBucketLifecycle(ctx, &s3.DeleteBucketLifecycleInput{Bucket: b}); err != nil {
+		t.Fatal(err)
+	}
+	if got := retention(); got != "all 0 0" {
+		t.Fatalf("retention after DeleteBucketLifecycle: %s", got)
+	}
+	if _, err := c.GetBucketLifecycleConfiguration(ctx, &s3.GetBucketLifecycleConfigurationInput{Bucket: b}); apiCode(err) != "NoSuchLifecycleConfiguration" {
+		t.Fatalf("lifecycle after delete: %v", err)
+	}
+}
