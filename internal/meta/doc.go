@@ -29,6 +29,8 @@
 //	                                    "settings":{..},"state":"active"|"deleting"}
 //	/cairn/rootkey                     {"v":1,"access":..,"secret":..} the S3 root
 //	                                   key, when the configuration gives none
+//	/cairn/keys/<access key id>        {"v":1,"access":..,"secret":..,"grants":{<space>|"*":
+//	                                    "read"|"write"|"admin"},"created":..} S3 keys
 //	/cairn/ranges/<space %08x>/<range %016x>
 //	                                   {"v":1,"id":"<n>","space_id":..,"start":<b64>,
 //	                                    "end":<b64>|null,"replicas":[..],"epoch":"<n>"}
