@@ -326,3 +326,45 @@ func (c *Client) DrainNode(ctx context.Context, id uint64) error {
 func (c *Client) RemoveNode(ctx context.Context, id uint64) error {
 	return c.do(ctx, true, nil, func(cn *wire.Conn) error { return cn.NodeAdmin(ctx, wire.NodeRemove, id) })
 }
+
+// CreateKey makes an S3 access key with k's grants (permissions "read",
+// "write" or "admin" by space name, "*" for every space); an empty Access
+// or Secret is made up. The answer holds the secret: it is not shown again.
+func (c *Client) CreateKey(ctx context.Context, k wire.KeySpec) (wire.KeySpec, error) {
+	body, err := json.Marshal(k)
+	if err != nil {
+		return wire.KeySpec{}, err
+	}
+	var made wire.KeySpec
+	err = c.do(ctx, false, nil, func(cn *wire.Conn) error {
+		b, err := cn.Keys(ctx, wire.KeyCreate, body)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &made)
+	})
+	return made, err
+}
+
+// ListKeys lists the S3 access keys other than the root key, without
+// their secrets.
+func (c *Client) ListKeys(ctx context.Context) ([]wire.KeySpec, error) {
+	var keys []wire.KeySpec
+	err := c.do(ctx, true, nil, func(cn *wire.Conn) error {
+		b, err := cn.Keys(ctx, wire.KeyList, nil)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &keys)
+	})
+	return keys, err
+}
+
+// DeleteKey removes an S3 access key; requests signed with it are refused
+// from then on (on every node within a second).
+func (c *Client) DeleteKey(ctx context.Context, access string) error {
+	return c.do(ctx, true, nil, func(cn *wire.Conn) error {
+		_, err := cn.Keys(ctx, wire.KeyDelete, []byte(access))
+		return err
+	})
+}

@@ -311,21 +311,22 @@ func (c *Config) Validate() error {
 
 // Node is one running Cairn node.
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	eng     *storage.Engine
-	meta    meta.Store
-	ownMeta bool // meta was opened by the node (and is closed by it)
-	oracle  *meta.Oracle
-	catalog *meta.Catalog
-	rootKey meta.AccessKey // the S3 root key
-	s3api   *s3.Handler    // the S3 API (s3.go)
-	chunks  *segment.Store
-	ranges  *replica.Store
-	id      identity
-	metrics *metrics
-	cache   *kv.Cache // latest records; nil when disabled
-	peers   *peers
+	cfg        Config
+	log        *slog.Logger
+	eng        *storage.Engine
+	meta       meta.Store
+	ownMeta    bool // meta was opened by the node (and is closed by it)
+	oracle     *meta.Oracle
+	catalog    *meta.Catalog
+	rootKey    meta.AccessKey                      // the S3 root key
+	accessKeys atomic.Pointer[map[string]meta.Key] // the other S3 keys, by access key id
+	s3api      *s3.Handler                         // the S3 API (s3.go)
+	chunks     *segment.Store
+	ranges     *replica.Store
+	id         identity
+	metrics    *metrics
+	cache      *kv.Cache // latest records; nil when disabled
+	peers      *peers
 	// metaPeerURL is the embedded etcd member's peer URL ("" with cfg.Meta).
 	metaPeerURL string
 	// member is the node's own etcd member when it is not n.meta itself (a
@@ -439,6 +440,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.loadRootKey(ctx); err != nil {
 		return nil, err
 	}
+	n.refreshKeys(ctx)
 	n.oracle = meta.NewOracle(n.meta, meta.OracleOptions{Clock: cfg.Clock, Logger: n.log})
 	// A node alone in its cluster leads the oracle before it serves (no
 	// other node could); a node of a larger cluster asks the leader for
@@ -516,7 +518,10 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}()
 	go func() {
 		defer n.bg.Done()
-		every(bgCtx, time.Second, n.refreshSettings)
+		every(bgCtx, time.Second, func(ctx context.Context) {
+			n.refreshSettings(ctx)
+			n.refreshKeys(ctx)
+		})
 	}()
 	go func() {
 		defer n.bg.Done()

@@ -536,6 +536,12 @@ func (c *Conn) NodeAdmin(ctx context.Context, action NodeAction, nodeID uint64) 
 	return err
 }
 
+// Keys sends a KEYS request: action, then its body; it returns the
+// answer's JSON document (see KeyAction).
+func (c *Conn) Keys(ctx context.Context, action KeyAction, body []byte) ([]byte, error) {
+	return c.Call(ctx, OpKeys, append([]byte{byte(action)}, body...))
+}
+
 // Routes asks for the route table of a space (ROUTES).
 func (c *Conn) Routes(ctx context.Context, space string) (RouteTable, error) {
 	b, err := c.Call(ctx, OpRoutes, AppendName(nil, space))

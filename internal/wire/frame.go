@@ -38,6 +38,7 @@ const (
 	OpCluster     Op = 0x05
 	OpNode        Op = 0x06
 	OpRoutes      Op = 0x07
+	OpKeys        Op = 0x08
 	OpPut         Op = 0x10
 	OpGet         Op = 0x11
 	OpStat        Op = 0x12
@@ -51,7 +52,7 @@ const (
 
 var opNames = map[Op]string{
 	OpPing: "PING", OpCreateSpace: "CREATE_SPACE", OpListSpaces: "LIST_SPACES",
-	OpDeleteSpace: "DELETE_SPACE", OpCluster: "CLUSTER", OpNode: "NODE", OpRoutes: "ROUTES", OpPut: "PUT", OpGet: "GET", OpStat: "STAT",
+	OpDeleteSpace: "DELETE_SPACE", OpCluster: "CLUSTER", OpNode: "NODE", OpRoutes: "ROUTES", OpKeys: "KEYS", OpPut: "PUT", OpGet: "GET", OpStat: "STAT",
 	OpDelete: "DELETE", OpList: "LIST", OpVersions: "VERSIONS", OpBatch: "BATCH",
 	OpData: "DATA", OpCancel: "CANCEL",
 }

@@ -583,6 +583,16 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 				resp = buf
 			}
 		}
+	case OpKeys:
+		ks, ok := svc.(KeyService)
+		if !ok {
+			err = Errorf(CodeUnknownOp, "this server does not manage access keys")
+			break
+		}
+		var doc []byte
+		if doc, err = serveKeys(ctx, ks, body); err == nil {
+			resp = append(buf, doc...)
+		}
 	case OpDeleteSpace:
 		var name string
 		if name, err = DecodeName(body); err == nil {

@@ -147,6 +147,34 @@ type NodeService interface {
 	NodeAdmin(ctx context.Context, action NodeAction, nodeID uint64) error
 }
 
+// KeyAction is what a KEYS request asks.
+type KeyAction uint8
+
+const (
+	KeyCreate KeyAction = 1 // body: a KeySpec; answer: the key made, with its secret
+	KeyList   KeyAction = 2 // no body; answer: every key, secrets left out
+	KeyDelete KeyAction = 3 // body: the access key id; answer: empty
+)
+
+// KeySpec is an S3 access key as the KEYS op carries it (JSON).
+type KeySpec struct {
+	Access string `json:"access"`
+	Secret string `json:"secret,omitempty"`
+	// Grants are permissions ("read", "write", "admin") by space name;
+	// "*" names every space.
+	Grants  map[string]string `json:"grants"`
+	Created int64             `json:"created,omitempty"` // Unix nanoseconds
+}
+
+// KeyService is implemented by a Service that manages S3 access keys (the
+// KEYS op); a Service without it answers CodeUnknownOp.
+type KeyService interface {
+	// CreateKey saves a new key; an empty Access or Secret is made up.
+	CreateKey(ctx context.Context, k KeySpec) (KeySpec, error)
+	ListKeys(ctx context.Context) ([]KeySpec, error)
+	DeleteKey(ctx context.Context, access string) error
+}
+
 // PutMode says how a Put's body relates to the parent version.
 type PutMode uint8
 

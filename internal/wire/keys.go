@@ -1,0 +1,45 @@
+package wire
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// serveKeys answers a KEYS request: action u8, then a JSON KeySpec
+// (create), nothing (list) or the access key id (delete).
+func serveKeys(ctx context.Context, ks KeyService, body []byte) ([]byte, error) {
+	if len(body) == 0 {
+		return nil, Errorf(CodeMalformed, "KEYS takes an action u8")
+	}
+	action, rest := KeyAction(body[0]), body[1:]
+	switch action {
+	case KeyCreate:
+		var k KeySpec
+		if err := json.Unmarshal(rest, &k); err != nil {
+			return nil, Errorf(CodeMalformed, "KEYS create: %v", err)
+		}
+		made, err := ks.CreateKey(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(made)
+	case KeyList:
+		if len(rest) != 0 {
+			return nil, Errorf(CodeMalformed, "KEYS list takes no body")
+		}
+		l, err := ks.ListKeys(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if l == nil {
+			l = []KeySpec{}
+		}
+		return json.Marshal(l)
+	case KeyDelete:
+		if len(rest) == 0 {
+			return nil, Errorf(CodeMalformed, "KEYS delete needs an access key id")
+		}
+		return nil, ks.DeleteKey(ctx, string(rest))
+	}
+	return nil, Errorf(CodeInvalidArgument, "unknown KEYS action %d", action)
+}
