@@ -66,7 +66,9 @@ func (h *Handler) listBuckets(q *request) {
 	}
 	res := listAllMyBucketsResult{NS: s3NS, Owner: q.owner(), Buckets: []bucketInfo{}}
 	for _, s := range spaces {
-		res.Buckets = append(res.Buckets, bucketInfo{Name: s.Name, CreationDate: isoTime(s.Created)})
+		if h.allowed(q, s.Name, PermRead) { // a key sees the buckets it may read
+			res.Buckets = append(res.Buckets, bucketInfo{Name: s.Name, CreationDate: isoTime(s.Created)})
+		}
 	}
 	writeXML(q.w, http.StatusOK, res)
 }

@@ -24,6 +24,9 @@ func (h *Handler) copySource(q *request) (wire.ObjectInfo, *apiError) {
 	if err != nil || !ok || bucket == "" || key == "" {
 		return wire.ObjectInfo{}, errInvalidArgument.with("Copy Source must mention the source bucket and key: sourcebucket/sourcekey.")
 	}
+	if !h.allowed(q, bucket, PermRead) {
+		return wire.ObjectInfo{}, errAccessDenied
+	}
 	var v uint64
 	if query != "" {
 		qv, err := url.ParseQuery(query)

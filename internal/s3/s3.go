@@ -77,6 +77,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.auth = a
+	if q.bucket != "" && !h.allowed(q, q.bucket, needed(r, q.key != "")) {
+		q.fail(errAccessDenied)
+		return
+	}
 	if q.bucket == "" {
 		if r.Method != http.MethodGet {
 			q.fail(errMethodNotAllowed)
@@ -97,6 +101,39 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.objectOp(q)
+}
+
+// Permissions, when the Credentials implement it too, limits what each
+// key may do on each bucket; without it every key may do everything.
+type Permissions interface {
+	// Allowed reports whether accessKey may do need (PermRead, PermWrite
+	// or PermAdmin) on bucket.
+	Allowed(accessKey, bucket, need string) bool
+}
+
+// The permissions a request needs; each includes the ones before it.
+const (
+	PermRead  = "read"  // GET and HEAD of objects and bucket settings, listings
+	PermWrite = "write" // writes and deletes of objects, multipart, object tags
+	PermAdmin = "admin" // creating, deleting and configuring the bucket
+)
+
+// needed is the permission a request on a bucket (or on an object in it)
+// needs.
+func needed(r *http.Request, object bool) string {
+	switch {
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		return PermRead
+	case object || (r.Method == http.MethodPost && r.URL.Query().Has("delete")):
+		return PermWrite
+	}
+	return PermAdmin
+}
+
+// allowed reports whether the request's key may do need on bucket.
+func (h *Handler) allowed(q *request, bucket, need string) bool {
+	p, ok := h.cfg.Credentials.(Permissions)
+	return !ok || p.Allowed(q.auth.accessKey, bucket, need)
 }
 
 // route finds the bucket and key: from the host (BUCKET.DOMAIN) and the

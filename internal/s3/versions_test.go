@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // TestListObjectVersions lists every version and delete marker, newest
@@ -586,5 +588,84 @@ func TestLifecycle(t *testing.T) {
 	}
 	if _, err := c.GetBucketLifecycleConfiguration(ctx, &s3.GetBucketLifecycleConfigurationInput{Bucket: b}); apiCode(err) != "NoSuchLifecycleConfiguration" {
 		t.Fatalf("lifecycle after delete: %v", err)
+	}
+}
+
+// TestAccessKeyGrants: keys made with CreateKey sign requests and may do
+// what their grants say, bucket by bucket; a removed key is refused.
+func TestAccessKeyGrants(t *testing.T) {
+	ctx := context.Background()
+	n, ep := openNode(t, nil, nil)
+	root := client(ep, testAccess, testSecret)
+	for _, b := range []string{"photos", "logs", "secret"} {
+		if _, err := root.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(b)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := root.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String("k"), Body: strings.NewReader(b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, err := n.CreateKey(ctx, wire.KeySpec{Grants: map[string]string{"photos": "read", "logs": "write"}})
+	if err != nil || k.Access == "" || len(k.Secret) < 8 {
+		t.Fatalf("CreateKey: %+v %v", k, err)
+	}
+	c := client(ep, k.Access, k.Secret)
+	denied := func(what string, err error) {
+		t.Helper()
+		if apiCode(err) != "AccessDenied" {
+			t.Fatalf("%s: %v, want AccessDenied", what, err)
+		}
+	}
+	lb, err := c.ListBuckets(ctx, &s3.ListBucketsInput{})
+	if err != nil || len(lb.Buckets) != 2 {
+		t.Fatalf("ListBuckets with grants on two buckets: %+v %v", lb, err)
+	}
+	g, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("photos"), Key: aws.String("k")})
+	if err != nil {
+		t.Fatalf("read with a read grant: %v", err)
+	}
+	g.Body.Close()
+	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("photos"), Key: aws.String("k"), Body: strings.NewReader("x")})
+	denied("PUT with a read grant", err)
+	_, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("secret"), Key: aws.String("k")})
+	denied("GET without a grant", err)
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("logs"), Key: aws.String("new"), Body: strings.NewReader("x")}); err != nil {
+		t.Fatalf("PUT with a write grant: %v", err)
+	}
+	_, err = c.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: aws.String("logs"),
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusSuspended}})
+	denied("configuring a bucket with a write grant", err)
+	_, err = c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String("photos")})
+	denied("DeleteBucket with a read grant", err)
+	_, err = c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("logs"), Key: aws.String("stolen"), CopySource: aws.String("secret/k")})
+	denied("copying from a bucket without a grant", err)
+	if _, err := c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("logs"), Key: aws.String("copied"), CopySource: aws.String("photos/k")}); err != nil {
+		t.Fatalf("copying from a readable bucket into a writable one: %v", err)
+	}
+	// A refused request changed nothing.
+	g, err = root.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("photos"), Key: aws.String("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(g.Body)
+	g.Body.Close()
+	if string(body) != "photos" {
+		t.Fatalf("photos/k after refused writes: %q", body)
+	}
+	keys, err := n.ListKeys(ctx)
+	if err != nil || len(keys) != 1 || keys[0].Access != k.Access || keys[0].Secret != "" {
+		t.Fatalf("ListKeys: %+v %v", keys, err)
+	}
+	if err := n.DeleteKey(ctx, k.Access); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ListBuckets(ctx, &s3.ListBucketsInput{}); apiCode(err) != "InvalidAccessKeyId" {
+		t.Fatalf("a removed key: %v", err)
+	}
+	if _, err := n.CreateKey(ctx, wire.KeySpec{Access: testAccess, Grants: map[string]string{"*": "read"}}); wire.CodeOf(err) != wire.CodeInvalidArgument {
+		t.Fatalf("a key named as the root key: %v", err)
+	}
+	if _, err := n.CreateKey(ctx, wire.KeySpec{Grants: map[string]string{"photos": "owner"}}); wire.CodeOf(err) != wire.CodeInvalidArgument {
+		t.Fatalf("an unknown permission: %v", err)
 	}
 }
