@@ -54,10 +54,23 @@ func TestCLI(t *testing.T) {
 	}
 
 	must("", "space", "create", "docs", "--retention", "last:5")
+	// S3 access keys.
+	out := must("", "key", "create", "--access", "reader", "--grant", "docs=read", "--grant", "*=read")
+	if !strings.Contains(out, "access key: reader") || !regexp.MustCompile(`secret key: \S{40}`).MatchString(out) {
+		t.Fatalf("key create: %q", out)
+	}
+	if out := must("", "key", "ls"); !strings.Contains(out, "reader") || !strings.Contains(out, "*=read,docs=read") || strings.Contains(out, "secret") {
+		t.Fatalf("key ls: %q", out)
+	}
+	fails(2, "at least one --grant", "key", "create")
+	fails(1, "not read, write or admin", "key", "create", "--grant", "docs=owner")
+	fails(1, "exists", "key", "create", "--access", "reader", "--grant", "docs=read")
+	must("", "key", "rm", "reader")
+	fails(1, "no access key", "key", "rm", "reader")
 	if out := must("", "space", "ls"); !strings.Contains(out, "docs") || !strings.Contains(out, "last:5") {
 		t.Fatalf("space ls: %s", out)
 	}
-	out := must("first\n", "put", "docs/notes.txt", "-")
+	out = must("first\n", "put", "docs/notes.txt", "-")
 	v1 := regexp.MustCompile(`version ([0-9a-f]{16})`).FindStringSubmatch(out)[1]
 	must("second\n", "put", "docs/notes.txt", "-")
 	if out := must("", "cat", "docs/notes.txt"); out != "second\n" {

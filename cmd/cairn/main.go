@@ -47,7 +47,7 @@ func newRoot() *cobra.Command {
 		newServerCmd(),
 		newPutCmd(), newGetCmd(), newCatCmd(), newRmCmd(), newStatCmd(),
 		newVersionsCmd(), newLsCmd(), newSpaceCmd(),
-		newShellCmd(), newReplayCmd(), newBenchCmd(), newClusterCmd(), newNodeCmd(),
+		newShellCmd(), newReplayCmd(), newBenchCmd(), newClusterCmd(), newNodeCmd(), newKeyCmd(),
 	)
 	return root
 }
