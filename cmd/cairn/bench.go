@@ -29,13 +29,46 @@ type benchResult struct {
 	P50Ms       float64 `json:"p50_ms"`
 	P99Ms       float64 `json:"p99_ms"`
 	P999Ms      float64 `json:"p999_ms"`
+
+	// With --s3 (see bench_s3.go):
+	API       string        `json:"api,omitempty"`         // "s3"
+	Payload   string        `json:"payload,omitempty"`     // PUT bodies: "signed" (SHA-256) or "unsigned"
+	Objects   int           `json:"objects,omitempty"`     // list: objects per listing (ops are listings)
+	TTFBP50Ms float64       `json:"ttfb_p50_ms,omitempty"` // get: time to the first body byte
+	TTFBP99Ms float64       `json:"ttfb_p99_ms,omitempty"`
+	PerOp     []benchResult `json:"per_op,omitempty"` // mixed: each kind of request
 }
 
 func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Closed-loop load over the native protocol: ops/s, MiB/s, p50/p99/p99.9",
-		Args:  cobra.NoArgs,
+		Short: "Closed-loop load over the native protocol or the S3 API: ops/s, MiB/s, p50/p99/p99.9",
+		Long: `Closed-loop load: --concurrency workers each send a request, wait for
+its reply and send the next, for --duration. Reports ops/s, MiB/s and
+latency percentiles. Without --s3 it uses the native protocol (--server).
+
+With --s3 ENDPOINT_URL it drives the S3 API through aws-sdk-go-v2 in the
+shapes of MinIO's warp (path-style requests, one keep-alive connection per
+worker, no retries, no body checksums beyond those a request requires):
+  put     new objects of --size (each PUT's body is unique: no dedup)
+  get     preloads --keys objects, then reads them whole at random; also
+          reports the time to the first body byte
+  stat    HeadObject on the preloaded objects
+  delete  deletes the preloaded objects once each (stops when none is left)
+  mixed   45% get, 30% stat, 15% put, 10% delete over the preloaded
+          objects (a deleted object is put again by a later put)
+  list    preloads --keys objects (default 10000 here) and lists them whole
+          with ListObjectsV2, 1000 keys a page; latency is per full listing
+Each run works under a fresh prefix, cairn-bench/<time>-<id>/, of --bucket
+(created if missing); its objects are left in place. PUT bodies are signed
+with their SHA-256 (what the SDK does over http) unless --unsigned-payload.
+Credentials: --access-key/--secret-key, else AWS_ACCESS_KEY_ID and
+AWS_SECRET_ACCESS_KEY, else CAIRN_ROOT_ACCESS_KEY and CAIRN_ROOT_SECRET_KEY.`,
+		Example: `  cairn bench --op get --size 1KiB --concurrency 64 --duration 10s
+  cairn bench --s3 http://127.0.0.1:7080 --op put --size 4KiB --concurrency 20
+  cairn bench --s3 http://127.0.0.1:7080 --op get --size 16MiB --concurrency 8 --keys 64
+  cairn bench --s3 http://127.0.0.1:7080 --op list --size 1KiB --concurrency 1 --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f := cmd.Flags()
 			op, _ := f.GetString("op")
@@ -49,6 +82,9 @@ func newBenchCmd() *cobra.Command {
 			size, err := parseSize(sizeS)
 			if err != nil {
 				return usageError{err}
+			}
+			if endpoint, _ := f.GetString("s3"); endpoint != "" {
+				return runS3BenchCmd(cmd, endpoint, op, sizeS, size, conc, dur, nkeys, asJSON)
 			}
 			switch {
 			case op != "put" && op != "get" && op != "mixed":
@@ -79,14 +115,20 @@ func newBenchCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.String("op", "put", "workload: put, get, or mixed (50% get, 50% put)")
+	f.String("op", "put", "workload: put, get, or mixed (50% get, 50% put); with --s3 also stat, delete, list, and mixed is 45% get, 30% stat, 15% put, 10% delete")
 	f.String("size", "1KiB", "object size")
 	f.Int("concurrency", 64, "concurrent closed-loop workers")
 	f.Duration("duration", 10*time.Second, "how long to run")
-	f.Int("keys", 1000, "number of distinct keys")
+	f.Int("keys", 1000, "number of distinct keys; with --s3, objects preloaded for get, stat, delete, mixed and list (list: default 10000)")
 	f.String("space", "bench", "space to use (created if missing)")
-	f.Int("conns", 2, "connections to the server")
+	f.Int("conns", 2, "connections to the server (native protocol; with --s3 each worker has its own)")
 	f.Bool("json", false, "print the result as JSON")
+	f.String("s3", "", "drive the S3 API at this endpoint URL (e.g. http://127.0.0.1:7080) instead of the native protocol")
+	f.String("bucket", "", "with --s3: the bucket, created if missing (default: --space)")
+	f.String("access-key", "", "with --s3: access key (default $AWS_ACCESS_KEY_ID, else $CAIRN_ROOT_ACCESS_KEY)")
+	f.String("secret-key", "", "with --s3: secret key (default $AWS_SECRET_ACCESS_KEY, else $CAIRN_ROOT_SECRET_KEY)")
+	f.String("region", "", "with --s3: signing region (default $AWS_REGION, $AWS_DEFAULT_REGION or us-east-1)")
+	f.Bool("unsigned-payload", false, "with --s3: send PUT bodies as UNSIGNED-PAYLOAD instead of signing their SHA-256")
 	return cmd
 }
 
