@@ -534,7 +534,7 @@ func setObjectHeaders(hd http.Header, info wire.ObjectInfo) {
 		hd.Set("Content-Type", info.ContentType)
 	}
 	for k, v := range info.Meta {
-		hd[http.CanonicalHeaderKey(metaPrefix+k)] = []string{v}
+		hd[metaPrefix+k] = []string{v} // lower case as stored and as S3 sends them: clients keep the case
 	}
 	if len(info.Tags) > 0 {
 		hd.Set("x-amz-tagging-count", strconv.Itoa(len(info.Tags)))

@@ -69,6 +69,12 @@ func (q *request) fail(e *apiError) { writeError(q.w, q.r, e) }
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("x-amz-request-id", requestID())
 	w.Header().Set("Server", "Cairn")
+	if r.ContentLength == 0 && strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		// net/http sends 100 Continue when a handler first reads the body,
+		// and for an empty body never does; some clients (botocore) then
+		// misread the next response on the connection.
+		w.WriteHeader(http.StatusContinue)
+	}
 	q := &request{w: w, r: r}
 	q.bucket, q.key = h.route(r)
 	a, e := authenticate(r, h.cfg.Credentials, h.cfg.Now())

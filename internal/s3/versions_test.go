@@ -1,16 +1,20 @@
 package s3_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
@@ -667,5 +671,62 @@ func TestAccessKeyGrants(t *testing.T) {
 	}
 	if _, err := n.CreateKey(ctx, wire.KeySpec{Grants: map[string]string{"photos": "owner"}}); wire.CodeOf(err) != wire.CodeInvalidArgument {
 		t.Fatalf("an unknown permission: %v", err)
+	}
+}
+
+// TestRawResponses checks what clients read off the wire: an empty PUT
+// sent with Expect: 100-continue gets its 100 Continue before the answer
+// (botocore misreads the connection otherwise), and user metadata comes
+// back with lower-case names, as stored (botocore keeps the case).
+func TestRawResponses(t *testing.T) {
+	ep := startNode(t)
+	c := client(ep, testAccess, testSecret)
+	if _, err := c.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("raw")}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ep, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	send := func(method, path string, hdr map[string]string) string {
+		t.Helper()
+		r, _ := http.NewRequest(method, ep+path, http.NoBody)
+		for k, v := range hdr {
+			r.Header.Set(k, v)
+		}
+		r.Header.Set("X-Amz-Content-Sha256", sha256hex(""))
+		creds := aws.Credentials{AccessKeyID: testAccess, SecretAccessKey: testSecret}
+		if err := v4.NewSigner().SignHTTP(context.Background(), creds, r, sha256hex(""), "s3", "us-east-1", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if method == http.MethodPut {
+			r.ContentLength = 0
+			r.Header.Set("Content-Length", "0")
+		}
+		if err := r.Write(conn); err != nil {
+			t.Fatal(err)
+		}
+		// Read up to the end of the final answer's headers (no bodies here).
+		var sb strings.Builder
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("reading the answer: %v (so far %q)", err, sb.String())
+			}
+			sb.WriteString(line)
+			if line == "\r\n" && !strings.HasPrefix(sb.String(), "HTTP/1.1 100") || (line == "\r\n" && strings.Count(sb.String(), "HTTP/1.1 ") == 2) {
+				return sb.String()
+			}
+		}
+	}
+	got := send(http.MethodPut, "/raw/empty", map[string]string{"Expect": "100-continue", "X-Amz-Meta-Color": "blue"})
+	if !strings.HasPrefix(got, "HTTP/1.1 100 Continue\r\n") || !strings.Contains(got, "HTTP/1.1 200 OK\r\n") {
+		t.Fatalf("an empty PUT with Expect: 100-continue got:\n%s", got)
+	}
+	got = send(http.MethodHead, "/raw/empty", nil)
+	if !strings.Contains(got, "\r\nx-amz-meta-color: blue\r\n") {
+		t.Fatalf("HEAD does not send the metadata name in lower case:\n%s", got)
 	}
 }
