@@ -26,6 +26,16 @@ if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev
   $SUDO apt-get update -qq && $SUDO DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
 fi
 
+# The end-to-end S3 tests (cmd/cairn, deploy) run scripts/e2e-s3.sh, which
+# drives Debian's S3 clients: awscli, rclone, s3cmd, and boto3 for Debian's
+# python3 (not a python3 of pyenv's or a virtualenv's).
+if ! scripts/e2e-s3.sh --check-clients >/dev/null 2>&1; then
+  echo "== installing awscli rclone s3cmd python3-boto3"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq && $SUDO DEBIAN_FRONTEND=noninteractive apt-get install -y -qq awscli rclone s3cmd python3-boto3 curl >/dev/null
+fi
+export CAIRN_REQUIRE_S3_CLIENTS=1
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then
