@@ -326,15 +326,8 @@ func planPut(r Reader, obj []byte, rec *Record, pol Retention, now uint64, newes
 
 // DeleteVersion removes version ts of obj and returns it, or ErrNotFound.
 // The Parent fields of other versions are left as written.
-func DeleteVersion(rw ReadWriter, obj []byte, ts uint64) (_ *Record, err error) {
-	v, err := newVersionIter(rw, obj)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := v.exact(ts)
-	if cerr := v.it.Close(); err == nil {
-		err = cerr
-	}
+func DeleteVersion(rw ReadWriter, obj []byte, ts uint64) (*Record, error) {
+	rec, err := Exact(rw, obj, ts) // reads, and closes its iterator, before the write
 	if err != nil {
 		return nil, err
 	}
@@ -352,15 +345,8 @@ var ErrDeleteMarker = errors.New("mvcc: the version is a delete marker")
 // one part of a version that may change after it is written; nil or empty
 // removes them) and returns the updated record, or ErrNotFound, or
 // ErrDeleteMarker.
-func SetTags(rw ReadWriter, obj []byte, ts uint64, tags map[string]string) (_ *Record, err error) {
-	v, err := newVersionIter(rw, obj)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := v.exact(ts)
-	if cerr := v.it.Close(); err == nil {
-		err = cerr
-	}
+func SetTags(rw ReadWriter, obj []byte, ts uint64, tags map[string]string) (*Record, error) {
+	rec, err := Exact(rw, obj, ts)
 	if err != nil {
 		return nil, err
 	}
