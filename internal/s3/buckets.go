@@ -273,43 +273,83 @@ type listing struct {
 	next      string // where the next page starts after
 }
 
-// list pages through the bucket from after, folding keys that hold
-// delimiter after prefix into common prefixes.
-func (h *Handler) list(q *request, prefix, delimiter, after string, max int) (listing, error) {
+// listQuery is what ListObjects and ListObjectVersions take from the
+// query alike.
+type listQuery struct {
+	prefix, delimiter string
+	enc               string // encoding-type: "" or "url"
+	max               int
+}
+
+func parseListQuery(q *request) (listQuery, *apiError) {
+	query := q.r.URL.Query()
+	lq := listQuery{prefix: query.Get("prefix"), delimiter: query.Get("delimiter"), enc: query.Get("encoding-type")}
+	if lq.enc != "" && lq.enc != "url" {
+		return lq, errInvalidArgument.with("Invalid Encoding Method specified in Request")
+	}
+	var e *apiError
+	lq.max, e = maxKeys(query.Get("max-keys"))
+	return lq, e
+}
+
+// esc encodes a key or prefix as encoding-type asks.
+func (lq listQuery) esc(s string) string {
+	if lq.enc == "url" {
+		return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
+	}
+	return s
+}
+
+// commonPrefix is the common prefix key folds into: up to and including
+// the first delimiter after the listing's prefix.
+func (lq listQuery) commonPrefix(key string) (string, bool) {
+	if lq.delimiter == "" || !strings.HasPrefix(key, lq.prefix) {
+		return "", false
+	}
+	i := strings.Index(key[len(lq.prefix):], lq.delimiter)
+	if i < 0 {
+		return "", false
+	}
+	return key[:len(lq.prefix)+i+len(lq.delimiter)], true
+}
+
+// startAfter is where a listing from marker starts: a marker that is a
+// common prefix resumes after all of it (no valid UTF-8 key holds the
+// byte 0xff).
+func (lq listQuery) startAfter(marker string) string {
+	if cp, ok := lq.commonPrefix(marker); ok && cp == marker {
+		return marker + "\xff"
+	}
+	return marker
+}
+
+// list pages through the bucket from after, folding keys that hold the
+// delimiter after the prefix into common prefixes.
+func (h *Handler) list(q *request, lq listQuery, after string) (listing, error) {
 	var l listing
 	n := 0
-	if delimiter != "" && strings.HasPrefix(after, prefix) {
-		// A marker that is a common prefix resumes after all of it.
-		if i := strings.Index(after[len(prefix):], delimiter); i >= 0 && len(prefix)+i+len(delimiter) == len(after) {
-			after += "\xff"
-		}
-	}
+	after = lq.startAfter(after)
 	for {
 		res, err := h.cfg.Service.List(q.r.Context(), &wire.ListRequest{
-			Space: q.bucket, Prefix: prefix, StartAfter: after, Limit: maxListKeys,
+			Space: q.bucket, Prefix: lq.prefix, StartAfter: after, Limit: maxListKeys,
 		})
 		if err != nil {
 			return l, err
 		}
 		for _, o := range res.Objects {
-			if !strings.HasPrefix(o.Key, prefix) || o.Key <= after {
+			if !strings.HasPrefix(o.Key, lq.prefix) || o.Key <= after {
 				continue
 			}
-			if n == max {
+			if n == lq.max {
 				l.truncated = true
 				return l, nil
 			}
-			if delimiter != "" {
-				if i := strings.Index(o.Key[len(prefix):], delimiter); i >= 0 {
-					cp := o.Key[:len(prefix)+i+len(delimiter)]
-					l.prefixes = append(l.prefixes, cp)
-					n++
-					// Skip the rest of the prefix: no valid UTF-8 key
-					// holds the byte 0xff.
-					after = cp + "\xff"
-					l.next = after
-					continue
-				}
+			if cp, ok := lq.commonPrefix(o.Key); ok {
+				l.prefixes = append(l.prefixes, cp)
+				n++
+				after = lq.startAfter(cp) // the rest of the prefix is skipped
+				l.next = after
+				continue
 			}
 			l.objects = append(l.objects, o)
 			n++
@@ -327,18 +367,13 @@ func (h *Handler) list(q *request, prefix, delimiter, after string, max int) (li
 
 func (h *Handler) listObjects(q *request, v2 bool) {
 	query := q.r.URL.Query()
-	prefix, delimiter := query.Get("prefix"), query.Get("delimiter")
-	enc := query.Get("encoding-type")
-	if enc != "" && enc != "url" {
-		q.fail(errInvalidArgument.with("Invalid Encoding Method specified in Request"))
-		return
-	}
-	max, e := maxKeys(query.Get("max-keys"))
+	lq, e := parseListQuery(q)
 	if e != nil {
 		q.fail(e)
 		return
 	}
-	res := listBucketResult{NS: s3NS, Name: q.bucket, Prefix: prefix, Delimiter: delimiter, MaxKeys: max, EncodingType: enc}
+	enc, esc := lq.enc, lq.esc
+	res := listBucketResult{NS: s3NS, Name: q.bucket, Prefix: lq.prefix, Delimiter: lq.delimiter, MaxKeys: lq.max, EncodingType: enc}
 	var after string
 	if v2 {
 		res.StartAfter = query.Get("start-after")
@@ -355,16 +390,10 @@ func (h *Handler) listObjects(q *request, v2 bool) {
 		m := query.Get("marker")
 		res.Marker, after = &m, m
 	}
-	l, err := h.list(q, prefix, delimiter, after, max)
+	l, err := h.list(q, lq, after)
 	if err != nil {
 		h.serviceError(q, err)
 		return
-	}
-	esc := func(s string) string {
-		if enc == "url" {
-			return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
-		}
-		return s
 	}
 	for _, o := range l.objects {
 		lo := listObject{Key: esc(o.Key), LastModified: isoTime(o.Modified), ETag: `"` + o.ETag + `"`, Size: o.Size, StorageClass: "STANDARD"}

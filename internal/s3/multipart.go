@@ -63,22 +63,15 @@ var errNoSuchUpload = &apiError{"NoSuchUpload", http.StatusNotFound, "The specif
 
 // createUpload is CreateMultipartUpload.
 func (h *Handler) createUpload(q *request) {
-	r := q.r
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
-	req := &wire.PutRequest{
-		Space: q.bucket, Key: uploadKey(id), ContentType: r.Header.Get("Content-Type"),
-		Meta: userMeta(r.Header), Headers: contentHeaders(r.Header), IfNoneMatch: true,
-	}
-	if req.ContentType == "" {
-		req.ContentType = "binary/octet-stream"
-	}
-	var e *apiError
-	if req.Tags, e = headerTags(r.Header); e != nil {
+	req, e := objectRequest(q, uploadKey(id)) // the object's to be, kept with the upload
+	if e != nil {
 		q.fail(e)
 		return
 	}
+	req.IfNoneMatch = true
 	if req.Headers == nil {
 		req.Headers = map[string]string{}
 	}

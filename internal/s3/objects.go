@@ -83,15 +83,8 @@ func (h *Handler) version(q *request) (uint64, *apiError) {
 
 func (h *Handler) putObject(q *request) {
 	r := q.r
-	req := &wire.PutRequest{
-		Space: q.bucket, Key: q.key,
-		ContentType: r.Header.Get("Content-Type"), Meta: userMeta(r.Header), Headers: contentHeaders(r.Header),
-	}
-	if req.ContentType == "" {
-		req.ContentType = "binary/octet-stream"
-	}
-	var e *apiError
-	if req.Tags, e = headerTags(r.Header); e != nil {
+	req, e := objectRequest(q, q.key)
+	if e != nil {
 		q.fail(e)
 		return
 	}
@@ -115,6 +108,20 @@ func (h *Handler) putObject(q *request) {
 	w.Set("x-amz-version-id", versionIDOf(&info))
 	setChecksumHeaders(w, info.Headers)
 	q.w.WriteHeader(http.StatusOK)
+}
+
+// objectRequest is a write of key with what the request's headers say of
+// the object: its content type (S3's default when none), x-amz-meta-*,
+// the content headers S3 keeps, and x-amz-tagging.
+func objectRequest(q *request, key string) (*wire.PutRequest, *apiError) {
+	h := q.r.Header
+	req := &wire.PutRequest{Space: q.bucket, Key: key, ContentType: h.Get("Content-Type"), Meta: userMeta(h), Headers: contentHeaders(h)}
+	if req.ContentType == "" {
+		req.ContentType = "binary/octet-stream"
+	}
+	var e *apiError
+	req.Tags, e = headerTags(h)
+	return req, e
 }
 
 // writeConditions turns a write's If-None-Match: * (create only) and

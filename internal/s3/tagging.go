@@ -55,6 +55,18 @@ func checkTags(tags []tag, max int) (map[string]string, *apiError) {
 	return m, nil
 }
 
+// readTags reads a <Tagging> document of at most max tags.
+func readTags(q *request, max int) (map[string]string, *apiError) {
+	var doc tagging
+	if e := readXML(q, &doc, maxXMLBody); e != nil {
+		return nil, e
+	}
+	if doc.XMLName.Local == "" {
+		return nil, errMalformedXML
+	}
+	return checkTags(doc.TagSet, max)
+}
+
 // headerTags parses an x-amz-tagging header: a URL-encoded query string.
 func headerTags(h http.Header) (map[string]string, *apiError) {
 	s := h.Get("X-Amz-Tagging")
@@ -105,16 +117,7 @@ func (h *Handler) objectTagging(q *request) {
 	case http.MethodPut, http.MethodDelete:
 		var tags map[string]string
 		if q.r.Method == http.MethodPut {
-			var doc tagging
-			if e := readXML(q, &doc, maxXMLBody); e != nil {
-				q.fail(e)
-				return
-			}
-			if doc.XMLName.Local == "" {
-				q.fail(errMalformedXML)
-				return
-			}
-			if tags, e = checkTags(doc.TagSet, maxObjectTags); e != nil {
+			if tags, e = readTags(q, maxObjectTags); e != nil {
 				q.fail(e)
 				return
 			}
@@ -175,16 +178,7 @@ func (h *Handler) bucketTagging(q *request) {
 		}
 		writeXML(q.w, http.StatusOK, tagging{NS: s3NS, TagSet: tagSet(info.Tags)})
 	case http.MethodPut:
-		var doc tagging
-		if e := readXML(q, &doc, maxXMLBody); e != nil {
-			q.fail(e)
-			return
-		}
-		if doc.XMLName.Local == "" {
-			q.fail(errMalformedXML)
-			return
-		}
-		tags, e := checkTags(doc.TagSet, maxBucketTags)
+		tags, e := readTags(q, maxBucketTags)
 		if e != nil {
 			q.fail(e)
 			return

@@ -3,7 +3,6 @@ package s3
 import (
 	"encoding/xml"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/cairn-db/cairn/internal/tstamp"
@@ -57,19 +56,17 @@ type versionsPage struct {
 
 // listVersions pages through every version in the bucket from after (and
 // inside after's history below afterVersion, when that is set), folding
-// keys that hold delimiter after prefix into common prefixes.
-func (h *Handler) listVersions(q *request, prefix, delimiter, after string, afterVersion uint64, max int) (versionsPage, error) {
+// keys that hold the delimiter after the prefix into common prefixes.
+func (h *Handler) listVersions(q *request, lq listQuery, after string, afterVersion uint64) (versionsPage, error) {
 	var p versionsPage
-	if delimiter != "" && strings.HasPrefix(after, prefix) {
-		if i := strings.Index(after[len(prefix):], delimiter); i >= 0 && len(prefix)+i+len(delimiter) == len(after) {
-			after, afterVersion = after+"\xff", 0
-		}
+	if s := lq.startAfter(after); s != after {
+		after, afterVersion = s, 0 // the marker is a common prefix
 	}
 	// A key's newest version is the first of its history listed; a page
 	// that resumes inside a history starts below its newest.
 	lastKey, lastSeen := after, afterVersion != 0
 	n := 0
-	req := wire.ListRequest{Space: q.bucket, Prefix: prefix, StartAfter: after, AfterVersion: afterVersion,
+	req := wire.ListRequest{Space: q.bucket, Prefix: lq.prefix, StartAfter: after, AfterVersion: afterVersion,
 		Limit: maxListKeys, AllVersions: true}
 	skipTo := "" // keys below it lie under a common prefix already listed
 	for {
@@ -78,29 +75,21 @@ func (h *Handler) listVersions(q *request, prefix, delimiter, after string, afte
 			return p, err
 		}
 		for _, o := range res.Objects {
-			if !strings.HasPrefix(o.Key, prefix) || o.Key < req.StartAfter || o.Key < skipTo {
+			if !strings.HasPrefix(o.Key, lq.prefix) || o.Key < req.StartAfter || o.Key < skipTo {
 				continue
 			}
-			if delimiter != "" {
-				if i := strings.Index(o.Key[len(prefix):], delimiter); i >= 0 {
-					cp := o.Key[:len(prefix)+i+len(delimiter)]
-					if n == max {
-						p.truncated = true
-						return p, nil
-					}
-					p.prefixes = append(p.prefixes, cp)
-					n++
-					// Skip the rest of the prefix: no valid UTF-8 key
-					// holds the byte 0xff.
-					p.nextKey, p.nextVersion = cp+"\xff", 0
-					lastKey, lastSeen = "", false
-					skipTo = p.nextKey
-					continue
-				}
-			}
-			if n == max {
+			if n == lq.max {
 				p.truncated = true
 				return p, nil
+			}
+			if cp, ok := lq.commonPrefix(o.Key); ok {
+				p.prefixes = append(p.prefixes, cp)
+				n++
+				// The rest of the prefix is skipped.
+				p.nextKey, p.nextVersion = lq.startAfter(cp), 0
+				lastKey, lastSeen = "", false
+				skipTo = p.nextKey
+				continue
 			}
 			p.versions = append(p.versions, o)
 			p.latest = append(p.latest, !(lastSeen && lastKey == o.Key))
@@ -120,13 +109,7 @@ func (h *Handler) listVersions(q *request, prefix, delimiter, after string, afte
 
 func (h *Handler) listObjectVersions(q *request) {
 	query := q.r.URL.Query()
-	prefix, delimiter := query.Get("prefix"), query.Get("delimiter")
-	enc := query.Get("encoding-type")
-	if enc != "" && enc != "url" {
-		q.fail(errInvalidArgument.with("Invalid Encoding Method specified in Request"))
-		return
-	}
-	max, e := maxKeys(query.Get("max-keys"))
+	lq, e := parseListQuery(q)
 	if e != nil {
 		q.fail(e)
 		return
@@ -143,19 +126,14 @@ func (h *Handler) listObjectVersions(q *request) {
 			return
 		}
 	}
-	p, err := h.listVersions(q, prefix, delimiter, keyMarker, afterVersion, max)
+	p, err := h.listVersions(q, lq, keyMarker, afterVersion)
 	if err != nil {
 		h.serviceError(q, err)
 		return
 	}
-	esc := func(s string) string {
-		if enc == "url" {
-			return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
-		}
-		return s
-	}
-	res := listVersionsResult{NS: s3NS, Name: q.bucket, Prefix: esc(prefix), KeyMarker: esc(keyMarker),
-		VersionIDMarker: vidMarker, MaxKeys: max, Delimiter: esc(delimiter), EncodingType: enc, IsTruncated: p.truncated}
+	esc := lq.esc
+	res := listVersionsResult{NS: s3NS, Name: q.bucket, Prefix: esc(lq.prefix), KeyMarker: esc(keyMarker),
+		VersionIDMarker: vidMarker, MaxKeys: lq.max, Delimiter: esc(lq.delimiter), EncodingType: lq.enc, IsTruncated: p.truncated}
 	for i := range p.versions {
 		o := &p.versions[i]
 		ve := versionEntry{Key: esc(o.Key), VersionID: versionIDOf(o), IsLatest: p.latest[i],
