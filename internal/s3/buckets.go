@@ -85,7 +85,7 @@ func (h *Handler) serviceError(q *request, err error) {
 
 func (h *Handler) bucketOp(q *request) {
 	r := q.r
-	query := r.URL.Query()
+	query := q.query
 	if query.Has("tagging") {
 		h.bucketTagging(q)
 		return
@@ -100,7 +100,7 @@ func (h *Handler) bucketOp(q *request) {
 			h.putVersioning(q)
 			return
 		}
-		if s := unsupportedQuery(r); s != "" {
+		if s := unsupportedQuery(q); s != "" {
 			notImplemented(q, "PUT ?"+s)
 			return
 		}
@@ -112,7 +112,7 @@ func (h *Handler) bucketOp(q *request) {
 		q.w.Header().Set("x-amz-bucket-region", h.cfg.Region)
 		q.w.WriteHeader(http.StatusOK)
 	case http.MethodDelete:
-		if s := unsupportedQuery(r); s != "" {
+		if s := unsupportedQuery(q); s != "" {
 			notImplemented(q, "DELETE ?"+s)
 			return
 		}
@@ -138,7 +138,7 @@ func (h *Handler) bucketOp(q *request) {
 		case query.Has("uploads"):
 			h.listUploads(q)
 		default:
-			if s := unsupportedQuery(r); s != "" {
+			if s := unsupportedQuery(q); s != "" {
 				notImplemented(q, "GET ?"+s)
 				return
 			}
@@ -282,7 +282,7 @@ type listQuery struct {
 }
 
 func parseListQuery(q *request) (listQuery, *apiError) {
-	query := q.r.URL.Query()
+	query := q.query
 	lq := listQuery{prefix: query.Get("prefix"), delimiter: query.Get("delimiter"), enc: query.Get("encoding-type")}
 	if lq.enc != "" && lq.enc != "url" {
 		return lq, errInvalidArgument.with("Invalid Encoding Method specified in Request")
@@ -366,7 +366,7 @@ func (h *Handler) list(q *request, lq listQuery, after string) (listing, error) 
 }
 
 func (h *Handler) listObjects(q *request, v2 bool) {
-	query := q.r.URL.Query()
+	query := q.query
 	lq, e := parseListQuery(q)
 	if e != nil {
 		q.fail(e)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -27,7 +28,7 @@ func FuzzAuthenticate(f *testing.F) {
 		}
 		r.Header.Set("X-Amz-Date", date)
 		r.Header.Set("X-Amz-Content-Sha256", payload)
-		a, e := authenticate(r, creds, now)
+		a, e := authenticate(r, r.URL.Query(), creds, now, nil)
 		if e == nil || a != nil {
 			t.Fatalf("a made-up signature passed: %+v", a)
 		}
@@ -96,6 +97,21 @@ func FuzzChunkedReader(f *testing.F) {
 		h.Write(out)
 		if headers["x-amz-checksum-crc32"] != base64.StdEncoding.EncodeToString(h.Sum(nil)) {
 			t.Fatalf("accepted %q with trailing checksum %q", out, headers["x-amz-checksum-crc32"])
+		}
+	})
+}
+
+// FuzzHeaderValue: the fast path for a header value that needs no folding
+// gives what folding gives.
+func FuzzHeaderValue(f *testing.F) {
+	for _, s := range []string{"", "a", " a", "a ", "a  b", "a b", "a\tb", "a\u00a0b", "a\u0085b", "x-amz-date"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		r := httptest.NewRequest(http.MethodGet, "http://h/b/k", nil)
+		r.Header["X-Test"] = []string{v}
+		if got, want := headerValue(r, "x-test"), strings.Join(strings.Fields(v), " "); got != want {
+			t.Fatalf("headerValue(%q) = %q, want %q", v, got, want)
 		}
 	})
 }

@@ -91,7 +91,7 @@ func (h *Handler) createUpload(q *request) {
 // upload finds the upload of the request's uploadId, which must be for
 // the request's key.
 func (h *Handler) upload(q *request) (id string, info wire.ObjectInfo, e *apiError) {
-	id = q.r.URL.Query().Get("uploadId")
+	id = q.query.Get("uploadId")
 	if !validUploadID(id) {
 		return "", info, errNoSuchUpload
 	}
@@ -118,7 +118,7 @@ func parsePartNumber(s string) (int, *apiError) {
 
 // uploadPart is UploadPart and UploadPartCopy.
 func (h *Handler) uploadPart(q *request) {
-	n, e := parsePartNumber(q.r.URL.Query().Get("partNumber"))
+	n, e := parsePartNumber(q.query.Get("partNumber"))
 	if e != nil {
 		q.fail(e)
 		return
@@ -305,7 +305,7 @@ func (h *Handler) listParts(q *request) {
 		q.fail(e)
 		return
 	}
-	query := q.r.URL.Query()
+	query := q.query
 	max, e := maxKeys(query.Get("max-parts"))
 	if e != nil {
 		q.fail(e)
@@ -353,7 +353,7 @@ func (h *Handler) listParts(q *request) {
 // listUploads is ListMultipartUploads: the bucket's uploads in key order,
 // then by when they started.
 func (h *Handler) listUploads(q *request) {
-	query := q.r.URL.Query()
+	query := q.query
 	max, e := maxKeys(query.Get("max-uploads"))
 	if e != nil {
 		q.fail(e)

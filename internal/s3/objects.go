@@ -23,7 +23,7 @@ const metaPrefix = "x-amz-meta-"
 
 func (h *Handler) objectOp(q *request) {
 	r := q.r
-	query := r.URL.Query()
+	query := q.query
 	if query.Has("uploadId") || query.Has("uploads") {
 		h.uploadOp(q)
 		return
@@ -36,7 +36,7 @@ func (h *Handler) objectOp(q *request) {
 		h.objectTagging(q)
 		return
 	}
-	if s := unsupportedQuery(r, allowed...); s != "" {
+	if s := unsupportedQuery(q, allowed...); s != "" {
 		notImplemented(q, r.Method+" ?"+s)
 		return
 	}
@@ -59,7 +59,7 @@ func (h *Handler) objectOp(q *request) {
 // uploadOp routes the multipart upload calls on an object.
 func (h *Handler) uploadOp(q *request) {
 	r := q.r
-	query := r.URL.Query()
+	query := q.query
 	switch {
 	case r.Method == http.MethodPost && query.Has("uploads"):
 		h.createUpload(q)
@@ -78,7 +78,7 @@ func (h *Handler) uploadOp(q *request) {
 
 // version resolves the versionId query parameter (0: none given).
 func (h *Handler) version(q *request) (uint64, *apiError) {
-	return h.parseVersionID(q.r.Context(), q.bucket, q.key, q.r.URL.Query().Get("versionId"))
+	return h.parseVersionID(q.r.Context(), q.bucket, q.key, q.query.Get("versionId"))
 }
 
 func (h *Handler) putObject(q *request) {
@@ -414,7 +414,7 @@ func (h *Handler) getObject(q *request) {
 	req := &wire.GetRequest{Space: q.bucket, Key: q.key, Version: v, Length: -1}
 	br, ranged := parseRange(r.Header.Get("Range"))
 	part := 0
-	if s := r.URL.Query().Get("partNumber"); s != "" {
+	if s := q.query.Get("partNumber"); s != "" {
 		if part, e = parsePartNumber(s); e != nil {
 			q.fail(e)
 			return
@@ -480,7 +480,7 @@ func (h *Handler) getObject(q *request) {
 		setChecksumHeaders(hd, info.Headers) // checksums are of the whole object
 	}
 	for _, p := range overridable {
-		if s := r.URL.Query().Get("response-" + p); s != "" {
+		if s := q.query.Get("response-" + p); s != "" {
 			hd.Set(p, s)
 		}
 	}

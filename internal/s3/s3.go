@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -38,6 +39,7 @@ type Config struct {
 type Handler struct {
 	cfg    Config
 	vcache versioningCache
+	keys   keyCache
 }
 
 // New returns a Handler for cfg.
@@ -61,6 +63,8 @@ type request struct {
 	auth   *auth
 	bucket string
 	key    string
+	// query is the request's query string, parsed once.
+	query url.Values
 }
 
 func (q *request) fail(e *apiError) { writeError(q.w, q.r, e) }
@@ -75,15 +79,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// misread the next response on the connection.
 		w.WriteHeader(http.StatusContinue)
 	}
-	q := &request{w: w, r: r}
+	q := &request{w: w, r: r, query: r.URL.Query()}
 	q.bucket, q.key = h.route(r)
-	a, e := authenticate(r, h.cfg.Credentials, h.cfg.Now())
+	a, e := h.authenticate(q)
 	if e != nil {
 		q.fail(e)
 		return
 	}
 	q.auth = a
-	if q.bucket != "" && !h.allowed(q, q.bucket, needed(r, q.key != "")) {
+	if q.bucket != "" && !h.allowed(q, q.bucket, needed(q)) {
 		q.fail(errAccessDenied)
 		return
 	}
@@ -126,11 +130,11 @@ const (
 
 // needed is the permission a request on a bucket (or on an object in it)
 // needs.
-func needed(r *http.Request, object bool) string {
-	switch {
-	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+func needed(q *request) string {
+	switch m := q.r.Method; {
+	case m == http.MethodGet || m == http.MethodHead:
 		return PermRead
-	case object || (r.Method == http.MethodPost && r.URL.Query().Has("delete")):
+	case q.key != "" || (m == http.MethodPost && q.query.Has("delete")):
 		return PermWrite
 	}
 	return PermAdmin
@@ -172,11 +176,11 @@ func notImplemented(q *request, what string) {
 	q.fail(errNotImplemented.with(what + " is not implemented."))
 }
 
-// unsupportedQuery returns the first query parameter of r that names a
+// unsupportedQuery returns the first query parameter of q that names a
 // subresource (another API than the plain one on a bucket or object)
 // other than those allowed, or "".
-func unsupportedQuery(r *http.Request, allowed ...string) string {
-	for k := range r.URL.Query() {
+func unsupportedQuery(q *request, allowed ...string) string {
+	for k := range q.query {
 		if subresources[k] && !slices.Contains(allowed, k) {
 			return k
 		}

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -77,20 +78,25 @@ func parseCredential(v string) (scope, *apiError) {
 	return scope{accessKey: p[0], date: p[1], region: p[2], service: p[3]}, nil
 }
 
+// authenticate verifies q's signature against the handler's credentials.
+func (h *Handler) authenticate(q *request) (*auth, *apiError) {
+	return authenticate(q.r, q.query, h.cfg.Credentials, h.cfg.Now(), &h.keys)
+}
+
 // authenticate verifies r's signature, in the Authorization header or in
-// the query (a presigned URL), against creds at time now.
-func authenticate(r *http.Request, creds Credentials, now time.Time) (*auth, *apiError) {
+// the query q (a presigned URL), against creds at time now. keys caches
+// signing keys; nil derives each one afresh.
+func authenticate(r *http.Request, q url.Values, creds Credentials, now time.Time, keys *keyCache) (*auth, *apiError) {
 	if h := r.Header.Get("Authorization"); h != "" {
-		return authHeader(r, h, creds, now)
+		return authHeader(r, q, h, creds, now, keys)
 	}
-	q := r.URL.Query()
 	if q.Has("X-Amz-Signature") || q.Has("X-Amz-Credential") {
-		return authQuery(r, q, creds, now)
+		return authQuery(r, q, creds, now, keys)
 	}
 	return nil, errAccessDenied.with("Anonymous access is not allowed: sign requests with an access key.")
 }
 
-func authHeader(r *http.Request, h string, creds Credentials, now time.Time) (*auth, *apiError) {
+func authHeader(r *http.Request, q url.Values, h string, creds Credentials, now time.Time, keys *keyCache) (*auth, *apiError) {
 	rest, ok := strings.CutPrefix(h, sigAlgorithm+" ")
 	if !ok {
 		if strings.HasPrefix(h, "AWS ") {
@@ -135,10 +141,10 @@ func authHeader(r *http.Request, h string, creds Credentials, now time.Time) (*a
 	if !validPayloadHash(payload) {
 		return nil, errInvalidArgument.with("x-amz-content-sha256 must be a hex SHA-256, UNSIGNED-PAYLOAD or a STREAMING-* encoding.")
 	}
-	return verify(r, r.URL.Query(), creds, sc, date, signed, sig, payload, "")
+	return verify(r, q, creds, keys, sc, date, signed, sig, payload, "")
 }
 
-func authQuery(r *http.Request, q url.Values, creds Credentials, now time.Time) (*auth, *apiError) {
+func authQuery(r *http.Request, q url.Values, creds Credentials, now time.Time, keys *keyCache) (*auth, *apiError) {
 	if q.Get("X-Amz-Algorithm") != sigAlgorithm {
 		return nil, errAuthHeaderMalformed.with("X-Amz-Algorithm must be " + sigAlgorithm)
 	}
@@ -172,19 +178,19 @@ func authQuery(r *http.Request, q url.Values, creds Credentials, now time.Time) 
 	if p := q.Get("X-Amz-Content-Sha256"); p != "" {
 		payload = p
 	}
-	return verify(r, q, creds, sc, date, signed, sig, payload, "X-Amz-Signature")
+	return verify(r, q, creds, keys, sc, date, signed, sig, payload, "X-Amz-Signature")
 }
 
 // verify checks signature sig of r (query q without the parameter skip,
 // the headers named in signed, the declared payload) with the secret of
 // the credential's access key.
-func verify(r *http.Request, q url.Values, creds Credentials, sc scope, date, signed, sig, payload, skip string) (*auth, *apiError) {
+func verify(r *http.Request, q url.Values, creds Credentials, keys *keyCache, sc scope, date, signed, sig, payload, skip string) (*auth, *apiError) {
 	secret, ok := creds.Secret(sc.accessKey)
 	if !ok {
 		return nil, errInvalidAccessKey
 	}
 	creq := canonicalRequest(r, q, strings.Split(signed, ";"), payload, skip)
-	key := signingKey(secret, sc)
+	key := keys.get(secret, sc)
 	if !hmac.Equal([]byte(sig), []byte(signature(key, sc, date, creq))) {
 		return nil, errSignatureMismatch
 	}
@@ -272,11 +278,30 @@ func headerValue(r *http.Request, name string) string {
 	default:
 		vs = r.Header.Values(name)
 	}
+	if len(vs) == 1 && !needsFolding(vs[0]) {
+		return vs[0]
+	}
 	out := make([]string, len(vs))
 	for i, v := range vs {
 		out[i] = strings.Join(strings.Fields(v), " ")
 	}
 	return strings.Join(out, ",")
+}
+
+// needsFolding reports whether v has leading or trailing white space, or
+// anything but single spaces inside: whether canonicalising changes it.
+func needsFolding(v string) bool {
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == ' ':
+			if i == 0 || i == len(v)-1 || v[i+1] == ' ' {
+				return true
+			}
+		case c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r' || c >= 0x80:
+			return true
+		}
+	}
+	return false
 }
 
 // signature is the hex signature of the canonical request creq, with the
@@ -287,6 +312,47 @@ func signature(key []byte, sc scope, date, creq string) string {
 
 func stringToSign(sc scope, date, hashed string) string {
 	return sigAlgorithm + "\n" + date + "\n" + sc.String() + "\n" + hashed
+}
+
+// keyCache keeps derived signing keys. A key depends on the secret and
+// the credential scope, whose date changes once a day, so nearly every
+// request of a client reuses the key of its previous one instead of four
+// HMAC-SHA256 derivations.
+type keyCache struct {
+	mu sync.Mutex
+	m  map[keyCacheKey][]byte
+}
+
+type keyCacheKey struct {
+	secret string
+	sc     scope
+}
+
+// maxCachedKeys bounds the cache; it is emptied when full (a day's keys
+// for this many access keys).
+const maxCachedKeys = 4096
+
+// get returns the signing key of secret for sc. The key's bytes are
+// shared: callers must not change them.
+func (c *keyCache) get(secret string, sc scope) []byte {
+	if c == nil {
+		return signingKey(secret, sc)
+	}
+	k := keyCacheKey{secret, sc}
+	c.mu.Lock()
+	key, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return key
+	}
+	key = signingKey(secret, sc)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedKeys {
+		c.m = make(map[keyCacheKey][]byte)
+	}
+	c.m[k] = key
+	c.mu.Unlock()
+	return key
 }
 
 func signingKey(secret string, sc scope) []byte {

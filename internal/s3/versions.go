@@ -108,7 +108,7 @@ func (h *Handler) listVersions(q *request, lq listQuery, after string, afterVers
 }
 
 func (h *Handler) listObjectVersions(q *request) {
-	query := q.r.URL.Query()
+	query := q.query
 	lq, e := parseListQuery(q)
 	if e != nil {
 		q.fail(e)
