@@ -461,7 +461,11 @@ s3cmd_steps() {
   cat "$WORK/s3cmd-info"
   md5=$(md5sum <"$WORK/up/small.txt" | cut -d' ' -f1)
   grep -q "MD5 sum: *$md5" "$WORK/s3cmd-info" || fail "s3cmd info does not show MD5 $md5"
-  s3cmd info "s3://$BUCKET"
+  s3cmd info "s3://$BUCKET" >"$WORK/s3cmd-binfo"
+  cat "$WORK/s3cmd-binfo"
+  grep -q "Policy: *none" "$WORK/s3cmd-binfo" || fail "s3cmd info of the bucket does not show 'Policy: none'"
+  grep -q "ACL: .*FULL_CONTROL" "$WORK/s3cmd-binfo" || fail "s3cmd info of the bucket does not show the owner's FULL_CONTROL"
+  expect_fail "s3cmd setacl --acl-public (ACLs are disabled)" s3cmd setacl --acl-public "s3://$BUCKET/s3cmd/small.txt"
   s3cmd del "s3://$BUCKET/s3cmd/small.txt"
   n=$(s3cmd ls "s3://$BUCKET/s3cmd/" | wc -l)
   expect_eq "$n" 0 "s3cmd ls lines after del"

@@ -94,6 +94,9 @@ func (h *Handler) bucketOp(q *request) {
 		h.bucketLifecycle(q)
 		return
 	}
+	if h.bucketSetting(q) {
+		return
+	}
 	switch r.Method {
 	case http.MethodPut:
 		if query.Has("versioning") {

@@ -36,6 +36,10 @@ func (h *Handler) objectOp(q *request) {
 		h.objectTagging(q)
 		return
 	}
+	if query.Has("acl") {
+		h.objectACL(q)
+		return
+	}
 	if s := unsupportedQuery(q, allowed...); s != "" {
 		notImplemented(q, r.Method+" ?"+s)
 		return

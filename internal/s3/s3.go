@@ -91,6 +91,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		q.fail(errAccessDenied)
 		return
 	}
+	if r.Method == http.MethodPut || r.Method == http.MethodPost {
+		if e := aclHeadersError(r.Header); e != nil {
+			q.fail(e)
+			return
+		}
+	}
 	if q.bucket == "" {
 		if r.Method != http.MethodGet {
 			q.fail(errMethodNotAllowed)
