@@ -77,6 +77,8 @@ type rng struct {
 	// colocate is where the left-hand neighbour's leaseholder asked this
 	// range's replicas to go so that the two can merge (merges.go).
 	colocate atomic.Pointer[colocation]
+	// sized is the range's last counted size (merges.go rangeSize).
+	sized atomic.Pointer[sizeMemo]
 }
 
 type rngState struct {
