@@ -1,7 +1,9 @@
 package s3
 
 import (
+	"encoding/base64"
 	"encoding/xml"
+	"io"
 	"maps"
 	"net/http"
 	"net/url"
@@ -135,7 +137,9 @@ func (h *Handler) copyObject(q *request) {
 
 // uploadPartCopy is UploadPartCopy: part n of upload id from a range of
 // the source.
-func (h *Handler) uploadPartCopy(q *request, id string, n int) {
+// A copied part of an upload with a checksum algorithm gets its checksum
+// from the data, read once here (S3 computes it too).
+func (h *Handler) uploadPartCopy(q *request, id string, n int, alg checksumAlg, sums bool) {
 	src, e := h.copySource(q)
 	if e != nil {
 		q.fail(e)
@@ -151,16 +155,50 @@ func (h *Handler) uploadPartCopy(q *request, id string, n int) {
 		}
 		cs.Offset, cs.Length = off, length
 	}
-	info, e := h.compose(q, &wire.PutRequest{Space: q.bucket, Key: partKey(id, n)}, "", cs)
+	req := &wire.PutRequest{Space: q.bucket, Key: partKey(id, n)}
+	var sum string
+	if sums {
+		var e *apiError
+		if sum, e = h.checksumOf(q, alg, cs); e != nil {
+			q.fail(e)
+			return
+		}
+		req.Headers = map[string]string{alg.header(): sum}
+	}
+	info, e := h.compose(q, req, "", cs)
 	if e != nil {
 		q.fail(e)
 		return
 	}
 	q.w.Header().Set("x-amz-copy-source-version-id", versionIDOf(&src))
-	writeXML(q.w, http.StatusOK, struct {
+	res := struct {
 		XMLName xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CopyPartResult"`
 		copyResult
-	}{copyResult: copyResult{ETag: `"` + info.ETag + `"`, LastModified: isoTime(info.Modified)}})
+		ChecksumCRC32     string `xml:",omitempty"`
+		ChecksumCRC32C    string `xml:",omitempty"`
+		ChecksumCRC64NVME string `xml:",omitempty"`
+		ChecksumSHA1      string `xml:",omitempty"`
+		ChecksumSHA256    string `xml:",omitempty"`
+	}{copyResult: copyResult{ETag: `"` + info.ETag + `"`, LastModified: isoTime(info.Modified)}}
+	if sums {
+		*map[string]*string{"crc32": &res.ChecksumCRC32, "crc32c": &res.ChecksumCRC32C, "crc64nvme": &res.ChecksumCRC64NVME,
+			"sha1": &res.ChecksumSHA1, "sha256": &res.ChecksumSHA256}[alg.name] = sum
+	}
+	writeXML(q.w, http.StatusOK, res)
+}
+
+// checksumOf reads the source's bytes and returns their checksum.
+func (h *Handler) checksumOf(q *request, alg checksumAlg, cs wire.ComposeSource) (string, *apiError) {
+	_, rc, err := h.cfg.Service.Get(sysCtx(q), &wire.GetRequest{Space: cs.Space, Key: cs.Key, Version: cs.Version, Offset: cs.Offset, Length: cs.Length})
+	if err != nil {
+		return "", fromService(err)
+	}
+	defer rc.Close()
+	hs := alg.new()
+	if _, err := io.Copy(hs, rc); err != nil {
+		return "", errInternal
+	}
+	return base64.StdEncoding.EncodeToString(hs.Sum(nil)), nil
 }
 
 // compose writes req from the sources, with etag ("": the MD5 of the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/md5"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/xml"
 	"errors"
@@ -71,15 +72,25 @@ func (h *Handler) createUpload(q *request) {
 		q.fail(e)
 		return
 	}
+	alg, typ, sums, e := uploadChecksum(q.r.Header)
+	if e != nil {
+		q.fail(e)
+		return
+	}
 	req.IfNoneMatch = true
 	if req.Headers == nil {
 		req.Headers = map[string]string{}
 	}
 	req.Headers[uploadKeyHeader] = q.key
+	if sums {
+		req.Headers[uploadChecksumHeader] = alg.name
+		req.Headers[checksumTypeHeader] = typ
+	}
 	if _, err := h.cfg.Service.Put(sysCtx(q), req, strings.NewReader("")); err != nil {
 		h.serviceError(q, err)
 		return
 	}
+	setUploadChecksumHeaders(q.w.Header(), req.Headers)
 	writeXML(q.w, http.StatusOK, struct {
 		XMLName  xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ InitiateMultipartUploadResult"`
 		Bucket   string
@@ -123,13 +134,19 @@ func (h *Handler) uploadPart(q *request) {
 		q.fail(e)
 		return
 	}
-	id, _, e := h.upload(q)
+	id, up, e := h.upload(q)
 	if e != nil {
 		q.fail(e)
 		return
 	}
+	alg, sums := findChecksum(up.Headers[uploadChecksumHeader])
+	sums = sums && up.Headers[uploadChecksumHeader] != ""
 	if q.r.Header.Get("X-Amz-Copy-Source") != "" {
-		h.uploadPartCopy(q, id, n)
+		h.uploadPartCopy(q, id, n, alg, sums)
+		return
+	}
+	if sums && q.r.Header.Get(alg.header()) == "" && !strings.EqualFold(strings.TrimSpace(q.r.Header.Get("X-Amz-Trailer")), alg.header()) {
+		q.fail(errInvalidRequest.with("The upload was created with the " + strings.ToUpper(alg.name) + " checksum algorithm: every part must carry its " + alg.header() + " checksum."))
 		return
 	}
 	info, ok := h.store(sysCtx(q), q, &wire.PutRequest{Space: q.bucket, Key: partKey(id, n)})
@@ -165,8 +182,24 @@ func (h *Handler) listAll(ctx context.Context, bucket, prefix string) ([]wire.Ob
 }
 
 type completePart struct {
-	PartNumber int
-	ETag       string
+	PartNumber        int
+	ETag              string
+	ChecksumCRC32     string
+	ChecksumCRC32C    string
+	ChecksumCRC64NVME string
+	ChecksumSHA1      string
+	ChecksumSHA256    string
+}
+
+// checksums are the part's checksums the document names, by algorithm.
+func (p *completePart) checksums() map[string]string {
+	m := map[string]string{}
+	for name, v := range map[string]string{"crc32": p.ChecksumCRC32, "crc32c": p.ChecksumCRC32C, "crc64nvme": p.ChecksumCRC64NVME, "sha1": p.ChecksumSHA1, "sha256": p.ChecksumSHA256} {
+		if v != "" {
+			m[name] = v
+		}
+	}
+	return m
 }
 
 // completeUpload is CompleteMultipartUpload.
@@ -179,6 +212,15 @@ func (h *Handler) completeUpload(q *request) {
 	var doc struct {
 		XMLName xml.Name       `xml:"CompleteMultipartUpload"`
 		Parts   []completePart `xml:"Part"`
+	}
+	// An x-amz-checksum-* header on Complete is the whole object's
+	// expected checksum, not the document's.
+	want := map[string]string{}
+	for _, a := range checksumAlgs {
+		if v := q.r.Header.Get(a.header()); v != "" {
+			want[a.name] = v
+			q.r.Header.Del(a.header())
+		}
 	}
 	if e := readXML(q, &doc, maxCompleteBody); e != nil {
 		q.fail(e)
@@ -200,6 +242,9 @@ func (h *Handler) completeUpload(q *request) {
 			byNumber[n] = p
 		}
 	}
+	alg, sums := findChecksum(up.Headers[uploadChecksumHeader])
+	sums = sums && up.Headers[uploadChecksumHeader] != ""
+	var digests [][]byte
 	sources := make([]wire.ComposeSource, 0, len(doc.Parts))
 	sizes := make([]int64, 0, len(doc.Parts))
 	md := md5.New()
@@ -212,6 +257,20 @@ func (h *Handler) completeUpload(q *request) {
 		if !ok || strings.Trim(p.ETag, `"`) != sp.ETag {
 			q.fail(&apiError{"InvalidPart", http.StatusBadRequest, fmt.Sprintf("Part %d could not be found, or its ETag does not match the part's.", p.PartNumber)})
 			return
+		}
+		for name, v := range p.checksums() {
+			if a, _ := findChecksum(name); sp.Headers[a.header()] != v {
+				q.fail(&apiError{"InvalidPart", http.StatusBadRequest, fmt.Sprintf("Part %d's %s checksum does not match the part's.", p.PartNumber, strings.ToUpper(name))})
+				return
+			}
+		}
+		if sums {
+			d, err := base64.StdEncoding.DecodeString(sp.Headers[alg.header()])
+			if err != nil || len(d) != alg.digestSize() {
+				q.fail(errInvalidRequest.with(fmt.Sprintf("Part %d has no %s checksum, which the upload's algorithm needs.", p.PartNumber, strings.ToUpper(alg.name))))
+				return
+			}
+			digests = append(digests, d)
 		}
 		sum, _ := hex.DecodeString(sp.ETag)
 		md.Write(sum)
@@ -226,11 +285,23 @@ func (h *Handler) completeUpload(q *request) {
 	}
 	headers := map[string]string{}
 	for k, v := range up.Headers {
-		if k != uploadKeyHeader {
+		if k != uploadKeyHeader && k != uploadChecksumHeader {
 			headers[k] = v
 		}
 	}
 	headers[partSizesHeader] = encodePartSizes(sizes)
+	var checksum string
+	if sums {
+		checksum = multipartChecksum(alg, up.Headers[checksumTypeHeader], digests, sizes)
+		headers[alg.header()] = checksum
+	}
+	for name, v := range want {
+		if !sums || name != alg.name || v != checksum {
+			a, _ := findChecksum(name)
+			q.fail(a.mismatch())
+			return
+		}
+	}
 	etag := hex.EncodeToString(md.Sum(nil)) + "-" + strconv.Itoa(len(doc.Parts))
 	req := &wire.PutRequest{Space: q.bucket, Key: q.key, ContentType: up.ContentType, Meta: up.Meta, Headers: headers, Tags: up.Tags}
 	if !h.writeConditions(q, req) {
@@ -251,13 +322,25 @@ func (h *Handler) completeUpload(q *request) {
 	}
 	h.removeUpload(ctx, q.bucket, id, up.Version, stored)
 	q.w.Header().Set("x-amz-version-id", versionIDOf(&info))
-	writeXML(q.w, http.StatusOK, struct {
-		XMLName  xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CompleteMultipartUploadResult"`
-		Location string
-		Bucket   string
-		Key      string
-		ETag     string
-	}{Location: "/" + q.bucket + "/" + q.key, Bucket: q.bucket, Key: q.key, ETag: `"` + etag + `"`})
+	res := struct {
+		XMLName           xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CompleteMultipartUploadResult"`
+		Location          string
+		Bucket            string
+		Key               string
+		ETag              string
+		ChecksumCRC32     string `xml:",omitempty"`
+		ChecksumCRC32C    string `xml:",omitempty"`
+		ChecksumCRC64NVME string `xml:",omitempty"`
+		ChecksumSHA1      string `xml:",omitempty"`
+		ChecksumSHA256    string `xml:",omitempty"`
+		ChecksumType      string `xml:",omitempty"`
+	}{Location: "/" + q.bucket + "/" + q.key, Bucket: q.bucket, Key: q.key, ETag: `"` + etag + `"`}
+	if sums {
+		*map[string]*string{"crc32": &res.ChecksumCRC32, "crc32c": &res.ChecksumCRC32C, "crc64nvme": &res.ChecksumCRC64NVME,
+			"sha1": &res.ChecksumSHA1, "sha256": &res.ChecksumSHA256}[alg.name] = checksum
+		res.ChecksumType = up.Headers[checksumTypeHeader]
+	}
+	writeXML(q.w, http.StatusOK, res)
 }
 
 // removeUpload deletes an upload's record and parts (their exact
@@ -292,15 +375,20 @@ func (h *Handler) abortUpload(q *request) {
 }
 
 type partXML struct {
-	PartNumber   int
-	LastModified string
-	ETag         string
-	Size         int64
+	PartNumber        int
+	LastModified      string
+	ETag              string
+	Size              int64
+	ChecksumCRC32     string `xml:",omitempty"`
+	ChecksumCRC32C    string `xml:",omitempty"`
+	ChecksumCRC64NVME string `xml:",omitempty"`
+	ChecksumSHA1      string `xml:",omitempty"`
+	ChecksumSHA256    string `xml:",omitempty"`
 }
 
 // listParts is ListParts.
 func (h *Handler) listParts(q *request) {
-	id, _, e := h.upload(q)
+	id, up, e := h.upload(q)
 	if e != nil {
 		q.fail(e)
 		return
@@ -333,8 +421,13 @@ func (h *Handler) listParts(q *request) {
 		IsTruncated          bool
 		Parts                []partXML `xml:"Part"`
 		StorageClass         string
+		ChecksumAlgorithm    string `xml:",omitempty"`
+		ChecksumType         string `xml:",omitempty"`
 	}
 	out := result{Bucket: q.bucket, Key: q.key, UploadID: id, PartNumberMarker: marker, MaxParts: max, StorageClass: "STANDARD"}
+	if a := up.Headers[uploadChecksumHeader]; a != "" {
+		out.ChecksumAlgorithm, out.ChecksumType = strings.ToUpper(a), up.Headers[checksumTypeHeader]
+	}
 	for _, p := range parts {
 		n, err := partNumberOf(p.Key)
 		if err != nil || n <= marker {
@@ -344,7 +437,10 @@ func (h *Handler) listParts(q *request) {
 			out.IsTruncated = true
 			break
 		}
-		out.Parts = append(out.Parts, partXML{PartNumber: n, LastModified: isoTime(p.Modified), ETag: `"` + p.ETag + `"`, Size: p.Size})
+		out.Parts = append(out.Parts, partXML{PartNumber: n, LastModified: isoTime(p.Modified), ETag: `"` + p.ETag + `"`, Size: p.Size,
+			ChecksumCRC32: p.Headers["x-amz-checksum-crc32"], ChecksumCRC32C: p.Headers["x-amz-checksum-crc32c"],
+			ChecksumCRC64NVME: p.Headers["x-amz-checksum-crc64nvme"], ChecksumSHA1: p.Headers["x-amz-checksum-sha1"],
+			ChecksumSHA256: p.Headers["x-amz-checksum-sha256"]})
 		out.NextPartNumberMarker = n
 	}
 	writeXML(q.w, http.StatusOK, out)

@@ -291,12 +291,17 @@ func contentHeaders(h http.Header) map[string]string {
 	return m
 }
 
-// setChecksumHeaders sets the stored checksums of a version.
+// setChecksumHeaders sets the stored checksums of a version, and their
+// type: a completed multipart upload's may be COMPOSITE (mpchecksum.go).
 func setChecksumHeaders(hd http.Header, stored map[string]string) {
 	for k, v := range stored {
 		if strings.HasPrefix(k, checksumPrefix) {
 			hd[http.CanonicalHeaderKey(k)] = []string{v}
-			hd.Set("x-amz-checksum-type", "FULL_OBJECT")
+			typ := stored[checksumTypeHeader]
+			if typ == "" {
+				typ = checksumFullObject
+			}
+			hd.Set("x-amz-checksum-type", typ)
 		}
 	}
 }

@@ -1,0 +1,179 @@
+package s3_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+)
+
+// partChecksum picks alg's checksum out of the SDK's fields.
+func partChecksum(alg string, crc32, crc32c, crc64, sha1, sha256 *string) string {
+	return aws.ToString(map[string]*string{"CRC32": crc32, "CRC32C": crc32c, "CRC64NVME": crc64, "SHA1": sha1, "SHA256": sha256}[alg])
+}
+
+// TestMultipartChecksums uploads with each algorithm and checksum type
+// through aws-sdk-go-v2 (which checksums each part and, for a full-object
+// CRC, checks the download against it): Complete, HEAD and GET give the
+// object's checksum (COMPOSITE: the digest of the parts' digests with
+// "-N"; FULL_OBJECT: the CRC of the content), ListParts the parts', a
+// copied part gets one, and a part without one, a part checksum that does
+// not match in Complete, or a wrong whole-object checksum is refused.
+func TestMultipartChecksums(t *testing.T) {
+	ctx := context.Background()
+	ep := startNode(t)
+	c := client(ep, testAccess, testSecret, func(o *s3.Options) {
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenSupported
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenSupported
+	})
+	b := aws.String("mpsums")
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b}); err != nil {
+		t.Fatal(err)
+	}
+	src := testBytes(300<<10, 9)
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("src"), Body: bytes.NewReader(src)}); err != nil {
+		t.Fatal(err)
+	}
+	parts := [][]byte{testBytes(5<<20, 1), testBytes(5<<20+3, 2), src} // the last one copied
+	whole := bytes.Join(parts, nil)
+	for _, tc := range []struct {
+		alg types.ChecksumAlgorithm
+		typ types.ChecksumType // "": the default
+		get types.ChecksumType
+	}{
+		{types.ChecksumAlgorithmCrc32, "", types.ChecksumTypeComposite},
+		{types.ChecksumAlgorithmCrc32c, types.ChecksumTypeFullObject, types.ChecksumTypeFullObject},
+		{types.ChecksumAlgorithmCrc64nvme, "", types.ChecksumTypeFullObject},
+		{types.ChecksumAlgorithmSha256, types.ChecksumTypeComposite, types.ChecksumTypeComposite},
+		{types.ChecksumAlgorithmSha1, "", types.ChecksumTypeComposite},
+	} {
+		alg := string(tc.alg)
+		key := aws.String("obj-" + strings.ToLower(alg))
+		cr, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: key, ChecksumAlgorithm: tc.alg, ChecksumType: tc.typ})
+		if err != nil {
+			t.Fatalf("%s: create: %v", alg, err)
+		}
+		if cr.ChecksumAlgorithm != tc.alg || cr.ChecksumType != tc.get {
+			t.Errorf("%s: create answered %s %s", alg, cr.ChecksumAlgorithm, cr.ChecksumType)
+		}
+		var done []types.CompletedPart
+		var digests []byte
+		for i, p := range parts[:2] {
+			up, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: b, Key: key, UploadId: cr.UploadId, PartNumber: aws.Int32(int32(i + 1)),
+				Body: bytes.NewReader(p), ChecksumAlgorithm: tc.alg})
+			if err != nil {
+				t.Fatalf("%s: part %d: %v", alg, i+1, err)
+			}
+			sum := partChecksum(alg, up.ChecksumCRC32, up.ChecksumCRC32C, up.ChecksumCRC64NVME, up.ChecksumSHA1, up.ChecksumSHA256)
+			if want := checksumOf(alg, p); sum != want {
+				t.Fatalf("%s: part %d checksum %q, want %q", alg, i+1, sum, want)
+			}
+			done = append(done, types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: up.ETag, ChecksumCRC32: up.ChecksumCRC32,
+				ChecksumCRC32C: up.ChecksumCRC32C, ChecksumCRC64NVME: up.ChecksumCRC64NVME, ChecksumSHA1: up.ChecksumSHA1, ChecksumSHA256: up.ChecksumSHA256})
+		}
+		cp, err := c.UploadPartCopy(ctx, &s3.UploadPartCopyInput{Bucket: b, Key: key, UploadId: cr.UploadId, PartNumber: aws.Int32(3), CopySource: aws.String("mpsums/src")})
+		if err != nil {
+			t.Fatalf("%s: part copy: %v", alg, err)
+		}
+		r := cp.CopyPartResult
+		if sum := partChecksum(alg, r.ChecksumCRC32, r.ChecksumCRC32C, r.ChecksumCRC64NVME, r.ChecksumSHA1, r.ChecksumSHA256); sum != checksumOf(alg, src) {
+			t.Fatalf("%s: copied part checksum %q, want %q", alg, sum, checksumOf(alg, src))
+		}
+		done = append(done, types.CompletedPart{PartNumber: aws.Int32(3), ETag: r.ETag})
+		for _, p := range parts {
+			d, _ := base64.StdEncoding.DecodeString(checksumOf(alg, p))
+			digests = append(digests, d...)
+		}
+		want := checksumOf(alg, whole)
+		if tc.get == types.ChecksumTypeComposite {
+			want = checksumOf(alg, digests) + "-3"
+		}
+
+		lp, err := c.ListParts(ctx, &s3.ListPartsInput{Bucket: b, Key: key, UploadId: cr.UploadId})
+		if err != nil || len(lp.Parts) != 3 || lp.ChecksumAlgorithm != tc.alg {
+			t.Fatalf("%s: ListParts: %+v, %v", alg, lp, err)
+		}
+		for i, p := range lp.Parts {
+			if sum := partChecksum(alg, p.ChecksumCRC32, p.ChecksumCRC32C, p.ChecksumCRC64NVME, p.ChecksumSHA1, p.ChecksumSHA256); sum != checksumOf(alg, parts[i]) {
+				t.Errorf("%s: ListParts part %d checksum %q", alg, i+1, sum)
+			}
+		}
+
+		// A part checksum that is not the part's, and a whole-object
+		// checksum that is not the object's: refused, the upload still open.
+		bad := append([]types.CompletedPart(nil), done...)
+		bad[0].ChecksumCRC32, bad[0].ChecksumCRC32C, bad[0].ChecksumCRC64NVME, bad[0].ChecksumSHA1, bad[0].ChecksumSHA256 = nil, nil, nil, nil, nil
+		other := checksumOf(alg, []byte("other"))
+		switch tc.alg {
+		case types.ChecksumAlgorithmCrc32:
+			bad[0].ChecksumCRC32 = &other
+		case types.ChecksumAlgorithmCrc32c:
+			bad[0].ChecksumCRC32C = &other
+		case types.ChecksumAlgorithmCrc64nvme:
+			bad[0].ChecksumCRC64NVME = &other
+		case types.ChecksumAlgorithmSha1:
+			bad[0].ChecksumSHA1 = &other
+		case types.ChecksumAlgorithmSha256:
+			bad[0].ChecksumSHA256 = &other
+		}
+		if _, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: key, UploadId: cr.UploadId,
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: bad}}); apiCode(err) != "InvalidPart" {
+			t.Fatalf("%s: Complete with a wrong part checksum: want InvalidPart, got %v", alg, err)
+		}
+		if tc.alg == types.ChecksumAlgorithmCrc32c {
+			if _, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: key, UploadId: cr.UploadId,
+				MultipartUpload: &types.CompletedMultipartUpload{Parts: done}, ChecksumCRC32C: &other, ChecksumType: tc.get}); apiCode(err) != "BadDigest" {
+				t.Fatalf("%s: Complete with a wrong object checksum: want BadDigest, got %v", alg, err)
+			}
+		}
+
+		in := &s3.CompleteMultipartUploadInput{Bucket: b, Key: key, UploadId: cr.UploadId, MultipartUpload: &types.CompletedMultipartUpload{Parts: done}}
+		if tc.alg == types.ChecksumAlgorithmCrc32c {
+			in.ChecksumCRC32C, in.ChecksumType = &want, tc.get // the client's own whole-object checksum
+		}
+		co, err := c.CompleteMultipartUpload(ctx, in)
+		if err != nil {
+			t.Fatalf("%s: complete: %v", alg, err)
+		}
+		if sum := partChecksum(alg, co.ChecksumCRC32, co.ChecksumCRC32C, co.ChecksumCRC64NVME, co.ChecksumSHA1, co.ChecksumSHA256); sum != want || co.ChecksumType != tc.get {
+			t.Errorf("%s: Complete answered %q %s, want %q %s", alg, sum, co.ChecksumType, want, tc.get)
+		}
+		head, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: b, Key: key, ChecksumMode: types.ChecksumModeEnabled})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum := partChecksum(alg, head.ChecksumCRC32, head.ChecksumCRC32C, head.ChecksumCRC64NVME, head.ChecksumSHA1, head.ChecksumSHA256); sum != want || head.ChecksumType != tc.get {
+			t.Errorf("%s: HEAD gave %q %s, want %q %s", alg, sum, head.ChecksumType, want, tc.get)
+		}
+		get, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: b, Key: key, ChecksumMode: types.ChecksumModeEnabled})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(get.Body) // the SDK checks a full-object CRC as it reads
+		get.Body.Close()
+		if err != nil || !bytes.Equal(got, whole) {
+			t.Fatalf("%s: GET: %d bytes, %v", alg, len(got), err)
+		}
+	}
+
+	// A part without the upload's checksum is refused.
+	plain := client(ep, testAccess, testSecret)
+	cr, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("strict"), ChecksumAlgorithm: types.ChecksumAlgorithmSha256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.UploadPart(ctx, &s3.UploadPartInput{Bucket: b, Key: aws.String("strict"), UploadId: cr.UploadId, PartNumber: aws.Int32(1),
+		Body: bytes.NewReader([]byte("x"))}); apiCode(err) != "InvalidRequest" {
+		t.Fatalf("a part without the upload's checksum: want InvalidRequest, got %v", err)
+	}
+	if _, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("bad"),
+		ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumType: types.ChecksumTypeFullObject}); apiCode(err) != "InvalidRequest" {
+		t.Fatalf("a full-object SHA256 upload: want InvalidRequest, got %v", err)
+	}
+}
