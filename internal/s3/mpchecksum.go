@@ -158,3 +158,28 @@ func crcCombine(poly uint64, width uint, crc1, crc2 uint64, len2 int64) uint64 {
 	}
 	return mulmod(xn, crc1) ^ crc2
 }
+
+// checkCompleteChecksum checks what a Complete request says of the
+// object's checksum (want: its x-amz-checksum-* headers by algorithm, and
+// x-amz-checksum-type) against the upload's algorithm and type and the
+// checksum made of the parts. A composite checksum may be given without
+// its "-N" (minio-go sends it so).
+func checkCompleteChecksum(hd http.Header, want map[string]string, alg checksumAlg, sums bool, typ, checksum string, parts int) *apiError {
+	if t := hd.Get("X-Amz-Checksum-Type"); t != "" && (!sums || !strings.EqualFold(t, typ)) {
+		have := "no checksum"
+		if sums {
+			have = "the " + typ + " type"
+		}
+		return errInvalidRequest.with("x-amz-checksum-type " + t + " does not match the upload's, which was created with " + have + ".")
+	}
+	for name, v := range want {
+		a, _ := findChecksum(name)
+		switch {
+		case !sums || name != alg.name:
+			return errInvalidRequest.with("The upload was not created with the " + strings.ToUpper(name) + " checksum algorithm (x-amz-checksum-algorithm), so its object has no such checksum to compare.")
+		case v != checksum && !(typ == checksumComposite && v+"-"+strconv.Itoa(parts) == checksum):
+			return a.mismatch()
+		}
+	}
+	return nil
+}

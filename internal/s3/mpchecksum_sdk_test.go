@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/base64"
 	"io"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // partChecksum picks alg's checksum out of the SDK's fields.
@@ -175,5 +178,60 @@ func TestMultipartChecksums(t *testing.T) {
 	if _, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("bad"),
 		ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumType: types.ChecksumTypeFullObject}); apiCode(err) != "InvalidRequest" {
 		t.Fatalf("a full-object SHA256 upload: want InvalidRequest, got %v", err)
+	}
+}
+
+// TestMinioMultipartChecksums: minio-go's multipart uploads with its
+// automatic checksum (CRC32C, composite) and each algorithm it offers get
+// the checksum the parts make, which minio-go sends with Complete (a
+// composite one without its "-N").
+func TestMinioMultipartChecksums(t *testing.T) {
+	ctx := context.Background()
+	ep, err := url.Parse(startNode(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := minio.New(ep.Host, &minio.Options{Creds: credentials.NewStaticV4(testAccess, testSecret, ""), Region: "us-east-1",
+		BucketLookup: minio.BucketLookupPath, TrailingHeaders: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MakeBucket(ctx, "minio-mp", minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	body := testBytes(11<<20, 5)
+	parts := [][]byte{body[:5<<20], body[5<<20 : 10<<20], body[10<<20:]}
+	for _, tc := range []struct {
+		sum  minio.ChecksumType
+		alg  string
+		full bool
+	}{
+		{minio.ChecksumNone, "CRC32C", false}, // minio-go's default
+		{minio.ChecksumCRC32, "CRC32", false},
+		{minio.ChecksumSHA256, "SHA256", false},
+		{minio.ChecksumCRC64NVME, "CRC64NVME", true},
+		{minio.ChecksumFullObjectCRC32C, "CRC32C", true},
+	} {
+		key := "obj-" + tc.sum.String()
+		if _, err := c.PutObject(ctx, "minio-mp", key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{Checksum: tc.sum, PartSize: 5 << 20}); err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		want, typ := checksumOf(tc.alg, body), "FULL_OBJECT"
+		if !tc.full {
+			var digests []byte
+			for _, p := range parts {
+				d, _ := base64.StdEncoding.DecodeString(checksumOf(tc.alg, p))
+				digests = append(digests, d...)
+			}
+			want, typ = checksumOf(tc.alg, digests)+"-3", "COMPOSITE"
+		}
+		st, err := c.StatObject(ctx, "minio-mp", key, minio.StatObjectOptions{Checksum: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{"CRC32": st.ChecksumCRC32, "CRC32C": st.ChecksumCRC32C, "CRC64NVME": st.ChecksumCRC64NVME, "SHA256": st.ChecksumSHA256}[tc.alg]
+		if got != want || st.ChecksumMode != typ {
+			t.Errorf("%s: stat gave %s %q, want %s %q", key, st.ChecksumMode, got, typ, want)
+		}
 	}
 }

@@ -295,12 +295,9 @@ func (h *Handler) completeUpload(q *request) {
 		checksum = multipartChecksum(alg, up.Headers[checksumTypeHeader], digests, sizes)
 		headers[alg.header()] = checksum
 	}
-	for name, v := range want {
-		if !sums || name != alg.name || v != checksum {
-			a, _ := findChecksum(name)
-			q.fail(a.mismatch())
-			return
-		}
+	if e := checkCompleteChecksum(q.r.Header, want, alg, sums, up.Headers[checksumTypeHeader], checksum, len(doc.Parts)); e != nil {
+		q.fail(e)
+		return
 	}
 	etag := hex.EncodeToString(md.Sum(nil)) + "-" + strconv.Itoa(len(doc.Parts))
 	req := &wire.PutRequest{Space: q.bucket, Key: q.key, ContentType: up.ContentType, Meta: up.Meta, Headers: headers, Tags: up.Tags}
