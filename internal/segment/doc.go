@@ -41,6 +41,16 @@
 // sealed as it is and Get reports the damaged chunk as ErrCorrupt. Sealed
 // segments are not rescanned.
 //
+// # Reads
+//
+// Get finds a chunk's record through the index and checks it before
+// returning a byte: the header's magic, version, flags and reserved bytes
+// against the format, its length and hash against the index entry, and the
+// data against its BLAKE3 address. It does not compute the record's CRC32C:
+// those checks already cover every header byte but the CRC field and every
+// data byte, with a stronger hash. Recovery, which scans records that no
+// index entry vouches for, checks both.
+//
 // # Formats
 //
 // All integers are big-endian. A segment file starts with a 20-byte header:
@@ -60,6 +70,8 @@
 //	+--------+-----+-------+-----+----------+----------------------+----------+-------------+
 //
 //	note: CRC32C (Castagnoli) over header bytes 0..44 followed by the data.
+//
+// The two bytes after the flags are reserved and must be zero.
 //
 // The chunk index lives in pebble under storage.PrefixChunkIndex:
 //

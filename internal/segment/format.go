@@ -103,6 +103,9 @@ func parseRecordHeader(b []byte) (recordHeader, error) {
 	if f := b[5]; f != 0 {
 		return rh, fmt.Errorf("%w: record flags %#x unknown", ErrCorrupt, f)
 	}
+	if r := binary.BigEndian.Uint16(b[6:]); r != 0 {
+		return rh, fmt.Errorf("%w: record reserved bytes %#x are not zero", ErrCorrupt, r)
+	}
 	rh.length = binary.BigEndian.Uint32(b[8:])
 	if rh.length > MaxChunkSize {
 		return rh, fmt.Errorf("%w: record length %d", ErrCorrupt, rh.length)
@@ -113,7 +116,8 @@ func parseRecordHeader(b []byte) (recordHeader, error) {
 }
 
 // verifyRecord checks the CRC over header and data, then that data hashes
-// to the header's hash.
+// to the header's hash. Recovery uses it: it has no index entry to compare
+// the header with.
 func verifyRecord(hdr []byte, rh recordHeader, data []byte) error {
 	crc := crc32.Update(crc32.Checksum(hdr[:recordCRCOffset], castagnoli), castagnoli, data)
 	if crc != rh.crc {
@@ -121,6 +125,32 @@ func verifyRecord(hdr []byte, rh recordHeader, data []byte) error {
 	}
 	if got := chunk.Sum(data); got != rh.hash {
 		return fmt.Errorf("%w: record data hashes to %s, header says %s", ErrCorrupt, got, rh.hash)
+	}
+	return nil
+}
+
+// verifyRead checks a record read for the chunk with hash h and data length
+// n, as Get does: the header's fixed fields (parseRecordHeader), that the
+// header names h and n, and that data hashes to h. Every header byte but
+// the CRC is thereby checked against a known value and every data byte
+// against the chunk's BLAKE3 address, so the CRC, a second and weaker pass
+// over the same bytes, is not computed: damage to the CRC field alone
+// changes no byte that Get returns (recovery, which has no address to
+// check against, still verifies it; see verifyRecord).
+func verifyRead(hdr []byte, h chunk.Hash, n uint32, data []byte) error {
+	rh, err := parseRecordHeader(hdr)
+	if err != nil {
+		return err
+	}
+	if rh.length != n || rh.hash != h {
+		return fmt.Errorf("%w: record holds %s (%d bytes), index says %s (%d bytes)",
+			ErrCorrupt, rh.hash, rh.length, h, n)
+	}
+	if int(n) != len(data) {
+		return fmt.Errorf("%w: %d bytes of data read for a %d-byte record", ErrCorrupt, len(data), n)
+	}
+	if got := chunk.Sum(data); got != h {
+		return fmt.Errorf("%w: record data hashes to %s, header says %s", ErrCorrupt, got, h)
 	}
 	return nil
 }

@@ -218,7 +218,8 @@ func (s *Store) lookup(h chunk.Hash) (location, error) {
 	return decodeLocation(v)
 }
 
-// Get returns the chunk with hash h, verified against its CRC and hash. It
+// Get returns the chunk with hash h, verified: its record header against
+// the format and the index, its data against h (see verifyRead). It
 // returns ErrNotFound if the store does not hold it and an error wrapping
 // ErrCorrupt if the stored bytes are damaged. The result uses dst's storage
 // when cap(dst) suffices and is owned by the caller.
@@ -240,15 +241,7 @@ func (s *Store) Get(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, erro
 	if err := s.readAt(loc.seg, hdr[:], dst, loc.off); err != nil {
 		return nil, fmt.Errorf("segment: get %s: %w", h, err)
 	}
-	rh, err := parseRecordHeader(hdr[:])
-	if err == nil && (rh.length != loc.length || rh.hash != h) {
-		err = fmt.Errorf("%w: record at %s:%d holds %s (%d bytes), index says %s (%d bytes)",
-			ErrCorrupt, segmentName(loc.seg), loc.off, rh.hash, rh.length, h, loc.length)
-	}
-	if err == nil {
-		err = verifyRecord(hdr[:], rh, dst)
-	}
-	if err != nil {
+	if err := verifyRead(hdr[:], h, loc.length, dst); err != nil {
 		return nil, fmt.Errorf("segment: get %s at %s:%d: %w", h, segmentName(loc.seg), loc.off, err)
 	}
 	return dst, nil

@@ -432,6 +432,22 @@ func TestFormatRoundTrip(t *testing.T) {
 		if err == nil && rh.length == uint32(len(data)) {
 			t.Fatalf("flip of byte %d undetected", i)
 		}
+		// Get's check skips the CRC: only a flip in the CRC field itself,
+		// which changes no byte Get returns, goes unseen.
+		err = verifyRead(c[:recordHeaderSize], h, uint32(len(data)), c[recordHeaderSize:])
+		inCRC := i >= recordCRCOffset && i < recordHeaderSize
+		if (err == nil) != inCRC {
+			t.Fatalf("flip of byte %d: verifyRead = %v", i, err)
+		}
+	}
+	if err := verifyRead(rec[:recordHeaderSize], h, uint32(len(data)), rec[recordHeaderSize:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := verifyRead(rec[:recordHeaderSize], chunk.Sum([]byte("other")), uint32(len(data)), rec[recordHeaderSize:]); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("record of another hash: %v", err)
+	}
+	if err := verifyRead(rec[:recordHeaderSize], h, uint32(len(data))+1, rec[recordHeaderSize:]); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("record of another length: %v", err)
 	}
 	if err := checkFileHeader(encodeFileHeader(7), 7); err != nil {
 		t.Fatal(err)
@@ -479,6 +495,13 @@ func FuzzRecord(f *testing.F) {
 		if verifyRecord(b, rh, b[recordHeaderSize:]) == nil {
 			if !bytes.Equal(encodeRecord(rh.hash, b[recordHeaderSize:]), b) {
 				t.Fatal("accepted record does not re-encode identically")
+			}
+		}
+		// What Get accepts re-encodes identically but for the CRC.
+		if verifyRead(b[:recordHeaderSize], rh.hash, rh.length, b[recordHeaderSize:]) == nil {
+			re := encodeRecord(rh.hash, b[recordHeaderSize:])
+			if !bytes.Equal(re[:recordCRCOffset], b[:recordCRCOffset]) || !bytes.Equal(re[recordHeaderSize:], b[recordHeaderSize:]) {
+				t.Fatal("record accepted by verifyRead does not re-encode identically")
 			}
 		}
 	})
