@@ -94,8 +94,10 @@ func (p *chunkPut) Wait(ctx context.Context) error {
 	return first
 }
 
-// putChunk starts storing data (whose hash is h) on r nodes. data is not
-// retained after putChunk returns.
+// putChunk starts storing data on r nodes. h must be chunk.Sum(data),
+// computed by the caller from these bytes: the local copy is stored
+// without hashing data again (a remote node checks what it receives).
+// data is not retained after putChunk returns.
 func (n *Node) putChunk(ctx context.Context, h chunk.Hash, data []byte, r int) *chunkPut {
 	if r <= 0 {
 		r = meta.DefaultReplicas
@@ -104,7 +106,7 @@ func (n *Node) putChunk(ctx context.Context, h chunk.Hash, data []byte, r int) *
 	ranked := n.chunkRanking(h, n.peers.view())
 	r = min(r, len(ranked))
 	if r == 1 && ranked[0] == n.id.NodeID {
-		p.local = n.chunks.PutAsync(h, data)
+		p.local = n.chunks.PutAsyncHashed(h, data)
 		return p
 	}
 	// Remote copies share one request frame: the hash, then the data.
@@ -114,7 +116,7 @@ func (n *Node) putChunk(ctx context.Context, h chunk.Hash, data []byte, r int) *
 	p.errs = make(chan error, r)
 	for _, id := range ranked[:r] {
 		if id == n.id.NodeID {
-			p.local = n.chunks.PutAsync(h, data)
+			p.local = n.chunks.PutAsyncHashed(h, data)
 			continue
 		}
 		p.remote++

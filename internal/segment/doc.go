@@ -13,7 +13,8 @@
 // # Group commit and durability
 //
 // Put and PutAsync hash-check and encode the record in the caller's
-// goroutine and queue it. One writer goroutine takes everything queued,
+// goroutine and queue it (PutAsyncHashed, for a caller that has just
+// hashed the data itself, skips the hash check). One writer goroutine takes everything queued,
 // appends it, issues one fsync of the segment, then commits every index
 // entry of the batch (and the segment's bookkeeping) in one synced pebble
 // batch, and only then releases the waiters. Segment data is therefore

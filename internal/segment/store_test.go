@@ -138,6 +138,39 @@ func TestPutGetDedup(t *testing.T) {
 	mustGet(t, n.st, h2, keep)
 }
 
+// TestPutAsyncHashed stores chunks whose hash the caller computed, and
+// checks that a wrong one is caught on the way out: Get reports the chunk
+// as corrupt rather than return bytes that do not match their address.
+func TestPutAsyncHashed(t *testing.T) {
+	ctx := context.Background()
+	n := openNode(t, vfs.NewMem(), 0)
+	defer n.close(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	data, h := randomChunk(rng, 4000)
+	keep := bytes.Clone(data)
+	p := n.st.PutAsyncHashed(h, data)
+	clear(data) // copied before PutAsyncHashed returns
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, n.st, h, keep)
+	if err := n.st.PutAsyncHashed(h, keep).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := n.st.Stats(); s.Chunks != 1 {
+		t.Fatalf("second put of the same chunk was written: %+v", s)
+	}
+
+	other, _ := randomChunk(rng, 4000)
+	wrong := chunk.Sum([]byte("not other"))
+	if err := n.st.PutAsyncHashed(wrong, other).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := n.st.Get(ctx, wrong, nil); !errors.Is(err, ErrCorrupt) || got != nil {
+		t.Fatalf("Get of a chunk stored under a wrong hash = %d bytes, %v", len(got), err)
+	}
+}
+
 func TestConcurrentPutsOfOneHashWriteOnce(t *testing.T) {
 	n := openNode(t, vfs.NewMem(), 0)
 	defer n.close(t)
