@@ -322,6 +322,7 @@ type Node struct {
 	accessKeys atomic.Pointer[map[string]meta.Key] // the other S3 keys, by access key id
 	s3api      *s3.Handler                         // the S3 API (s3.go)
 	chunks     *segment.Store
+	chunkBufs  chunkBufs // buffers of streamed chunk reads (chunkReader)
 	ranges     *replica.Store
 	id         identity
 	metrics    *metrics

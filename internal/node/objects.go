@@ -527,19 +527,23 @@ func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, 
 }
 
 // chunkReader streams pieces of chunks, each verified by the segment store,
-// fetching the next chunk while the current one is consumed.
+// fetching the next chunk while the current one is consumed. Chunks are
+// read into buffers from n.chunkBufs; Read copies out of them, so a buffer
+// goes back to the pool once Read has moved past its chunk or Close runs.
 type chunkReader struct {
 	ctx    context.Context
 	n      *Node
 	pieces []chunk.Piece
 	r      int // the space's replication factor
 	cur    []byte
+	curBuf *[]byte // the pooled buffer cur lies in (if it does), or nil
 	next   chan fetched
 	err    error
 }
 
 type fetched struct {
 	b   []byte
+	buf *[]byte // the pooled buffer handed to the read; b may lie in it
 	err error
 }
 
@@ -558,12 +562,19 @@ func (cr *chunkReader) prefetch() {
 	cr.pieces = cr.pieces[1:]
 	ch := make(chan fetched, 1)
 	cr.next = ch
+	buf := cr.n.chunkBufs.get(int(p.Size))
 	go func() {
-		b, err := cr.n.getChunk(cr.ctx, p.Ref.Hash, nil, cr.r)
-		if err == nil {
+		b, err := cr.n.getChunk(cr.ctx, p.Hash, (*buf)[:0], cr.r)
+		switch {
+		case err != nil:
+		case p.Off < 0 || p.Len < 0 || p.Off+p.Len > int64(len(b)):
+			// b may be a slice of a larger pooled buffer: never slice
+			// past its length.
+			b, err = nil, wire.Errorf(wire.CodeCorrupt, "chunk %s has %d bytes; the manifest reads %d at %d", p.Hash, len(b), p.Len, p.Off)
+		default:
 			b = b[p.Off : p.Off+p.Len]
 		}
-		ch <- fetched{b, err}
+		ch <- fetched{b, buf, err}
 	}()
 }
 
@@ -576,12 +587,16 @@ func (cr *chunkReader) Read(p []byte) (int, error) {
 			return 0, io.EOF
 		}
 		f := <-cr.next
+		// Everything of the current chunk has been copied out.
+		cr.n.chunkBufs.put(cr.curBuf)
+		cr.cur, cr.curBuf = nil, nil
 		if f.err != nil {
+			cr.n.chunkBufs.put(f.buf)
 			cr.err = f.err
 			cr.next = nil
 			return 0, f.err
 		}
-		cr.cur = f.b
+		cr.cur, cr.curBuf = f.b, f.buf
 		cr.prefetch()
 	}
 	k := copy(p, cr.cur)
@@ -589,12 +604,17 @@ func (cr *chunkReader) Read(p []byte) (int, error) {
 	return k, nil
 }
 
-// Close waits for an outstanding prefetch so no goroutine outlives the reader.
+// Close waits for an outstanding prefetch so no goroutine outlives the
+// reader, and gives its buffers back. Read and Close must not run
+// concurrently.
 func (cr *chunkReader) Close() error {
 	if cr.next != nil {
-		<-cr.next
+		f := <-cr.next
+		cr.n.chunkBufs.put(f.buf)
 		cr.next = nil
 	}
+	cr.n.chunkBufs.put(cr.curBuf)
+	cr.cur, cr.curBuf = nil, nil
 	cr.err = errors.New("read after close")
 	return nil
 }
