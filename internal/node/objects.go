@@ -187,7 +187,8 @@ func (n *Node) writeBody(ctx context.Context, body io.Reader, size int64, replic
 // few chunks are in flight, so memory stays bounded whatever the size.
 func (n *Node) writeChunks(ctx context.Context, r io.Reader, size int64, replicas int) (*mvcc.Record, error) {
 	const inflight = 4
-	md := md5.New()
+	md, release := n.md5.get()
+	defer release()
 	bh := chunk.NewHasher()
 	ch := chunk.NewChunker(io.TeeReader(r, io.MultiWriter(md, bh)), n.cfg.Chunking)
 	var (
