@@ -34,9 +34,10 @@ def signing_key(secret, date, region):
     return k
 
 
-def presign(method, host, path, access, key, date, stamp, region, expires):
+def presign(method, host, path, access, key, date, stamp, region, expires, extra=None):
     scope = f"{date}/{region}/s3/aws4_request"
-    q = {
+    q = dict(extra or {})
+    q |= {
         "X-Amz-Algorithm": "AWS4-HMAC-SHA256",
         "X-Amz-Credential": f"{access}/{scope}",
         "X-Amz-Date": stamp,
