@@ -36,7 +36,8 @@ type Entry struct {
 	// Obj is the object key (owned by the Entry).
 	Obj []byte
 	// Rec is the visible version; never a delete marker unless
-	// AllVersions.
+	// AllVersions. It has every field but the content: Inline and
+	// Manifest are nil (read the version with Exact for them).
 	Rec *Record
 }
 
@@ -94,7 +95,7 @@ func List(r Reader, o ListOptions) (entries []Entry, more bool, err error) {
 				return nil, false, fmt.Errorf("%w: version key %x: %v", ErrCorrupt, k, err)
 			}
 		}
-		rec, err := decodeRecord(it.Value(), ts, obj)
+		rec, err := decodeListed(it.Value(), ts, obj)
 		if err != nil {
 			return nil, false, err
 		}
@@ -136,7 +137,7 @@ func listVersions(it Iterator, lower []byte, o ListOptions) (entries []Entry, mo
 		if o.Limit > 0 && len(entries) == o.Limit {
 			return entries, true, nil
 		}
-		rec, err := decodeRecord(it.Value(), ts, obj)
+		rec, err := decodeListed(it.Value(), ts, obj)
 		if err != nil {
 			return nil, false, err
 		}

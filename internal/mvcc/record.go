@@ -130,6 +130,13 @@ func appendMap(b []byte, m map[string]string) []byte {
 // format version or flags, bad checksum, truncation, trailing bytes, or a
 // non-canonical encoding — is reported as ErrCorrupt.
 func Unmarshal(b []byte) (*Record, error) {
+	return unmarshal(b, true)
+}
+
+// unmarshal is Unmarshal; without content it leaves Inline and Manifest
+// nil instead of copying them out of b, but checks the record all the
+// same (their lengths, and the checksum over every byte).
+func unmarshal(b []byte, content bool) (*Record, error) {
 	if len(b) < headerLen+trailerLen {
 		return nil, fmt.Errorf("%w: record of %d bytes is too short", ErrCorrupt, len(b))
 	}
@@ -158,8 +165,13 @@ func Unmarshal(b []byte) (*Record, error) {
 	r.ContentType = d.string()
 	r.Meta = d.stringMap()
 	r.Tags = d.stringMap()
-	r.Inline = d.clonedBytes()
-	r.Manifest = d.clonedBytes()
+	if content {
+		r.Inline = d.clonedBytes()
+		r.Manifest = d.clonedBytes()
+	} else {
+		d.bytes(d.length())
+		d.bytes(d.length())
+	}
 	if flags&flagHeaders != 0 {
 		if r.Headers = d.stringMap(); d.err == nil && len(r.Headers) == 0 {
 			d.fail("headers flag with no headers")

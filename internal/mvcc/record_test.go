@@ -33,6 +33,9 @@ func TestRecordRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, r) {
 			t.Fatalf("round trip: got %+v, want %+v", got, r)
 		}
+		if got, err := unmarshal(b, false); err != nil || !reflect.DeepEqual(got, listed(r)) {
+			t.Fatalf("without content: got %+v, %v; want %+v", got, err, listed(r))
+		}
 		// Deterministic: maps in sorted order, so repeated encodings agree.
 		for range 10 {
 			if !bytes.Equal(r.Marshal(), b) {
@@ -104,6 +107,9 @@ func TestRecordCorrupt(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrCorrupt", name, err)
 		}
 		t.Logf("%s: %v", name, err)
+		if _, err := unmarshal(b, false); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: without content: err = %v, want ErrCorrupt", name, err)
+		}
 	}
 	// The well-formed version of the map cases decodes.
 	ok := reseal(append(append([]byte{0xCA, 0x7E, 1, 0, 0, 0, 0}, make([]byte, 32)...), 0, 0, 2, 1, 'a', 0, 1, 'b', 0, 0, 0, 0, 0, 0, 0, 0))
@@ -136,11 +142,18 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, in := range [][]byte{b, binary.BigEndian.AppendUint32(bytes.Clone(b), crc32.Checksum(b, castagnoli))} {
 			r, err := Unmarshal(in)
+			l, lerr := unmarshal(in, false)
+			if (err == nil) != (lerr == nil) {
+				t.Fatalf("Unmarshal: %v; without content: %v", err, lerr)
+			}
 			if err != nil {
 				if !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("error not ErrCorrupt: %v", err)
 				}
 				continue
+			}
+			if !reflect.DeepEqual(l, listed(r)) {
+				t.Fatalf("without content: %+v, want %+v", l, listed(r))
 			}
 			if re := r.Marshal(); !bytes.Equal(re, in) {
 				t.Fatalf("re-encoding differs\n got % x\nwant % x", re, in)
