@@ -17,7 +17,8 @@
 //
 // so an object's versions are contiguous and newest first: Latest is one
 // seek to 'v'|obj, At(ts) one seek to keys.Version(obj, ts), and List moves
-// from one object to the next with one seek past 'v'|obj.
+// from one object to the next with one seek past 'v'|obj (or a Next, for
+// an object that likely has one version).
 //
 // # Record format (the value), format version 1
 //
