@@ -40,8 +40,16 @@ func Time(ts uint64) time.Time { return time.UnixMilli(Physical(ts)) }
 // FromTime returns the smallest timestamp at or after t's millisecond.
 func FromTime(t time.Time) uint64 { return Make(t.UnixMilli(), 0) }
 
-// String formats ts as 16 hex digits.
-func String(ts uint64) string { return fmt.Sprintf("%016x", ts) }
+// String formats ts as 16 lower-case hex digits (a listing of versions
+// prints one per version, so without fmt).
+func String(ts uint64) string {
+	var b [16]byte
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = "0123456789abcdef"[ts&0xf]
+		ts >>= 4
+	}
+	return string(b[:])
+}
 
 // Parse reads a version id printed by String.
 func Parse(s string) (uint64, error) {

@@ -1,6 +1,8 @@
 package tstamp
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -21,6 +23,15 @@ func TestRoundTrip(t *testing.T) {
 	for _, bad := range []string{"", "xyz", "000000000000000g", "00000000000000000"} {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestString(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, ts := range append([]uint64{0, 1, 0xf, 0x10, Max, Max - 1, 1 << 63}, r.Uint64(), r.Uint64(), r.Uint64()>>20) {
+		if got, want := String(ts), fmt.Sprintf("%016x", ts); got != want {
+			t.Errorf("String(%#x) = %q, want %q", ts, got, want)
 		}
 	}
 }
