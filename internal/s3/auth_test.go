@@ -15,9 +15,9 @@ const (
 	authSecret = "auth-test-secret-key"
 )
 
-// signedGet is a GET of /bucket/key?versionId=... signed by aws-sdk-go-v2
+// signedAuthGet is a GET of /bucket/key?versionId=... signed by aws-sdk-go-v2
 // as a client would sign it.
-func signedGet(tb testing.TB, now time.Time) *http.Request {
+func signedAuthGet(tb testing.TB, now time.Time) *http.Request {
 	tb.Helper()
 	r, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:7080/bucket/some/key.txt?versionId=null&x-id=GetObject", nil)
 	r.Header.Set("X-Amz-Content-Sha256", emptySHA256)
@@ -34,7 +34,7 @@ func signedGet(tb testing.TB, now time.Time) *http.Request {
 // a changed secret is not served the old key.
 func TestKeyCache(t *testing.T) {
 	now := time.Now()
-	r := signedGet(t, now)
+	r := signedAuthGet(t, now)
 	var keys keyCache
 	for i := 0; i < 3; i++ {
 		if _, e := authenticate(r, r.URL.Query(), StaticCredentials{authAccess: authSecret}, now, &keys); e != nil {
@@ -50,7 +50,7 @@ func TestKeyCache(t *testing.T) {
 // signing key derived per request ("fresh") and from the cache.
 func BenchmarkAuthenticate(b *testing.B) {
 	now := time.Now()
-	r := signedGet(b, now)
+	r := signedAuthGet(b, now)
 	creds := StaticCredentials{authAccess: authSecret}
 	for _, bc := range []struct {
 		name string

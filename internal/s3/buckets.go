@@ -54,8 +54,40 @@ func maxKeys(s string) (int, *apiError) {
 	return min(v, maxListKeys), nil
 }
 
+// isoLayout is how S3 writes times.
+const isoLayout = "2006-01-02T15:04:05.000Z"
+
 func isoTime(unixNanos int64) string {
-	return time.Unix(0, unixNanos).UTC().Format("2006-01-02T15:04:05.000Z")
+	return string(appendISOTime(nil, unixNanos))
+}
+
+// appendISOTime appends the time unixNanos in UTC as isoLayout formats it,
+// without parsing the layout for each time (a listing writes one per key).
+// An int64 of nanoseconds spans the years 1677 to 2262: four digits.
+func appendISOTime(b []byte, unixNanos int64) []byte {
+	t := time.Unix(0, unixNanos).UTC()
+	year, month, day := t.Date()
+	hour, minute, sec := t.Clock()
+	b = appendDigits(b, year, 4)
+	b = appendDigits(append(b, '-'), int(month), 2)
+	b = appendDigits(append(b, '-'), day, 2)
+	b = appendDigits(append(b, 'T'), hour, 2)
+	b = appendDigits(append(b, ':'), minute, 2)
+	b = appendDigits(append(b, ':'), sec, 2)
+	b = appendDigits(append(b, '.'), t.Nanosecond()/1e6, 3)
+	return append(b, 'Z')
+}
+
+// appendDigits appends v, which has at most n digits, zero-padded to n.
+func appendDigits(b []byte, v, n int) []byte {
+	for i := n - 1; i >= 0; i-- {
+		b = append(b, 0)
+	}
+	for i := len(b) - 1; i >= len(b)-n; i-- {
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return b
 }
 
 func (h *Handler) listBuckets(q *request) {
@@ -236,12 +268,12 @@ func (h *Handler) bucketLocation(q *request) {
 }
 
 type listObject struct {
-	Key          string `xml:"Key"`
-	LastModified string `xml:"LastModified"`
-	ETag         string `xml:"ETag"`
-	Size         int64  `xml:"Size"`
-	Owner        *owner `xml:"Owner,omitempty"`
-	StorageClass string `xml:"StorageClass"`
+	Key          string       `xml:"Key"`
+	LastModified isoTimestamp `xml:"LastModified"`
+	ETag         quotedETag   `xml:"ETag"`
+	Size         int64        `xml:"Size"`
+	Owner        *owner       `xml:"Owner,omitempty"`
+	StorageClass string       `xml:"StorageClass"`
 }
 
 type commonPrefix struct {
@@ -339,6 +371,9 @@ func (h *Handler) list(q *request, lq listQuery, after string) (listing, error) 
 		if err != nil {
 			return l, err
 		}
+		if l.objects == nil {
+			l.objects = make([]wire.ObjectInfo, 0, min(lq.max, len(res.Objects)))
+		}
 		for _, o := range res.Objects {
 			if !strings.HasPrefix(o.Key, lq.prefix) || o.Key <= after {
 				continue
@@ -398,13 +433,15 @@ func (h *Handler) listObjects(q *request, v2 bool) {
 		h.serviceError(q, err)
 		return
 	}
+	var ow *owner
+	if !v2 || query.Get("fetch-owner") == "true" {
+		o := q.owner()
+		ow = &o
+	}
+	res.Contents = make([]listObject, 0, len(l.objects))
 	for _, o := range l.objects {
-		lo := listObject{Key: esc(o.Key), LastModified: isoTime(o.Modified), ETag: `"` + o.ETag + `"`, Size: o.Size, StorageClass: "STANDARD"}
-		if !v2 || query.Get("fetch-owner") == "true" {
-			ow := q.owner()
-			lo.Owner = &ow
-		}
-		res.Contents = append(res.Contents, lo)
+		res.Contents = append(res.Contents, listObject{Key: esc(o.Key), LastModified: isoTimestamp(o.Modified),
+			ETag: quotedETag(o.ETag), Size: o.Size, Owner: ow, StorageClass: "STANDARD"})
 	}
 	for _, p := range l.prefixes {
 		res.CommonPrefixes = append(res.CommonPrefixes, commonPrefix{Prefix: esc(p)})
@@ -426,5 +463,5 @@ func (h *Handler) listObjects(q *request, v2 bool) {
 	} else if l.truncated {
 		res.NextMarker = esc(strings.TrimSuffix(l.next, "\xff"))
 	}
-	writeXML(q.w, http.StatusOK, res)
+	writeXMLBody(q.w, http.StatusOK, res.appendXML(make([]byte, 0, res.sizeHint())))
 }

@@ -129,8 +129,14 @@ func writeXML(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte("<Error><Code>InternalError</Code></Error>")
 	}
+	writeXMLBody(w, status, b)
+}
+
+// writeXMLBody writes the XML declaration and body, an encoded element, as
+// the response body with status.
+func writeXMLBody(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/xml")
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(xml.Header))
-	_, _ = w.Write(b)
+	_, _ = w.Write(body)
 }

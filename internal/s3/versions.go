@@ -14,14 +14,14 @@ import (
 // them.
 type versionEntry struct {
 	XMLName      xml.Name
-	Key          string `xml:"Key"`
-	VersionID    string `xml:"VersionId"`
-	IsLatest     bool   `xml:"IsLatest"`
-	LastModified string `xml:"LastModified"`
-	ETag         string `xml:"ETag,omitempty"`
-	Size         *int64 `xml:"Size,omitempty"`
-	Owner        owner  `xml:"Owner"`
-	StorageClass string `xml:"StorageClass,omitempty"`
+	Key          string       `xml:"Key"`
+	VersionID    string       `xml:"VersionId"`
+	IsLatest     bool         `xml:"IsLatest"`
+	LastModified isoTimestamp `xml:"LastModified"`
+	ETag         *quotedETag  `xml:"ETag,omitempty"`
+	Size         *int64       `xml:"Size,omitempty"`
+	Owner        owner        `xml:"Owner"`
+	StorageClass string       `xml:"StorageClass,omitempty"`
 }
 
 type listVersionsResult struct {
@@ -73,6 +73,10 @@ func (h *Handler) listVersions(q *request, lq listQuery, after string, afterVers
 		res, err := h.cfg.Service.List(q.r.Context(), &req)
 		if err != nil {
 			return p, err
+		}
+		if p.versions == nil {
+			n := min(lq.max, len(res.Objects))
+			p.versions, p.latest = make([]wire.ObjectInfo, 0, n), make([]bool, 0, n)
 		}
 		for _, o := range res.Objects {
 			if !strings.HasPrefix(o.Key, lq.prefix) || o.Key < req.StartAfter || o.Key < skipTo {
@@ -134,15 +138,16 @@ func (h *Handler) listObjectVersions(q *request) {
 	esc := lq.esc
 	res := listVersionsResult{NS: s3NS, Name: q.bucket, Prefix: esc(lq.prefix), KeyMarker: esc(keyMarker),
 		VersionIDMarker: vidMarker, MaxKeys: lq.max, Delimiter: esc(lq.delimiter), EncodingType: lq.enc, IsTruncated: p.truncated}
+	res.Entries = make([]versionEntry, 0, len(p.versions))
 	for i := range p.versions {
 		o := &p.versions[i]
 		ve := versionEntry{Key: esc(o.Key), VersionID: versionIDOf(o), IsLatest: p.latest[i],
-			LastModified: isoTime(o.Modified), Owner: q.owner()}
+			LastModified: isoTimestamp(o.Modified), Owner: q.owner()}
 		if o.DeleteMarker {
 			ve.XMLName.Local = "DeleteMarker"
 		} else {
-			size := o.Size
-			ve.XMLName.Local, ve.ETag, ve.Size, ve.StorageClass = "Version", `"`+o.ETag+`"`, &size, "STANDARD"
+			// ETag and Size point into p, which outlives res.
+			ve.XMLName.Local, ve.ETag, ve.Size, ve.StorageClass = "Version", (*quotedETag)(&o.ETag), &o.Size, "STANDARD"
 		}
 		res.Entries = append(res.Entries, ve)
 	}
@@ -155,5 +160,5 @@ func (h *Handler) listObjectVersions(q *request) {
 			res.NextVersionIDMarker = tstamp.String(p.nextVersion)
 		}
 	}
-	writeXML(q.w, http.StatusOK, res)
+	writeXMLBody(q.w, http.StatusOK, res.appendXML(make([]byte, 0, res.sizeHint())))
 }
