@@ -33,7 +33,8 @@ type ListOptions struct {
 
 // Entry is one listed object.
 type Entry struct {
-	// Obj is the object key (owned by the Entry).
+	// Obj is the object key, a copy. The entries of one listing share the
+	// memory of their keys and records (a kept Entry keeps it all).
 	Obj []byte
 	// Rec is the visible version; never a delete marker unless
 	// AllVersions. It has every field but the content: Inline and
@@ -69,6 +70,7 @@ func List(r Reader, o ListOptions) (entries []Entry, more bool, err error) {
 		}
 	}
 	var objBuf, seekBuf []byte
+	var alloc entryAlloc
 	ok := it.SeekGE(start)
 	for ok {
 		obj, ts, err := keys.DecodeVersion(it.Key())
@@ -96,15 +98,15 @@ func List(r Reader, o ListOptions) (entries []Entry, more bool, err error) {
 				return nil, false, fmt.Errorf("%w: version key %x: %v", ErrCorrupt, k, err)
 			}
 		}
-		rec, err := decodeListed(it.Value(), ts, obj)
-		if err != nil {
+		rec := alloc.record()
+		if err := decodeListed(rec, it.Value(), ts, obj); err != nil {
 			return nil, false, err
 		}
 		if !rec.DeleteMarker {
 			if o.Limit > 0 && len(entries) == o.Limit {
 				return entries, true, nil
 			}
-			entries = append(entries, Entry{Obj: bytes.Clone(obj), Rec: rec})
+			entries = append(entries, Entry{Obj: alloc.key(obj), Rec: rec})
 		}
 		ok = skipObject(it, obj, rec.Parent == 0, &seekBuf)
 	}
@@ -116,6 +118,7 @@ func List(r Reader, o ListOptions) (entries []Entry, more bool, err error) {
 func listVersions(it Iterator, lower []byte, o ListOptions) (entries []Entry, more bool, err error) {
 	start := lower
 	var seekBuf []byte
+	var alloc entryAlloc
 	if o.StartAfter != nil {
 		s := nextObject(&seekBuf, o.StartAfter)
 		if o.AfterVersion != 0 {
@@ -138,18 +141,44 @@ func listVersions(it Iterator, lower []byte, o ListOptions) (entries []Entry, mo
 		if o.Limit > 0 && len(entries) == o.Limit {
 			return entries, true, nil
 		}
-		rec, err := decodeListed(it.Value(), ts, obj)
-		if err != nil {
+		rec := alloc.record()
+		if err := decodeListed(rec, it.Value(), ts, obj); err != nil {
 			return nil, false, err
 		}
 		if len(entries) > 0 && bytes.Equal(entries[len(entries)-1].Obj, obj) {
 			obj = entries[len(entries)-1].Obj // share the key within one history
 		} else {
-			obj = bytes.Clone(obj)
+			obj = alloc.key(obj)
 		}
 		entries = append(entries, Entry{Obj: obj, Rec: rec})
 	}
 	return entries, false, it.Error()
+}
+
+// entryAlloc hands out the records and keys of a listing's entries from a
+// few large allocations rather than two small ones per entry.
+type entryAlloc struct {
+	recs []Record
+	keys []byte
+}
+
+// record returns a zero Record.
+func (a *entryAlloc) record() *Record {
+	if len(a.recs) == cap(a.recs) {
+		a.recs = make([]Record, 0, 64)
+	}
+	a.recs = append(a.recs, Record{})
+	return &a.recs[len(a.recs)-1]
+}
+
+// key returns a copy of k, with no room to grow into its neighbour's.
+func (a *entryAlloc) key(k []byte) []byte {
+	if cap(a.keys)-len(a.keys) < len(k) {
+		a.keys = make([]byte, 0, max(4<<10, len(k)))
+	}
+	n := len(a.keys)
+	a.keys = append(a.keys, k...)
+	return a.keys[n:len(a.keys):len(a.keys)]
 }
 
 // skipObject moves it from a version of obj to the next object's newest

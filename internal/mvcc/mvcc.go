@@ -92,13 +92,18 @@ func (v *versionIter) close(errp *error) {
 
 // decodeRecord decodes value, version ts of obj.
 func decodeRecord(value []byte, ts uint64, obj []byte) (*Record, error) {
-	return decode(value, ts, obj, true)
+	rec := &Record{}
+	if err := decode(rec, value, ts, obj, true); err != nil {
+		return nil, err
+	}
+	return rec, nil
 }
 
-// decodeListed is decodeRecord for a listing, which returns every field
-// but the content: Inline and Manifest are left nil instead of copied out
-// of the iterator's value (for a small object the inline body is most of
-// the record, and its copy an allocation per listed key).
+// decodeListed is decodeRecord into rec, a zero Record, for a listing,
+// which returns every field but the content: Inline and Manifest are left
+// nil instead of copied out of the iterator's value (for a small object
+// the inline body is most of the record, and its copy an allocation per
+// listed key).
 //
 // The record is still checked whole, checksum included. A listing returns
 // the size, ETag and metadata that clients compare to decide what to copy
@@ -107,17 +112,17 @@ func decodeRecord(value []byte, ts uint64, obj []byte) (*Record, error) {
 // the disk but not memory, nor a bug between Marshal and here. The
 // checksum is one CRC32C pass over the value, about 0.1 µs for a 1 KiB
 // body.
-func decodeListed(value []byte, ts uint64, obj []byte) (*Record, error) {
-	return decode(value, ts, obj, false)
+func decodeListed(rec *Record, value []byte, ts uint64, obj []byte) error {
+	return decode(rec, value, ts, obj, false)
 }
 
-func decode(value []byte, ts uint64, obj []byte, content bool) (*Record, error) {
-	rec, err := unmarshal(value, content)
-	if err != nil {
-		return nil, fmt.Errorf("object %x version %d: %w", obj, ts, err)
+// decode decodes into rec, a zero Record.
+func decode(rec *Record, value []byte, ts uint64, obj []byte, content bool) error {
+	if err := unmarshal(rec, value, content); err != nil {
+		return fmt.Errorf("object %x version %d: %w", obj, ts, err)
 	}
 	rec.Version = ts
-	return rec, nil
+	return nil
 }
 
 // Latest returns the newest version of obj, which may be a delete marker,

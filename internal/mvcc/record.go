@@ -130,28 +130,31 @@ func appendMap(b []byte, m map[string]string) []byte {
 // format version or flags, bad checksum, truncation, trailing bytes, or a
 // non-canonical encoding — is reported as ErrCorrupt.
 func Unmarshal(b []byte) (*Record, error) {
-	return unmarshal(b, true)
+	r := &Record{}
+	if err := unmarshal(r, b, true); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
-// unmarshal is Unmarshal; without content it leaves Inline and Manifest
-// nil instead of copying them out of b, but checks the record all the
-// same (their lengths, and the checksum over every byte).
-func unmarshal(b []byte, content bool) (*Record, error) {
+// unmarshal is Unmarshal into r, a zero Record. Without content it leaves
+// Inline and Manifest nil instead of copying them out of b, but checks the
+// record all the same (their lengths, and the checksum over every byte).
+func unmarshal(r *Record, b []byte, content bool) error {
 	if len(b) < headerLen+trailerLen {
-		return nil, fmt.Errorf("%w: record of %d bytes is too short", ErrCorrupt, len(b))
+		return fmt.Errorf("%w: record of %d bytes is too short", ErrCorrupt, len(b))
 	}
 	if b[0] != recordMagic0 || b[1] != recordMagic1 {
-		return nil, fmt.Errorf("%w: bad record magic %#x %#x", ErrCorrupt, b[0], b[1])
+		return fmt.Errorf("%w: bad record magic %#x %#x", ErrCorrupt, b[0], b[1])
 	}
 	if b[2] != recordFormat1 {
-		return nil, fmt.Errorf("%w: unknown record format version %d", ErrCorrupt, b[2])
+		return fmt.Errorf("%w: unknown record format version %d", ErrCorrupt, b[2])
 	}
 	body, sum := b[:len(b)-trailerLen], binary.BigEndian.Uint32(b[len(b)-trailerLen:])
 	if got := crc32.Checksum(body, castagnoli); got != sum {
-		return nil, fmt.Errorf("%w: record checksum %08x, want %08x", ErrCorrupt, got, sum)
+		return fmt.Errorf("%w: record checksum %08x, want %08x", ErrCorrupt, got, sum)
 	}
 	d := decoder{b: body[headerLen:]}
-	r := &Record{}
 	flags := d.byte()
 	if flags&^knownFlags != 0 {
 		d.fail("unknown flags %#x", flags)
@@ -180,10 +183,7 @@ func unmarshal(b []byte, content bool) (*Record, error) {
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}
-	if d.err != nil {
-		return nil, d.err
-	}
-	return r, nil
+	return d.err
 }
 
 // decoder reads the body of a record; the first error sticks.
