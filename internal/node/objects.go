@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -758,6 +759,7 @@ func (n *Node) listOnce(ctx context.Context, s *space, req *wire.ListRequest, lo
 		if err != nil {
 			return wire.ListResult{}, err
 		}
+		out.Objects = slices.Grow(out.Objects, len(ents))
 		for _, e := range ents {
 			_, _, key, err := keys.DecodeObject(e.Obj)
 			if err != nil {
