@@ -26,11 +26,13 @@
 //	| 0xCA | 0x7E | 0x01| flags | parent | startTS |  size  | hash (32) |
 //	|    magic   | fmt |  (1)  | uvarint| uvarint | varint |  BLAKE3   |
 //	+------+------+-----+-------+--------+---------+--------+-----------+
-//	| etag | content type | meta map | tags map | inline | manifest | CRC32C |
-//	| str  |     str      |          |          | bytes  |  bytes   | (4,BE) |
-//	+------+--------------+----------+----------+--------+----------+--------+
+//	| etag | content type | meta map | tags map | inline | manifest | [headers map] | CRC32C |
+//	| str  |     str      |          |          | bytes  |  bytes   |  if flag bit 1 | (4,BE) |
+//	+------+--------------+----------+----------+--------+----------+---------------+--------+
 //
-//	flags    bit 0: delete marker; other bits must be 0
+//	flags    bit 0: delete marker; bit 1: a headers map follows the
+//	         manifest (content headers, checksums; records without one
+//	         keep their encoding); other bits must be 0
 //	str      uvarint length | bytes          (bytes alike)
 //	map      uvarint count  | count x (str key, str value), keys strictly
 //	         ascending
