@@ -434,7 +434,12 @@ func TestAppendSentBeforePersist(t *testing.T) {
 	if net.acks.Load() == 0 || net.early.Load() == 0 {
 		t.Fatalf("checked %d append responses, %d appends sent before the leader's write: want both > 0", net.acks.Load(), net.early.Load())
 	}
+	// A proposer is answered inside the apply step, and the loop counts
+	// the applied entries after it: wait for the count to catch up.
 	st := nodes[0].store.Stats()
+	for deadline := time.Now().Add(5 * time.Second); st.Applied < 200 && time.Now().Before(deadline); st = nodes[0].store.Stats() {
+		time.Sleep(time.Millisecond)
+	}
 	if st.Appended < 200 || st.Applied < 200 || st.Syncs == 0 || st.Syncs > st.Cycles || st.PersistTime <= 0 {
 		t.Fatalf("loop stats after 200 proposals: %+v", st)
 	}
