@@ -235,7 +235,7 @@ TREE_FILES=$(find "$WORK/tree" -type f | wc -l)
 
 echo "e2e-s3: endpoint $ENDPOINT${OTHERS[*]:+ (others: ${OTHERS[*]})}, bucket $BUCKET"
 "$AWS_BIN" --version
-"$RCLONE_BIN" version | head -1
+"$RCLONE_BIN" version | sed -n 1p # not head: with pipefail, rclone may die of SIGPIPE
 "$S3CMD_BIN" --version
 "$PYTHON_BIN" -c 'import boto3, botocore; print("boto3", boto3.__version__, "botocore", botocore.__version__)'
 
@@ -442,7 +442,8 @@ rclone_resync() {
   rclone check "$WORK/rtree" "cairn:$BUCKET/rclone"
   n=$(rclone lsf -R --files-only "cairn:$BUCKET/rclone" | wc -l)
   expect_eq "$n" "$(find "$WORK/rtree" -type f | wc -l)" "files listed by rclone lsf -R"
-  rclone lsf -R --files-only "cairn:$BUCKET/rclone" | grep -qx 'd2/sub2/file2.bin' && fail "d2/sub2/file2.bin was not removed by sync"
+  rclone lsf -R --files-only "cairn:$BUCKET/rclone" >"$WORK/rclone-lsf"
+  grep -qx 'd2/sub2/file2.bin' "$WORK/rclone-lsf" && fail "d2/sub2/file2.bin was not removed by sync"
   rclone cat "cairn:$BUCKET/rclone/d1/sub1/file1.bin" >"$WORK/down/rfile1.bin"
   same_file "$WORK/rtree/d1/sub1/file1.bin" "$WORK/down/rfile1.bin"
 }
