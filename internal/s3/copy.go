@@ -174,15 +174,10 @@ func (h *Handler) uploadPartCopy(q *request, id string, n int, alg checksumAlg, 
 	res := struct {
 		XMLName xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CopyPartResult"`
 		copyResult
-		ChecksumCRC32     string `xml:",omitempty"`
-		ChecksumCRC32C    string `xml:",omitempty"`
-		ChecksumCRC64NVME string `xml:",omitempty"`
-		ChecksumSHA1      string `xml:",omitempty"`
-		ChecksumSHA256    string `xml:",omitempty"`
+		checksumXML
 	}{copyResult: copyResult{ETag: `"` + info.ETag + `"`, LastModified: isoTime(info.Modified)}}
 	if sums {
-		*map[string]*string{"crc32": &res.ChecksumCRC32, "crc32c": &res.ChecksumCRC32C, "crc64nvme": &res.ChecksumCRC64NVME,
-			"sha1": &res.ChecksumSHA1, "sha256": &res.ChecksumSHA256}[alg.name] = sum
+		*res.field(alg) = sum
 	}
 	writeXML(q.w, http.StatusOK, res)
 }

@@ -84,12 +84,53 @@ func uploadChecksum(h http.Header) (alg checksumAlg, typ string, ok bool, e *api
 	return alg, typ, true, nil
 }
 
+// uploadAlg is the checksum algorithm an upload was created with (its
+// record's headers); ok is false when it names none.
+func uploadAlg(upload map[string]string) (alg checksumAlg, ok bool) {
+	return findChecksum(upload[uploadChecksumHeader])
+}
+
 // setUploadChecksumHeaders answers an upload's algorithm and type.
 func setUploadChecksumHeaders(hd http.Header, upload map[string]string) {
-	if a, ok := findChecksum(upload[uploadChecksumHeader]); ok && upload[uploadChecksumHeader] != "" {
+	if a, ok := uploadAlg(upload); ok {
 		hd.Set("x-amz-checksum-algorithm", strings.ToUpper(a.name))
 		hd.Set("x-amz-checksum-type", upload[checksumTypeHeader])
 	}
+}
+
+// checksumXML holds the checksum elements of S3's multipart documents
+// (parts, completed uploads, copied parts): one per algorithm, empty ones
+// left out.
+type checksumXML struct {
+	ChecksumCRC32     string `xml:",omitempty"`
+	ChecksumCRC32C    string `xml:",omitempty"`
+	ChecksumCRC64NVME string `xml:",omitempty"`
+	ChecksumSHA1      string `xml:",omitempty"`
+	ChecksumSHA256    string `xml:",omitempty"`
+}
+
+// field is the element of algorithm a.
+func (c *checksumXML) field(a checksumAlg) *string {
+	switch a.name {
+	case "crc32":
+		return &c.ChecksumCRC32
+	case "crc32c":
+		return &c.ChecksumCRC32C
+	case "crc64nvme":
+		return &c.ChecksumCRC64NVME
+	case "sha1":
+		return &c.ChecksumSHA1
+	}
+	return &c.ChecksumSHA256
+}
+
+// storedChecksums are the checksums kept in a version's headers.
+func storedChecksums(headers map[string]string) checksumXML {
+	var c checksumXML
+	for _, a := range checksumAlgs {
+		*c.field(a) = headers[a.header()]
+	}
+	return c
 }
 
 // multipartChecksum is the object's checksum made of its parts' digests

@@ -139,8 +139,7 @@ func (h *Handler) uploadPart(q *request) {
 		q.fail(e)
 		return
 	}
-	alg, sums := findChecksum(up.Headers[uploadChecksumHeader])
-	sums = sums && up.Headers[uploadChecksumHeader] != ""
+	alg, sums := uploadAlg(up.Headers)
 	if q.r.Header.Get("X-Amz-Copy-Source") != "" {
 		h.uploadPartCopy(q, id, n, alg, sums)
 		return
@@ -182,24 +181,9 @@ func (h *Handler) listAll(ctx context.Context, bucket, prefix string) ([]wire.Ob
 }
 
 type completePart struct {
-	PartNumber        int
-	ETag              string
-	ChecksumCRC32     string
-	ChecksumCRC32C    string
-	ChecksumCRC64NVME string
-	ChecksumSHA1      string
-	ChecksumSHA256    string
-}
-
-// checksums are the part's checksums the document names, by algorithm.
-func (p *completePart) checksums() map[string]string {
-	m := map[string]string{}
-	for name, v := range map[string]string{"crc32": p.ChecksumCRC32, "crc32c": p.ChecksumCRC32C, "crc64nvme": p.ChecksumCRC64NVME, "sha1": p.ChecksumSHA1, "sha256": p.ChecksumSHA256} {
-		if v != "" {
-			m[name] = v
-		}
-	}
-	return m
+	PartNumber int
+	ETag       string
+	checksumXML
 }
 
 // completeUpload is CompleteMultipartUpload.
@@ -242,8 +226,7 @@ func (h *Handler) completeUpload(q *request) {
 			byNumber[n] = p
 		}
 	}
-	alg, sums := findChecksum(up.Headers[uploadChecksumHeader])
-	sums = sums && up.Headers[uploadChecksumHeader] != ""
+	alg, sums := uploadAlg(up.Headers)
 	var digests [][]byte
 	sources := make([]wire.ComposeSource, 0, len(doc.Parts))
 	sizes := make([]int64, 0, len(doc.Parts))
@@ -258,9 +241,9 @@ func (h *Handler) completeUpload(q *request) {
 			q.fail(&apiError{"InvalidPart", http.StatusBadRequest, fmt.Sprintf("Part %d could not be found, or its ETag does not match the part's.", p.PartNumber)})
 			return
 		}
-		for name, v := range p.checksums() {
-			if a, _ := findChecksum(name); sp.Headers[a.header()] != v {
-				q.fail(&apiError{"InvalidPart", http.StatusBadRequest, fmt.Sprintf("Part %d's %s checksum does not match the part's.", p.PartNumber, strings.ToUpper(name))})
+		for _, a := range checksumAlgs {
+			if v := *p.field(a); v != "" && sp.Headers[a.header()] != v {
+				q.fail(&apiError{"InvalidPart", http.StatusBadRequest, fmt.Sprintf("Part %d's %s checksum does not match the part's.", p.PartNumber, strings.ToUpper(a.name))})
 				return
 			}
 		}
@@ -320,21 +303,16 @@ func (h *Handler) completeUpload(q *request) {
 	h.removeUpload(ctx, q.bucket, id, up.Version, stored)
 	q.w.Header().Set("x-amz-version-id", versionIDOf(&info))
 	res := struct {
-		XMLName           xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CompleteMultipartUploadResult"`
-		Location          string
-		Bucket            string
-		Key               string
-		ETag              string
-		ChecksumCRC32     string `xml:",omitempty"`
-		ChecksumCRC32C    string `xml:",omitempty"`
-		ChecksumCRC64NVME string `xml:",omitempty"`
-		ChecksumSHA1      string `xml:",omitempty"`
-		ChecksumSHA256    string `xml:",omitempty"`
-		ChecksumType      string `xml:",omitempty"`
+		XMLName  xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CompleteMultipartUploadResult"`
+		Location string
+		Bucket   string
+		Key      string
+		ETag     string
+		checksumXML
+		ChecksumType string `xml:",omitempty"`
 	}{Location: "/" + q.bucket + "/" + q.key, Bucket: q.bucket, Key: q.key, ETag: `"` + etag + `"`}
 	if sums {
-		*map[string]*string{"crc32": &res.ChecksumCRC32, "crc32c": &res.ChecksumCRC32C, "crc64nvme": &res.ChecksumCRC64NVME,
-			"sha1": &res.ChecksumSHA1, "sha256": &res.ChecksumSHA256}[alg.name] = checksum
+		*res.field(alg) = checksum
 		res.ChecksumType = up.Headers[checksumTypeHeader]
 	}
 	writeXML(q.w, http.StatusOK, res)
@@ -372,15 +350,11 @@ func (h *Handler) abortUpload(q *request) {
 }
 
 type partXML struct {
-	PartNumber        int
-	LastModified      string
-	ETag              string
-	Size              int64
-	ChecksumCRC32     string `xml:",omitempty"`
-	ChecksumCRC32C    string `xml:",omitempty"`
-	ChecksumCRC64NVME string `xml:",omitempty"`
-	ChecksumSHA1      string `xml:",omitempty"`
-	ChecksumSHA256    string `xml:",omitempty"`
+	PartNumber   int
+	LastModified string
+	ETag         string
+	Size         int64
+	checksumXML
 }
 
 // listParts is ListParts.
@@ -435,9 +409,7 @@ func (h *Handler) listParts(q *request) {
 			break
 		}
 		out.Parts = append(out.Parts, partXML{PartNumber: n, LastModified: isoTime(p.Modified), ETag: `"` + p.ETag + `"`, Size: p.Size,
-			ChecksumCRC32: p.Headers["x-amz-checksum-crc32"], ChecksumCRC32C: p.Headers["x-amz-checksum-crc32c"],
-			ChecksumCRC64NVME: p.Headers["x-amz-checksum-crc64nvme"], ChecksumSHA1: p.Headers["x-amz-checksum-sha1"],
-			ChecksumSHA256: p.Headers["x-amz-checksum-sha256"]})
+			checksumXML: storedChecksums(p.Headers)})
 		out.NextPartNumberMarker = n
 	}
 	writeXML(q.w, http.StatusOK, out)

@@ -51,18 +51,8 @@ var deletable = map[string]bool{"policy": true, "cors": true, "website": true, "
 // reports whether it did.
 func (h *Handler) bucketSetting(q *request) bool {
 	name := ""
-	for _, k := range []string{"acl", "requestPayment", "ownershipControls"} {
-		if q.query.Has(k) {
-			name = k
-		}
-	}
-	for k := range missingSettings {
-		if q.query.Has(k) {
-			name = k
-		}
-	}
-	for k := range emptySettings {
-		if q.query.Has(k) {
+	for k := range q.query {
+		if k == "acl" || k == "requestPayment" || k == "ownershipControls" || missingSettings[k] != nil || emptySettings[k] != "" {
 			name = k
 		}
 	}
@@ -163,8 +153,9 @@ func aclHeadersError(hd http.Header) *apiError {
 	default:
 		return errACLNotSupported
 	}
-	for k := range hd {
-		if strings.HasPrefix(strings.ToLower(k), "x-amz-grant-") {
+	const grant = "x-amz-grant-"
+	for k := range hd { // every PUT's headers: no allocation per name
+		if len(k) >= len(grant) && strings.EqualFold(k[:len(grant)], grant) {
 			return errACLNotSupported
 		}
 	}
@@ -193,11 +184,9 @@ func (h *Handler) putACL(q *request) {
 		q.fail(e)
 		return
 	}
-	for _, g := range doc.Grants {
-		if g.Permission != "FULL_CONTROL" || g.Grantee.URI != "" || len(doc.Grants) > 1 {
-			q.fail(errACLNotSupported)
-			return
-		}
+	if g := doc.Grants; len(g) > 1 || len(g) == 1 && (g[0].Permission != "FULL_CONTROL" || g[0].Grantee.URI != "") {
+		q.fail(errACLNotSupported)
+		return
 	}
 	if q.key != "" {
 		if _, err := h.cfg.Service.Stat(q.r.Context(), &wire.GetRequest{Space: q.bucket, Key: q.key, Length: -1}); err != nil {

@@ -103,6 +103,16 @@ func TestBucketSettings(t *testing.T) {
 	if _, err := c.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: b, GrantRead: aws.String(`uri="http://acs.amazonaws.com/groups/global/AllUsers"`)}); apiCode(err) != "AccessControlListNotSupported" {
 		t.Errorf("PutBucketAcl grant-read: want AccessControlListNotSupported, got %v", err)
 	}
+	own := types.Grant{Grantee: &types.Grantee{Type: types.TypeCanonicalUser, ID: aws.String(testAccess)}, Permission: types.PermissionFullControl}
+	all := types.Grant{Grantee: &types.Grantee{Type: types.TypeGroup, URI: aws.String("http://acs.amazonaws.com/groups/global/AllUsers")}, Permission: types.PermissionRead}
+	if _, err := c.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: b, AccessControlPolicy: &types.AccessControlPolicy{
+		Owner: &types.Owner{ID: aws.String(testAccess)}, Grants: []types.Grant{own}}}); err != nil {
+		t.Errorf("PutBucketAcl with the owner's full control: %v", err)
+	}
+	if _, err := c.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: b, AccessControlPolicy: &types.AccessControlPolicy{
+		Owner: &types.Owner{ID: aws.String(testAccess)}, Grants: []types.Grant{own, all}}}); apiCode(err) != "AccessControlListNotSupported" {
+		t.Errorf("PutBucketAcl granting AllUsers read: want AccessControlListNotSupported, got %v", err)
+	}
 	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("public"), Body: strings.NewReader("v"), ACL: types.ObjectCannedACLPublicRead})
 	if apiCode(err) != "AccessControlListNotSupported" {
 		t.Fatalf("PUT with public-read: want AccessControlListNotSupported, got %v", err)
