@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,7 +36,7 @@ func BenchmarkList(b *testing.B) {
 			}
 			ctx := context.Background()
 			b.ReportAllocs()
-			cpu0 := processCPU(b)
+			cpu0 := cpuTime()
 			for b.Loop() {
 				req := wire.ListRequest{Space: "bench", Limit: 1000}
 				listed := 0
@@ -57,7 +56,7 @@ func BenchmarkList(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*c.keys), "ns/key")
-			b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
@@ -91,13 +90,4 @@ func fillSpace(b *testing.B, n *Node, space string, keys, versions, size int) {
 	if err := <-errs; err != nil {
 		b.Fatal(err)
 	}
-}
-
-// processCPU returns the CPU time (user and system) the process has used.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
