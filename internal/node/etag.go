@@ -5,24 +5,24 @@ import (
 	"hash"
 	"sync"
 
-	md5simd "github.com/minio/md5-simd"
+	"github.com/cairn-db/cairn/internal/md5lanes"
 )
 
 // simdMD5Min is how many other uploads must be hashing when one starts for
-// it to get a multi-buffer hasher. BenchmarkETagMD5 on an AVX-512 machine,
-// CPU per 16 MiB stream against crypto/md5's 26 ms: 46 ms alone, 36 ms with
-// one other, 22 ms with two, 15 ms with three, 9 ms with seven.
+// it to get a multi-buffer hasher. md5lanes' BenchmarkStreams on an
+// AVX-512 machine, CPU per 16 MiB stream against crypto/md5's 33 ms: 46 ms
+// alone, 27 ms with one other, 15 ms with three, 9 ms with seven, 7 ms
+// with fifteen.
 const simdMD5Min = 2
 
 // md5Hashers hands out the MD5 hashers that compute the S3 ETag of chunked
-// uploads. While several uploads run at once it hands out hashers of one
-// md5-simd server (github.com/minio/md5-simd), whose goroutine hashes up
-// to 16 streams together in the lanes of AVX-512 registers (8 per core
-// with AVX2; crypto/md5 without either): MD5 is a serial chain within a
-// stream, so this is how concurrent streams get cheaper. A stream alone is
-// dearer that way (the hand-off to the server and a copy of each block), so
-// an upload that starts with fewer than simdMD5Min others in flight gets
-// crypto/md5.
+// uploads. While several uploads run at once it hands out streams of one
+// md5lanes.Hasher, whose goroutine hashes up to 16 streams together in the
+// lanes of AVX-512 registers (crypto/md5 without AVX-512): MD5 is a
+// serial chain within a stream, so this is how concurrent streams get
+// cheaper. A stream alone is dearer that way (a copy of each block and a
+// whole pass of the kernel for one lane), so an upload that starts with
+// fewer than simdMD5Min others in flight gets crypto/md5.
 //
 // The server starts on first use and stops once close has been called and
 // every hasher of it has been released, so that no upload still running
@@ -31,9 +31,9 @@ const simdMD5Min = 2
 type md5Hashers struct {
 	mu struct {
 		sync.Mutex
-		srv    md5simd.Server // nil until first needed, and after it is stopped
-		users  int            // hashers of srv not yet released
-		active int            // hashers of either kind not yet released
+		srv    *md5lanes.Hasher // nil until first needed, and after it is stopped
+		users  int              // hashers of srv not yet released
+		active int              // hashers of either kind not yet released
 		closed bool
 	}
 }
@@ -49,12 +49,11 @@ func (m *md5Hashers) get() (hash.Hash, func()) {
 		return md5.New(), m.releasePlain
 	}
 	if m.mu.srv == nil {
-		m.mu.srv = md5simd.NewServer()
+		m.mu.srv = md5lanes.New()
 	}
 	m.mu.users++
-	h := m.mu.srv.NewHash()
+	h := m.mu.srv.NewStream()
 	return h, func() {
-		h.Close()
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		m.mu.active--

@@ -6,15 +6,11 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
-	"hash"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	md5simd "github.com/minio/md5-simd"
-
+	"github.com/cairn-db/cairn/internal/md5lanes"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -32,7 +28,7 @@ func TestMD5Hashers(t *testing.T) {
 	var hs []held
 	for i := range simdMD5Min + 2 {
 		h, release := m.get()
-		_, simd := h.(md5simd.Hasher)
+		_, simd := h.(*md5lanes.Stream)
 		if simd != (i >= simdMD5Min) {
 			t.Fatalf("hasher %d with %d others: simd = %v", i, i, simd)
 		}
@@ -46,7 +42,7 @@ func TestMD5Hashers(t *testing.T) {
 	m.close()
 	m.close() // idempotent
 	h, release := m.get()
-	if _, simd := h.(md5simd.Hasher); simd {
+	if _, simd := h.(*md5lanes.Stream); simd {
 		t.Fatal("a hasher handed out after close is simd")
 	}
 	release()
@@ -95,49 +91,4 @@ func TestConcurrentUploadETags(t *testing.T) {
 		})
 	}
 	wg.Wait()
-}
-
-// BenchmarkETagMD5 hashes 16 MiB streams in 32 KiB writes (as a PUT's
-// body arrives), from 1 to 8 at once, with crypto/md5 and with one
-// md5-simd server; cpu-ms/op is the CPU time per stream. simdMD5Min comes
-// from it.
-//
-//	go test ./internal/node -run '^$' -bench ETagMD5 -benchtime 20x -count 3
-func BenchmarkETagMD5(b *testing.B) {
-	const size, write = 16 << 20, 32 << 10
-	data := randBytes(rand.New(rand.NewPCG(1, 1)), size)
-	for _, streams := range []int{1, 2, 3, 4, 8} {
-		for _, simd := range []bool{false, true} {
-			b.Run(fmt.Sprintf("streams=%d/simd=%v", streams, simd), func(b *testing.B) {
-				newHash := func() (hash.Hash, func()) { return md5.New(), func() {} }
-				if simd {
-					srv := md5simd.NewServer()
-					defer srv.Close()
-					newHash = func() (hash.Hash, func()) {
-						h := srv.NewHash()
-						return h, h.Close
-					}
-				}
-				b.SetBytes(size)
-				var left atomic.Int64
-				left.Store(int64(b.N))
-				cpu0 := cpuTime()
-				var wg sync.WaitGroup
-				for range streams {
-					wg.Go(func() {
-						for left.Add(-1) >= 0 {
-							h, release := newHash()
-							for off := 0; off < size; off += write {
-								h.Write(data[off : off+write])
-							}
-							h.Sum(nil)
-							release()
-						}
-					})
-				}
-				wg.Wait()
-				b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
-			})
-		}
-	}
 }
