@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+
+	"github.com/cairn-db/cairn/internal/bufpool"
 )
 
 // Default chunk sizes of the content-defined chunker.
@@ -96,6 +98,7 @@ type Chunker struct {
 	o      Options
 	maskS  uint64
 	maskL  uint64
+	bufp   *[]byte // buf's pooled buffer
 	buf    []byte
 	start  int // first unconsumed byte in buf
 	end    int // end of valid data in buf
@@ -114,8 +117,27 @@ func NewChunker(r io.Reader, o Options) *Chunker {
 		return c
 	}
 	c.maskS, c.maskL = o.masks()
-	c.buf = make([]byte, 2*o.MaxSize)
+	c.bufp = bufs.Get(2 * o.MaxSize)
+	c.buf = *c.bufp
 	return c
+}
+
+// bufs recycles Chunkers' buffers (8 MiB with the default options).
+var bufs bufpool.Pool
+
+// errClosed is what Next returns after Close.
+var errClosed = errors.New("chunk: Next after Close")
+
+// Close gives the Chunker's buffer back for reuse by later Chunkers: no
+// chunk that Next returned may be used after it. Next then fails. A
+// Chunker that is not closed leaves its buffer to the garbage collector.
+func (c *Chunker) Close() {
+	if c.bufp != nil {
+		bufs.Put(c.bufp)
+		c.bufp, c.buf = nil, nil
+		c.start, c.end = 0, 0
+		c.err = errClosed
+	}
 }
 
 // Next returns the next chunk, or io.EOF after the last one. The returned
@@ -147,14 +169,16 @@ func (c *Chunker) Next() ([]byte, error) {
 // Offset returns the stream offset of the byte after the last returned chunk.
 func (c *Chunker) Offset() int64 { return c.offset }
 
-// fill moves the unconsumed bytes to the front of the buffer and reads until
-// it holds MaxSize bytes or the reader is exhausted.
+// fill reads until MaxSize bytes are unconsumed or the reader is
+// exhausted. It moves the unconsumed bytes to the front of the buffer only
+// when the rest of the buffer cannot take MaxSize of them: about once per
+// MaxSize consumed, rather than once per chunk.
 func (c *Chunker) fill() error {
-	if c.start > 0 {
+	if len(c.buf)-c.start < c.o.MaxSize {
 		c.end = copy(c.buf, c.buf[c.start:c.end])
 		c.start = 0
 	}
-	for c.end < c.o.MaxSize {
+	for c.end-c.start < c.o.MaxSize {
 		n, err := c.r.Read(c.buf[c.end:])
 		c.end += n
 		if err == io.EOF {

@@ -182,3 +182,37 @@ func BenchmarkChunker(b *testing.B) {
 		}
 	}
 }
+
+// TestChunkerClose checks that a Chunker's buffer can be reused by the
+// next one without changing its chunks, and that Next fails after Close.
+func TestChunkerClose(t *testing.T) {
+	data := pseudoRandom(44, 3<<20)
+	var first [][]byte
+	for round := range 3 {
+		c := NewChunker(bytes.NewReader(data), smallOpts)
+		var got [][]byte
+		for {
+			b, err := c.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, bytes.Clone(b))
+		}
+		c.Close()
+		c.Close() // idempotent
+		if _, err := c.Next(); err == nil || err == io.EOF {
+			t.Fatalf("Next after Close = %v", err)
+		}
+		if !bytes.Equal(bytes.Join(got, nil), data) {
+			t.Fatalf("round %d: chunks do not reassemble the input", round)
+		}
+		if round == 0 {
+			first = got
+		} else if fmt.Sprint(sizes(got)) != fmt.Sprint(sizes(first)) {
+			t.Fatalf("round %d: cut points differ from the first round's", round)
+		}
+	}
+}

@@ -10,29 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/wire"
 )
-
-func TestBufClass(t *testing.T) {
-	for _, c := range []struct{ n, class int }{
-		{0, 0}, {1, 0}, {64 << 10, 0}, {64<<10 + 1, 1}, {1 << 20, 4}, {1<<20 + 1, 5},
-		{chunk.MaxChunkSize, bufClasses - 1}, {chunk.MaxChunkSize + 1, -1},
-	} {
-		if got := bufClass(c.n); got != c.class {
-			t.Errorf("bufClass(%d) = %d, want %d", c.n, got, c.class)
-		}
-	}
-	var p chunkBufs
-	for _, n := range []int{0, 5, 300 << 10, 4 << 20, chunk.MaxChunkSize + 1} {
-		bp := p.get(n)
-		if len(*bp) != n {
-			t.Fatalf("get(%d) has len %d", n, len(*bp))
-		}
-		p.put(bp)
-	}
-	p.put(nil)
-}
 
 // TestChunkReaderBuffers reads ranges of chunked objects from concurrent
 // readers that read in odd sizes and sometimes stop early, so chunk

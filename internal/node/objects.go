@@ -192,6 +192,9 @@ func (n *Node) writeChunks(ctx context.Context, r io.Reader, size int64, replica
 	defer release()
 	bh := chunk.NewHasher()
 	ch := chunk.NewChunker(io.TeeReader(r, bh), n.cfg.Chunking)
+	// Every chunk is copied (segment record, ETag hasher, peer frame)
+	// before the next is cut, so the buffer is free on return.
+	defer ch.Close()
 	var (
 		m       chunk.Manifest
 		pending []*chunkPut
@@ -568,7 +571,7 @@ func (cr *chunkReader) prefetch() {
 	cr.pieces = cr.pieces[1:]
 	ch := make(chan fetched, 1)
 	cr.next = ch
-	buf := cr.n.chunkBufs.get(int(p.Size))
+	buf := cr.n.chunkBufs.Get(int(p.Size))
 	go func() {
 		b, err := cr.n.getChunk(cr.ctx, p.Hash, (*buf)[:0], cr.r)
 		switch {
@@ -594,10 +597,10 @@ func (cr *chunkReader) Read(p []byte) (int, error) {
 		}
 		f := <-cr.next
 		// Everything of the current chunk has been copied out.
-		cr.n.chunkBufs.put(cr.curBuf)
+		cr.n.chunkBufs.Put(cr.curBuf)
 		cr.cur, cr.curBuf = nil, nil
 		if f.err != nil {
-			cr.n.chunkBufs.put(f.buf)
+			cr.n.chunkBufs.Put(f.buf)
 			cr.err = f.err
 			cr.next = nil
 			return 0, f.err
@@ -616,10 +619,10 @@ func (cr *chunkReader) Read(p []byte) (int, error) {
 func (cr *chunkReader) Close() error {
 	if cr.next != nil {
 		f := <-cr.next
-		cr.n.chunkBufs.put(f.buf)
+		cr.n.chunkBufs.Put(f.buf)
 		cr.next = nil
 	}
-	cr.n.chunkBufs.put(cr.curBuf)
+	cr.n.chunkBufs.Put(cr.curBuf)
 	cr.cur, cr.curBuf = nil, nil
 	cr.err = errors.New("read after close")
 	return nil

@@ -72,7 +72,12 @@ func checkFileHeader(b []byte, seg uint64) error {
 
 // encodeRecord returns header and data in one buffer, ready to append.
 func encodeRecord(h chunk.Hash, data []byte) []byte {
-	b := make([]byte, recordHeaderSize+len(data))
+	return encodeRecordInto(make([]byte, recordHeaderSize+len(data)), h, data)
+}
+
+// encodeRecordInto is encodeRecord into b, which has exactly
+// recordHeaderSize+len(data) bytes.
+func encodeRecordInto(b []byte, h chunk.Hash, data []byte) []byte {
 	binary.BigEndian.PutUint32(b[0:], recordMagic)
 	b[4] = recordVersion
 	b[5] = 0 // flags: none defined yet

@@ -7,6 +7,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/cairn-db/cairn/internal/bufpool"
 	"github.com/cairn-db/cairn/internal/chunk"
 )
 
@@ -14,10 +15,14 @@ import (
 // Pending (concurrent Puts of the same hash) and Wait on it concurrently.
 type Pending struct {
 	h    chunk.Hash
-	rec  []byte // the encoded record; the writer drops it once written
+	rec  *[]byte // the encoded record, from recBufs; the writer returns it once written
 	done chan struct{}
 	err  error
 }
+
+// recBufs holds the buffers of encoded records between PutAsync and the
+// writer's append.
+var recBufs bufpool.Pool
 
 // Wait blocks until the chunk is durable (nil) or the write failed, or ctx
 // ends (ctx.Err(); the write itself goes on).
@@ -99,14 +104,17 @@ func (s *Store) putAsync(h chunk.Hash, data []byte, verify bool) *Pending {
 			return finished(fmt.Errorf("%w: data hashes to %s, not %s", ErrHashMismatch, got, h))
 		}
 	}
-	rec := encodeRecord(h, data)
+	rec := recBufs.Get(recordHeaderSize + len(data))
+	encodeRecordInto(*rec, h, data)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.unusableLocked(); err != nil {
+		recBufs.Put(rec)
 		return finished(err)
 	}
 	if p := s.mu.inflight[h]; p != nil {
+		recBufs.Put(rec)
 		return p
 	}
 	p := &Pending{h: h, rec: rec, done: make(chan struct{})}
@@ -187,6 +195,7 @@ func (s *Store) commitQueued() bool {
 	// later Put of the same hash finds it in the index.
 	for _, p := range batch {
 		p.err = err
+		recBufs.Put(p.rec)
 		p.rec = nil
 		close(p.done)
 	}
@@ -205,21 +214,22 @@ func (s *Store) commit(batch []*Pending) error {
 		} else if ok {
 			continue
 		}
-		if s.w.tail+int64(len(p.rec)) > s.o.SegmentSize && s.w.tail > fileHeaderSize {
+		rec := *p.rec
+		if s.w.tail+int64(len(rec)) > s.o.SegmentSize && s.w.tail > fileHeaderSize {
 			if err := s.rotate(b); err != nil {
 				return err
 			}
 		}
-		loc := location{seg: s.w.seg, off: s.w.tail, length: uint32(len(p.rec) - recordHeaderSize)}
-		// NB: vfs.File.WriteAt may scribble on its argument; p.rec is not
-		// used afterwards.
-		if _, err := s.w.f.WriteAt(p.rec, s.w.tail); err != nil {
+		loc := location{seg: s.w.seg, off: s.w.tail, length: uint32(len(rec) - recordHeaderSize)}
+		// NB: vfs.File.WriteAt may scribble on its argument; the record is
+		// not used afterwards.
+		if _, err := s.w.f.WriteAt(rec, s.w.tail); err != nil {
 			return fmt.Errorf("segment: append to %s: %w", segmentName(s.w.seg), err)
 		}
-		s.w.tail += int64(len(p.rec))
+		s.w.tail += int64(len(rec))
 		s.w.records++
 		records++
-		bytes += int64(len(p.rec))
+		bytes += int64(len(rec))
 		if err := b.Set(indexKey(p.h), loc.encode(), nil); err != nil {
 			return err
 		}
