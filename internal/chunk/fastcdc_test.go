@@ -216,3 +216,49 @@ func TestChunkerClose(t *testing.T) {
 		}
 	}
 }
+
+// cutRef is cut one byte at a time, as FastCDC describes it.
+func cutRef(data []byte, min, avg, max int, maskS, maskL uint64) int {
+	n := len(data)
+	if n <= min {
+		return n
+	}
+	n = mathMin(n, max)
+	normal := mathMin(avg, n)
+	var fp uint64
+	for i := min; i < n; i++ {
+		fp = fp<<1 + gear[data[i]]
+		mask := maskL
+		if i < normal {
+			mask = maskS
+		}
+		if fp&mask == 0 {
+			return i + 1
+		}
+	}
+	return n
+}
+
+func mathMin(a, b int) int {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+// TestCutMatchesReference checks the four-bytes-at-a-time cut against the
+// byte-at-a-time one, with masks easy enough that cuts land at every
+// offset modulo four and on both sides of the normal size.
+func TestCutMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	for range 20000 {
+		data := pseudoRandom(r.Uint64(), r.IntN(300))
+		min, avg := r.IntN(40), 40+r.IntN(40)
+		max := avg + r.IntN(200)
+		maskS := ^uint64(0) << (64 - 1 - r.IntN(6))
+		maskL := ^uint64(0) << (64 - 1 - r.IntN(3))
+		if got, want := cut(data, min, avg, max, maskS, maskL), cutRef(data, min, avg, max, maskS, maskL); got != want {
+			t.Fatalf("len %d min %d avg %d max %d masks %x %x: cut %d, want %d", len(data), min, avg, max, maskS, maskL, got, want)
+		}
+	}
+}
