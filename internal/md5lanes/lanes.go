@@ -30,6 +30,7 @@ import (
 	"crypto/md5"
 	"encoding/binary"
 	"hash"
+	"runtime"
 	"sync"
 	"unsafe"
 )
@@ -236,6 +237,9 @@ func (s *Stream) Sum(b []byte) []byte {
 	st.set(0, d)
 	ptrs := [Lanes]int32{}
 	block16(&st.v0[0], uintptr(unsafe.Pointer(&s.pad[0])), &ptrs[0], 1, n)
+	// The kernel has only pad's address: s must stay reachable until it
+	// returns.
+	runtime.KeepAlive(s)
 	d = st.get(0)
 	for _, w := range d {
 		b = binary.LittleEndian.AppendUint32(b, w)
@@ -326,6 +330,7 @@ func (h *Hasher) run() {
 		h.mu.Unlock()
 
 		hashPieces(&st, base, pieces[:n])
+		runtime.KeepAlive(h.slab) // base is its address
 
 		h.mu.Lock()
 		// The streams just hashed go to the back of the line if they have
