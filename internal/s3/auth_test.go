@@ -20,10 +20,17 @@ const (
 func signedAuthGet(tb testing.TB, now time.Time) *http.Request {
 	tb.Helper()
 	r, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:7080/bucket/some/key.txt?versionId=null&x-id=GetObject", nil)
-	r.Header.Set("X-Amz-Content-Sha256", emptySHA256)
 	r.Header.Set("User-Agent", "aws-sdk-go-v2/1.0 os/linux lang/go#1.26")
 	r.Header.Set("Amz-Sdk-Invocation-Id", "6c5bd8a4-7b35-4d3c-9f39-5b8bb2ec0a0e")
-	creds := aws.Credentials{AccessKeyID: authAccess, SecretAccessKey: authSecret}
+	return signEmpty(tb, r, authAccess, authSecret, now)
+}
+
+// signEmpty signs r, a request without a body, at now with access and
+// secret, as aws-sdk-go-v2 does.
+func signEmpty(tb testing.TB, r *http.Request, access, secret string, now time.Time) *http.Request {
+	tb.Helper()
+	r.Header.Set("X-Amz-Content-Sha256", emptySHA256)
+	creds := aws.Credentials{AccessKeyID: access, SecretAccessKey: secret}
 	if err := v4.NewSigner().SignHTTP(context.Background(), creds, r, emptySHA256, "s3", "us-east-1", now); err != nil {
 		tb.Fatal(err)
 	}

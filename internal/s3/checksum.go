@@ -53,6 +53,12 @@ func findChecksum(name string) (checksumAlg, bool) {
 // header is the algorithm's header name.
 func (a checksumAlg) header() string { return checksumPrefix + a.name }
 
+// sentIn reports whether h carries the algorithm's checksum, as a header
+// or as the trailer it announces.
+func (a checksumAlg) sentIn(h http.Header) bool {
+	return h.Get(a.header()) != "" || strings.EqualFold(strings.TrimSpace(h.Get("X-Amz-Trailer")), a.header())
+}
+
 // digestSize is the size of the algorithm's digest in bytes.
 func (a checksumAlg) digestSize() int { return a.new().Size() }
 

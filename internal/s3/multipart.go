@@ -144,7 +144,7 @@ func (h *Handler) uploadPart(q *request) {
 		h.uploadPartCopy(q, id, n, alg, sums)
 		return
 	}
-	if sums && q.r.Header.Get(alg.header()) == "" && !strings.EqualFold(strings.TrimSpace(q.r.Header.Get("X-Amz-Trailer")), alg.header()) {
+	if sums && !alg.sentIn(q.r.Header) {
 		q.fail(errInvalidRequest.with("The upload was created with the " + strings.ToUpper(alg.name) + " checksum algorithm: every part must carry its " + alg.header() + " checksum."))
 		return
 	}
@@ -198,15 +198,19 @@ func (h *Handler) completeUpload(q *request) {
 		Parts   []completePart `xml:"Part"`
 	}
 	// An x-amz-checksum-* header on Complete is the whole object's
-	// expected checksum, not the document's.
+	// expected checksum, not the document's: the document is read through
+	// a copy of the request without them.
 	want := map[string]string{}
+	dq := *q
+	dq.r = q.r.Clone(q.r.Context())
+	dq.r.Header.Del("X-Amz-Sdk-Checksum-Algorithm")
 	for _, a := range checksumAlgs {
 		if v := q.r.Header.Get(a.header()); v != "" {
 			want[a.name] = v
-			q.r.Header.Del(a.header())
+			dq.r.Header.Del(a.header())
 		}
 	}
-	if e := readXML(q, &doc, maxCompleteBody); e != nil {
+	if e := readXML(&dq, &doc, maxCompleteBody); e != nil {
 		q.fail(e)
 		return
 	}

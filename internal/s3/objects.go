@@ -692,7 +692,7 @@ func (h *Handler) deleteObjects(q *request) {
 
 func hasChecksumHeader(h http.Header) bool {
 	for _, a := range checksumAlgs {
-		if h.Get(a.header()) != "" || strings.EqualFold(h.Get("X-Amz-Trailer"), a.header()) {
+		if a.sentIn(h) {
 			return true
 		}
 	}

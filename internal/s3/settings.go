@@ -166,10 +166,7 @@ func aclHeadersError(hd http.Header) *apiError {
 // canned private ACL, or a document with that one grant) and refuses any
 // other.
 func (h *Handler) putACL(q *request) {
-	if e := aclHeadersError(q.r.Header); e != nil {
-		q.fail(e)
-		return
-	}
+	// ServeHTTP has already refused ACL headers other than the owner's.
 	var doc struct {
 		XMLName xml.Name `xml:"AccessControlPolicy"`
 		Grants  []struct {
