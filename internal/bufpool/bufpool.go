@@ -1,6 +1,7 @@
 // Package bufpool recycles the large byte buffers of the data plane (chunk
-// reads, segment records), so that moving a chunk does not allocate, and
-// the runtime zero, a fresh buffer of up to several MiB each time.
+// reads, segment records, the chunker's window), so that moving a chunk
+// does not allocate, and the runtime zero, a fresh buffer of up to several
+// MiB each time. The data plane shares one pool (Get, Put).
 package bufpool
 
 import (
@@ -54,6 +55,16 @@ func (p *Pool) Get(n int) *[]byte {
 	b := make([]byte, n, 1<<(c+minShift))
 	return &b
 }
+
+// shared is the process's pool: a buffer one user gives back serves the
+// next, whatever it is for.
+var shared Pool
+
+// Get returns a buffer of the process's pool (Pool.Get).
+func Get(n int) *[]byte { return shared.Get(n) }
+
+// Put gives a buffer back to the process's pool (Pool.Put).
+func Put(bp *[]byte) { shared.Put(bp) }
 
 // Put gives a buffer from Get back for reuse. bp may be nil.
 func (p *Pool) Put(bp *[]byte) {

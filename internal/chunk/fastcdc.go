@@ -117,13 +117,10 @@ func NewChunker(r io.Reader, o Options) *Chunker {
 		return c
 	}
 	c.maskS, c.maskL = o.masks()
-	c.bufp = bufs.Get(2 * o.MaxSize)
+	c.bufp = bufpool.Get(2 * o.MaxSize)
 	c.buf = *c.bufp
 	return c
 }
-
-// bufs recycles Chunkers' buffers (8 MiB with the default options).
-var bufs bufpool.Pool
 
 // errClosed is what Next returns after Close.
 var errClosed = errors.New("chunk: Next after Close")
@@ -133,7 +130,7 @@ var errClosed = errors.New("chunk: Next after Close")
 // Chunker that is not closed leaves its buffer to the garbage collector.
 func (c *Chunker) Close() {
 	if c.bufp != nil {
-		bufs.Put(c.bufp)
+		bufpool.Put(c.bufp)
 		c.bufp, c.buf = nil, nil
 		c.start, c.end = 0, 0
 		c.err = errClosed

@@ -218,15 +218,15 @@ func TestChunkerClose(t *testing.T) {
 }
 
 // cutRef is cut one byte at a time, as FastCDC describes it.
-func cutRef(data []byte, min, avg, max int, maskS, maskL uint64) int {
+func cutRef(data []byte, minSize, avgSize, maxSize int, maskS, maskL uint64) int {
 	n := len(data)
-	if n <= min {
+	if n <= minSize {
 		return n
 	}
-	n = mathMin(n, max)
-	normal := mathMin(avg, n)
+	n = min(n, maxSize)
+	normal := min(avgSize, n)
 	var fp uint64
-	for i := min; i < n; i++ {
+	for i := minSize; i < n; i++ {
 		fp = fp<<1 + gear[data[i]]
 		mask := maskL
 		if i < normal {
@@ -237,13 +237,6 @@ func cutRef(data []byte, min, avg, max int, maskS, maskL uint64) int {
 		}
 	}
 	return n
-}
-
-func mathMin(a, b int) int {
-	if a < b {
-		return a
-	}
-	return b
 }
 
 // TestCutMatchesReference checks the four-bytes-at-a-time cut against the

@@ -90,7 +90,7 @@ func List(r Reader, o ListOptions) (entries []Entry, more bool, err error) {
 				break
 			}
 			k := it.Key()
-			if len(k) != 1+len(obj)+tsLen || !bytes.Equal(k[1:1+len(obj)], obj) {
+			if !isVersionOf(k, obj) {
 				ok = true // no version <= AsOf; already at the next object
 				continue
 			}
@@ -194,11 +194,16 @@ func skipObject(it Iterator, obj []byte, last bool, buf *[]byte) bool {
 		if !it.Next() {
 			return false
 		}
-		if k := it.Key(); len(k) != 1+len(obj)+tsLen || !bytes.Equal(k[1:1+len(obj)], obj) {
+		if !isVersionOf(it.Key(), obj) {
 			return true
 		}
 	}
 	return it.SeekGE(nextObject(buf, obj))
+}
+
+// isVersionOf reports whether k is a version key of obj.
+func isVersionOf(k, obj []byte) bool {
+	return len(k) == 1+len(obj)+tsLen && bytes.Equal(k[1:1+len(obj)], obj)
 }
 
 // nextObject returns the first version key past every version of obj:

@@ -94,11 +94,12 @@ func (p *chunkPut) Wait(ctx context.Context) error {
 	return first
 }
 
-// putChunk starts storing data on r nodes. h must be chunk.Sum(data),
-// computed by the caller from these bytes: the local copy is stored
-// without hashing data again (a remote node checks what it receives).
-// data is not retained after putChunk returns.
-func (n *Node) putChunk(ctx context.Context, h chunk.Hash, data []byte, r int) *chunkPut {
+// putChunk starts storing data on r nodes and returns its hash. It hashes
+// data once: the local copy is stored with that hash without hashing
+// again (a remote node checks what it receives). data is not retained
+// after putChunk returns.
+func (n *Node) putChunk(ctx context.Context, data []byte, r int) (chunk.Hash, *chunkPut) {
+	h := chunk.Sum(data)
 	if r <= 0 {
 		r = meta.DefaultReplicas
 	}
@@ -107,7 +108,7 @@ func (n *Node) putChunk(ctx context.Context, h chunk.Hash, data []byte, r int) *
 	r = min(r, len(ranked))
 	if r == 1 && ranked[0] == n.id.NodeID {
 		p.local = n.chunks.PutAsyncHashed(h, data)
-		return p
+		return h, p
 	}
 	// Remote copies share one request frame: the hash, then the data.
 	frame := make([]byte, 0, chunk.HashSize+len(data))
@@ -122,7 +123,7 @@ func (n *Node) putChunk(ctx context.Context, h chunk.Hash, data []byte, r int) *
 		p.remote++
 		go func() { p.errs <- n.sendChunk(ctx, id, frame, spares) }()
 	}
-	return p
+	return h, p
 }
 
 // spareNodes hands out the nodes past the first r of a chunk's ranking to

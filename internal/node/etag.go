@@ -11,8 +11,8 @@ import (
 // simdMD5Min is how many other uploads must be hashing when one starts for
 // it to get a multi-buffer hasher. md5lanes' BenchmarkStreams on an
 // AVX-512 machine, CPU per 16 MiB stream against crypto/md5's 33 ms: 46 ms
-// alone, 27 ms with one other, 15 ms with three, 9 ms with seven, 7 ms
-// with fifteen.
+// alone, 26 ms with one other, 16 ms with three, 9.5 ms with seven, 7 ms
+// with fifteen (docs/benchmarks.md).
 const simdMD5Min = 2
 
 // md5Hashers hands out the MD5 hashers that compute the S3 ETag of chunked

@@ -116,7 +116,7 @@ func (n *Node) handleMerge(ctx context.Context, r *rng, req []byte) ([]byte, err
 			// (Only when a merge is being considered: the coordinator
 			// polls the plain status while it waits for a freeze.)
 			var err error
-			if size, err = n.rangeSize(r, rep, d, max(n.cfg.MergeSize, 1)); err != nil {
+			if size, err = n.rangeSize(r, st.Applied, d, max(n.cfg.MergeSize, 1)); err != nil {
 				return nil, err
 			}
 		}
@@ -296,7 +296,7 @@ func (n *Node) maybeMerge(ctx context.Context, s *space, r *rng, rep *replica.Re
 	if right == nil || len(right.desc().Learners) > 0 {
 		return nil
 	}
-	size, err := n.rangeSize(r, rep, d, n.cfg.MergeSize)
+	size, err := n.rangeSize(r, st.Applied, d, n.cfg.MergeSize)
 	if err != nil || size >= uint64(n.cfg.MergeSize) {
 		return err
 	}
@@ -532,14 +532,14 @@ func (n *Node) adoptMerge(s *space, left *meta.RangeDesc, right uint64) {
 // rangeSize is the size of the range's versions and locks: pebble's
 // estimate of their disk space, or, when that is under limit (data still
 // in memtables counts for nothing in it), their exact size, counted up to
-// limit. The count is kept on r with the applied index it was taken at,
-// so a quiet range (nothing applied since) is not read again.
-func (n *Node) rangeSize(r *rng, rep *replica.Replica, d replica.Descriptor, limit int64) (uint64, error) {
+// limit. The count is kept on r with applied, the range's applied index
+// read before the call (so never newer than what is counted), and a quiet
+// range (nothing applied since) is not read again.
+func (n *Node) rangeSize(r *rng, applied uint64, d replica.Descriptor, limit int64) (uint64, error) {
 	est, err := n.rangeBytes(d)
 	if err != nil || est >= uint64(limit) {
 		return est, err
 	}
-	applied := rep.Status().Applied // before the snapshot: never newer than what is counted
 	if m := r.sized.Load(); m != nil && m.applied == applied && m.limit == limit &&
 		bytes.Equal(m.start, d.Start) && bytes.Equal(m.end, d.End) {
 		return max(m.sum, est), nil

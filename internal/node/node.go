@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"github.com/cairn-db/cairn/internal/bufpool"
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/meta"
@@ -323,8 +322,7 @@ type Node struct {
 	accessKeys atomic.Pointer[map[string]meta.Key] // the other S3 keys, by access key id
 	s3api      *s3.Handler                         // the S3 API (s3.go)
 	chunks     *segment.Store
-	chunkBufs  bufpool.Pool // buffers of streamed chunk reads (chunkReader)
-	md5        md5Hashers   // ETag hashers of chunked uploads (writeChunks)
+	md5        md5Hashers // ETag hashers of chunked uploads (writeChunks)
 	ranges     *replica.Store
 	id         identity
 	metrics    *metrics

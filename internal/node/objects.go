@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/cairn-db/cairn/internal/bufpool"
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/kv"
@@ -219,15 +220,15 @@ func (n *Node) writeChunks(ctx context.Context, r io.Reader, size int64, replica
 		}
 		total += int64(len(c))
 		// The ETag's MD5 takes whole chunks (the stream's bytes, in order)
-		// rather than the reads the tee sees: with md5-simd, a burst per
-		// stream keeps more of the server's lanes filled at once.
+		// rather than the reads the tee sees: with md5lanes, one copy and
+		// one hand-over per chunk instead of per read.
 		md.Write(c)
 		if total > n.cfg.MaxObjectSize {
 			return nil, wire.Errorf(wire.CodeTooLarge, "object is over the %d byte limit", n.cfg.MaxObjectSize)
 		}
-		h := chunk.Sum(c)
+		h, p := n.putChunk(ctx, c, replicas)
 		m.Chunks = append(m.Chunks, chunk.Ref{Hash: h, Size: uint32(len(c))})
-		pending = append(pending, n.putChunk(ctx, h, c, replicas))
+		pending = append(pending, p)
 		if err := wait(inflight); err != nil {
 			return nil, err
 		}
@@ -384,8 +385,8 @@ func (n *Node) loadChunk(ctx context.Context, replicas int) func(chunk.Ref) ([]b
 
 func (n *Node) storeChunk(ctx context.Context, replicas int) func([]byte) (chunk.Ref, error) {
 	return func(b []byte) (chunk.Ref, error) {
-		h := chunk.Sum(b)
-		if err := n.putChunk(ctx, h, b, replicas).Wait(ctx); err != nil {
+		h, p := n.putChunk(ctx, b, replicas)
+		if err := p.Wait(ctx); err != nil {
 			return chunk.Ref{}, err
 		}
 		return chunk.Ref{Hash: h, Size: uint32(len(b))}, nil
@@ -537,7 +538,7 @@ func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, 
 
 // chunkReader streams pieces of chunks, each verified by the segment store,
 // fetching the next chunk while the current one is consumed. Chunks are
-// read into buffers from n.chunkBufs; Read copies out of them, so a buffer
+// read into buffers from bufpool; Read copies out of them, so a buffer
 // goes back to the pool once Read has moved past its chunk or Close runs.
 type chunkReader struct {
 	ctx    context.Context
@@ -571,7 +572,7 @@ func (cr *chunkReader) prefetch() {
 	cr.pieces = cr.pieces[1:]
 	ch := make(chan fetched, 1)
 	cr.next = ch
-	buf := cr.n.chunkBufs.Get(int(p.Size))
+	buf := bufpool.Get(int(p.Size))
 	go func() {
 		b, err := cr.n.getChunk(cr.ctx, p.Hash, (*buf)[:0], cr.r)
 		switch {
@@ -597,10 +598,10 @@ func (cr *chunkReader) Read(p []byte) (int, error) {
 		}
 		f := <-cr.next
 		// Everything of the current chunk has been copied out.
-		cr.n.chunkBufs.Put(cr.curBuf)
+		bufpool.Put(cr.curBuf)
 		cr.cur, cr.curBuf = nil, nil
 		if f.err != nil {
-			cr.n.chunkBufs.Put(f.buf)
+			bufpool.Put(f.buf)
 			cr.err = f.err
 			cr.next = nil
 			return 0, f.err
@@ -619,10 +620,10 @@ func (cr *chunkReader) Read(p []byte) (int, error) {
 func (cr *chunkReader) Close() error {
 	if cr.next != nil {
 		f := <-cr.next
-		cr.n.chunkBufs.Put(f.buf)
+		bufpool.Put(f.buf)
 		cr.next = nil
 	}
-	cr.n.chunkBufs.Put(cr.curBuf)
+	bufpool.Put(cr.curBuf)
 	cr.cur, cr.curBuf = nil, nil
 	cr.err = errors.New("read after close")
 	return nil

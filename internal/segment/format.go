@@ -70,17 +70,15 @@ func checkFileHeader(b []byte, seg uint64) error {
 	return nil
 }
 
-// encodeRecord returns header and data in one buffer, ready to append.
-func encodeRecord(h chunk.Hash, data []byte) []byte {
-	return encodeRecordInto(make([]byte, recordHeaderSize+len(data)), h, data)
-}
-
-// encodeRecordInto is encodeRecord into b, which has exactly
-// recordHeaderSize+len(data) bytes.
-func encodeRecordInto(b []byte, h chunk.Hash, data []byte) []byte {
+// encodeRecord writes header and data into b, which has exactly
+// recordHeaderSize+len(data) bytes, ready to append, and returns b. b's
+// old contents do not matter (it may be a pooled buffer): every header
+// byte is written.
+func encodeRecord(b []byte, h chunk.Hash, data []byte) []byte {
 	binary.BigEndian.PutUint32(b[0:], recordMagic)
 	b[4] = recordVersion
-	b[5] = 0 // flags: none defined yet
+	b[5] = 0          // flags: none defined yet
+	b[6], b[7] = 0, 0 // reserved
 	binary.BigEndian.PutUint32(b[8:], uint32(len(data)))
 	copy(b[12:], h[:])
 	copy(b[recordHeaderSize:], data)

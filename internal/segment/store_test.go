@@ -372,11 +372,11 @@ func TestRecoveryTornTail(t *testing.T) {
 			good := fi.Size()
 			// A record whose Put crashed between fsync and index commit...
 			orphan, oh := randomChunk(rng, 1500)
-			rec := encodeRecord(oh, orphan)
+			rec := newRecord(oh, orphan)
 			f.WriteAt(rec, good)
 			// ...followed by half of another record.
 			torn, th := randomChunk(rng, 1500)
-			f.WriteAt(encodeRecord(th, torn)[:700], good+int64(len(rec)))
+			f.WriteAt(newRecord(th, torn)[:700], good+int64(len(rec)))
 			f.Sync()
 			f.Close()
 
@@ -425,7 +425,7 @@ func TestRecoveryLostSeal(t *testing.T) {
 	orphan, oh := randomChunk(rand.New(rand.NewPCG(15, 16)), 100)
 	f, _ := fs.OpenReadWrite(fs.PathJoin("seg", segmentName(1)), vfs.WriteCategoryUnspecified)
 	fi, _ := f.Stat()
-	f.WriteAt(encodeRecord(oh, orphan), fi.Size())
+	f.WriteAt(newRecord(oh, orphan), fi.Size())
 	f.Close()
 	f, _ = fs.Create(fs.PathJoin("seg", segmentName(2)), vfs.WriteCategoryUnspecified)
 	f.Write(encodeFileHeader(2))
@@ -447,7 +447,7 @@ func TestRecoveryLostSeal(t *testing.T) {
 func TestFormatRoundTrip(t *testing.T) {
 	data := []byte("chunk data")
 	h := chunk.Sum(data)
-	rec := encodeRecord(h, data)
+	rec := newRecord(h, data)
 	rh, err := parseRecordHeader(rec)
 	if err != nil || rh.length != uint32(len(data)) || rh.hash != h {
 		t.Fatalf("parse: %+v, %v", rh, err)
@@ -511,7 +511,7 @@ func TestFormatRoundTrip(t *testing.T) {
 // FuzzRecord feeds arbitrary bytes to the record, index and bookkeeping
 // decoders: they must not panic, and what they accept must be consistent.
 func FuzzRecord(f *testing.F) {
-	f.Add(encodeRecord(chunk.Sum([]byte("x")), []byte("x")))
+	f.Add(newRecord(chunk.Sum([]byte("x")), []byte("x")))
 	f.Add(location{seg: 1, off: 20, length: 5}.encode())
 	f.Add(segMeta{state: stateOpen, size: 20}.encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -526,13 +526,13 @@ func FuzzRecord(f *testing.F) {
 			return
 		}
 		if verifyRecord(b, rh, b[recordHeaderSize:]) == nil {
-			if !bytes.Equal(encodeRecord(rh.hash, b[recordHeaderSize:]), b) {
+			if !bytes.Equal(newRecord(rh.hash, b[recordHeaderSize:]), b) {
 				t.Fatal("accepted record does not re-encode identically")
 			}
 		}
 		// What Get accepts re-encodes identically but for the CRC.
 		if verifyRead(b[:recordHeaderSize], rh.hash, rh.length, b[recordHeaderSize:]) == nil {
-			re := encodeRecord(rh.hash, b[recordHeaderSize:])
+			re := newRecord(rh.hash, b[recordHeaderSize:])
 			if !bytes.Equal(re[:recordCRCOffset], b[:recordCRCOffset]) || !bytes.Equal(re[recordHeaderSize:], b[recordHeaderSize:]) {
 				t.Fatal("record accepted by verifyRead does not re-encode identically")
 			}
@@ -632,5 +632,22 @@ func TestChunksIterates(t *testing.T) {
 	})
 	if rest != 5 {
 		t.Fatalf("stopping early: %d calls", rest)
+	}
+}
+
+// newRecord is a record of data under h in a buffer of its own.
+func newRecord(h chunk.Hash, data []byte) []byte {
+	return encodeRecord(make([]byte, recordHeaderSize+len(data)), h, data)
+}
+
+// TestEncodeRecordOverGarbage checks that a record encoded into a used
+// buffer (records come from a pool shared with chunk reads) is the record
+// encoded into a fresh one.
+func TestEncodeRecordOverGarbage(t *testing.T) {
+	data := []byte("some chunk data")
+	h := chunk.Sum(data)
+	used := bytes.Repeat([]byte{0xff}, recordHeaderSize+len(data))
+	if got, want := encodeRecord(used, h, data), newRecord(h, data); !bytes.Equal(got, want) {
+		t.Fatalf("record over a used buffer:\n%x\nwant\n%x", got, want)
 	}
 }

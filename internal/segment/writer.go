@@ -15,14 +15,10 @@ import (
 // Pending (concurrent Puts of the same hash) and Wait on it concurrently.
 type Pending struct {
 	h    chunk.Hash
-	rec  *[]byte // the encoded record, from recBufs; the writer returns it once written
+	rec  *[]byte // the encoded record, from bufpool; the writer gives it back once written
 	done chan struct{}
 	err  error
 }
-
-// recBufs holds the buffers of encoded records between PutAsync and the
-// writer's append.
-var recBufs bufpool.Pool
 
 // Wait blocks until the chunk is durable (nil) or the write failed, or ctx
 // ends (ctx.Err(); the write itself goes on).
@@ -104,17 +100,17 @@ func (s *Store) putAsync(h chunk.Hash, data []byte, verify bool) *Pending {
 			return finished(fmt.Errorf("%w: data hashes to %s, not %s", ErrHashMismatch, got, h))
 		}
 	}
-	rec := recBufs.Get(recordHeaderSize + len(data))
-	encodeRecordInto(*rec, h, data)
+	rec := bufpool.Get(recordHeaderSize + len(data))
+	encodeRecord(*rec, h, data)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.unusableLocked(); err != nil {
-		recBufs.Put(rec)
+		bufpool.Put(rec)
 		return finished(err)
 	}
 	if p := s.mu.inflight[h]; p != nil {
-		recBufs.Put(rec)
+		bufpool.Put(rec)
 		return p
 	}
 	p := &Pending{h: h, rec: rec, done: make(chan struct{})}
@@ -195,7 +191,7 @@ func (s *Store) commitQueued() bool {
 	// later Put of the same hash finds it in the index.
 	for _, p := range batch {
 		p.err = err
-		recBufs.Put(p.rec)
+		bufpool.Put(p.rec)
 		p.rec = nil
 		close(p.done)
 	}
