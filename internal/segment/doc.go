@@ -22,9 +22,22 @@
 // survives a crash. A chunk already indexed, or already queued by a
 // concurrent Put of the same hash, is not written again (dedup).
 //
-// Rotation syncs the old segment, creates the new file with its header,
-// syncs it and the directory; the seal is recorded in the same pebble batch
-// as the records that follow it.
+// Each group commit starts on a 4 KiB block boundary and ends with a
+// padding record up to the next one. So no append ever rewrites a block
+// holding acknowledged records (a torn write cannot reach back into them),
+// and on the real disk the writer appends with O_DIRECT through one
+// block-aligned 4 MiB staging buffer: the data goes from that buffer to the
+// device without a copy into the page cache, which for large objects was
+// the biggest single CPU cost of a PUT (see docs/benchmarks.md). The fsync
+// stays: it makes the file's new length and the device's write cache
+// durable. Where O_DIRECT is refused (tmpfs, other file systems; any FS but
+// vfs.Default) the same blocks are written through the page cache. Reads
+// always go through the page cache, so data written moments ago is read
+// from the device once.
+//
+// Rotation pads and syncs the old segment, creates the new file with its
+// header block, syncs it and the directory; the seal is recorded in the
+// same pebble batch as the records that follow it.
 //
 // After a failed write or fsync the store refuses further writes (the state
 // of the file after a failed fsync is unknown); reads go on.
@@ -39,8 +52,11 @@
 // lies past the prefix the bookkeeping says was acknowledged it is a torn
 // tail and the file is truncated there; if it lies inside that prefix the
 // data was damaged after the fact, nothing is truncated, the segment is
-// sealed as it is and Get reports the damaged chunk as ErrCorrupt. Sealed
-// segments are not rescanned.
+// sealed as it is and Get reports the damaged chunk as ErrCorrupt. An open
+// segment whose recovered length is not a whole number of blocks (a tail
+// torn inside a group commit, or a segment written before appends were
+// block-aligned) is sealed too, and writing goes on in a new segment.
+// Sealed segments are not rescanned.
 //
 // # Reads
 //
@@ -62,7 +78,8 @@
 //	| "CRSG" |  1  |         |                  | of 0..16 |
 //	+--------+-----+---------+------------------+----------+
 //
-// followed by records, each a 48-byte header and the chunk data:
+// and a padding record filling the first 4 KiB block, followed by records,
+// each a 48-byte header and the chunk data:
 //
 //	0        4     5       6     8          12                     44         48
 //	+--------+-----+-------+-----+----------+----------------------+----------+-------------+
@@ -72,7 +89,11 @@
 //
 //	note: CRC32C (Castagnoli) over header bytes 0..44 followed by the data.
 //
-// The two bytes after the flags are reserved and must be zero.
+// The two bytes after the flags are reserved and must be zero. Flags 0 is
+// a chunk. Flags 1 is a padding record: its hash field and its data are
+// zero, it is never indexed, and recovery skips it (after checking its
+// CRC). Segments written before padding existed hold only chunk records
+// and read the same.
 //
 // The chunk index lives in pebble under storage.PrefixChunkIndex:
 //

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"slices"
 
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/storage"
@@ -19,6 +20,10 @@ const (
 	recordVersion    = 1
 	recordHeaderSize = 48
 	recordCRCOffset  = 44
+
+	// flagPad marks a padding record: no chunk, zero data, never indexed.
+	// The writer ends every group commit with one to fill the last block.
+	flagPad = 1
 
 	indexVersion   = 1
 	indexValueSize = 1 + 8 + 8 + 4
@@ -49,6 +54,15 @@ func encodeFileHeader(seg uint64) []byte {
 	b = append(b, fileVersion, 0, 0, 0)
 	b = binary.BigEndian.AppendUint64(b, seg)
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// headerBlock is a new segment's first block: its file header and a
+// padding record filling the rest, so records start block-aligned.
+func headerBlock(seg uint64) []byte {
+	b := make([]byte, blockSize)
+	copy(b, encodeFileHeader(seg))
+	encodePad(b[fileHeaderSize:])
+	return b
 }
 
 func checkFileHeader(b []byte, seg uint64) error {
@@ -87,11 +101,24 @@ func encodeRecord(b []byte, h chunk.Hash, data []byte) []byte {
 	return b
 }
 
+// encodePad fills b (at least recordHeaderSize bytes) with a padding
+// record whose data is len(b)-recordHeaderSize zero bytes.
+func encodePad(b []byte) {
+	clear(b)
+	binary.BigEndian.PutUint32(b[0:], recordMagic)
+	b[4] = recordVersion
+	b[5] = flagPad
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-recordHeaderSize))
+	crc := crc32.Update(crc32.Checksum(b[:recordCRCOffset], castagnoli), castagnoli, b[recordHeaderSize:])
+	binary.BigEndian.PutUint32(b[recordCRCOffset:], crc)
+}
+
 // recordHeader is a decoded record header.
 type recordHeader struct {
 	length uint32
 	hash   chunk.Hash
 	crc    uint32
+	pad    bool // a padding record (flagPad): no chunk
 }
 
 // parseRecordHeader checks the fixed fields of a record header.
@@ -103,7 +130,11 @@ func parseRecordHeader(b []byte) (recordHeader, error) {
 	if v := b[4]; v != recordVersion {
 		return rh, fmt.Errorf("%w: record format version %d unknown", ErrCorrupt, v)
 	}
-	if f := b[5]; f != 0 {
+	switch f := b[5]; f {
+	case 0:
+	case flagPad:
+		rh.pad = true
+	default:
 		return rh, fmt.Errorf("%w: record flags %#x unknown", ErrCorrupt, f)
 	}
 	if r := binary.BigEndian.Uint16(b[6:]); r != 0 {
@@ -119,12 +150,19 @@ func parseRecordHeader(b []byte) (recordHeader, error) {
 }
 
 // verifyRecord checks the CRC over header and data, then that data hashes
-// to the header's hash. Recovery uses it: it has no index entry to compare
-// the header with.
+// to the header's hash (for a padding record, that the hash field and the
+// data are zero). Recovery uses it: it has no index entry to compare the
+// header with.
 func verifyRecord(hdr []byte, rh recordHeader, data []byte) error {
 	crc := crc32.Update(crc32.Checksum(hdr[:recordCRCOffset], castagnoli), castagnoli, data)
 	if crc != rh.crc {
 		return fmt.Errorf("%w: record checksum %#x, want %#x", ErrCorrupt, crc, rh.crc)
+	}
+	if rh.pad {
+		if rh.hash != (chunk.Hash{}) || slices.ContainsFunc(data, func(c byte) bool { return c != 0 }) {
+			return fmt.Errorf("%w: padding record with a hash or data", ErrCorrupt)
+		}
+		return nil
 	}
 	if got := chunk.Sum(data); got != rh.hash {
 		return fmt.Errorf("%w: record data hashes to %s, header says %s", ErrCorrupt, got, rh.hash)
@@ -144,6 +182,9 @@ func verifyRead(hdr []byte, h chunk.Hash, n uint32, data []byte) error {
 	rh, err := parseRecordHeader(hdr)
 	if err != nil {
 		return err
+	}
+	if rh.pad {
+		return fmt.Errorf("%w: index points at a padding record", ErrCorrupt)
 	}
 	if rh.length != n || rh.hash != h {
 		return fmt.Errorf("%w: record holds %s (%d bytes), index says %s (%d bytes)",

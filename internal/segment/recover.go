@@ -73,13 +73,16 @@ func (s *Store) recover() error {
 		s.stats.segments.Add(1)
 		s.stats.bytes.Add(res.size)
 		s.stats.chunks.Add(res.records)
-		if last && res.usable {
-			s.w.seg, s.w.f, s.w.tail, s.w.records = seg, s.files.m[seg], res.size, res.records
+		if last && res.usable && res.size%blockSize == 0 {
+			f := s.files.m[seg]
+			s.w.app.reset(f, s.openDirect(name), name, res.size)
+			s.w.seg, s.w.records = seg, res.records
 			writable = true
 			continue
 		}
-		// Not the last segment (a seal lost in a crash during rotation) or
-		// damaged beyond a torn tail: seal it as it is.
+		// Not the last segment (a seal lost in a crash during rotation),
+		// damaged beyond a torn tail, or ending off a block boundary (a
+		// tail torn inside a group commit): seal it as it is.
 		sealed := segMeta{state: stateSealed, size: res.size, records: res.records}
 		if err := s.db.Set(segKey(seg), sealed.encode(), pebble.Sync); err != nil {
 			return fmt.Errorf("segment: seal %s: %w", name, err)
@@ -158,13 +161,13 @@ func (s *Store) scan(seg uint64, f vfs.File, durable int64) (scanResult, error) 
 		if f, err = s.truncate(seg, f, 0); err != nil {
 			return scanResult{}, err
 		}
-		if _, err := f.WriteAt(encodeFileHeader(seg), 0); err != nil {
+		if _, err := f.WriteAt(headerBlock(seg), 0); err != nil {
 			return scanResult{}, fmt.Errorf("segment: rewrite header of %s: %w", name, err)
 		}
 		if err := f.Sync(); err != nil {
 			return scanResult{}, fmt.Errorf("segment: sync %s: %w", name, err)
 		}
-		return scanResult{size: fileHeaderSize, usable: true}, nil
+		return scanResult{size: blockSize, usable: true}, nil
 	}
 
 	b := s.db.NewBatch()
@@ -200,6 +203,10 @@ func (s *Store) scan(seg uint64, f vfs.File, durable int64) (scanResult, error) 
 		if err := verifyRecord(hdr[:recordHeaderSize], rh, data); err != nil {
 			bad = err
 			break
+		}
+		if rh.pad {
+			off = end
+			continue
 		}
 		if ok, err := s.Has(rh.hash); err != nil {
 			return scanResult{}, err

@@ -129,9 +129,11 @@ type Store struct {
 	// w is owned by the writer goroutine (by Open before it starts).
 	w struct {
 		seg     uint64
-		f       vfs.File
-		tail    int64
 		records int64
+		app     appender
+		// noDirect is set once O_DIRECT was refused: later segments are
+		// written through the page cache without trying again.
+		noDirect bool
 	}
 
 	stats struct {
@@ -160,7 +162,9 @@ func Open(o Options) (*Store, error) {
 	}
 	s.files.m = map[uint64]vfs.File{}
 	s.mu.inflight = map[chunk.Hash]*Pending{}
+	s.w.app = newAppender()
 	if err := s.recover(); err != nil {
+		s.w.app.closeDirect()
 		s.closeFiles()
 		return nil, err
 	}
@@ -179,6 +183,7 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		close(s.stop)
 		<-s.done
+		s.w.app.closeDirect()
 		err = s.closeFiles()
 	})
 	return err

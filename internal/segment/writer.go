@@ -3,6 +3,7 @@ package segment
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -204,6 +205,7 @@ func (s *Store) commit(batch []*Pending) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	var records, bytes int64
+	a := &s.w.app
 	for _, p := range batch {
 		if ok, err := s.Has(p.h); err != nil {
 			return err
@@ -211,18 +213,15 @@ func (s *Store) commit(batch []*Pending) error {
 			continue
 		}
 		rec := *p.rec
-		if s.w.tail+int64(len(rec)) > s.o.SegmentSize && s.w.tail > fileHeaderSize {
+		if a.tail()+int64(len(rec)) > s.o.SegmentSize && s.w.records > 0 {
 			if err := s.rotate(b); err != nil {
 				return err
 			}
 		}
-		loc := location{seg: s.w.seg, off: s.w.tail, length: uint32(len(rec) - recordHeaderSize)}
-		// NB: vfs.File.WriteAt may scribble on its argument; the record is
-		// not used afterwards.
-		if _, err := s.w.f.WriteAt(rec, s.w.tail); err != nil {
-			return fmt.Errorf("segment: append to %s: %w", segmentName(s.w.seg), err)
+		loc := location{seg: s.w.seg, off: a.tail(), length: uint32(len(rec) - recordHeaderSize)}
+		if err := a.add(rec); err != nil {
+			return err
 		}
-		s.w.tail += int64(len(rec))
 		s.w.records++
 		records++
 		bytes += int64(len(rec))
@@ -233,11 +232,16 @@ func (s *Store) commit(batch []*Pending) error {
 	if records == 0 {
 		return nil
 	}
+	start := a.tail()
+	if err := a.finish(); err != nil {
+		return err
+	}
+	bytes += a.tail() - start
 	// The data must be durable before the index entries that point at it.
-	if err := s.w.f.SyncData(); err != nil {
+	if err := a.f.SyncData(); err != nil {
 		return fmt.Errorf("segment: sync %s: %w", segmentName(s.w.seg), err)
 	}
-	meta := segMeta{state: stateOpen, size: s.w.tail, records: s.w.records}
+	meta := segMeta{state: stateOpen, size: a.tail(), records: s.w.records}
 	if err := b.Set(segKey(s.w.seg), meta.encode(), nil); err != nil {
 		return err
 	}
@@ -253,26 +257,35 @@ func (s *Store) commit(batch []*Pending) error {
 // recorded in b, which the caller commits after the new segment's records;
 // until then recovery treats the old segment as unsealed and rescans it.
 func (s *Store) rotate(b *pebble.Batch) error {
-	if err := s.w.f.SyncData(); err != nil {
+	a := &s.w.app
+	if err := a.finish(); err != nil {
+		return err
+	}
+	if err := a.f.SyncData(); err != nil {
 		return fmt.Errorf("segment: sync %s: %w", segmentName(s.w.seg), err)
 	}
-	meta := segMeta{state: stateSealed, size: s.w.tail, records: s.w.records}
+	meta := segMeta{state: stateSealed, size: a.tail(), records: s.w.records}
 	if err := b.Set(segKey(s.w.seg), meta.encode(), nil); err != nil {
 		return err
 	}
 	return s.startSegment(s.w.seg + 1)
 }
 
-// startSegment creates segment seg with its header, syncs it and the
-// directory, and makes it the open segment.
+// startSegment creates segment seg with its header (padded to a block),
+// syncs it and the directory, and makes it the open segment.
 func (s *Store) startSegment(seg uint64) error {
 	name := s.fs.PathJoin(s.o.Dir, segmentName(seg))
 	f, err := s.fs.OpenReadWrite(name, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return fmt.Errorf("segment: create %s: %w", name, err)
 	}
+	a := &s.w.app
 	err = func() error {
-		if _, err := f.WriteAt(encodeFileHeader(seg), 0); err != nil {
+		a.reset(f, s.openDirect(name), name, 0)
+		if err := a.add(headerBlock(seg)); err != nil {
+			return err
+		}
+		if err := a.finish(); err != nil {
 			return err
 		}
 		if err := f.Sync(); err != nil {
@@ -281,16 +294,35 @@ func (s *Store) startSegment(seg uint64) error {
 		return syncDir(s.fs, s.o.Dir)
 	}()
 	if err != nil {
+		a.reset(nil, nil, "", 0)
 		f.Close()
 		return fmt.Errorf("segment: create %s: %w", name, err)
 	}
 	s.files.Lock()
 	s.files.m[seg] = f
 	s.files.Unlock()
-	s.w.seg, s.w.f, s.w.tail, s.w.records = seg, f, fileHeaderSize, 0
+	s.w.seg, s.w.records = seg, 0
 	s.stats.segments.Add(1)
-	s.stats.bytes.Add(fileHeaderSize)
+	s.stats.bytes.Add(a.tail())
 	return nil
+}
+
+// openDirect opens the segment file name for O_DIRECT appends when it is on
+// the real disk and the file system allows it; nil means "write through
+// the page cache". Appending this way spares a copy of every byte into the
+// page cache (and the memory to hold it) for data a node rarely reads back
+// soon; reads still go through the page cache.
+func (s *Store) openDirect(name string) *os.File {
+	if s.fs != vfs.Default || s.w.noDirect {
+		return nil
+	}
+	f, err := openDirect(name)
+	if err != nil {
+		s.w.noDirect = true
+		s.log.Info("segment files are written through the page cache: O_DIRECT refused", "dir", s.o.Dir, "err", err)
+		return nil
+	}
+	return f
 }
 
 func syncDir(fs vfs.FS, dir string) error {
