@@ -1,8 +1,11 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"syscall"
 	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -36,10 +39,15 @@ type appender struct {
 	buf []byte // stageSize + 2 blocks (room for the final pad), block-aligned
 	n   int    // bytes staged
 	off int64  // file offset of buf[0]; a multiple of blockSize
+
+	// noDirect is set once O_DIRECT was refused, at open or by a write:
+	// from then on every segment is written through the page cache.
+	noDirect bool
+	log      *slog.Logger
 }
 
-func newAppender() appender {
-	return appender{buf: alignedBuf(stageSize + 2*blockSize)}
+func newAppender(log *slog.Logger) appender {
+	return appender{buf: alignedBuf(stageSize + 2*blockSize), log: log}
 }
 
 // alignedBuf returns n bytes of memory starting at a multiple of blockSize.
@@ -95,7 +103,17 @@ func (a *appender) write(b []byte) error {
 	var err error
 	if a.direct != nil {
 		_, err = a.direct.WriteAt(b, a.off)
-	} else {
+		if errors.Is(err, syscall.EINVAL) {
+			// The file system took O_DIRECT at open but refuses these
+			// writes (a stricter alignment than ours). EINVAL is returned
+			// before anything is written: write through the page cache
+			// from now on.
+			a.log.Warn("segment append with O_DIRECT refused; writing through the page cache", "segment", a.name, "err", err)
+			a.noDirect = true
+			a.closeDirect()
+		}
+	}
+	if a.direct == nil {
 		_, err = a.f.WriteAt(b, a.off)
 	}
 	if err != nil {

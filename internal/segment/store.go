@@ -131,9 +131,6 @@ type Store struct {
 		seg     uint64
 		records int64
 		app     appender
-		// noDirect is set once O_DIRECT was refused: later segments are
-		// written through the page cache without trying again.
-		noDirect bool
 	}
 
 	stats struct {
@@ -162,7 +159,7 @@ func Open(o Options) (*Store, error) {
 	}
 	s.files.m = map[uint64]vfs.File{}
 	s.mu.inflight = map[chunk.Hash]*Pending{}
-	s.w.app = newAppender()
+	s.w.app = newAppender(s.log)
 	if err := s.recover(); err != nil {
 		s.w.app.closeDirect()
 		s.closeFiles()

@@ -785,3 +785,36 @@ func TestDirectAppends(t *testing.T) {
 		t.Fatalf("stats %+v, %d chunks, %d files", s, len(data), len(names))
 	}
 }
+
+// TestDirectRefusedMidway checks the appender's fallback when a file
+// system takes O_DIRECT at open and then refuses a write (EINVAL, nothing
+// written): the write goes through the page cache, and so do later ones.
+func TestDirectRefusedMidway(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "f")
+	f, err := vfs.Default.OpenReadWrite(name, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	direct, err := openDirect(name)
+	if err != nil {
+		t.Skipf("O_DIRECT refused at open here: %v", err)
+	}
+	a := newAppender(quietLogger())
+	// An offset off the block size: O_DIRECT refuses it with EINVAL.
+	a.reset(f, direct, name, 100)
+	rec := bytes.Repeat([]byte{7}, blockSize)
+	if err := a.add(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.finish(); err != nil {
+		t.Fatalf("finish: %v", err)
+	}
+	if a.direct != nil || !a.noDirect {
+		t.Fatalf("still direct after EINVAL: direct=%v noDirect=%v", a.direct != nil, a.noDirect)
+	}
+	got := make([]byte, blockSize)
+	if _, err := f.ReadAt(got, 100); err != nil || !bytes.Equal(got, rec) {
+		t.Fatalf("bytes at 100 after the fallback: %v", err)
+	}
+}

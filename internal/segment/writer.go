@@ -313,12 +313,12 @@ func (s *Store) startSegment(seg uint64) error {
 // page cache (and the memory to hold it) for data a node rarely reads back
 // soon; reads still go through the page cache.
 func (s *Store) openDirect(name string) *os.File {
-	if s.fs != vfs.Default || s.w.noDirect {
+	if s.fs != vfs.Default || s.w.app.noDirect {
 		return nil
 	}
 	f, err := openDirect(name)
 	if err != nil {
-		s.w.noDirect = true
+		s.w.app.noDirect = true
 		s.log.Info("segment files are written through the page cache: O_DIRECT refused", "dir", s.o.Dir, "err", err)
 		return nil
 	}
