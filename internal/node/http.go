@@ -46,8 +46,9 @@ func (n *Node) opsHandler() http.Handler {
 }
 
 // healthz answers 200 when every range of every space with a replica here
-// can serve: the replica leads with a lease (or leads a quiesced group) or
-// follows a leader it knows; 503 (with the ranges that cannot) otherwise.
+// can serve (the replica leads with a lease, or leads a quiesced group, or
+// follows a leader it knows) and the chunk store takes writes; 503 (with
+// the ranges that cannot, and the chunk store's error) otherwise.
 func (n *Node) healthz(w http.ResponseWriter, _ *http.Request) {
 	type rangeProblem struct {
 		Space string `json:"space"`
@@ -68,13 +69,16 @@ func (n *Node) healthz(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	n.mu.RUnlock()
+	body := map[string]any{"status": "ok", "node": n.id.NodeID, "problems": problems}
+	if err := n.chunks.Err(); err != nil {
+		body["chunk_store"] = err.Error() + " (restart the node to recover)"
+	}
 	w.Header().Set("Content-Type", "application/json")
-	status := "ok"
-	if len(problems) > 0 {
-		status = "degraded"
+	if len(problems) > 0 || body["chunk_store"] != nil {
+		body["status"] = "degraded"
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
-	json.NewEncoder(w).Encode(map[string]any{"status": status, "node": n.id.NodeID, "problems": problems})
+	json.NewEncoder(w).Encode(body)
 }
 
 // rangeHealth says why a local replica cannot serve its range, or nil.

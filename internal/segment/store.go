@@ -277,6 +277,15 @@ func (s *Store) isClosed() bool {
 	return s.mu.closed
 }
 
+// Err returns the error that stopped the store taking writes (a failed
+// append or fsync), or nil. Reads go on; writes resume only after the
+// store is reopened (and recovery has looked at the file).
+func (s *Store) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.failed
+}
+
 // Stats returns approximate counters.
 func (s *Store) Stats() Stats {
 	return Stats{

@@ -9,10 +9,13 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/storage"
@@ -817,4 +820,55 @@ func TestDirectRefusedMidway(t *testing.T) {
 	if _, err := f.ReadAt(got, 100); err != nil || !bytes.Equal(got, rec) {
 		t.Fatalf("bytes at 100 after the fallback: %v", err)
 	}
+}
+
+// TestWriteFailureStopsWrites fails a segment fsync: the Put waiting on it
+// gets the error, so does every later Put (the file's state after a
+// failed fsync is unknown), Err reports it, reads go on, and a reopened
+// store takes writes again.
+func TestWriteFailureStopsWrites(t *testing.T) {
+	ctx := context.Background()
+	errInjected := errors.New("injected fsync failure")
+	var fail atomic.Bool
+	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if fail.Load() && op.Kind == errorfs.OpFileSyncData && strings.Contains(op.Path, "seg-") {
+			return errInjected
+		}
+		return nil
+	}))
+	n := openNode(t, fs, 0)
+	rng := rand.New(rand.NewPCG(21, 22))
+	d1, h1 := randomChunk(rng, 3000)
+	if err := n.st.Put(ctx, h1, d1); err != nil {
+		t.Fatal(err)
+	}
+	fail.Store(true)
+	d2, h2 := randomChunk(rng, 3000)
+	if err := n.st.Put(ctx, h2, d2); !errors.Is(err, errInjected) {
+		t.Fatalf("Put with a failing fsync = %v", err)
+	}
+	if err := n.st.Err(); !errors.Is(err, errInjected) {
+		t.Fatalf("Err = %v", err)
+	}
+	fail.Store(false)
+	d3, h3 := randomChunk(rng, 3000)
+	if err := n.st.Put(ctx, h3, d3); !errors.Is(err, errInjected) || !strings.Contains(err.Error(), "failed earlier") {
+		t.Fatalf("Put after the failure = %v", err)
+	}
+	mustGet(t, n.st, h1, d1)
+	if _, err := n.st.Get(ctx, h2, nil); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get of the chunk whose fsync failed = %v", err)
+	}
+	n.close(t)
+
+	n = openNode(t, fs, 0)
+	defer n.close(t)
+	if err := n.st.Err(); err != nil {
+		t.Fatalf("Err after reopening = %v", err)
+	}
+	if err := n.st.Put(ctx, h3, d3); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, n.st, h1, d1)
+	mustGet(t, n.st, h3, d3)
 }
