@@ -26,6 +26,15 @@ var buildOnce struct {
 	err  error
 }
 
+// TestMain removes the binary cairnBinary built, once every test is done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildOnce.path != "" {
+		os.RemoveAll(filepath.Dir(buildOnce.path))
+	}
+	os.Exit(code)
+}
+
 func cairnBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
