@@ -40,10 +40,24 @@ type appender struct {
 	n   int    // bytes staged
 	off int64  // file offset of buf[0]; a multiple of blockSize
 
+	// pads counts the bytes of padding records written, for the stats.
+	pads int64
+
 	// noDirect is set once O_DIRECT was refused, at open or by a write:
 	// from then on every segment is written through the page cache.
 	noDirect bool
 	log      *slog.Logger
+}
+
+// padTo is the length n bytes of records take once padded to whole
+// blocks: a padding record fills the rest of the last block, or of the
+// block after it when the rest is too short for a record header.
+func padTo(n int64) int64 {
+	p := (blockSize - n%blockSize) % blockSize
+	if p > 0 && p < recordHeaderSize {
+		p += blockSize
+	}
+	return n + p
 }
 
 func newAppender(log *slog.Logger) appender {
@@ -85,13 +99,10 @@ func (a *appender) add(rec []byte) error {
 // finish pads what is staged to a whole block with a padding record and
 // writes it out. The tail is then a multiple of blockSize.
 func (a *appender) finish() error {
-	if r := a.n % blockSize; r != 0 {
-		p := blockSize - r
-		if p < recordHeaderSize {
-			p += blockSize
-		}
+	if p := int(padTo(int64(a.n))) - a.n; p > 0 {
 		encodePad(a.buf[a.n : a.n+p])
 		a.n += p
+		a.pads += int64(p)
 	}
 	if a.n == 0 {
 		return nil
@@ -103,11 +114,13 @@ func (a *appender) write(b []byte) error {
 	var err error
 	if a.direct != nil {
 		_, err = a.direct.WriteAt(b, a.off)
-		if errors.Is(err, syscall.EINVAL) {
+		if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP) {
 			// The file system took O_DIRECT at open but refuses these
-			// writes (a stricter alignment than ours). EINVAL is returned
-			// before anything is written: write through the page cache
-			// from now on.
+			// writes (a stricter alignment than ours, or no direct I/O
+			// after all). The refused write changed nothing; an earlier
+			// part of this one may have been written, and is written
+			// again, identically, below. From now on write through the
+			// page cache.
 			a.log.Warn("segment append with O_DIRECT refused; writing through the page cache", "segment", a.name, "err", err)
 			a.noDirect = true
 			a.closeDirect()

@@ -30,10 +30,12 @@
 // device without a copy into the page cache, which for large objects was
 // the biggest single CPU cost of a PUT (see docs/benchmarks.md). The fsync
 // stays: it makes the file's new length and the device's write cache
-// durable. Where O_DIRECT is refused (tmpfs, other file systems; any FS but
-// vfs.Default) the same blocks are written through the page cache. Reads
-// always go through the page cache, so data written moments ago is read
-// from the device once.
+// durable. Where O_DIRECT is refused, at open or by a write (some file
+// systems; any FS but vfs.Default), the same blocks are written through
+// the page cache. Reads always go through the page cache, so data written
+// moments ago is read from the device once. The crash tests run on a
+// memory file system, which has the same layout but no direct I/O; the
+// O_DIRECT calls themselves are exercised by the tests on the real disk.
 //
 // Rotation pads and syncs the old segment, creates the new file with its
 // header block, syncs it and the directory; the seal is recorded in the

@@ -158,16 +158,7 @@ func (s *Store) scan(seg uint64, f vfs.File, durable int64) (scanResult, error) 
 		}
 		// Created but never synced with records: start it afresh.
 		s.log.Warn("segment header torn; rewriting it", "segment", name, "err", err)
-		if f, err = s.truncate(seg, f, 0); err != nil {
-			return scanResult{}, err
-		}
-		if _, err := f.WriteAt(headerBlock(seg), 0); err != nil {
-			return scanResult{}, fmt.Errorf("segment: rewrite header of %s: %w", name, err)
-		}
-		if err := f.Sync(); err != nil {
-			return scanResult{}, fmt.Errorf("segment: sync %s: %w", name, err)
-		}
-		return scanResult{size: blockSize, usable: true}, nil
+		return s.rewriteHeader(seg, f)
 	}
 
 	b := s.db.NewBatch()
@@ -219,6 +210,13 @@ func (s *Store) scan(seg uint64, f vfs.File, durable int64) (scanResult, error) 
 		records++
 		off = end
 	}
+	if bad != nil && off == fileHeaderSize && durable == 0 {
+		// The header is whole but the padding of its block is not, and no
+		// group commit ever reached the index: a crash while the segment
+		// was being created. Start it afresh rather than seal it empty.
+		s.log.Warn("segment header block torn; rewriting it", "segment", name, "err", bad)
+		return s.rewriteHeader(seg, f)
+	}
 	res := scanResult{size: off, records: records, usable: true}
 	if bad != nil {
 		if off < durable {
@@ -245,6 +243,23 @@ func (s *Store) scan(seg uint64, f vfs.File, durable int64) (scanResult, error) 
 		}
 	}
 	return res, nil
+}
+
+// rewriteHeader empties segment seg's file and writes its header block
+// again, for a segment whose creation a crash cut short.
+func (s *Store) rewriteHeader(seg uint64, f vfs.File) (scanResult, error) {
+	name := s.fs.PathJoin(s.o.Dir, segmentName(seg))
+	f, err := s.truncate(seg, f, 0)
+	if err != nil {
+		return scanResult{}, err
+	}
+	if _, err := f.WriteAt(headerBlock(seg), 0); err != nil {
+		return scanResult{}, fmt.Errorf("segment: rewrite header of %s: %w", name, err)
+	}
+	if err := f.Sync(); err != nil {
+		return scanResult{}, fmt.Errorf("segment: sync %s: %w", name, err)
+	}
+	return scanResult{size: blockSize, usable: true}, nil
 }
 
 // truncate cuts segment seg's file to size and syncs it. vfs.File has no

@@ -206,6 +206,7 @@ func (s *Store) commit(batch []*Pending) error {
 	defer b.Close()
 	var records, bytes int64
 	a := &s.w.app
+	pads := a.pads
 	for _, p := range batch {
 		if ok, err := s.Has(p.h); err != nil {
 			return err
@@ -213,7 +214,10 @@ func (s *Store) commit(batch []*Pending) error {
 			continue
 		}
 		rec := *p.rec
-		if a.tail()+int64(len(rec)) > s.o.SegmentSize && s.w.records > 0 {
+		// Rotate if the record and the padding after it would pass the
+		// segment size (a segment's first record goes in whatever its
+		// size).
+		if padTo(a.tail()+int64(len(rec))) > s.o.SegmentSize && s.w.records > 0 {
 			if err := s.rotate(b); err != nil {
 				return err
 			}
@@ -232,11 +236,9 @@ func (s *Store) commit(batch []*Pending) error {
 	if records == 0 {
 		return nil
 	}
-	start := a.tail()
 	if err := a.finish(); err != nil {
 		return err
 	}
-	bytes += a.tail() - start
 	// The data must be durable before the index entries that point at it.
 	if err := a.f.SyncData(); err != nil {
 		return fmt.Errorf("segment: sync %s: %w", segmentName(s.w.seg), err)
@@ -249,7 +251,8 @@ func (s *Store) commit(batch []*Pending) error {
 		return fmt.Errorf("segment: commit index: %w", err)
 	}
 	s.stats.chunks.Add(records)
-	s.stats.bytes.Add(bytes)
+	// The padding of every segment this batch wrote to, a sealed one too.
+	s.stats.bytes.Add(bytes + a.pads - pads)
 	return nil
 }
 
