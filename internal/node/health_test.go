@@ -56,8 +56,10 @@ func TestHealthzReportsFailedChunkStore(t *testing.T) {
 		}
 		return rec.Code, m
 	}
-	if code, m := health(); code != http.StatusOK || m["chunk_store"] != nil {
+	if code, m := health(); code != http.StatusOK || m["status"] != "ok" || m["chunk_store"] != nil {
 		t.Fatalf("healthy node: %d %v", code, m)
+	} else if p, ok := m["problems"].([]any); !ok || len(p) != 0 {
+		t.Fatalf("healthy node's problems: %#v, want []", m["problems"])
 	}
 	fail.Store(true)
 	body = bytes.Repeat([]byte("other "), 20<<10)

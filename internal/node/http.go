@@ -55,7 +55,7 @@ func (n *Node) healthz(w http.ResponseWriter, _ *http.Request) {
 		Range uint64 `json:"range"`
 		Error string `json:"error"`
 	}
-	var problems []rangeProblem
+	problems := []rangeProblem{} // [] rather than null when there are none
 	n.mu.RLock()
 	for name, s := range n.mu.spaces {
 		for _, r := range s.table() {
