@@ -1,73 +1,66 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"net/http"
-	"net/http/httptest"
-	"strings"
-	"sync/atomic"
+	"math/rand/v2"
 	"testing"
 	"time"
-
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
-// TestHealthzReportsFailedChunkStore fails a segment fsync under a chunked
-// PUT: the PUT fails, and /healthz turns 503 and names the chunk store's
-// error, since the node takes no chunked writes until it is restarted.
-func TestHealthzReportsFailedChunkStore(t *testing.T) {
+// TestNodeFailureStates stops one node of three: the others see it suspect
+// once its heartbeat lease ends and down after DownAfter, and chunked
+// writes go on with two copies, on the nodes that are up.
+func TestNodeFailureStates(t *testing.T) {
 	ctx := context.Background()
-	var fail atomic.Bool
-	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if fail.Load() && op.Kind == errorfs.OpFileSyncData && strings.Contains(op.Path, "seg-") {
-			return errors.New("injected fsync failure")
+	nodes := threeNodes(t, func(c *Config) { c.HeartbeatTTL, c.DownAfter = time.Second, 2*time.Second })
+	if _, err := nodes[0].CreateSpace(ctx, "health", wire.SpaceSettings{Ranges: 1}); err != nil {
+		t.Fatal(err)
+	}
+	writeAny(t, nodes, "health", "before", "x")
+	gone, rest := nodes[2], nodes[:2]
+	gone.Close()
+	stopped := time.Now()
+	stateOf := func() string {
+		ns, err := rest[0].catalog.Nodes(ctx)
+		if err != nil {
+			return ""
 		}
-		return nil
-	}))
-	n, err := Open(ctx, testConfig(fs, meta.NewMemStore(time.Now)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	if _, err := n.CreateSpace(ctx, "health", wire.SpaceSettings{Ranges: 1}); err != nil {
-		t.Fatal(err)
-	}
-	body := bytes.Repeat([]byte("cairn "), 20<<10) // chunked: over the 4 KiB inline threshold
-	put := func() error {
-		_, err := n.Put(ctx, &wire.PutRequest{Space: "health", Key: "k", Size: int64(len(body))}, bytes.NewReader(body))
-		return err
-	}
-	if err := put(); err != nil {
-		t.Fatal(err)
-	}
-	health := func() (int, map[string]any) {
-		rec := httptest.NewRecorder()
-		n.healthz(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
-		var m map[string]any
-		if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil {
-			t.Fatalf("healthz body %q: %v", rec.Body.String(), err)
+		for _, nd := range ns {
+			if nd.ID == gone.NodeID() {
+				return nd.State
+			}
 		}
-		return rec.Code, m
+		return ""
 	}
-	if code, m := health(); code != http.StatusOK || m["status"] != "ok" || m["chunk_store"] != nil {
-		t.Fatalf("healthy node: %d %v", code, m)
-	} else if p, ok := m["problems"].([]any); !ok || len(p) != 0 {
-		t.Fatalf("healthy node's problems: %#v, want []", m["problems"])
+	var suspectAfter time.Duration
+	deadline := time.Now().Add(30 * time.Second)
+	for st := stateOf(); st != meta.NodeDown; st = stateOf() {
+		if st == meta.NodeSuspect && suspectAfter == 0 {
+			suspectAfter = time.Since(stopped)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stopped node %d is %q after 30s, not down", gone.NodeID(), st)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	fail.Store(true)
-	body = bytes.Repeat([]byte("other "), 20<<10)
-	if err := put(); err == nil {
-		t.Fatal("PUT succeeded with a failing segment fsync")
+	if suspectAfter == 0 {
+		t.Fatal("the node went down without being suspect first")
 	}
-	code, m := health()
-	if msg, _ := m["chunk_store"].(string); code != http.StatusServiceUnavailable || m["status"] != "degraded" || !strings.Contains(msg, "injected fsync failure") {
-		t.Fatalf("after a failed fsync: %d %v", code, m)
+	t.Logf("node %d suspect %v and down %v after it stopped", gone.NodeID(), suspectAfter.Round(time.Millisecond), time.Since(stopped).Round(time.Millisecond))
+
+	body := randBytes(rand.New(rand.NewPCG(7, 8)), 2<<20)
+	info := writeAny(t, rest, "health", "after", string(body))
+	if got := readAny(t, rest, "health", "after"); got != string(body) {
+		t.Fatal("read back a different body")
+	}
+	for _, ref := range manifest(t, rest[0], "health", "after", info.Version).Chunks {
+		for _, holder := range rest {
+			if ok, _ := holder.chunks.Has(ref.Hash); !ok {
+				t.Fatalf("node %d lacks chunk %s written while node %d was down", holder.NodeID(), ref.Hash, gone.NodeID())
+			}
+		}
 	}
 }
