@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairn-db/cairn/internal/testenv"
 )
 
 // run runs the cairn binary against srv and returns stdout, stderr and the
@@ -34,7 +36,7 @@ func run(t *testing.T, bin string, srv *server, stdin string, args ...string) (s
 
 func TestCLI(t *testing.T) {
 	bin := cairnBinary(t)
-	srv := startServer(t, bin, t.TempDir(), [5]int{freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)})
+	srv := startServer(t, bin, t.TempDir(), [5]int{testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)})
 	defer srv.kill()
 	dir := t.TempDir()
 	must := func(stdin string, args ...string) string {
@@ -162,7 +164,7 @@ func TestCLI(t *testing.T) {
 func TestSIGTERM(t *testing.T) {
 	bin := cairnBinary(t)
 	dir := t.TempDir()
-	ports := [5]int{freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)}
+	ports := [5]int{testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)}
 	srv := startServer(t, bin, dir, ports)
 	run(t, bin, srv, "", "space", "create", "term")
 	if _, errs, code := run(t, bin, srv, "kept", "put", "term/k", "-"); code != 0 {

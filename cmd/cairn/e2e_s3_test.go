@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/e2es3"
+	"github.com/cairn-db/cairn/internal/testenv"
 )
 
 // The end-to-end S3 run: scripts/e2e-s3.sh drives Debian's awscli, rclone,
@@ -21,7 +22,7 @@ func TestE2ES3Clients(t *testing.T) {
 	}
 	e2es3.RequireClients(t, e2eS3Script)
 	bin := cairnBinary(t)
-	ports := [5]int{freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)}
+	ports := [5]int{testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)}
 	srv := startServer(t, bin, t.TempDir(), ports, "--root-access-key", e2es3.AccessKey, "--root-secret-key", e2es3.SecretKey)
 	defer func() {
 		srv.kill()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/cairn-db/cairn/client"
 	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/testenv"
 )
 
 // buildBinary builds the cairn binary once per test binary run.
@@ -53,24 +53,6 @@ func cairnBinary(t *testing.T) string {
 		t.Fatal(buildOnce.err)
 	}
 	return buildOnce.path
-}
-
-// freePort returns a port that is free now, below the kernel's ephemeral
-// range (32768 and up on Linux): a server restarted on the same ports must
-// not find one taken by another test's outgoing connection or port-0
-// listener meanwhile.
-func freePort(t *testing.T) int {
-	t.Helper()
-	for range 1000 {
-		port := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			l.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return 0
 }
 
 // server is a cairn server process under test.
@@ -132,7 +114,7 @@ func TestKill9LosesNothingAcknowledged(t *testing.T) {
 	}
 	bin := cairnBinary(t)
 	dir := t.TempDir()
-	ports := [5]int{freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)}
+	ports := [5]int{testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)}
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))

@@ -6,15 +6,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/testenv"
 	"github.com/cairn-db/cairn/internal/tstamp"
 )
 
@@ -52,7 +51,7 @@ func BenchmarkList(b *testing.B) {
 			}
 			o := mvcc.ListOptions{Lower: keys.SpaceStart(1), Upper: keys.SpaceEnd(1), Limit: 1000}
 			b.ReportAllocs()
-			cpu0 := processCPU(b)
+			cpu0 := testenv.CPUTime(b)
 			for b.Loop() {
 				ents, more, err := mvcc.List(Reader{R: db}, o)
 				if err != nil || len(ents) != o.Limit {
@@ -63,16 +62,7 @@ func BenchmarkList(b *testing.B) {
 					o.StartAfter = nil
 				}
 			}
-			b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64((testenv.CPUTime(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
-}
-
-// processCPU returns the CPU time (user and system) the process has used.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -7,9 +7,10 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairn-db/cairn/internal/testenv"
 )
 
 // writeSplit writes data to h in pieces of random sizes, some of them
@@ -176,7 +177,7 @@ func BenchmarkStreams(b *testing.B) {
 				b.SetBytes(size)
 				var left atomic.Int64
 				left.Store(int64(b.N))
-				cpu0 := cpuTime()
+				cpu0 := testenv.CPUTime(b)
 				var wg sync.WaitGroup
 				for range streams {
 					wg.Go(func() {
@@ -190,14 +191,8 @@ func BenchmarkStreams(b *testing.B) {
 					})
 				}
 				wg.Wait()
-				b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+				b.ReportMetric(float64(testenv.CPUTime(b)-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 			})
 		}
 	}
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -3,11 +3,8 @@ package node
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"os"
 	"slices"
 	"strings"
@@ -16,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/testenv"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -31,43 +29,11 @@ func clusterConfig(t testing.TB, join string) Config {
 		// The ports a restarted node must get back are chosen here, below
 		// the ephemeral range: one the kernel handed out could be taken by
 		// another test's outgoing connection while the node is down.
-		NativePort: lowPort(t), HTTPPort: lowPort(t), PeerPort: lowPort(t),
-		MetaPort: lowPort(t), MetaClientPort: lowPort(t),
+		NativePort: testenv.FreePort(t), HTTPPort: testenv.FreePort(t), PeerPort: testenv.FreePort(t),
+		MetaPort: testenv.FreePort(t), MetaClientPort: testenv.FreePort(t),
 		Join:   join,
 		Logger: slog.New(slog.NewTextHandler(w, nil)),
 	}
-}
-
-// lowPorts are the ports lowPort has handed out in this process.
-var lowPorts struct {
-	sync.Mutex
-	used map[int]bool
-}
-
-// lowPort returns a port that is free now, below the kernel's ephemeral
-// range (32768 and up on Linux), and not handed out before in this
-// process.
-func lowPort(t testing.TB) int {
-	t.Helper()
-	lowPorts.Lock()
-	defer lowPorts.Unlock()
-	if lowPorts.used == nil {
-		lowPorts.used = map[int]bool{}
-	}
-	for range 1000 {
-		port := 20000 + rand.IntN(12000)
-		if lowPorts.used[port] {
-			continue
-		}
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			l.Close()
-			lowPorts.used[port] = true
-			return port
-		}
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return 0
 }
 
 func openNode(t testing.TB, cfg Config) *Node {

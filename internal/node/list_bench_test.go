@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/testenv"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -36,7 +37,7 @@ func BenchmarkList(b *testing.B) {
 			}
 			ctx := context.Background()
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := testenv.CPUTime(b)
 			for b.Loop() {
 				req := wire.ListRequest{Space: "bench", Limit: 1000}
 				listed := 0
@@ -56,7 +57,7 @@ func BenchmarkList(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*c.keys), "ns/key")
-			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64((testenv.CPUTime(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

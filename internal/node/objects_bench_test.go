@@ -10,13 +10,13 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/testenv"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -106,7 +106,7 @@ func runClients(b *testing.B, clients int, size int64, newOp func() func() error
 	b.ReportAllocs()
 	var left atomic.Int64
 	left.Store(int64(b.N))
-	cpu0 := cpuTime()
+	cpu0 := testenv.CPUTime(b)
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for range clients {
@@ -122,14 +122,5 @@ func runClients(b *testing.B, clients int, size int64, newOp func() func() error
 	}
 	wg.Wait()
 	b.StopTimer()
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
-}
-
-// cpuTime is the user and system CPU time the process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(testenv.CPUTime(b)-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }

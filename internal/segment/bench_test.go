@@ -7,13 +7,13 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/testenv"
 )
 
 // BenchmarkPut stores distinct 1 MiB chunks on the real disk (fsync
@@ -40,7 +40,7 @@ func benchPut(b *testing.B, writers int, hashed bool) {
 	var next atomic.Int64
 	b.SetBytes(1 << 20)
 	b.ReportAllocs()
-	cpu0 := cpuTime()
+	cpu0 := testenv.CPUTime(b)
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for range writers {
@@ -70,7 +70,7 @@ func benchPut(b *testing.B, writers int, hashed bool) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64(testenv.CPUTime(b)-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 }
 
 // BenchmarkGet reads 1 MiB chunks, verified, into a reused buffer.
@@ -89,22 +89,12 @@ func BenchmarkGet(b *testing.B) {
 	buf := make([]byte, 1<<20)
 	b.SetBytes(1 << 20)
 	b.ReportAllocs()
-	cpu0 := cpuTime()
+	cpu0 := testenv.CPUTime(b)
 	for i := 0; b.Loop(); i++ {
 		var err error
 		if buf, err = n.st.Get(context.Background(), hashes[i%len(hashes)], buf); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
-}
-
-// cpuTime is the user and system CPU time the process has used: on a
-// machine whose cores are shared, a steadier figure than the wall time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(testenv.CPUTime(b)-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 }

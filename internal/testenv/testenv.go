@@ -1,0 +1,57 @@
+// Package testenv holds what the tests and benchmarks of several packages
+// need from the machine they run on.
+package testenv
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// CPUTime is the user and system CPU time the process has used: on a
+// machine whose cores are shared, a steadier figure than the wall time.
+func CPUTime(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// freePorts are the ports FreePort has handed out in this process.
+var freePorts struct {
+	sync.Mutex
+	used map[int]bool
+}
+
+// FreePort returns a port of 127.0.0.1 that is free now, below the
+// kernel's ephemeral range (32768 and up on Linux), and not handed out
+// before in this process. A server restarted on the same ports must not
+// find one taken meanwhile by another test's outgoing connection or
+// port-0 listener, as a port the kernel picked could be.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	freePorts.Lock()
+	defer freePorts.Unlock()
+	if freePorts.used == nil {
+		freePorts.used = map[int]bool{}
+	}
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		if freePorts.used[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			l.Close()
+			freePorts.used[port] = true
+			return port
+		}
+	}
+	tb.Fatal("no free port below the ephemeral range")
+	return 0
+}
