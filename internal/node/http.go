@@ -70,11 +70,12 @@ func (n *Node) healthz(w http.ResponseWriter, _ *http.Request) {
 	}
 	n.mu.RUnlock()
 	body := map[string]any{"status": "ok", "node": n.id.NodeID, "problems": problems}
-	if err := n.chunks.Err(); err != nil {
-		body["chunk_store"] = err.Error() + " (restart the node to recover)"
+	storeErr := n.chunks.Err()
+	if storeErr != nil {
+		body["chunk_store"] = storeErr.Error() + " (restart the node to recover)"
 	}
 	w.Header().Set("Content-Type", "application/json")
-	if len(problems) > 0 || body["chunk_store"] != nil {
+	if len(problems) > 0 || storeErr != nil {
 		body["status"] = "degraded"
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}

@@ -20,7 +20,7 @@ import (
 //   - no write ever touches a block holding records already acknowledged:
 //     a crash tearing one append cannot damage an earlier one.
 //
-// The cost is under one block per group commit.
+// The cost is at most a block and a record header per group commit.
 const blockSize = 4096
 
 // stageSize is the size of the writer's staging buffer: a group commit is

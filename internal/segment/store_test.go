@@ -483,16 +483,12 @@ func TestFormatRoundTrip(t *testing.T) {
 	for i := range rec {
 		c := bytes.Clone(rec)
 		c[i] ^= 1
-		rh, err := parseRecordHeader(c)
-		if err == nil {
-			err = verifyRecord(c, rh, c[recordHeaderSize:])
-		}
-		if err == nil && rh.length == uint32(len(data)) {
+		if scanAccepts(c, len(data)) {
 			t.Fatalf("flip of byte %d undetected", i)
 		}
 		// Get's check skips the CRC: only a flip in the CRC field itself,
 		// which changes no byte Get returns, goes unseen.
-		err = verifyRead(c[:recordHeaderSize], h, uint32(len(data)), c[recordHeaderSize:])
+		err := verifyRead(c[:recordHeaderSize], h, uint32(len(data)), c[recordHeaderSize:])
 		inCRC := i >= recordCRCOffset && i < recordHeaderSize
 		if (err == nil) != inCRC {
 			t.Fatalf("flip of byte %d: verifyRead = %v", i, err)
@@ -522,11 +518,7 @@ func TestFormatRoundTrip(t *testing.T) {
 	for i := range pad {
 		c := bytes.Clone(pad)
 		c[i] ^= 1
-		rh, err := parseRecordHeader(c)
-		if err == nil {
-			err = verifyRecord(c, rh, c[recordHeaderSize:])
-		}
-		if err == nil && rh.length == 300-recordHeaderSize {
+		if scanAccepts(c, 300-recordHeaderSize) {
 			t.Fatalf("flip of padding byte %d undetected", i)
 		}
 	}
@@ -688,6 +680,16 @@ func TestChunksIterates(t *testing.T) {
 	if rest != 5 {
 		t.Fatalf("stopping early: %d calls", rest)
 	}
+}
+
+// scanAccepts reports whether recovery's checks take b as a valid record
+// (chunk or padding) with n bytes of data.
+func scanAccepts(b []byte, n int) bool {
+	rh, err := parseRecordHeader(b)
+	if err == nil {
+		err = verifyRecord(b, rh, b[recordHeaderSize:])
+	}
+	return err == nil && int(rh.length) == n
 }
 
 // mustLocate returns the index entry of h.
