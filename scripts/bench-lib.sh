@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the bench scripts. bench_init PREFIX makes WORK, a temporary
 # directory, and PIDS, the background processes a script starts (append
 # to it); both are cleaned up when the script exits.

@@ -34,7 +34,7 @@ cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 echo "== cairn (single node, $WORK/cairn-data)"
 "$WORK/cairn" server --data-dir "$WORK/cairn-data" --port 17070 --http-port 17080 --meta-port 17090 --peer-port 17071 --meta-client-port 17091 --log-level warn &
 CPID=$!; PIDS+=("$CPID")
-for i in $(seq 100); do curl -sf http://127.0.0.1:17080/healthz >/dev/null && break; sleep 0.1; done
+for _ in $(seq 100); do curl -sf http://127.0.0.1:17080/healthz >/dev/null && break; sleep 0.1; done
 CB="$WORK/cairn bench --server 127.0.0.1:17070 --duration ${DURATION}s --json"
 cairn_put=$($CB --op put --size 1KiB --concurrency "$CONC" --keys 10000)
 t0=$(cpu_ticks "$CPID")

@@ -49,8 +49,9 @@ cpu_ticks() { awk '{print $14+$15}' "/proc/$SP/stat"; }
 wrk_run() { # METHOD URLS [SIZE]
   local t0 out n
   t0=$(cpu_ticks)
-  out=$(wrk -t1 -c20 -d"${DURATION}s" -s "$W/s3.lua" "$E" -- "$2" "$1" ${3:-} | grep '^requests ')
-  n=$(echo "$out" | sed 's/^requests \([0-9]*\),.*/\1/')
+  out=$(wrk -t1 -c20 -d"${DURATION}s" -s "$W/s3.lua" "$E" -- "$2" "$1" ${3:+"$3"} | grep '^requests ')
+  n=${out#requests }
+  n=${n%%,*}
   echo "$out" | sed "s/, p50.*, \([0-9]* req\/s\)/, \1/; s/$/, server $(( ($(cpu_ticks) - t0) * 10000000 / (n > 0 ? n : 1) / 1000 )) us\/request/"
 }
 sdk() { "$C" bench --s3 "$E" --duration "${DURATION}s" --json "$@"; }

@@ -317,7 +317,7 @@ aws_versions_put() {
   for i in 1 2 3; do
     echo "version $i of the note, $RANDOM$RANDOM" >"$WORK/up/v$i.txt"
     vid=$(aws s3api put-object --bucket "$BUCKET" --key "$VKEY" --body "$WORK/up/v$i.txt" --query VersionId --output text)
-    [ -n "$vid" ] && [ "$vid" != None ] || fail "put-object returned no VersionId"
+    if [ -z "$vid" ] || [ "$vid" = None ]; then fail "put-object returned no VersionId"; fi
     echo "$vid" >>"$WORK/vids"
   done
   expect_eq "$(sort -u "$WORK/vids" | wc -l)" 3 "distinct version ids of 3 puts"

@@ -11,6 +11,27 @@ if ! command -v go >/dev/null; then
   exit 1
 fi
 
+# Debian packages are installed as root, or through sudo for another user.
+# The variable goes through env: "$SUDO VAR=value cmd" with SUDO empty would
+# run a command named VAR=value.
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+  if ! command -v sudo >/dev/null; then
+    echo "test.sh: installing Debian packages needs root or sudo; run as root, or install sudo" >&2
+    exit 1
+  fi
+  SUDO=(sudo)
+fi
+apt_updated=""
+apt_install() {
+  echo "== installing $*"
+  if [ -z "$apt_updated" ]; then
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    apt_updated=1
+  fi
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
 # The image and cluster tests run containers on the machine's Docker engine
 # (no registry is needed: the image is built FROM scratch).
 if ! docker info >/dev/null 2>&1; then
@@ -21,23 +42,28 @@ export CAIRN_REQUIRE_DOCKER=1
 # deploy/compose.yaml is exercised with the Compose tool: the docker compose
 # plugin where it exists, else docker-compose, installed from Debian.
 if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
-  echo "== installing docker-compose"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  $SUDO apt-get update -qq && $SUDO DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
+  apt_install docker-compose
 fi
 
 # The end-to-end S3 tests (cmd/cairn, deploy) run scripts/e2e-s3.sh, which
 # drives Debian's S3 clients: awscli, rclone, s3cmd, and boto3 for Debian's
 # python3 (not a python3 of pyenv's or a virtualenv's).
 if ! scripts/e2e-s3.sh --check-clients >/dev/null 2>&1; then
-  echo "== installing awscli rclone s3cmd python3-boto3"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  $SUDO apt-get update -qq && $SUDO DEBIAN_FRONTEND=noninteractive apt-get install -y -qq awscli rclone s3cmd python3-boto3 curl >/dev/null
+  apt_install awscli rclone s3cmd python3-boto3 curl ca-certificates
+  scripts/e2e-s3.sh --check-clients
 fi
 export CAIRN_REQUIRE_S3_CLIENTS=1
 
+# The scripts are checked as the Go code is.
+command -v shellcheck >/dev/null || apt_install shellcheck
+
+echo "== shellcheck"
+mapfile -t scripts < <(git ls-files '*.sh')
+shellcheck "${scripts[@]}"
+
 echo "== gofmt"
-unformatted=$(gofmt -l $(git ls-files '*.go'))
+mapfile -t gofiles < <(git ls-files '*.go')
+unformatted=$(gofmt -l "${gofiles[@]}")
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:" >&2
   echo "$unformatted" >&2
