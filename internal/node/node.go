@@ -322,7 +322,6 @@ type Node struct {
 	accessKeys atomic.Pointer[map[string]meta.Key] // the other S3 keys, by access key id
 	s3api      *s3.Handler                         // the S3 API (s3.go)
 	chunks     *segment.Store
-	md5        md5Hashers // ETag hashers of chunked uploads (writeChunks)
 	ranges     *replica.Store
 	id         identity
 	metrics    *metrics
@@ -755,9 +754,6 @@ func (n *Node) Close() error {
 		if n.eng != nil {
 			errs = append(errs, n.eng.Close())
 		}
-		// An upload still running (http.Server.Close does not wait for
-		// handlers) keeps the MD5 server until it releases its hasher.
-		n.md5.close()
 		for _, e := range errs {
 			if e != nil && !errors.Is(e, http.ErrServerClosed) && !errors.Is(e, net.ErrClosed) {
 				n.closeErr = errors.Join(n.closeErr, e)

@@ -189,8 +189,7 @@ func (n *Node) writeBody(ctx context.Context, body io.Reader, size int64, replic
 // few chunks are in flight, so memory stays bounded whatever the size.
 func (n *Node) writeChunks(ctx context.Context, r io.Reader, size int64, replicas int) (*mvcc.Record, error) {
 	const inflight = 4
-	md, release := n.md5.get()
-	defer release()
+	md := md5.New()
 	bh := chunk.NewHasher()
 	ch := chunk.NewChunker(io.TeeReader(r, bh), n.cfg.Chunking)
 	// Every chunk is copied (segment record, ETag hasher, peer frame)
@@ -220,8 +219,7 @@ func (n *Node) writeChunks(ctx context.Context, r io.Reader, size int64, replica
 		}
 		total += int64(len(c))
 		// The ETag's MD5 takes whole chunks (the stream's bytes, in order)
-		// rather than the reads the tee sees: with md5lanes, one copy and
-		// one hand-over per chunk instead of per read.
+		// rather than the reads the tee sees.
 		md.Write(c)
 		if total > n.cfg.MaxObjectSize {
 			return nil, wire.Errorf(wire.CodeTooLarge, "object is over the %d byte limit", n.cfg.MaxObjectSize)

@@ -3,6 +3,8 @@ package node
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"math"
@@ -576,4 +578,34 @@ func TestLatestCacheFollowsWrites(t *testing.T) {
 	if info, err := n.Stat(ctx, &wire.GetRequest{Space: "cached", Key: "k", Version: v1.Version}); err != nil || info.Version != v1.Version {
 		t.Fatalf("older version after delete: %+v, %v", info, err)
 	}
+}
+
+// TestConcurrentUploadETags puts chunked objects from several writers at
+// once and checks each ETag is the MD5 of its body.
+func TestConcurrentUploadETags(t *testing.T) {
+	n := openTestNode(t)
+	ctx := context.Background()
+	if _, err := n.CreateSpace(ctx, "etags", wire.SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 9))
+			for i := range 4 {
+				body := randBytes(r, 100<<10+r.IntN(400<<10))
+				key := fmt.Sprintf("w%d-%d", g, i)
+				info, err := n.Put(ctx, &wire.PutRequest{Space: "etags", Key: key, Size: int64(len(body))}, bytes.NewReader(body))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if sum := md5.Sum(body); info.ETag != hex.EncodeToString(sum[:]) {
+					t.Errorf("%s: ETag %s, want %x", key, info.ETag, sum)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
