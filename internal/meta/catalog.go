@@ -149,7 +149,7 @@ func decodeSpace(kv KV) (Space, error) {
 // returns ErrBadSpaceName, a settings error, or ErrSpaceExists. The space's
 // ID comes from a counter and is never reused, even after deletion.
 func (c *Catalog) CreateSpace(ctx context.Context, name string, set SpaceSettings) (Space, error) {
-	if err := ValidSpaceName(name); err != nil {
+	if err := ValidNewSpaceName(name); err != nil {
 		return Space{}, err
 	}
 	set.EnsureDefaults()

@@ -35,8 +35,18 @@ func TestValidSpaceName(t *testing.T) {
 		{"a..b", `".."`},
 		{"192.168.1.1", "IP address"},
 		{"é-abc", "only lower-case letters"},
+		{"xn--bcher-kva", `start with "xn--"`},
+		{"sthree-configurator", `start with "sthree-"`},
+		{"amzn-s3-demo-bucket", `start with "amzn-s3-demo-"`},
+		{"photos-s3alias", `end with "-s3alias"`},
+		{"photos--ol-s3", `end with "--ol-s3"`},
+		{"photos.mrap", `end with ".mrap"`},
+		{"photos--x-s3", `end with "--x-s3"`},
+		{"photos--table-s3", `end with "--table-s3"`},
+		{"xn-single", ""},
+		{"my-s3alias-not", ""},
 	} {
-		err := ValidSpaceName(tc.name)
+		err := ValidNewSpaceName(tc.name)
 		switch {
 		case tc.rule == "" && err != nil:
 			t.Errorf("ValidSpaceName(%q) = %v, want valid", tc.name, err)

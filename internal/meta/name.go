@@ -42,4 +42,32 @@ func ValidSpaceName(name string) error {
 	return nil
 }
 
+// Prefixes and suffixes S3 reserves for its own names (punycode, its
+// access points, aliases and directory and table buckets), which a new
+// bucket may not use.
+var (
+	reservedPrefixes = []string{"xn--", "sthree-", "amzn-s3-demo-"}
+	reservedSuffixes = []string{"-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"}
+)
+
+// ValidNewSpaceName is ValidSpaceName with the rules S3 adds for new
+// buckets: no prefix or suffix it reserves. Spaces made before those rules
+// were checked keep working under their names.
+func ValidNewSpaceName(name string) error {
+	if err := ValidSpaceName(name); err != nil {
+		return err
+	}
+	for _, p := range reservedPrefixes {
+		if strings.HasPrefix(name, p) {
+			return fmt.Errorf("%w %q: must not start with %q (S3 reserves it)", ErrBadSpaceName, name, p)
+		}
+	}
+	for _, sfx := range reservedSuffixes {
+		if strings.HasSuffix(name, sfx) {
+			return fmt.Errorf("%w %q: must not end with %q (S3 reserves it)", ErrBadSpaceName, name, sfx)
+		}
+	}
+	return nil
+}
+
 func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }

@@ -357,7 +357,7 @@ func spaceInfo(sp meta.Space) wire.SpaceInfo {
 
 // CreateSpace implements wire.Service.
 func (n *Node) CreateSpace(ctx context.Context, name string, ws wire.SpaceSettings) (wire.SpaceInfo, error) {
-	if err := meta.ValidSpaceName(name); err != nil {
+	if err := meta.ValidNewSpaceName(name); err != nil {
 		return wire.SpaceInfo{}, wire.Errorf(wire.CodeBadSpaceName, "%v", err)
 	}
 	ms, err := settingsToMeta(ws, n.cfg.DefaultRanges)

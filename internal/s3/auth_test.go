@@ -44,11 +44,11 @@ func TestKeyCache(t *testing.T) {
 	r := signedAuthGet(t, now)
 	var keys keyCache
 	for i := 0; i < 3; i++ {
-		if _, e := authenticate(r, r.URL.Query(), StaticCredentials{authAccess: authSecret}, now, &keys); e != nil {
+		if _, e := authenticate(r, r.URL.Query(), StaticCredentials{authAccess: authSecret}, "us-east-1", now, &keys); e != nil {
 			t.Fatalf("try %d: %v", i, e)
 		}
 	}
-	if _, e := authenticate(r, r.URL.Query(), StaticCredentials{authAccess: "another-secret"}, now, &keys); e != errSignatureMismatch {
+	if _, e := authenticate(r, r.URL.Query(), StaticCredentials{authAccess: "another-secret"}, "us-east-1", now, &keys); e != errSignatureMismatch {
 		t.Fatalf("a rotated secret: got %v, want SignatureDoesNotMatch", e)
 	}
 }
@@ -66,7 +66,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, e := authenticate(r, r.URL.Query(), creds, now, bc.keys); e != nil {
+				if _, e := authenticate(r, r.URL.Query(), creds, "us-east-1", now, bc.keys); e != nil {
 					b.Fatal(e)
 				}
 			}

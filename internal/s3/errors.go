@@ -29,6 +29,7 @@ func (e *apiError) with(msg string) *apiError {
 var (
 	errAccessDenied          = &apiError{"AccessDenied", http.StatusForbidden, "Access Denied."}
 	errAuthHeaderMalformed   = &apiError{"AuthorizationHeaderMalformed", http.StatusBadRequest, "The authorization header is malformed."}
+	errAuthQueryMalformed    = &apiError{"AuthorizationQueryParametersError", http.StatusBadRequest, "The query parameters that carry the signature are malformed."}
 	errBadDigest             = &apiError{"BadDigest", http.StatusBadRequest, "The Content-MD5 you specified did not match what was received."}
 	errBucketExists          = &apiError{"BucketAlreadyOwnedByYou", http.StatusConflict, "Your previous request to create the named bucket succeeded and you already own it."}
 	errBucketNotEmpty        = &apiError{"BucketNotEmpty", http.StatusConflict, "The bucket you tried to delete is not empty."}

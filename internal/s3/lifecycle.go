@@ -2,6 +2,7 @@ package s3
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
 	"io"
 	"net/http"
@@ -53,6 +54,10 @@ type lifecycleRule struct {
 	} `xml:"NoncurrentVersionExpiration"`
 }
 
+// maxLifecycleDays bounds a rule's days: a longer span does not fit the
+// space's retention (nanoseconds in an int64, about 292 years).
+const maxLifecycleDays = 100_000
+
 var errNoSuchLifecycle = &apiError{"NoSuchLifecycleConfiguration", http.StatusNotFound, "The lifecycle configuration does not exist."}
 
 // retentionOfLifecycle is the space retention a configuration asks for.
@@ -74,8 +79,8 @@ func retentionOfLifecycle(c *lifecycleConfiguration) (wire.SpaceSettings, *apiEr
 			return set, errNotImplemented.with("NewerNoncurrentVersions is not implemented.")
 		case r.NoncurrentVersionExpiration != nil:
 			days := r.NoncurrentVersionExpiration.NoncurrentDays
-			if days < 1 {
-				return set, errInvalidArgument.with("NoncurrentDays must be a positive integer.")
+			if days < 1 || days > maxLifecycleDays {
+				return set, errInvalidArgument.with("NoncurrentDays must be a positive integer of at most " + strconv.Itoa(maxLifecycleDays) + ".")
 			}
 			expiring++
 			set = wire.SpaceSettings{Retention: "duration", KeepForSeconds: uint64(days) * 86400}
@@ -87,6 +92,20 @@ func retentionOfLifecycle(c *lifecycleConfiguration) (wire.SpaceSettings, *apiEr
 		return set, errNotImplemented.with("One noncurrent-version expiry rule per bucket: it is the bucket's history policy.")
 	}
 	return set, nil
+}
+
+// spaceSettings returns the settings of the space named bucket.
+func (h *Handler) spaceSettings(ctx context.Context, bucket string) (wire.SpaceSettings, error) {
+	spaces, err := h.cfg.Service.ListSpaces(ctx)
+	if err != nil {
+		return wire.SpaceSettings{}, err
+	}
+	for _, sp := range spaces {
+		if sp.Name == bucket {
+			return sp.Settings, nil
+		}
+	}
+	return wire.SpaceSettings{}, wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist", bucket)
 }
 
 // bucketLifecycle serves GET, PUT and DELETE ?lifecycle on a bucket.
@@ -134,12 +153,23 @@ func (h *Handler) bucketLifecycle(q *request) {
 			q.fail(e)
 			return
 		}
-		if _, err := h.cfg.Service.Put(ctx, &wire.PutRequest{Space: q.bucket, Key: bucketLifecycleKey, Size: int64(len(raw)),
-			ContentType: "application/xml"}, bytes.NewReader(raw)); err != nil {
+		// The policy first: it is what the store enforces, and it may be
+		// refused. The document is kept only once the policy is in
+		// force; if keeping it fails, the earlier policy comes back.
+		prev, err := h.spaceSettings(ctx, q.bucket)
+		if err != nil {
 			h.serviceError(q, err)
 			return
 		}
 		if _, err := rs.SetRetention(ctx, q.bucket, set); err != nil {
+			h.serviceError(q, err)
+			return
+		}
+		if _, err := h.cfg.Service.Put(ctx, &wire.PutRequest{Space: q.bucket, Key: bucketLifecycleKey, Size: int64(len(raw)),
+			ContentType: "application/xml"}, bytes.NewReader(raw)); err != nil {
+			if _, rerr := rs.SetRetention(ctx, q.bucket, prev); rerr != nil {
+				h.cfg.Logger.Error("s3: lifecycle document not kept and the earlier retention not restored", "bucket", q.bucket, "err", rerr)
+			}
 			h.serviceError(q, err)
 			return
 		}

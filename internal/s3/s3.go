@@ -23,8 +23,10 @@ type Config struct {
 	Service wire.Service
 	// Credentials verifies signatures.
 	Credentials Credentials
-	// Region is what GetBucketLocation reports. Requests signed for any
-	// region are accepted (there is one). Default: us-east-1.
+	// Region is what GetBucketLocation reports and the region a request's
+	// credential scope must name (as S3 checks it; GetBucketLocation may
+	// also be signed for us-east-1, as S3's global endpoint allows, since
+	// clients ask it before they know the region). Default: us-east-1.
 	Region string
 	// Domains are the host names under which virtual-host-style requests
 	// name their bucket (BUCKET.DOMAIN). Path-style always works.

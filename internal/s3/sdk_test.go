@@ -21,6 +21,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/cairn-db/cairn/internal/node"
+	"github.com/cairn-db/cairn/internal/wire"
 )
 
 const (
@@ -106,8 +107,10 @@ func TestSDKBucketsAndObjects(t *testing.T) {
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: bucket}); apiCode(err) != "BucketAlreadyOwnedByYou" {
 		t.Fatalf("second create: %v", err)
 	}
-	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("Bad_Name")}); apiCode(err) != "InvalidBucketName" {
-		t.Fatalf("create with a bad name: %v", err)
+	for _, bad := range []string{"Bad_Name", "xn--bcher-kva", "sthree-x", "photos-s3alias", "photos--ol-s3"} {
+		if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bad)}); apiCode(err) != "InvalidBucketName" {
+			t.Fatalf("create with the bad name %q: %v", bad, err)
+		}
 	}
 	if _, err := c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: bucket}); err != nil {
 		t.Fatal(err)
@@ -340,4 +343,46 @@ func signedPut(t *testing.T, url, body, payload string, hdr http.Header) (int, s
 func sha256hex(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
+}
+
+// TestCredentialRegion: a request whose credential scope names another
+// region than the server's is refused and changes nothing, in the header
+// and in a presigned URL; GetBucketLocation may be signed for us-east-1,
+// as clients ask it before they know the region.
+func TestCredentialRegion(t *testing.T) {
+	ctx := context.Background()
+	n, ep := openNode(t, nil, func(c *node.Config) { c.S3Region = "eu-central-1" })
+	inRegion := client(ep, testAccess, testSecret, func(o *s3.Options) { o.Region = "eu-central-1" })
+	elsewhere := client(ep, testAccess, testSecret)
+	if _, err := inRegion.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("regional")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := elsewhere.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("regional"), Key: aws.String("k"), Body: strings.NewReader("x")})
+	if apiCode(err) != "AuthorizationHeaderMalformed" || !strings.Contains(err.Error(), `expecting "eu-central-1"`) {
+		t.Fatalf("PUT signed for us-east-1: %v", err)
+	}
+	pre, err := s3.NewPresignClient(elsewhere).PresignPutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("regional"), Key: aws.String("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPut, pre.URL, strings.NewReader("x"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "AuthorizationQueryParametersError") {
+		t.Fatalf("presigned PUT for us-east-1: %d %s", resp.StatusCode, body)
+	}
+	if _, err := n.Stat(ctx, &wire.GetRequest{Space: "regional", Key: "k", Length: -1}); wire.CodeOf(err) != wire.CodeNotFound {
+		t.Fatalf("after the refused PUTs the key is there: %v", err)
+	}
+	loc, err := elsewhere.GetBucketLocation(ctx, &s3.GetBucketLocationInput{Bucket: aws.String("regional")})
+	if err != nil || loc.LocationConstraint != "eu-central-1" {
+		t.Fatalf("GetBucketLocation signed for us-east-1: %+v %v", loc, err)
+	}
+	if _, err := inRegion.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("regional"), Key: aws.String("k"), Body: strings.NewReader("x")}); err != nil {
+		t.Fatalf("PUT signed for the server's region: %v", err)
+	}
 }

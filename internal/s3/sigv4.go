@@ -80,23 +80,31 @@ func parseCredential(v string) (scope, *apiError) {
 
 // authenticate verifies q's signature against the handler's credentials.
 func (h *Handler) authenticate(q *request) (*auth, *apiError) {
-	return authenticate(q.r, q.query, h.cfg.Credentials, h.cfg.Now(), &h.keys)
+	return authenticate(q.r, q.query, h.cfg.Credentials, h.cfg.Region, h.cfg.Now(), &h.keys)
 }
 
 // authenticate verifies r's signature, in the Authorization header or in
-// the query q (a presigned URL), against creds at time now. keys caches
-// signing keys; nil derives each one afresh.
-func authenticate(r *http.Request, q url.Values, creds Credentials, now time.Time, keys *keyCache) (*auth, *apiError) {
+// the query q (a presigned URL), against creds at time now, for region.
+// keys caches signing keys; nil derives each one afresh.
+func authenticate(r *http.Request, q url.Values, creds Credentials, region string, now time.Time, keys *keyCache) (*auth, *apiError) {
 	if h := r.Header.Get("Authorization"); h != "" {
-		return authHeader(r, q, h, creds, now, keys)
+		return authHeader(r, q, h, creds, region, now, keys)
 	}
 	if q.Has("X-Amz-Signature") || q.Has("X-Amz-Credential") {
-		return authQuery(r, q, creds, now, keys)
+		return authQuery(r, q, creds, region, now, keys)
 	}
 	return nil, errAccessDenied.with("Anonymous access is not allowed: sign requests with an access key.")
 }
 
-func authHeader(r *http.Request, q url.Values, h string, creds Credentials, now time.Time, keys *keyCache) (*auth, *apiError) {
+// wrongRegion says why a credential scope's region is refused, or "".
+func wrongRegion(sc scope, region string, q url.Values) string {
+	if sc.region == region || sc.region == "us-east-1" && q.Has("location") {
+		return ""
+	}
+	return "the region " + strconv.Quote(sc.region) + " is wrong; expecting " + strconv.Quote(region)
+}
+
+func authHeader(r *http.Request, q url.Values, h string, creds Credentials, region string, now time.Time, keys *keyCache) (*auth, *apiError) {
 	rest, ok := strings.CutPrefix(h, sigAlgorithm+" ")
 	if !ok {
 		if strings.HasPrefix(h, "AWS ") {
@@ -119,6 +127,9 @@ func authHeader(r *http.Request, q url.Values, h string, creds Credentials, now 
 	sc, e := parseCredential(cred)
 	if e != nil {
 		return nil, e
+	}
+	if why := wrongRegion(sc, region, q); why != "" {
+		return nil, errAuthHeaderMalformed.with("The authorization header is malformed; " + why + ".")
 	}
 	date := r.Header.Get("X-Amz-Date")
 	if date == "" {
@@ -144,13 +155,16 @@ func authHeader(r *http.Request, q url.Values, h string, creds Credentials, now 
 	return verify(r, q, creds, keys, sc, date, signed, sig, payload, "")
 }
 
-func authQuery(r *http.Request, q url.Values, creds Credentials, now time.Time, keys *keyCache) (*auth, *apiError) {
+func authQuery(r *http.Request, q url.Values, creds Credentials, region string, now time.Time, keys *keyCache) (*auth, *apiError) {
 	if q.Get("X-Amz-Algorithm") != sigAlgorithm {
 		return nil, errAuthHeaderMalformed.with("X-Amz-Algorithm must be " + sigAlgorithm)
 	}
 	sc, e := parseCredential(q.Get("X-Amz-Credential"))
 	if e != nil {
 		return nil, e
+	}
+	if why := wrongRegion(sc, region, q); why != "" {
+		return nil, errAuthQueryMalformed.with("Error parsing the X-Amz-Credential parameter; " + why + ".")
 	}
 	date := q.Get("X-Amz-Date")
 	t, err := time.Parse(amzDateFormat, date)

@@ -581,8 +581,21 @@ func TestLifecycle(t *testing.T) {
 			t.Fatalf("rule %s: %v", aws.ToString(bad.ID), err)
 		}
 	}
+	// A rule refused as invalid changes nothing either: not the policy,
+	// and not the document GetBucketLifecycleConfiguration returns.
+	_, err = c.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{Bucket: b,
+		LifecycleConfiguration: &types.BucketLifecycleConfiguration{Rules: []types.LifecycleRule{{ID: aws.String("forever"),
+			Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("")},
+			NoncurrentVersionExpiration: &types.NoncurrentVersionExpiration{NoncurrentDays: aws.Int32(200_000)}}}}})
+	if apiCode(err) != "InvalidArgument" {
+		t.Fatalf("a 200,000-day rule: %v, want InvalidArgument", err)
+	}
 	if got := retention(); got != "duration 0 2592000" {
 		t.Fatalf("retention after refused rules: %s", got)
+	}
+	out, err = c.GetBucketLifecycleConfiguration(ctx, &s3.GetBucketLifecycleConfigurationInput{Bucket: b})
+	if err != nil || len(out.Rules) != 1 || aws.ToString(out.Rules[0].ID) != "old-versions" {
+		t.Fatalf("lifecycle read back after refused rules: %+v %v", out, err)
 	}
 	if _, err := c.DeleteBucketLifecycle(ctx, &s3.DeleteBucketLifecycleInput{Bucket: b}); err != nil {
 		t.Fatal(err)
