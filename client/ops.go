@@ -320,6 +320,12 @@ func (c *Client) DrainNode(ctx context.Context, id uint64) error {
 	return c.do(ctx, true, nil, func(cn *wire.Conn) error { return cn.NodeAdmin(ctx, wire.NodeDrain, id) })
 }
 
+// UndrainNode takes a draining node back into service: new chunks and
+// range replicas may go to it again.
+func (c *Client) UndrainNode(ctx context.Context, id uint64) error {
+	return c.do(ctx, true, nil, func(cn *wire.Conn) error { return cn.NodeAdmin(ctx, wire.NodeUndrain, id) })
+}
+
 // RemoveNode takes node id out of the cluster for good, with its meta
 // service member. The node must be drained (or down): until it is, the
 // error has code wire.CodeNotDrained and says what is left.

@@ -14,7 +14,7 @@ import (
 )
 
 func newNodeCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "node", Short: "Drain or remove a node of the cluster"}
+	cmd := &cobra.Command{Use: "node", Short: "Drain, undrain or remove a node of the cluster"}
 	drain := &cobra.Command{
 		Use:   "drain ID",
 		Short: "Move every range replica, lease and chunk off a node (it stays in the cluster, empty)",
@@ -29,6 +29,23 @@ func newNodeCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "node %d is draining; watch it empty with: cairn cluster status\n", id)
+			return nil
+		},
+	}
+	undrain := &cobra.Command{
+		Use:   "undrain ID",
+		Short: "Take a draining node back: new chunks and range replicas may go to it again",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, c, err := dialForNode(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.UndrainNode(cmd.Context(), id); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "node %d is back in service\n", id)
 			return nil
 		},
 	}
@@ -51,7 +68,7 @@ func newNodeCmd() *cobra.Command {
 		},
 	}
 	remove.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "give up waiting for the drain after this long (the node stays draining)")
-	cmd.AddCommand(drain, remove)
+	cmd.AddCommand(drain, undrain, remove)
 	return cmd
 }
 

@@ -45,6 +45,8 @@ func (n *Node) NodeAdmin(ctx context.Context, action wire.NodeAction, id uint64)
 		return n.drainNode(ctx, nd)
 	case wire.NodeRemove:
 		return n.removeNode(ctx, nd)
+	case wire.NodeUndrain:
+		return n.undrainNode(ctx, nd)
 	}
 	return wire.Errorf(wire.CodeInvalidArgument, "unknown node action %d", action)
 }
@@ -76,6 +78,29 @@ func (n *Node) drainNode(ctx context.Context, nd meta.NodeInfo) error {
 		}
 	}
 	return wire.Errorf(wire.CodeUnavailable, "node %d keeps changing state; try again", nd.ID)
+}
+
+// undrainNode takes a draining node back: it is up again (the health
+// watcher marks it suspect if it does not heartbeat). A node in any other
+// state but removed is left as it is.
+func (n *Node) undrainNode(ctx context.Context, nd meta.NodeInfo) error {
+	switch nd.State {
+	case meta.NodeRemoved:
+		return wire.Errorf(wire.CodeInvalidArgument, "node %d was removed from the cluster and cannot come back", nd.ID)
+	case meta.NodeDraining:
+	default:
+		return nil
+	}
+	ok, err := n.catalog.SetNodeState(ctx, nd.ID, meta.NodeDraining, meta.NodeUp, n.cfg.Clock())
+	if err != nil {
+		return unavailable("meta service", err)
+	}
+	if !ok {
+		return wire.Errorf(wire.CodeUnavailable, "node %d changed state meanwhile; try again", nd.ID)
+	}
+	n.log.Info("node undrained", "node", nd.ID)
+	n.peers.forget()
+	return nil
 }
 
 func (n *Node) removeNode(ctx context.Context, nd meta.NodeInfo) error {

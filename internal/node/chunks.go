@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,7 @@ func chunkKey(h chunk.Hash) uint64 { return binary.BigEndian.Uint64(h[:8]) }
 // chunkPut is a chunk being stored on its nodes; Wait returns when every
 // copy is durable or one cannot be made.
 type chunkPut struct {
+	err    error // set when the copies could not even be started
 	local  *segment.Pending
 	remote int
 	errs   chan error
@@ -75,6 +77,9 @@ type chunkPut struct {
 
 // Wait waits for every copy of the chunk to be durable.
 func (p *chunkPut) Wait(ctx context.Context) error {
+	if p.err != nil {
+		return p.err
+	}
 	var first error
 	if p.local != nil {
 		if err := p.local.Wait(ctx); err != nil {
@@ -94,17 +99,72 @@ func (p *chunkPut) Wait(ctx context.Context) error {
 	return first
 }
 
+// ErrNoChunkNodes is the class of the error a chunked write fails with
+// when fewer nodes can take its chunks than the copies it needs (every
+// node draining, or too few up): nothing is committed.
+var ErrNoChunkNodes = errors.New("no node can take chunks")
+
+// minCopies is the fewest durable copies a chunk of a space keeping r
+// copies may be acknowledged with: Config.MinCopies if set (at most r);
+// else 2 when r >= 2 and the cluster has two nodes or more (not counting
+// removed ones), so that no acknowledged chunk lives on one disk while
+// another could hold it; else 1.
+func (n *Node) minCopies(r int, nodes []meta.NodeInfo) int {
+	if n.cfg.MinCopies > 0 {
+		return min(n.cfg.MinCopies, r)
+	}
+	members := 0
+	listed := false
+	for _, nd := range nodes {
+		listed = listed || nd.ID == n.id.NodeID
+		if nd.State != meta.NodeRemoved {
+			members++
+		}
+	}
+	if !listed {
+		members++
+	}
+	if r >= 2 && members >= 2 {
+		return 2
+	}
+	return 1
+}
+
+// noChunkNodes explains why a chunk cannot get want copies on the nodes of
+// the map: which nodes there are and in what state.
+func noChunkNodes(want, have int, nodes []meta.NodeInfo) error {
+	var states []string
+	for _, nd := range nodes {
+		if nd.State != meta.NodeRemoved {
+			states = append(states, fmt.Sprintf("node %d %s", nd.ID, nd.State))
+		}
+	}
+	copies := "copies"
+	if want == 1 {
+		copies = "copy"
+	}
+	return wire.Errorf(wire.CodeUnavailable, "%v: a write needs %d durable %s of each chunk and %d node(s) can hold one (%s); nothing was written. Undrain a node (cairn node undrain ID), bring one back up or add one",
+		ErrNoChunkNodes, want, copies, have, strings.Join(states, ", "))
+}
+
 // putChunk starts storing data on r nodes and returns its hash. It hashes
 // data once: the local copy is stored with that hash without hashing
 // again (a remote node checks what it receives). data is not retained
-// after putChunk returns.
+// after putChunk returns. The copies are min(r, the nodes that can take
+// one), and at least minCopies: with fewer nodes the put fails (in Wait)
+// with ErrNoChunkNodes and stores nothing.
 func (n *Node) putChunk(ctx context.Context, data []byte, r int) (chunk.Hash, *chunkPut) {
 	h := chunk.Sum(data)
 	if r <= 0 {
 		r = meta.DefaultReplicas
 	}
 	p := &chunkPut{}
-	ranked := n.chunkRanking(h, n.peers.view())
+	nodes := n.peers.view()
+	ranked := n.chunkRanking(h, nodes)
+	if least := n.minCopies(r, nodes); len(ranked) < least {
+		p.err = noChunkNodes(least, len(ranked), nodes)
+		return h, p
+	}
 	r = min(r, len(ranked))
 	if r == 1 && ranked[0] == n.id.NodeID {
 		p.local = n.chunks.PutAsyncHashed(h, data)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,4 +159,77 @@ func manifest(t testing.TB, n *Node, space, key string, version uint64) chunk.Ma
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestDrainedNodeRefusesChunkedWrites: with its only node draining, a
+// cluster has nowhere to keep chunks, so a chunked write fails with a
+// clear error and commits nothing (inline writes, which live in the
+// range, go on); undrained, it writes again.
+func TestDrainedNodeRefusesChunkedWrites(t *testing.T) {
+	ctx := context.Background()
+	n := openTestNode(t)
+	if _, err := n.CreateSpace(ctx, "drained", wire.SpaceSettings{Ranges: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.NodeAdmin(ctx, wire.NodeDrain, n.NodeID()); err != nil {
+		t.Fatal(err)
+	}
+	rereadMap(n)
+	body := randBytes(rand.New(rand.NewPCG(5, 6)), 300<<10)
+	_, err := n.Put(ctx, &wire.PutRequest{Space: "drained", Key: "big", Size: int64(len(body))}, bytes.NewReader(body))
+	if wire.CodeOf(err) != wire.CodeUnavailable || !strings.Contains(err.Error(), "no node can take chunks") || !strings.Contains(err.Error(), "node 1 draining") {
+		t.Fatalf("chunked PUT on a drained single node: %v", err)
+	}
+	if _, err := n.Stat(ctx, &wire.GetRequest{Space: "drained", Key: "big", Length: -1}); wire.CodeOf(err) != wire.CodeNotFound {
+		t.Fatalf("after the refused PUT: %v, want not found", err)
+	}
+	if _, err := n.Put(ctx, &wire.PutRequest{Space: "drained", Key: "small", Size: 5}, strings.NewReader("small")); err != nil {
+		t.Fatalf("an inline PUT on a drained node: %v", err)
+	}
+	if err := n.NodeAdmin(ctx, wire.NodeUndrain, n.NodeID()); err != nil {
+		t.Fatal(err)
+	}
+	rereadMap(n)
+	if _, err := n.Put(ctx, &wire.PutRequest{Space: "drained", Key: "big", Size: int64(len(body))}, bytes.NewReader(body)); err != nil {
+		t.Fatalf("chunked PUT after undrain: %v", err)
+	}
+	if got := readAny(t, []*Node{n}, "drained", "big"); got != string(body) {
+		t.Fatal("read back after undrain differs")
+	}
+}
+
+// TestMinCopies: a space keeping three copies on two nodes needs two
+// durable copies of each chunk; with one of the nodes draining only one
+// node can hold them, and a chunked write fails and commits nothing,
+// unless --min-copies 1 allows it.
+func TestMinCopies(t *testing.T) {
+	ctx := context.Background()
+	nodes := clusterOf(t, 2)
+	if _, err := nodes[0].CreateSpace(ctx, "copies", wire.SpaceSettings{Ranges: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[0].NodeAdmin(ctx, wire.NodeDrain, nodes[1].NodeID()); err != nil {
+		t.Fatal(err)
+	}
+	rereadMap(nodes[0])
+	body := randBytes(rand.New(rand.NewPCG(7, 8)), 300<<10)
+	_, err := nodes[0].Put(ctx, &wire.PutRequest{Space: "copies", Key: "big", Size: int64(len(body))}, bytes.NewReader(body))
+	if wire.CodeOf(err) != wire.CodeUnavailable || !strings.Contains(err.Error(), "needs 2 durable copies") {
+		t.Fatalf("chunked PUT with one node to hold two copies: %v", err)
+	}
+	if _, err := nodes[0].Stat(ctx, &wire.GetRequest{Space: "copies", Key: "big", Length: -1}); wire.CodeOf(err) != wire.CodeNotFound {
+		t.Fatalf("after the refused PUT: %v, want not found", err)
+	}
+	nodes[0].cfg.MinCopies = 1 // as --min-copies 1 would
+	if _, err := nodes[0].Put(ctx, &wire.PutRequest{Space: "copies", Key: "big", Size: int64(len(body))}, bytes.NewReader(body)); err != nil {
+		t.Fatalf("chunked PUT with --min-copies 1: %v", err)
+	}
+}
+
+// rereadMap makes n read the cluster map again on its next use, as it
+// does within two seconds of a change anyway.
+func rereadMap(n *Node) {
+	n.peers.mu.Lock()
+	n.peers.fetched = time.Time{}
+	n.peers.mu.Unlock()
 }

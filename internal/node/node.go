@@ -88,6 +88,11 @@ type Config struct {
 	// DownAfter is how long a node stays suspect before it is down and
 	// its copies are restored elsewhere. Default: 5m.
 	DownAfter time.Duration
+	// MinCopies is the fewest durable copies a chunk may be acknowledged
+	// with (capped by the space's replicas); a write that cannot make
+	// them fails and commits nothing. Default (0): 2 when the space keeps
+	// two copies or more and the cluster has two nodes or more, else 1.
+	MinCopies int
 	// RepairRate bounds the bytes per second the chunk repairer copies
 	// from this node, so that restoring copies does not starve requests.
 	// Default: 64 MiB/s; -1: no limit.
@@ -283,6 +288,9 @@ func (c *Config) Validate() error {
 	if c.MetaMembers < 1 || c.MetaMembers > 7 || c.MetaMembers%2 == 0 {
 		errs = append(errs, fmt.Errorf("meta members %d must be 1, 3, 5 or 7", c.MetaMembers))
 	}
+	if c.MinCopies < 0 || c.MinCopies > 7 {
+		errs = append(errs, fmt.Errorf("min copies %d must be between 1 and 7 (0: the default)", c.MinCopies))
+	}
 	if c.RepairRate < -1 {
 		errs = append(errs, fmt.Errorf("repair rate %d must be bytes per second, or -1 for no limit", c.RepairRate))
 	}
@@ -340,14 +348,15 @@ type Node struct {
 	savedEndpoints []string
 	stopBG         context.CancelFunc
 	chunkPass      atomic.Pointer[chunkPass]
-	moving         atomic.Int64    // ranges this node leads that have a learner (repairRanges)
-	rangec         chan rangeEvent // splits and merges applied here (onSplit, onMerge -> followRanges)
-	merged         sync.Map        // range id -> true: merged away here (merges.go)
-	metaMoveAfter  time.Time       // oracleOffMetaLeader waits until then after a failed move
-	syncKick       chan struct{}   // asks syncRanges to run now
-	tsoLeader      atomic.Uint64   // the oracle's leader as last found (fetchTimestamps); 0 unknown
-	tsb            tsBatcher       // remote timestamp requests waiting for a call
-	repairPace     pacer           // bounds the repairer's copy rate (repairStep only)
+	moving         atomic.Int64      // ranges this node leads that have a learner (repairRanges)
+	rangec         chan rangeEvent   // splits and merges applied here (onSplit, onMerge -> followRanges)
+	merged         sync.Map          // range id -> true: merged away here (merges.go)
+	metaMoveAfter  time.Time         // oracleOffMetaLeader waits until then after a failed move
+	syncKick       chan struct{}     // asks syncRanges to run now
+	tsoLeader      atomic.Uint64     // the oracle's leader as last found (fetchTimestamps); 0 unknown
+	tsb            tsBatcher         // remote timestamp requests waiting for a call
+	repairPace     pacer             // bounds the repairer's copy rate (repairStep only)
+	repairLog      map[uint64]string // range id -> why its last repair step failed (repairRanges only)
 	hbMu           sync.Mutex
 	heartbeat      meta.Leadership // held by keepBeating
 

@@ -226,11 +226,21 @@ func (n *Node) repairRanges(ctx context.Context) {
 		}
 	}
 	n.moving.Store(moving)
+	failed := make(map[uint64]string, len(n.repairLog))
 	for _, w := range work {
+		id := w.r.desc().ID
 		if err := n.repairRange(ctx, w.s, w.r, nodes); err != nil && ctx.Err() == nil {
-			n.log.Info("range membership step failed; it is tried again", "range", w.r.desc().ID, "err", err)
+			// A step that cannot succeed until the cluster changes (the
+			// only node drains, say) fails every second: it is logged
+			// when its reason changes, not each time.
+			msg := err.Error()
+			failed[id] = msg
+			if n.repairLog[id] != msg {
+				n.log.Info("range membership step failed; it is tried again every second (logged again when the reason changes)", "range", id, "err", err)
+			}
 		}
 	}
+	n.repairLog = failed
 }
 
 // rangePlan is what the repairer knows of one range and the nodes.

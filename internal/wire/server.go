@@ -576,7 +576,7 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 			err = Errorf(CodeMalformed, "NODE takes an action u8 and a node id u64, not %d bytes", len(body))
 		case !ok:
 			err = Errorf(CodeUnknownOp, "this server does not manage cluster nodes")
-		case body[0] != byte(NodeDrain) && body[0] != byte(NodeRemove):
+		case body[0] < byte(NodeDrain) || body[0] > byte(NodeUndrain):
 			err = Errorf(CodeInvalidArgument, "unknown NODE action %d", body[0])
 		default:
 			if err = ns.NodeAdmin(ctx, NodeAction(body[0]), binary.BigEndian.Uint64(body[1:])); err == nil {

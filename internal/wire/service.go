@@ -139,6 +139,10 @@ const (
 	// good, with its meta service member. It fails with CodeNotDrained
 	// while the node still holds data other nodes lack.
 	NodeRemove NodeAction = 2
+	// NodeUndrain takes a draining node back: it may hold new chunks and
+	// range replicas again (what already moved off it stays where it is
+	// until the rebalancer moves it).
+	NodeUndrain NodeAction = 3
 )
 
 // NodeService is implemented by a Service that can change the cluster's
@@ -156,14 +160,16 @@ const (
 	KeyDelete KeyAction = 3 // body: the access key id; answer: empty
 )
 
-// KeySpec is an S3 access key as the KEYS op carries it (JSON).
+// KeySpec is an access key as the KEYS op carries it (JSON).
 type KeySpec struct {
 	Access string `json:"access"`
 	Secret string `json:"secret,omitempty"`
 	// Grants are permissions ("read", "write", "admin") by space name;
 	// "*" names every space.
-	Grants  map[string]string `json:"grants"`
-	Created int64             `json:"created,omitempty"` // Unix nanoseconds
+	Grants map[string]string `json:"grants"`
+	// ClusterAdmin allows managing keys, join tokens and nodes.
+	ClusterAdmin bool  `json:"cluster_admin,omitempty"`
+	Created      int64 `json:"created,omitempty"` // Unix nanoseconds
 }
 
 // KeyService is implemented by a Service that manages S3 access keys (the
@@ -336,6 +342,9 @@ const (
 	CodeOutcomeUnknown     Code = 20 // a write may or may not have taken effect; read before retrying
 	CodeNotDrained         Code = 21 // the node still holds data others lack; wait for its drain
 	CodeRangeMoved         Code = 22 // the key left the range the request was sent to (a split, or a merge under way); nothing was done, retry
+	CodeUnauthenticated    Code = 23 // the connection has not authenticated, or authentication failed
+	CodeAccessDenied       Code = 24 // the connection's key lacks the grant the request needs
+	CodeTLSRequired        Code = 25 // the port serves TLS and the client spoke plain TCP
 )
 
 var codeNames = map[Code]string{
@@ -349,7 +358,8 @@ var codeNames = map[Code]string{
 	CodeNotLeader: "not leader", CodeUnavailable: "unavailable",
 	CodeCanceled: "canceled", CodeDeleted: "delete marker",
 	CodeInvalidRange: "invalid range", CodeOutcomeUnknown: "outcome unknown", CodeNotDrained: "not drained",
-	CodeRangeMoved: "range moved",
+	CodeRangeMoved: "range moved", CodeUnauthenticated: "unauthenticated",
+	CodeAccessDenied: "access denied", CodeTLSRequired: "TLS required",
 }
 
 func (c Code) String() string {
@@ -410,6 +420,9 @@ var (
 	ErrInvalidRange       = &Error{Code: CodeInvalidRange}
 	ErrOutcomeUnknown     = &Error{Code: CodeOutcomeUnknown}
 	ErrNotDrained         = &Error{Code: CodeNotDrained}
+	ErrUnauthenticated    = &Error{Code: CodeUnauthenticated}
+	ErrAccessDenied       = &Error{Code: CodeAccessDenied}
+	ErrTLSRequired        = &Error{Code: CodeTLSRequired}
 )
 
 // CodeOf returns the protocol code for err: the code of an *Error in its
