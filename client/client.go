@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,19 @@ type Options struct {
 	// Logger receives retries and reconnects at debug level (default:
 	// discarded).
 	Logger *slog.Logger
+	// AccessKey and SecretKey authenticate every connection. Empty: they
+	// are found as FindCredentials says (CAIRN_ACCESS_KEY and
+	// CAIRN_SECRET_KEY, else Profile of CredentialsFile).
+	AccessKey, SecretKey string
+	// Profile names the credentials file's profile (default
+	// $CAIRN_PROFILE, else "default").
+	Profile string
+	// CredentialsFile is the credentials file (default CredentialsPath:
+	// $CAIRN_CREDENTIALS_FILE, else ~/.config/cairn/credentials).
+	CredentialsFile string
+	// TLS, if set, connects with TLS (the nodes serve it with --tls-cert);
+	// its RootCAs verify them.
+	TLS *tls.Config
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -101,6 +115,7 @@ func (o *Options) Validate() error {
 // concurrent use; Close it when done.
 type Client struct {
 	opts   Options
+	creds  Credentials // the key it connects with, and where it came from
 	log    *slog.Logger
 	nodes  []*node       // the seeds
 	pref   atomic.Uint32 // index of the seed tried first
@@ -134,14 +149,20 @@ func Dial(ctx context.Context, addrs ...string) (*Client, error) {
 }
 
 // DialOptions connects with o. It fails unless at least one address
-// answers.
+// answers and accepts the credentials.
 func DialOptions(ctx context.Context, o Options) (*Client, error) {
 	o.Addrs = append([]string(nil), o.Addrs...)
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{opts: o, log: o.Logger, done: make(chan struct{})}
+	creds, err := FindCredentials(o.AccessKey, o.SecretKey, o.Profile, o.CredentialsFile)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	o.AccessKey, o.SecretKey = creds.AccessKey, creds.SecretKey
+	c0 := creds
+	c := &Client{opts: o, log: o.Logger, done: make(chan struct{}), creds: c0}
 	c.routes.init(c)
 	for _, a := range o.Addrs {
 		c.nodes = append(c.nodes, c.routes.node(a))
@@ -158,6 +179,9 @@ func DialOptions(ctx context.Context, o Options) (*Client, error) {
 	c.Close()
 	return nil, errors.Join(errs...)
 }
+
+// Credentials is the key the client connects with, and where it was found.
+func (c *Client) Credentials() Credentials { return c.creds }
 
 // Close closes every connection; requests in flight fail.
 func (c *Client) Close() error {
@@ -197,13 +221,19 @@ func (c *Client) connTo(ctx context.Context, n *node) (*wire.Conn, error) {
 	n.mu.Lock()
 	cn := n.mu.conns[slot]
 	n.mu.Unlock()
-	if cn != nil && cn.Err() == nil {
+	if cn != nil && cn.Err() == nil && !cn.Stale() {
 		return cn, nil
 	}
 	dctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
 	defer cancel()
-	fresh, err := wire.DialConn(dctx, n.addr, wire.ConnOptions{MaxInflight: c.opts.MaxInflightPerConn, Logger: c.log, OnForwarded: c.routes.forwarded, Liveness: c.opts.Liveness})
+	fresh, err := wire.DialConn(dctx, n.addr, wire.ConnOptions{MaxInflight: c.opts.MaxInflightPerConn, Logger: c.log, OnForwarded: c.routes.forwarded,
+		Liveness: c.opts.Liveness, AccessKey: c.opts.AccessKey, SecretKey: c.opts.SecretKey, TLS: c.opts.TLS})
 	if err != nil {
+		if refused(err) {
+			// The node answered and refused these credentials (or wants
+			// TLS): another node would say the same.
+			return nil, err
+		}
 		n.failed.Store(time.Now().UnixNano())
 		return nil, &errDial{err: err}
 	}
@@ -218,6 +248,17 @@ func (c *Client) connTo(ctx context.Context, n *node) (*wire.Conn, error) {
 	}
 	n.mu.conns[slot] = fresh
 	n.mu.Unlock()
+	if cur != nil && cur.Err() == nil {
+		// Stale (idle near the node's timeout): closed once its
+		// requests, if any raced in, are done.
+		go func() {
+			for cur.Inflight() > 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+			cur.Close()
+		}()
+		cur = nil
+	}
 	select {
 	case <-c.done: // closed while dialing
 		fresh.Close()
@@ -229,6 +270,17 @@ func (c *Client) connTo(ctx context.Context, n *node) (*wire.Conn, error) {
 		c.log.Debug("client: replaced a broken connection", "addr", n.addr, "err", cur.Err())
 	}
 	return fresh, nil
+}
+
+// refused reports whether a dial failed because the node refused the
+// connection's credentials or its transport: not a reason to try another.
+func refused(err error) bool {
+	switch wire.CodeOf(err) {
+	case wire.CodeUnauthenticated, wire.CodeTLSRequired:
+		var we *wire.Error
+		return errors.As(err, &we)
+	}
+	return false
 }
 
 // NotApplied reports whether err, returned by a request, proves that the

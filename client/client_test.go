@@ -8,13 +8,27 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/auth"
 	"github.com/cairn-db/cairn/internal/wire"
 )
+
+// The key the tests' servers know and their clients use (a cluster admin).
+const (
+	testAccess = "CLIENTTESTKEY"
+	testSecret = "client-test-secret"
+)
+
+func testKeys() *auth.Keyring {
+	var r auth.Keyring
+	r.Set([]auth.Key{{Access: testAccess, Secret: testSecret, ClusterAdmin: true}})
+	return &r
+}
 
 func serve(t testing.TB, svc wire.Service) string {
 	t.Helper()
@@ -22,7 +36,7 @@ func serve(t testing.TB, svc wire.Service) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := wire.NewServer(svc, wire.ServerOptions{})
+	s := wire.NewServer(svc, wire.ServerOptions{Keys: testKeys()})
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(l) }()
 	t.Cleanup(func() {
@@ -45,7 +59,7 @@ func deadAddr(t testing.TB) string {
 
 func newClient(t testing.TB, addrs ...string) *Client {
 	t.Helper()
-	c, err := DialOptions(context.Background(), Options{Addrs: addrs, RetryBackoff: 1})
+	c, err := DialOptions(context.Background(), Options{Addrs: addrs, RetryBackoff: 1, AccessKey: testAccess, SecretKey: testSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,8 +349,10 @@ func TestReconnect(t *testing.T) {
 }
 
 func TestDialFailsWithNoNode(t *testing.T) {
-	if _, err := Dial(context.Background(), deadAddr(t)); err == nil {
-		t.Fatal("Dial to a dead address succeeded")
+	t.Setenv(EnvAccessKey, testAccess)
+	t.Setenv(EnvSecretKey, testSecret)
+	if _, err := Dial(context.Background(), deadAddr(t)); err == nil || !strings.Contains(err.Error(), "dial") {
+		t.Fatalf("Dial to a dead address: %v", err)
 	}
 	if _, err := DialOptions(context.Background(), Options{}); err == nil {
 		t.Fatal("no addresses accepted")
@@ -416,13 +432,32 @@ func frozenNode(t testing.TB) string {
 			}
 			conns.Go(func() {
 				defer nc.Close()
+				// It answers the handshake (PING, HELLO, AUTH) as a live
+				// node would, and freezes at the first request.
+				br := bufio.NewReader(nc)
 				var hb [wire.HeaderLen]byte
-				h, _, err := wire.ReadFrame(bufio.NewReader(nc), hb[:], wire.DefaultMaxFrame)
-				if err != nil || h.Op != wire.OpPing {
-					return
+				var tr auth.Transcript
+				for {
+					h, body, err := wire.ReadFrame(br, hb[:], wire.DefaultMaxFrame)
+					if err != nil {
+						return
+					}
+					var out []byte
+					switch h.Op {
+					case wire.OpPing:
+						out = wire.AppendPingInfo(nil, wire.PingInfo{MaxFrame: wire.DefaultMaxFrame, MaxInflight: 256})
+					case wire.OpHello:
+						hello, _ := wire.DecodeHello(body)
+						tr = auth.Transcript{Mech: hello.Mech, Access: hello.Access, Client: hello.Nonce, Server: auth.NewNonce()}
+						out = tr.Server[:]
+					case wire.OpAuth:
+						out = wire.AppendAuthResult(nil, &wire.AuthResult{Proof: auth.ServerProof(testSecret, &tr), IdleTimeout: time.Minute})
+					}
+					if out == nil {
+						break
+					}
+					nc.Write(wire.AppendFrame(nil, h.Op, wire.FlagResponse, h.ID, out))
 				}
-				nc.Write(wire.AppendFrame(nil, wire.OpPing, wire.FlagResponse, h.ID,
-					wire.AppendPingInfo(nil, wire.PingInfo{MaxFrame: wire.DefaultMaxFrame, MaxInflight: 256})))
 				<-done
 			})
 		}
@@ -445,7 +480,8 @@ func TestFrozenSeed(t *testing.T) {
 	if _, err := setup.Put(ctx, "s", "k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	c, err := DialOptions(ctx, Options{Addrs: []string{frozenNode(t), addr}, NoRouting: true, RetryBackoff: 1, Liveness: live})
+	c, err := DialOptions(ctx, Options{Addrs: []string{frozenNode(t), addr}, NoRouting: true, RetryBackoff: 1, Liveness: live,
+		AccessKey: testAccess, SecretKey: testSecret})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -373,4 +374,75 @@ func (c *Client) DeleteKey(ctx context.Context, access string) error {
 		_, err := cn.Keys(ctx, wire.KeyDelete, []byte(access))
 		return err
 	})
+}
+
+// CreateToken makes a join token: a new node joins the cluster with it
+// (cairn server --join ADDR --token TOKEN). ttl 0 is an hour; uses 0 is
+// one node. The answer's Token holds the secret: it is not shown again.
+func (c *Client) CreateToken(ctx context.Context, ttl time.Duration, uses int) (wire.TokenSpec, error) {
+	body, err := json.Marshal(wire.TokenSpec{TTLSeconds: int64(ttl / time.Second), Uses: uses})
+	if err != nil {
+		return wire.TokenSpec{}, err
+	}
+	var made wire.TokenSpec
+	err = c.do(ctx, false, nil, func(cn *wire.Conn) error {
+		b, err := cn.Tokens(ctx, wire.TokenCreate, body)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &made)
+	})
+	return made, err
+}
+
+// ListTokens lists the join tokens that may still be used, without their
+// secrets.
+func (c *Client) ListTokens(ctx context.Context) ([]wire.TokenSpec, error) {
+	var ts []wire.TokenSpec
+	err := c.do(ctx, true, nil, func(cn *wire.Conn) error {
+		b, err := cn.Tokens(ctx, wire.TokenList, nil)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &ts)
+	})
+	return ts, err
+}
+
+// RevokeToken removes a join token by its id.
+func (c *Client) RevokeToken(ctx context.Context, id string) error {
+	return c.do(ctx, true, nil, func(cn *wire.Conn) error {
+		_, err := cn.Tokens(ctx, wire.TokenRevoke, []byte(id))
+		return err
+	})
+}
+
+// RotateRootKey replaces the cluster's root key (which must be the saved
+// one, not one given in the nodes' configuration) and returns the new one
+// with its secret: it is not shown again. The old one stops working
+// within a second.
+func (c *Client) RotateRootKey(ctx context.Context) (wire.KeySpec, error) {
+	var k wire.KeySpec
+	err := c.do(ctx, false, nil, func(cn *wire.Conn) error {
+		b, err := cn.Keys(ctx, wire.KeyRotateRoot, nil)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &k)
+	})
+	return k, err
+}
+
+// RotateClusterKey makes a new cluster key, hands it to every node (all
+// must be up) and seals every secret of the meta service under it.
+func (c *Client) RotateClusterKey(ctx context.Context) (wire.ClusterKeyRotation, error) {
+	var r wire.ClusterKeyRotation
+	err := c.do(ctx, false, nil, func(cn *wire.Conn) error {
+		b, err := cn.Keys(ctx, wire.KeyRotateCluster, nil)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &r)
+	})
+	return r, err
 }

@@ -65,10 +65,16 @@ func newDockerCluster(t testing.TB, n int, flags ...string) *dockerCluster {
 func (c *dockerCluster) add() *dockerNode {
 	c.added++
 	nd := &dockerNode{num: c.added, name: fmt.Sprintf("%s-n%d", c.name, c.added), ip: fmt.Sprintf("%s.%d", c.base, 10+c.added)}
+	// The root key and the token are the test's (main_test.go): the first
+	// node registers the token, which every later node joins with, and
+	// every node knows the root key from its environment.
 	args := []string{"run", "-d", "--name", nd.name, "--hostname", fmt.Sprintf("n%d", nd.num),
-		"--network", c.name, "--ip", nd.ip, "-v", nd.name + ":/data", c.image,
+		"--network", c.name, "--ip", nd.ip, "-v", nd.name + ":/data",
+		"-e", "CAIRN_ROOT_ACCESS_KEY=" + rootAccess, "-e", "CAIRN_ROOT_SECRET_KEY=" + rootSecret,
+		"-e", "CAIRN_ACCESS_KEY=" + rootAccess, "-e", "CAIRN_SECRET_KEY=" + rootSecret,
+		"-e", "CAIRN_TOKEN=" + joinToken, c.image,
 		"server", "--advertise", nd.ip, "--zone", fmt.Sprintf("z%d", nd.num),
-		"--down-after", "30s", "--rebalance-after", "5s"}
+		"--down-after", "30s", "--rebalance-after", "5s", "--token-ttl", "3h"}
 	args = append(args, c.flags...)
 	if len(c.nodes) > 0 {
 		args = append(args, "--join", c.nodes[0].ip+":7071")

@@ -41,13 +41,15 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// TestCompose starts deploy/compose.yaml's three-node cluster, checks that
-// all three nodes joined, and writes through one node and reads through
-// the others with the CLI inside the containers.
+// TestCompose starts deploy/compose.yaml's three-node cluster (with a join
+// token and a root key, as its comment says to), checks that all three
+// nodes joined, and writes through one node and reads through the others
+// with the CLI inside the containers.
 func TestCompose(t *testing.T) {
 	tag := testImage(t)
 	p := fmt.Sprintf("cairncompose%d", os.Getpid())
-	env := []string{"CAIRN_IMAGE=" + tag, fmt.Sprintf("CAIRN_PORT=%d", freePort(t)), fmt.Sprintf("CAIRN_HTTP_PORT=%d", freePort(t))}
+	env := []string{"CAIRN_IMAGE=" + tag, fmt.Sprintf("CAIRN_PORT=%d", freePort(t)), fmt.Sprintf("CAIRN_HTTP_PORT=%d", freePort(t)),
+		"CAIRN_TOKEN=" + joinToken, "CAIRN_ROOT_ACCESS_KEY=" + rootAccess, "CAIRN_ROOT_SECRET_KEY=" + rootSecret}
 	t.Cleanup(func() {
 		if t.Failed() {
 			logs, _ := compose(t, env, nil, p, "logs", "--no-color")

@@ -6,6 +6,9 @@ import (
 	"os/exec"
 	"sync"
 	"testing"
+
+	"github.com/cairn-db/cairn/internal/auth"
+	"github.com/cairn-db/cairn/internal/e2es3"
 )
 
 // image is the image the tests build once and share; TestMain removes it.
@@ -35,7 +38,18 @@ func testImage(t testing.TB) string {
 	return image.tag
 }
 
+// The clusters' root key and join token. Every container is given the
+// key (CAIRN_ROOT_ACCESS_KEY), and the test's clients find it in
+// CAIRN_ACCESS_KEY, as a user's would.
+var (
+	rootAccess = e2es3.AccessKey
+	rootSecret = e2es3.SecretKey
+	joinToken  = auth.NewJoinToken().String()
+)
+
 func TestMain(m *testing.M) {
+	os.Setenv("CAIRN_ACCESS_KEY", rootAccess)
+	os.Setenv("CAIRN_SECRET_KEY", rootSecret)
 	code := m.Run()
 	if image.tag != "" {
 		exec.Command("docker", "rmi", "-f", image.tag).Run()

@@ -26,7 +26,7 @@ func TestS3ClientsDocker3(t *testing.T) {
 	}
 	requireDocker(t)
 	e2es3.RequireClients(t, s3Script)
-	c := newDockerCluster(t, 3, "--root-access-key", e2es3.AccessKey, "--root-secret-key", e2es3.SecretKey)
+	c := newDockerCluster(t, 3) // with the root key e2es3's (main_test.go)
 	var endpoints []string
 	for _, nd := range c.nodes {
 		ep := fmt.Sprintf("http://%s:7080", nd.ip)

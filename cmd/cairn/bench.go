@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 
@@ -62,8 +61,9 @@ worker, no retries, no body checksums beyond those a request requires):
 Each run works under a fresh prefix, cairn-bench/<time>-<id>/, of --bucket
 (created if missing); its objects are left in place. PUT bodies are signed
 with their SHA-256 (what the SDK does over http) unless --unsigned-payload.
-Credentials: --access-key/--secret-key, else AWS_ACCESS_KEY_ID and
-AWS_SECRET_ACCESS_KEY, else CAIRN_ROOT_ACCESS_KEY and CAIRN_ROOT_SECRET_KEY.`,
+Credentials: --access-key/--secret-key, else (with --s3) AWS_ACCESS_KEY_ID
+and AWS_SECRET_ACCESS_KEY, else CAIRN_ACCESS_KEY and CAIRN_SECRET_KEY, else
+the credentials file's profile (--profile).`,
 		Example: `  cairn bench --op get --size 1KiB --concurrency 64 --duration 10s
   cairn bench --s3 http://127.0.0.1:7080 --op put --size 4KiB --concurrency 20
   cairn bench --s3 http://127.0.0.1:7080 --op get --size 16MiB --concurrency 8 --keys 64
@@ -92,7 +92,12 @@ AWS_SECRET_ACCESS_KEY, else CAIRN_ROOT_ACCESS_KEY and CAIRN_ROOT_SECRET_KEY.`,
 			case conc < 1 || nkeys < 1 || dur <= 0 || conns < 1:
 				return usageError{errors.New("--concurrency, --keys, --conns and --duration must be positive")}
 			}
-			c, err := client.DialOptions(cmd.Context(), client.Options{Addrs: strings.Split(serverAddr(cmd), ","), Conns: conns})
+			o, err := clientOptions(cmd)
+			if err != nil {
+				return err
+			}
+			o.Conns = conns
+			c, err := client.DialOptions(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
@@ -125,8 +130,6 @@ AWS_SECRET_ACCESS_KEY, else CAIRN_ROOT_ACCESS_KEY and CAIRN_ROOT_SECRET_KEY.`,
 	f.Bool("json", false, "print the result as JSON")
 	f.String("s3", "", "drive the S3 API at this endpoint URL (e.g. http://127.0.0.1:7080) instead of the native protocol")
 	f.String("bucket", "", "with --s3: the bucket, created if missing (default: --space)")
-	f.String("access-key", "", "with --s3: access key (default $AWS_ACCESS_KEY_ID, else $CAIRN_ROOT_ACCESS_KEY)")
-	f.String("secret-key", "", "with --s3: secret key (default $AWS_SECRET_ACCESS_KEY, else $CAIRN_ROOT_SECRET_KEY)")
 	f.String("region", "", "with --s3: signing region (default $AWS_REGION, $AWS_DEFAULT_REGION or us-east-1)")
 	f.Bool("unsigned-payload", false, "with --s3: send PUT bodies as UNSIGNED-PAYLOAD instead of signing their SHA-256")
 	return cmd

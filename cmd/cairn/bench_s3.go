@@ -27,6 +27,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"github.com/spf13/cobra"
+
+	"github.com/cairn-db/cairn/client"
 )
 
 // s3Op is one kind of S3 request the benchmark makes.
@@ -171,7 +173,8 @@ func s3Endpoint(s string) (string, error) {
 
 // s3Credentials is --access-key/--secret-key, else $AWS_ACCESS_KEY_ID and
 // $AWS_SECRET_ACCESS_KEY, else $CAIRN_ROOT_ACCESS_KEY and
-// $CAIRN_ROOT_SECRET_KEY.
+// $CAIRN_ROOT_SECRET_KEY, else the native protocol's key
+// ($CAIRN_ACCESS_KEY, the credentials file): the same keys sign both.
 func s3Credentials(cmd *cobra.Command) (string, string, error) {
 	access, _ := cmd.Flags().GetString("access-key")
 	secret, _ := cmd.Flags().GetString("secret-key")
@@ -186,7 +189,11 @@ func s3Credentials(cmd *cobra.Command) (string, string, error) {
 			return a, s, nil
 		}
 	}
-	return "", "", errors.New("--s3 needs a key: --access-key and --secret-key, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or CAIRN_ROOT_ACCESS_KEY and CAIRN_ROOT_SECRET_KEY")
+	profile, _ := cmd.Flags().GetString("profile")
+	if c, err := client.FindCredentials("", "", profile, ""); err == nil {
+		return c.AccessKey, c.SecretKey, nil
+	}
+	return "", "", errors.New("--s3 needs a key: --access-key and --secret-key, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, CAIRN_ACCESS_KEY and CAIRN_SECRET_KEY, or the credentials file")
 }
 
 func firstEnv(names ...string) string {

@@ -20,7 +20,7 @@ import (
 func run(t *testing.T, bin string, srv *server, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "CAIRN_SERVER="+srv.native)
+	cmd.Env = srv.env()
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cairn-db/cairn/internal/auth"
 )
 
 func newClusterCmd() *cobra.Command {
@@ -79,7 +81,111 @@ func newClusterCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.AddCommand(status)
+	rotate := &cobra.Command{
+		Use:   "rotate-key",
+		Short: "Make a new cluster key, hand it to every node (all must be up) and seal every secret under it",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			r, err := c.RotateClusterKey(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "cluster key %d seals from now on, on all %d nodes; %d secrets sealed again under it\n", r.KeyID, r.Nodes, r.Resealed)
+			return nil
+		},
+	}
+	cmd.AddCommand(status, newTokenCmd(), rotate)
+	return cmd
+}
+
+func newTokenCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "token", Short: "Make and revoke the join tokens that admit new nodes"}
+	var ttl time.Duration
+	var uses int
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Make a join token (shown once): cairn server --join HOST:PEERPORT --token TOKEN",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			t, err := c.CreateToken(cmd.Context(), ttl, uses)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), t.Token)
+			fmt.Fprintf(cmd.ErrOrStderr(), "join token %s: admits %d node(s) until %s; start a node with\n  cairn server --join HOST:PEERPORT --token %s\n",
+				t.ID, t.Uses, time.Unix(0, t.Expires).UTC().Format(time.RFC3339), t.Token)
+			return nil
+		},
+	}
+	create.Flags().DurationVar(&ttl, "ttl", time.Hour, "how long the token admits nodes (up to 720h)")
+	create.Flags().IntVar(&uses, "uses", 1, "how many nodes may join with it")
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "List the join tokens that may still be used (not their secrets)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ts, err := c.ListTokens(cmd.Context())
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TOKEN ID\tUSES LEFT\tEXPIRES")
+			for _, t := range ts {
+				left := fmt.Sprint(t.Uses)
+				if t.Uses < 0 {
+					left = "any"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", t.ID, left, time.Unix(0, t.Expires).UTC().Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	rm := &cobra.Command{
+		Use:   "rm ID",
+		Short: "Revoke a join token",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.RevokeToken(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked join token %s\n", args[0])
+			return nil
+		},
+	}
+	generate := &cobra.Command{
+		Use:   "generate",
+		Short: "Print a new random token without a cluster, for a new cluster's first node (cairn server --token)",
+		Long: "generate prints a well-formed random join token and talks to no server. Give it to a new\n" +
+			"cluster's first node (cairn server --token T) and to the nodes that join it (--join ... --token T):\n" +
+			"the first node registers it at its first start, and it admits any number of nodes until\n" +
+			"--token-ttl (1h) later. For deploy files that start every node at once.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintln(cmd.OutOrStdout(), auth.NewJoinToken())
+			return nil
+		},
+	}
+	cmd.AddCommand(create, ls, rm, generate)
 	return cmd
 }
 

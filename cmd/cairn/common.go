@@ -1,6 +1,9 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -14,21 +17,65 @@ import (
 
 const defaultServer = "127.0.0.1:7070"
 
-// serverAddr is --server, else $CAIRN_SERVER, else the local default. A
-// comma-separated list names several nodes of a cluster: the client starts
-// with the first and moves on when one cannot be reached.
-func serverAddr(cmd *cobra.Command) string {
+// serverAddr is --server, else $CAIRN_SERVER, else the server of the
+// credentials profile (creds), else the local default. A comma-separated
+// list names several nodes of a cluster: the client starts with the first
+// and moves on when one cannot be reached.
+func serverAddr(cmd *cobra.Command, creds client.Credentials) string {
 	if s, _ := cmd.Flags().GetString("server"); s != "" {
 		return s
 	}
 	if s := os.Getenv("CAIRN_SERVER"); s != "" {
 		return s
 	}
+	if creds.Server != "" {
+		return creds.Server
+	}
 	return defaultServer
 }
 
+// clientOptions are the Go client's options from the command line: the
+// servers, the key (flags, environment, credentials file) and TLS.
+func clientOptions(cmd *cobra.Command) (client.Options, error) {
+	access, _ := cmd.Flags().GetString("access-key")
+	secret, _ := cmd.Flags().GetString("secret-key")
+	profile, _ := cmd.Flags().GetString("profile")
+	creds, err := client.FindCredentials(access, secret, profile, "")
+	if err != nil {
+		return client.Options{}, err
+	}
+	o := client.Options{Addrs: strings.Split(serverAddr(cmd, creds), ","), AccessKey: creds.AccessKey, SecretKey: creds.SecretKey}
+	ca, _ := cmd.Flags().GetString("ca")
+	if ca == "" {
+		ca = os.Getenv("CAIRN_CA")
+	}
+	if ca == "" {
+		ca = creds.CAFile
+	}
+	useTLS, _ := cmd.Flags().GetBool("tls")
+	switch {
+	case ca != "":
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return client.Options{}, usageError{fmt.Errorf("--ca: %w", err)}
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return client.Options{}, usageError{fmt.Errorf("--ca %s holds no PEM certificate", ca)}
+		}
+		o.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	case useTLS:
+		o.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	return o, nil
+}
+
 func dial(cmd *cobra.Command) (*client.Client, error) {
-	return client.Dial(cmd.Context(), strings.Split(serverAddr(cmd), ",")...)
+	o, err := clientOptions(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return client.DialOptions(cmd.Context(), o)
 }
 
 // isTerminal reports whether f is a character device (a terminal).

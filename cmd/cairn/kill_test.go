@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -63,23 +65,50 @@ type server struct {
 	peer, metaClient   int
 	native, healthzURL string
 	log                *bytes.Buffer
+	// creds is the credentials file the server writes its root key into
+	// (CAIRN_CREDENTIALS_FILE), beside its data directory; the CLI runs
+	// and clients of the test read it from there.
+	creds string
+}
+
+// env is the environment of the server and of CLI runs against it.
+func (s *server) env() []string {
+	return append(os.Environ(), "CAIRN_CREDENTIALS_FILE="+s.creds, "CAIRN_SERVER="+s.native, "CAIRN_ACCESS_KEY=", "CAIRN_SECRET_KEY=", "CAIRN_PROFILE=", "CAIRN_CA=")
+}
+
+// dial connects a client to the server with the key in its credentials file.
+func (s *server) dial(ctx context.Context) (*client.Client, error) {
+	return client.DialOptions(ctx, client.Options{Addrs: []string{s.native}, CredentialsFile: s.creds})
 }
 
 func startServer(t *testing.T, bin, dir string, ports [5]int, extra ...string) *server {
 	t.Helper()
-	s := &server{dir: dir, port: ports[0], http: ports[1], meta: ports[2], peer: ports[3], metaClient: ports[4], log: &bytes.Buffer{}}
+	return startServerCreds(t, bin, dir, filepath.Join(filepath.Dir(dir), filepath.Base(dir)+"-credentials"), ports, extra...)
+}
+
+// startServerCreds is startServer with the credentials file at creds.
+func startServerCreds(t *testing.T, bin, dir, creds string, ports [5]int, extra ...string) *server {
+	t.Helper()
+	s := &server{dir: dir, port: ports[0], http: ports[1], meta: ports[2], peer: ports[3], metaClient: ports[4], log: &bytes.Buffer{},
+		creds: creds}
 	s.native = fmt.Sprintf("127.0.0.1:%d", s.port)
 	s.healthzURL = fmt.Sprintf("http://127.0.0.1:%d/healthz", s.http)
+	hc := http.DefaultClient
+	if slices.Contains(extra, "--tls-cert") {
+		s.healthzURL = fmt.Sprintf("https://127.0.0.1:%d/healthz", s.http)
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	}
 	args := append([]string{"server", "--data-dir", dir, "--port", fmt.Sprint(s.port),
 		"--http-port", fmt.Sprint(s.http), "--meta-port", fmt.Sprint(s.meta), "--peer-port", fmt.Sprint(s.peer), "--meta-client-port", fmt.Sprint(s.metaClient), "--log-level", "warn"}, extra...)
 	s.cmd = exec.Command(bin, args...)
+	s.cmd.Env = s.env()
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(s.healthzURL)
+		resp, err := hc.Get(s.healthzURL)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -124,7 +153,7 @@ func TestKill9LosesNothingAcknowledged(t *testing.T) {
 	var acked []ackedWrite
 	srv := startServer(t, bin, dir, ports, "--inline-threshold", "4096")
 	defer func() { srv.kill() }()
-	c, err := client.Dial(ctx, srv.native)
+	c, err := srv.dial(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +162,7 @@ func TestKill9LosesNothingAcknowledged(t *testing.T) {
 	}
 	c.Close()
 	for k := 0; k < kills; k++ {
-		c, err := client.Dial(ctx, srv.native)
+		c, err := srv.dial(ctx)
 		if err != nil {
 			t.Fatalf("kill %d: dial: %v\n%s", k, err, srv.log)
 		}
@@ -172,7 +201,7 @@ func TestKill9LosesNothingAcknowledged(t *testing.T) {
 		c.Close()
 
 		srv = startServer(t, bin, dir, ports, "--inline-threshold", "4096")
-		c, err = client.Dial(ctx, srv.native)
+		c, err = srv.dial(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,7 +42,13 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.PersistentFlags().String("server", "", "native protocol address of a node, or a comma-separated list of a cluster's nodes (default $CAIRN_SERVER or 127.0.0.1:7070)")
+	pf := root.PersistentFlags()
+	pf.String("server", "", "native protocol address of a node, or a comma-separated list of a cluster's nodes (default $CAIRN_SERVER, the profile's server, or 127.0.0.1:7070)")
+	pf.String("access-key", "", "access key to authenticate with (default $CAIRN_ACCESS_KEY, else the credentials file's profile)")
+	pf.String("secret-key", "", "its secret (prefer $CAIRN_SECRET_KEY or the credentials file: flags show in the process list)")
+	pf.String("profile", "", "profile of the credentials file ~/.config/cairn/credentials (default $CAIRN_PROFILE, else default)")
+	pf.String("ca", "", "connect with TLS, verifying the server with this PEM CA certificate (default $CAIRN_CA, else the profile's ca_file)")
+	pf.Bool("tls", false, "connect with TLS, verifying the server with the system's roots")
 	root.AddCommand(
 		newServerCmd(),
 		newPutCmd(), newGetCmd(), newCatCmd(), newRmCmd(), newStatCmd(),
@@ -69,6 +75,8 @@ func describe(err error) string {
 	switch wire.CodeOf(err) {
 	case wire.CodeSpaceNotFound, wire.CodeNotFound, wire.CodeBadSpaceName, wire.CodeKeyTooLong:
 		return msg
+	case wire.CodeUnauthenticated:
+		return msg + "\n  (check the key: --access-key/--secret-key, CAIRN_ACCESS_KEY/CAIRN_SECRET_KEY, or --profile of ~/.config/cairn/credentials)"
 	}
 	var ne interface{ Timeout() bool }
 	if errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) {

@@ -32,12 +32,16 @@ func newShellCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			space, _ := cmd.Flags().GetString("space")
-			c, err := dial(cmd)
+			o, err := clientOptions(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := client.DialOptions(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			sh := &shell{cmd: cmd, c: c, space: space, out: cmd.OutOrStdout(), interactive: isTerminal(os.Stdin)}
+			sh := &shell{cmd: cmd, c: c, space: space, addrs: strings.Join(o.Addrs, ","), out: cmd.OutOrStdout(), interactive: isTerminal(os.Stdin)}
 			return sh.run(cmd.InOrStdin())
 		},
 	}
@@ -48,6 +52,7 @@ func newShellCmd() *cobra.Command {
 type shell struct {
 	cmd         *cobra.Command
 	c           *client.Client
+	addrs       string // the servers, as --server takes them
 	space       string
 	ensured     bool
 	out         io.Writer
@@ -58,7 +63,7 @@ func (sh *shell) run(in io.Reader) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	if sh.interactive {
-		fmt.Fprintf(sh.out, "cairn shell on %s, space %q; type help\n", serverAddr(sh.cmd), sh.space)
+		fmt.Fprintf(sh.out, "cairn shell on %s, space %q; type help\n", sh.addrs, sh.space)
 	}
 	for {
 		if sh.interactive {
@@ -150,11 +155,23 @@ func (sh *shell) exec(line string) (quit bool, err error) {
 	}
 	root := newRoot()
 	args[0] = verb
-	root.SetArgs(append(args, "--server", serverAddr(sh.cmd)))
+	root.SetArgs(append(append(args, "--server", sh.addrs), connectionFlags(sh.cmd)...))
 	root.SetOut(sh.out)
 	root.SetErr(sh.out)
 	root.SetIn(strings.NewReader(""))
 	return false, root.ExecuteContext(ctx)
+}
+
+// connectionFlags are the flags of cmd that say how to connect (but
+// --server), as given: a verb the shell runs connects as the shell did.
+func connectionFlags(cmd *cobra.Command) []string {
+	var out []string
+	for _, name := range []string{"access-key", "secret-key", "profile", "ca", "tls"} {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+			out = append(out, "--"+name+"="+f.Value.String())
+		}
+	}
+	return out
 }
 
 // splitArgs splits a line into words, honouring "double" and 'single'

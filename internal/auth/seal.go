@@ -36,10 +36,12 @@ const (
 // moved, or sealed under a key this node does not hold.
 var ErrSealed = errors.New("auth: cannot open sealed secret")
 
-// ClusterKeys are the cluster's keys by id. A value is immutable; Rotate
-// returns a new one.
+// ClusterKeys are the cluster's keys by id, one of which seals (the
+// current one); every one opens. A value is immutable: Rotate, Merge, Use
+// and Drop return new ones.
 type ClusterKeys struct {
-	keys []clusterKey // by id, ascending; the last seals
+	keys []clusterKey // by id, ascending
+	cur  int          // index of the key that seals
 }
 
 type clusterKey struct {
@@ -52,11 +54,12 @@ type clusterKey struct {
 func NewClusterKeys() *ClusterKeys {
 	var k [KeySize]byte
 	_, _ = rand.Read(k[:])
-	c, _ := buildClusterKeys([]clusterKey{{id: 1, key: k}})
+	c, _ := buildClusterKeys([]clusterKey{{id: 1, key: k}}, 1)
 	return c
 }
 
-func buildClusterKeys(ks []clusterKey) (*ClusterKeys, error) {
+// buildClusterKeys makes keys of ks, with key cur sealing.
+func buildClusterKeys(ks []clusterKey, cur uint32) (*ClusterKeys, error) {
 	if len(ks) == 0 {
 		return nil, errors.New("auth: no cluster key")
 	}
@@ -73,11 +76,18 @@ func buildClusterKeys(ks []clusterKey) (*ClusterKeys, error) {
 			return nil, err
 		}
 	}
-	return &ClusterKeys{keys: ks}, nil
+	i := slices.IndexFunc(ks, func(k clusterKey) bool { return k.id == cur })
+	if i < 0 {
+		return nil, fmt.Errorf("auth: the current cluster key %d is not among the keys", cur)
+	}
+	return &ClusterKeys{keys: ks, cur: i}, nil
 }
 
 // Current is the id of the key that seals.
-func (c *ClusterKeys) Current() uint32 { return c.keys[len(c.keys)-1].id }
+func (c *ClusterKeys) Current() uint32 { return c.keys[c.cur].id }
+
+// Newest is the highest key id held.
+func (c *ClusterKeys) Newest() uint32 { return c.keys[len(c.keys)-1].id }
 
 // IDs are the ids of the keys held, ascending.
 func (c *ClusterKeys) IDs() []uint32 {
@@ -93,13 +103,19 @@ func (c *ClusterKeys) IDs() []uint32 {
 func (c *ClusterKeys) Rotate() *ClusterKeys {
 	var k [KeySize]byte
 	_, _ = rand.Read(k[:])
-	ks := append(slices.Clone(c.keys), clusterKey{id: c.Current() + 1, key: k})
-	out, _ := buildClusterKeys(ks)
+	id := c.Newest() + 1
+	out, _ := buildClusterKeys(append(slices.Clone(c.keys), clusterKey{id: id, key: k}), id)
 	return out
 }
 
+// Use returns the keys with key id sealing (it must be held).
+func (c *ClusterKeys) Use(id uint32) (*ClusterKeys, error) {
+	return buildClusterKeys(slices.Clone(c.keys), id)
+}
+
 // Merge returns the keys of c and o together (a node that learns keys
-// from another). A key id held by both must be the same key.
+// from another), c's current key still sealing. A key id held by both
+// must be the same key.
 func (c *ClusterKeys) Merge(o *ClusterKeys) (*ClusterKeys, error) {
 	ks := slices.Clone(c.keys)
 	for _, k := range o.keys {
@@ -111,14 +127,14 @@ func (c *ClusterKeys) Merge(o *ClusterKeys) (*ClusterKeys, error) {
 			return nil, fmt.Errorf("auth: two different cluster keys have id %d", k.id)
 		}
 	}
-	return buildClusterKeys(ks)
+	return buildClusterKeys(ks, c.Current())
 }
 
 // Drop returns the keys without those older than id (after every value
 // sealed with them has been sealed again).
 func (c *ClusterKeys) Drop(before uint32) *ClusterKeys {
 	ks := slices.DeleteFunc(slices.Clone(c.keys), func(k clusterKey) bool { return k.id < before })
-	out, err := buildClusterKeys(ks)
+	out, err := buildClusterKeys(ks, c.Current())
 	if err != nil {
 		return c
 	}
@@ -129,7 +145,7 @@ func sealAD(ad []byte) []byte { return append([]byte("cairn-seal-v1\x00"), ad...
 
 // Seal encrypts plaintext under the current key, bound to ad.
 func (c *ClusterKeys) Seal(plaintext, ad []byte) ([]byte, error) {
-	k := &c.keys[len(c.keys)-1]
+	k := &c.keys[c.cur]
 	out := make([]byte, 5, sealOverhead+len(plaintext))
 	out[0] = sealVersion
 	binary.BigEndian.PutUint32(out[1:], k.id)
@@ -168,7 +184,8 @@ func (c *ClusterKeys) Open(sealed, ad []byte) ([]byte, error) {
 
 // The cluster keys' file in a node's data directory:
 //
-//	magic "CAIRNKEY" | version u16 (1) | count u16 | count × (id u32 | key [32]) | CRC-32C u32 of all before
+//	magic "CAIRNKEY" | version u16 (1) | current id u32 | count u16 |
+//	count × (id u32 | key [32]) | CRC-32C u32 of all before
 const (
 	keysMagic   = "CAIRNKEY"
 	keysVersion = 1
@@ -178,9 +195,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Marshal encodes the keys in the file format.
 func (c *ClusterKeys) Marshal() []byte {
-	b := make([]byte, 0, len(keysMagic)+4+len(c.keys)*(4+KeySize)+4)
+	b := make([]byte, 0, len(keysMagic)+8+len(c.keys)*(4+KeySize)+4)
 	b = append(b, keysMagic...)
 	b = binary.BigEndian.AppendUint16(b, keysVersion)
+	b = binary.BigEndian.AppendUint32(b, c.Current())
 	b = binary.BigEndian.AppendUint16(b, uint16(len(c.keys)))
 	for _, k := range c.keys {
 		b = binary.BigEndian.AppendUint32(b, k.id)
@@ -192,7 +210,7 @@ func (c *ClusterKeys) Marshal() []byte {
 // ParseClusterKeys decodes Marshal's output, checking its magic, version
 // and checksum.
 func ParseClusterKeys(b []byte) (*ClusterKeys, error) {
-	const head = len(keysMagic) + 4
+	const head = len(keysMagic) + 8
 	if len(b) < head+4 || string(b[:len(keysMagic)]) != keysMagic {
 		return nil, errors.New("auth: not a cluster key file")
 	}
@@ -203,7 +221,8 @@ func ParseClusterKeys(b []byte) (*ClusterKeys, error) {
 	if v := binary.BigEndian.Uint16(b[len(keysMagic):]); v != keysVersion {
 		return nil, fmt.Errorf("auth: cluster key file has format version %d; this build reads %d", v, keysVersion)
 	}
-	n := int(binary.BigEndian.Uint16(b[len(keysMagic)+2:]))
+	cur := binary.BigEndian.Uint32(b[len(keysMagic)+2:])
+	n := int(binary.BigEndian.Uint16(b[len(keysMagic)+6:]))
 	rest := body[head:]
 	if len(rest) != n*(4+KeySize) {
 		return nil, errors.New("auth: cluster key file is damaged (wrong length)")
@@ -214,5 +233,5 @@ func ParseClusterKeys(b []byte) (*ClusterKeys, error) {
 		copy(ks[i].key[:], rest[4:4+KeySize])
 		rest = rest[4+KeySize:]
 	}
-	return buildClusterKeys(ks)
+	return buildClusterKeys(ks, cur)
 }

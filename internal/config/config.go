@@ -35,6 +35,8 @@ type Server struct {
 	Advertise       string        `koanf:"advertise"`
 	Zone            string        `koanf:"zone"`
 	Join            string        `koanf:"join"`
+	Token           string        `koanf:"token"`
+	TokenTTL        time.Duration `koanf:"token-ttl"`
 	MetaClientPort  int           `koanf:"meta-client-port"`
 	InlineThreshold int           `koanf:"inline-threshold"`
 	Ranges          int           `koanf:"ranges"`
@@ -55,6 +57,9 @@ type Server struct {
 	MultipartExpiry time.Duration `koanf:"multipart-expiry"`
 	TLSCert         string        `koanf:"tls-cert"`
 	TLSKey          string        `koanf:"tls-key"`
+	IdleTimeout     time.Duration `koanf:"idle-timeout"`
+	MaxConnections  int           `koanf:"max-connections"`
+	Pprof           bool          `koanf:"pprof"`
 	LogLevel        string        `koanf:"log-level"`
 }
 
@@ -69,7 +74,9 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.Int("peer-port", node.DefaultPeerPort, "node-to-node (gRPC) port")
 	fs.String("advertise", "", "host other nodes and clients reach this node at (default: the listen address)")
 	fs.String("zone", "default", "failure domain of this node; replicas are spread across zones")
-	fs.String("join", "", "peer address (HOST:PORT) of any node of a cluster to join; used when the data directory is new")
+	fs.String("join", "", "peer address (HOST:PORT) of any node of a cluster to join, with --token; used when the data directory is new")
+	fs.String("token", "", "with --join: the join token that admits this node (cairn cluster token create); without --join, at a new cluster's first start: a token any number of nodes may join with until --token-ttl (prefer CAIRN_TOKEN: flags show in the process list)")
+	fs.Duration("token-ttl", time.Hour, "how long a bootstrap --token (one given to a new cluster's first node) admits nodes")
 	fs.Int("meta-client-port", node.DefaultMetaClient, "meta service (embedded etcd) client port")
 	fs.Int("inline-threshold", 64<<10, "bodies up to this many bytes are stored inside the version record")
 	fs.Int("ranges", 4, "number of ranges a new space starts with")
@@ -90,10 +97,13 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.Duration("multipart-expiry", 24*time.Hour, "how long an S3 multipart upload may stay incomplete before it is aborted and its parts removed")
 	fs.String("tls-cert", "", "PEM certificate (chain) file: the HTTP port (S3, /healthz, /metrics) serves HTTPS (with --tls-key)")
 	fs.String("tls-key", "", "PEM private key file of --tls-cert")
+	fs.Duration("idle-timeout", 60*time.Second, "connections without progress this long are closed: a stalled HTTP body or native frame, an idle keep-alive or native connection, a client that takes no answer")
+	fs.Int("max-connections", 4096, "most native protocol connections open at once; more are refused with a clear error")
+	fs.Bool("pprof", false, "serve Go's profiles at /debug/pprof/ on the HTTP port to anyone who reaches it (cluster admins' signed requests get them at /_cairn/debug/pprof/ always)")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 }
 
-var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "inline-threshold", "ranges", "record-cache", "down-after", "min-copies", "repair-rate", "rebalance-after", "split-size", "split-load", "merge-size", "merge-after", "meta-members", "root-access-key", "root-secret-key", "s3-region", "s3-domain", "multipart-expiry", "tls-cert", "tls-key", "log-level"}
+var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "token", "token-ttl", "inline-threshold", "ranges", "record-cache", "down-after", "min-copies", "repair-rate", "rebalance-after", "split-size", "split-load", "merge-size", "merge-after", "meta-members", "root-access-key", "root-secret-key", "s3-region", "s3-domain", "multipart-expiry", "tls-cert", "tls-key", "idle-timeout", "max-connections", "pprof", "log-level"}
 
 // LoadServer merges the config file (from --config or CAIRN_CONFIG), the
 // CAIRN_* environment (environ, e.g. os.Environ) and the flags of fs.
@@ -166,36 +176,48 @@ func (s Server) NodeConfig() (node.Config, error) {
 	if s.DataDir == "" {
 		return node.Config{}, errors.New("data-dir is empty")
 	}
+	var joinToken, bootstrap string
+	if s.Join != "" {
+		joinToken = s.Token
+	} else {
+		bootstrap = s.Token
+	}
 	return node.Config{
-		DataDir:         s.DataDir,
-		Listen:          s.Listen,
-		NativePort:      s.Port,
-		HTTPPort:        s.HTTPPort,
-		MetaPort:        s.MetaPort,
-		PeerPort:        s.PeerPort,
-		Advertise:       s.Advertise,
-		Zone:            s.Zone,
-		Join:            s.Join,
-		MetaClientPort:  s.MetaClientPort,
-		InlineThreshold: s.InlineThreshold,
-		DefaultRanges:   s.Ranges,
-		RecordCache:     s.RecordCache,
-		DownAfter:       s.DownAfter,
-		RepairRate:      s.RepairRate,
-		MinCopies:       s.MinCopies,
-		RebalanceAfter:  s.RebalanceAfter,
-		SplitSize:       s.SplitSize,
-		SplitLoad:       s.SplitLoad,
-		MergeSize:       s.MergeSize,
-		MergeAfter:      s.MergeAfter,
-		MetaMembers:     s.MetaMembers,
-		RootAccessKey:   s.RootAccessKey,
-		RootSecretKey:   s.RootSecretKey,
-		S3Region:        s.S3Region,
-		S3Domains:       s.S3Domain,
-		MultipartExpiry: s.MultipartExpiry,
-		TLSCertFile:     s.TLSCert,
-		TLSKeyFile:      s.TLSKey,
-		Logger:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
+		JoinToken:         joinToken,
+		BootstrapToken:    bootstrap,
+		BootstrapTokenTTL: s.TokenTTL,
+		DataDir:           s.DataDir,
+		Listen:            s.Listen,
+		NativePort:        s.Port,
+		HTTPPort:          s.HTTPPort,
+		MetaPort:          s.MetaPort,
+		PeerPort:          s.PeerPort,
+		Advertise:         s.Advertise,
+		Zone:              s.Zone,
+		Join:              s.Join,
+		MetaClientPort:    s.MetaClientPort,
+		InlineThreshold:   s.InlineThreshold,
+		DefaultRanges:     s.Ranges,
+		RecordCache:       s.RecordCache,
+		DownAfter:         s.DownAfter,
+		RepairRate:        s.RepairRate,
+		MinCopies:         s.MinCopies,
+		RebalanceAfter:    s.RebalanceAfter,
+		SplitSize:         s.SplitSize,
+		SplitLoad:         s.SplitLoad,
+		MergeSize:         s.MergeSize,
+		MergeAfter:        s.MergeAfter,
+		MetaMembers:       s.MetaMembers,
+		RootAccessKey:     s.RootAccessKey,
+		RootSecretKey:     s.RootSecretKey,
+		S3Region:          s.S3Region,
+		S3Domains:         s.S3Domain,
+		MultipartExpiry:   s.MultipartExpiry,
+		TLSCertFile:       s.TLSCert,
+		TLSKeyFile:        s.TLSKey,
+		IdleTimeout:       s.IdleTimeout,
+		MaxConnections:    s.MaxConnections,
+		Pprof:             s.Pprof,
+		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 	}, nil
 }

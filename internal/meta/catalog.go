@@ -113,6 +113,7 @@ type Space struct {
 type Catalog struct {
 	store Store
 	clock func() time.Time
+	box   SecretBox // seals secrets; nil: none can be kept (WithSecrets)
 }
 
 // NewCatalog returns a Catalog over s.

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	etcdtransport "go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
@@ -56,6 +58,22 @@ type EtcdOptions struct {
 	StartTimeout time.Duration
 	// Logger receives etcd's error-level messages. Default: slog.Default().
 	Logger *slog.Logger
+	// CertFile, KeyFile and CAFile (PEM), when set, make the member's peer
+	// and client ports mutual TLS: each side shows a certificate issued by
+	// CAFile's authority (the cluster's), and anything else is refused.
+	// The URLs are then https.
+	CertFile, KeyFile, CAFile string
+}
+
+// tlsInfo is the member's TLS configuration, or the zero value.
+func (o *EtcdOptions) tlsInfo() etcdtransport.TLSInfo {
+	if o.CertFile == "" {
+		return etcdtransport.TLSInfo{}
+	}
+	return etcdtransport.TLSInfo{CertFile: o.CertFile, KeyFile: o.KeyFile, TrustedCAFile: o.CAFile, ClientCertAuth: true,
+		// Members reach each other from whatever source address the
+		// route gives; the certificate's chain is what is checked.
+		SkipClientSANVerify: true, MinVersion: tls.VersionTLS12}
 }
 
 // maxUnixSocketPath is a safe bound for sun_path (108 bytes on Linux).
@@ -182,6 +200,10 @@ func OpenEtcd(o EtcdOptions) (*EtcdStore, error) {
 	if o.Join {
 		cfg.ClusterState = embed.ClusterStateFlagExisting
 	}
+	if info := o.tlsInfo(); info.CertFile != "" {
+		cfg.PeerTLSInfo = info
+		cfg.ClientTLSInfo = info
+	}
 	cfg.InitialClusterToken = "cairn-meta"
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
 	cfg.AutoCompactionRetention = o.CompactionRetention.String()
@@ -228,6 +250,9 @@ type DialOptions struct {
 	DialTimeout time.Duration
 	// Logger receives the client's error-level messages. Default: slog.Default().
 	Logger *slog.Logger
+	// TLS, if set, is the client's configuration: the node's certificate
+	// and the cluster CA (the members' client ports take nothing else).
+	TLS *tls.Config
 }
 
 // DialEtcd returns a Store on a meta service run by other nodes (a node
@@ -251,6 +276,7 @@ func DialEtcd(o DialOptions) (*EtcdStore, error) {
 		DialTimeout:      o.DialTimeout,
 		AutoSyncInterval: 10 * time.Second,
 		Logger:           newZapSlog(o.Logger, closing),
+		TLS:              o.TLS,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("meta: connect to the meta service at %s: %w", strings.Join(o.Endpoints, ","), err)
@@ -505,4 +531,25 @@ func isNoSpace(err error) bool {
 		return true
 	}
 	return strings.Contains(err.Error(), "database space exceeded")
+}
+
+// Forget drops the meta service's history: every revision older than the
+// current one is compacted away, and an embedded member's database file is
+// rewritten without the pages that held them (a value overwritten in
+// place, a secret sealed that was in clear, leaves no copy behind there;
+// the member's write-ahead log keeps it until etcd cuts the log).
+func (s *EtcdStore) Forget(ctx context.Context) error {
+	resp, err := s.client.Get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return s.mapErr("read the revision", err)
+	}
+	if _, err := s.client.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil && !strings.Contains(err.Error(), "compacted") {
+		return s.mapErr("compact", err)
+	}
+	if s.etcd != nil {
+		if err := s.etcd.Server.Backend().Defrag(); err != nil {
+			return fmt.Errorf("meta: defragment: %w", err)
+		}
+	}
+	return nil
 }

@@ -52,6 +52,15 @@ func (s *EtcdStore) Promote(ctx context.Context, id uint64) error {
 	return nil
 }
 
+// UpdatePeerURLs changes the peer URLs of member id (a member whose
+// scheme moved from http to https).
+func (s *EtcdStore) UpdatePeerURLs(ctx context.Context, id uint64, urls []string) error {
+	if _, err := s.client.MemberUpdate(ctx, id, urls); err != nil {
+		return s.mapErr(fmt.Sprintf("update member %x", id), err)
+	}
+	return nil
+}
+
 // RemoveMember removes a member (voter or learner).
 func (s *EtcdStore) RemoveMember(ctx context.Context, id uint64) error {
 	if _, err := s.client.MemberRemove(ctx, id); err != nil {

@@ -38,7 +38,8 @@ type peers struct {
 }
 
 // startPeers binds the peer port and creates the transport; the server
-// starts serving in Serve.
+// is made by newPeerServer once the node's certificate is at hand, and
+// serves from Serve.
 func (n *Node) startPeers() error {
 	port := n.cfg.PeerPort
 	if port == -1 {
@@ -49,6 +50,7 @@ func (n *Node) startPeers() error {
 		return fmt.Errorf("peer listener: %w (is another cairn server running? use --peer-port)", err)
 	}
 	p := &peers{l: l, addrs: map[uint64]string{}}
+	p.caller.TLS = n.peerClientTLS
 	p.tr = transport.New(transport.Options{
 		NodeID:  n.id.NodeID,
 		Resolve: p.resolve,
@@ -57,14 +59,29 @@ func (n *Node) startPeers() error {
 		ReceiveSnapshot: func(ctx context.Context, m replica.Message, sizes []int64, src io.Reader) error {
 			return n.ranges.ReceiveSnapshot(ctx, m, sizes, src)
 		},
+		TLS:    n.peerClientTLS,
 		Logger: n.log,
 	})
-	p.srv = grpc.NewServer(transport.ServerOptions()...)
+	n.peers = p
+	return nil
+}
+
+// joinMethods may be called without a member's certificate: a node that
+// joins has none until the join's answer brings it.
+var joinMethods = []string{"/" + adminService + "/JoinChallenge", "/" + adminService + "/Join"}
+
+// newPeerServer makes the peer gRPC server: mutual TLS under the cluster
+// CA, members only (but for joinMethods).
+func (n *Node) newPeerServer() {
+	p := n.peers
+	p.srv = grpc.NewServer(transport.ServerOptions(n.peerServerTLS(), joinMethods...)...)
 	p.tr.Register(p.srv)
 	transport.RegisterUnary(p.srv, adminService, map[string]transport.Unary{
-		"Join":      n.handleJoin,
-		"Timestamp": n.handleTimestamp,
-		"Drained":   n.handleDrained,
+		"JoinChallenge": n.handleJoinChallenge,
+		"Join":          n.handleJoin,
+		"Timestamp":     n.handleTimestamp,
+		"Drained":       n.handleDrained,
+		"ClusterKeys":   n.handleClusterKeys,
 	})
 	transport.RegisterUnary(p.srv, rangeService, map[string]transport.Unary{
 		"Propose":  n.rangeMethod(false, n.handlePropose),
@@ -78,8 +95,6 @@ func (n *Node) startPeers() error {
 		"Get": n.handleChunkGet,
 		"Has": n.handleChunkHas,
 	})
-	n.peers = p
-	return nil
 }
 
 // resolve returns a node's peer address from the cluster map (see view).
@@ -144,7 +159,9 @@ func (p *peers) close() {
 		return
 	}
 	p.tr.Close()
-	p.srv.Stop()
+	if p.srv != nil {
+		p.srv.Stop()
+	}
 	p.l.Close()
 	p.caller.Close()
 }

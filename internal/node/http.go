@@ -3,47 +3,158 @@ package node
 import (
 	"encoding/json"
 	"fmt"
-	"net"
+	"io"
 	"net/http"
 	"net/http/pprof"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/s3"
 )
 
-// httpHandler serves the S3 API, and /healthz, /metrics and (on loopback)
-// /debug/pprof/ to requests that carry no S3 signature: a signed GET of
-// /metrics lists the bucket "metrics".
+// maxHeaderBytes bounds a request's header (S3 allows 8 KiB of user
+// metadata; signatures and the standard headers add a few more).
+const maxHeaderBytes = 64 << 10
+
+// httpHandler serves the S3 API, /healthz and /metrics to requests that
+// carry no S3 signature (a signed GET of /metrics lists the bucket
+// "metrics"), Go's profiles at /_cairn/debug/pprof/ to cluster admins
+// (and at /debug/pprof/ to anyone with Config.Pprof). Every request gets
+// deadlines that move with its progress (withDeadlines).
 func (n *Node) httpHandler() http.Handler {
 	ops, api := n.opsHandler(), n.s3Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isOpsPath(r.URL.Path) && r.Header.Get("Authorization") == "" && !r.URL.Query().Has("X-Amz-Credential") {
+		w, r = n.withDeadlines(w, r)
+		switch {
+		case strings.HasPrefix(r.URL.Path, adminPprof):
+			n.adminProfiles(w, r)
+		case isOpsPath(r.URL.Path, n.cfg.Pprof) && r.Header.Get("Authorization") == "" && !r.URL.Query().Has("X-Amz-Credential"):
 			ops.ServeHTTP(w, r)
-			return
+		default:
+			api.ServeHTTP(w, r)
 		}
-		api.ServeHTTP(w, r)
 	})
 }
 
-func isOpsPath(p string) bool {
-	return p == "/healthz" || p == "/metrics" || strings.HasPrefix(p, "/debug/pprof/")
+func isOpsPath(p string, pprof bool) bool {
+	return p == "/healthz" || p == "/metrics" || pprof && strings.HasPrefix(p, "/debug/pprof/")
 }
+
+// adminPprof is where cluster admins find Go's profiles: "_cairn" is no
+// bucket name, so no S3 request is shadowed.
+const adminPprof = "/_cairn/debug/pprof/"
 
 func (n *Node) opsHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", n.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{Registry: n.metrics.reg}))
-	// Profiles for operators, only while the listener is on loopback: they
-	// have no access control yet.
-	if ip := net.ParseIP(n.cfg.Listen); n.cfg.Listen == "localhost" || (ip != nil && ip.IsLoopback()) {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if n.cfg.Pprof {
+		addProfiles(mux, "/debug/pprof/")
 	}
 	return mux
 }
+
+func addProfiles(mux *http.ServeMux, prefix string) {
+	mux.HandleFunc(prefix, pprof.Index)
+	mux.HandleFunc(prefix+"cmdline", pprof.Cmdline)
+	mux.HandleFunc(prefix+"profile", pprof.Profile)
+	mux.HandleFunc(prefix+"symbol", pprof.Symbol)
+	mux.HandleFunc(prefix+"trace", pprof.Trace)
+}
+
+// adminProfiles serves Go's profiles to a request signed (SigV4, as for
+// S3, service "s3") by a key with the cluster-admin grant.
+func (n *Node) adminProfiles(w http.ResponseWriter, r *http.Request) {
+	access, err := n.s3api.Authenticate(r)
+	if err != nil {
+		s3.WriteError(w, r, "AccessDenied", http.StatusForbidden, "Profiles are for cluster admins: sign the request with a key that holds the cluster-admin grant ("+err.Error()+").")
+		return
+	}
+	if !n.keys.IsClusterAdmin(access) {
+		s3.WriteError(w, r, "AccessDenied", http.StatusForbidden, "Profiles are for cluster admins: access key "+access+" does not hold the cluster-admin grant.")
+		return
+	}
+	r2 := r.Clone(r.Context())
+	r2.URL.Path = "/debug/pprof/" + strings.TrimPrefix(r.URL.Path, adminPprof)
+	mux := http.NewServeMux()
+	addProfiles(mux, "/debug/pprof/")
+	mux.ServeHTTP(w, r2)
+}
+
+// withDeadlines gives a request read and write deadlines that move with
+// its progress: a body that stops arriving, or a client that stops taking
+// the answer, for Config.IdleTimeout is cut, however long a steady
+// transfer (a 5 GiB upload) takes in all.
+func (n *Node) withDeadlines(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request) {
+	d := &deadlines{rc: http.NewResponseController(w), idle: n.cfg.IdleTimeout}
+	d.extendRead()
+	d.extendWrite()
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &progressBody{ReadCloser: r.Body, d: d}
+	}
+	return &progressWriter{ResponseWriter: w, d: d}, r
+}
+
+// deadlines moves a request's deadlines, at most every eighth of the idle
+// timeout (setting one is cheap, but a body arrives in many reads).
+type deadlines struct {
+	rc                  *http.ResponseController
+	idle                time.Duration
+	lastRead, lastWrite atomic.Int64 // Unix ns of the last move
+}
+
+func (d *deadlines) extendRead() {
+	now := time.Now()
+	if now.UnixNano()-d.lastRead.Load() < int64(d.idle/8) {
+		return
+	}
+	d.lastRead.Store(now.UnixNano())
+	_ = d.rc.SetReadDeadline(now.Add(d.idle))
+}
+
+func (d *deadlines) extendWrite() {
+	now := time.Now()
+	if now.UnixNano()-d.lastWrite.Load() < int64(d.idle/8) {
+		return
+	}
+	d.lastWrite.Store(now.UnixNano())
+	_ = d.rc.SetWriteDeadline(now.Add(d.idle))
+}
+
+type progressBody struct {
+	io.ReadCloser
+	d *deadlines
+}
+
+func (b *progressBody) Read(p []byte) (int, error) {
+	k, err := b.ReadCloser.Read(p)
+	if k > 0 {
+		b.d.extendRead()
+	}
+	return k, err
+}
+
+type progressWriter struct {
+	http.ResponseWriter
+	d *deadlines
+}
+
+func (w *progressWriter) Write(p []byte) (int, error) {
+	w.d.extendWrite()
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *progressWriter) Flush() {
+	w.d.extendWrite()
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *progressWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // healthz answers 200 when every range of every space with a replica here
 // can serve (the replica leads with a lease, or leads a quiesced group, or

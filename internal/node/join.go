@@ -2,6 +2,10 @@ package node
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,8 +14,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/auth"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/transport"
 )
@@ -19,22 +26,52 @@ import (
 // adminService is the peer gRPC service of control calls between nodes.
 const adminService = "cairn.Admin"
 
-// joinRequest is what a joining node sends to any node of the cluster.
-type joinRequest struct {
-	V           int    `json:"v"`
-	MetaPeerURL string `json:"meta_peer_url"`
-	Zone        string `json:"zone"`
+// Joining is by invitation (docs/security.md). The joining node reaches a
+// member's peer port over TLS without a certificate of its own, and the
+// two prove to each other that they hold the join token's secret, both
+// proofs covering the member's certificate (package auth, token.go):
+//
+//	joiner -> JoinChallenge {token id, joiner's nonce}
+//	       <- {member's nonce, member's proof}     joiner checks the proof
+//	joiner -> Join {token id, member's nonce, joiner's proof, public key, ...}
+//	       <- {node id, meta service endpoints, CA, node certificate, cluster keys}
+//
+// The member takes a use of the token only once the proof checks, under
+// the admission lock, and gives it back if the admission then fails.
+
+// joinChallenge is JoinChallenge's request and answer.
+type joinChallenge struct {
+	V       int    `json:"v"`
+	TokenID string `json:"token_id"`
+	Nonce   []byte `json:"nonce"`
+	Proof   []byte `json:"proof,omitempty"` // the answer's
 }
 
-// joinResponse tells a joining node who it is and how to reach the meta
-// service. InitialCluster is empty when it gets no etcd member (the
-// cluster already has five).
+// joinRequest is what a joining node sends to any node of the cluster.
+type joinRequest struct {
+	V           int      `json:"v"`
+	TokenID     string   `json:"token_id"`
+	Nonce       []byte   `json:"nonce"` // the member's, from JoinChallenge
+	Proof       []byte   `json:"proof"`
+	PublicKey   []byte   `json:"public_key"` // PKIX DER of the node's ECDSA key
+	Hosts       []string `json:"hosts"`      // the names its certificate is for
+	MetaPeerURL string   `json:"meta_peer_url"`
+	Zone        string   `json:"zone"`
+}
+
+// joinResponse tells a joining node who it is, how to reach the meta
+// service and the cluster's secrets. InitialCluster is empty when it gets
+// no etcd member (the cluster already has five).
 type joinResponse struct {
 	V              int      `json:"v"`
 	NodeID         uint64   `json:"node_id,string"`
 	Cluster        string   `json:"cluster"`
 	InitialCluster string   `json:"initial_cluster"`
 	Endpoints      []string `json:"endpoints"`
+	CACert         []byte   `json:"ca_cert"`
+	CAKey          []byte   `json:"ca_key"`
+	NodeCert       []byte   `json:"node_cert"`
+	ClusterKeys    []byte   `json:"cluster_keys"`
 }
 
 // membership is what a meta.Store offers for changing the meta service's
@@ -46,13 +83,106 @@ type membership interface {
 	RemoveMember(ctx context.Context, id uint64) error
 }
 
-// handleJoin admits a new node: it allocates its id and, while the meta
-// service has fewer than five members, adds the node's etcd member as a
-// learner (promoted by reconcileMeta once it has caught up).
+// challenges are the JoinChallenges this node answered and whose Join has
+// not come yet, by the member's nonce; each answers one Join within
+// challengeTTL.
+type challenges struct {
+	mu sync.Mutex
+	m  map[auth.Nonce]challenge
+}
+
+type challenge struct {
+	tokenID string
+	joiner  auth.Nonce
+	expires time.Time
+}
+
+const challengeTTL = time.Minute
+
+func (c *challenges) put(nonce auth.Nonce, ch challenge, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[auth.Nonce]challenge{}
+	}
+	for k, v := range c.m {
+		if now.After(v.expires) {
+			delete(c.m, k)
+		}
+	}
+	if len(c.m) < 1024 {
+		c.m[nonce] = ch
+	}
+}
+
+func (c *challenges) take(nonce auth.Nonce, now time.Time) (challenge, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch, ok := c.m[nonce]
+	delete(c.m, nonce)
+	return ch, ok && !now.After(ch.expires)
+}
+
+// ownCertHash is the hash of the certificate this node's peer port shows.
+func (n *Node) ownCertHash() [32]byte { return auth.CertHash(n.sec.peer.Load().Cert.Certificate[0]) }
+
+// errJoinDenied is the joiner's answer for a token that does not admit it.
+func errJoinDenied(why string) error {
+	return fmt.Errorf("%w: %s", transport.ErrDenied, why)
+}
+
+// handleJoinChallenge answers a joining node's challenge with this node's
+// nonce and its proof that it knows the token.
+func (n *Node) handleJoinChallenge(ctx context.Context, b []byte) ([]byte, error) {
+	var req joinChallenge
+	if err := json.Unmarshal(b, &req); err != nil || req.V != 1 || !auth.ValidTokenID(req.TokenID) || len(req.Nonce) != auth.NonceSize {
+		return nil, errJoinDenied("malformed join challenge")
+	}
+	tok, _, err := n.catalog.GetToken(ctx, req.TokenID)
+	if errors.Is(err, meta.ErrTokenInvalid) {
+		return nil, errJoinDenied("the join token is unknown here, expired or used up: make a new one with `cairn cluster token create`")
+	}
+	if err != nil {
+		return nil, err
+	}
+	tr := auth.JoinTranscript{TokenID: req.TokenID, Server: auth.NewNonce(), MemberCert: n.ownCertHash()}
+	copy(tr.Client[:], req.Nonce)
+	n.joins.put(tr.Server, challenge{tokenID: req.TokenID, joiner: tr.Client, expires: n.cfg.Clock().Add(challengeTTL)}, n.cfg.Clock())
+	proof := auth.MemberProof(tok.Secret, &tr)
+	return json.Marshal(joinChallenge{V: 1, TokenID: req.TokenID, Nonce: tr.Server[:], Proof: proof[:]})
+}
+
+// handleJoin admits a new node that proved it holds a join token: it
+// allocates its id, issues its certificate and, while the meta service has
+// fewer than five members, adds the node's etcd member as a learner
+// (promoted by reconcileMeta once it has caught up).
 func (n *Node) handleJoin(ctx context.Context, b []byte) ([]byte, error) {
 	var req joinRequest
-	if err := json.Unmarshal(b, &req); err != nil || req.V != 1 || req.MetaPeerURL == "" {
-		return nil, fmt.Errorf("malformed join request (%v)", err)
+	if err := json.Unmarshal(b, &req); err != nil || req.V != 1 || req.MetaPeerURL == "" || len(req.Nonce) != auth.NonceSize {
+		return nil, errJoinDenied(fmt.Sprintf("malformed join request (%v)", err))
+	}
+	var nonce auth.Nonce
+	copy(nonce[:], req.Nonce)
+	ch, ok := n.joins.take(nonce, n.cfg.Clock())
+	if !ok || ch.tokenID != req.TokenID {
+		return nil, errJoinDenied("no join challenge of this node matches the request (it expired, or went to another node): start again")
+	}
+	tok, _, err := n.catalog.GetToken(ctx, req.TokenID)
+	if errors.Is(err, meta.ErrTokenInvalid) {
+		return nil, errJoinDenied("the join token is unknown here, expired or used up")
+	}
+	if err != nil {
+		return nil, err
+	}
+	tr := auth.JoinTranscript{TokenID: req.TokenID, Client: ch.joiner, Server: nonce, MemberCert: n.ownCertHash()}
+	want := auth.JoinerProof(tok.Secret, &tr)
+	if !auth.ProofsEqual(want[:], req.Proof) {
+		n.log.Warn("refused a node that could not prove it holds a join token", "token", auth.DescribeToken(req.TokenID), "meta_peer_url", req.MetaPeerURL)
+		return nil, errJoinDenied("the proof of the join token does not check: the token is wrong")
+	}
+	pub, err := parseNodeKey(req.PublicKey)
+	if err != nil {
+		return nil, errJoinDenied(err.Error())
 	}
 	ms, ok := n.meta.(membership)
 	if !ok {
@@ -65,6 +195,34 @@ func (n *Node) handleJoin(ctx context.Context, b []byte) ([]byte, error) {
 		return nil, fmt.Errorf("another node is being admitted: %w", transport.ErrBusy)
 	}
 	defer release()
+	// The token's use is taken under the lock, and given back if the
+	// admission fails after it.
+	tok, rev, err := n.catalog.GetToken(ctx, req.TokenID)
+	if errors.Is(err, meta.ErrTokenInvalid) {
+		return nil, errJoinDenied("the join token was used up meanwhile")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := n.catalog.UseToken(ctx, tok, rev); err != nil {
+		return nil, fmt.Errorf("take a use of the join token: %v: %w", err, transport.ErrBusy)
+	}
+	resp, err := n.admit(ctx, ms, &req, pub)
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if rerr := n.catalog.RestoreToken(rctx, tok); rerr != nil {
+			n.log.Warn("could not give back the join token's use after a failed admission", "err", rerr)
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+// admit makes a proven joiner a member: meta membership, node id,
+// certificate, and the answer with the cluster's secrets. The admission
+// lock is held.
+func (n *Node) admit(ctx context.Context, ms membership, req *joinRequest, pub *ecdsa.PublicKey) ([]byte, error) {
 	members, err := ms.Members(ctx)
 	if err != nil {
 		return nil, err
@@ -108,48 +266,113 @@ func (n *Node) handleJoin(ctx context.Context, b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp := joinResponse{V: 1, NodeID: id, Cluster: n.id.Cluster, Endpoints: endpoints}
+	cert, err := n.sec.ca.IssueNode(pub, id, req.Hosts, n.cfg.Clock())
+	if err != nil {
+		return nil, err
+	}
+	resp := joinResponse{V: 1, NodeID: id, Cluster: n.id.Cluster, Endpoints: endpoints,
+		CACert: n.sec.ca.CertPEM, CAKey: n.sec.ca.KeyPEM, NodeCert: cert, ClusterKeys: n.sec.keys.Load().Marshal()}
 	if member {
 		resp.InitialCluster = meta.InitialCluster(members, memberName(id))
 	}
-	n.log.Info("node joining", "node", id, "meta_member", resp.InitialCluster != "", "zone", req.Zone)
+	n.log.Info("node joining", "node", id, "meta_member", resp.InitialCluster != "", "zone", req.Zone, "token", auth.DescribeToken(req.TokenID))
 	return json.Marshal(resp)
+}
+
+func parseNodeKey(der []byte) (*ecdsa.PublicKey, error) {
+	k, err := x509.ParsePKIXPublicKey(der)
+	if err != nil {
+		return nil, fmt.Errorf("the joining node's public key: %v", err)
+	}
+	ek, ok := k.(*ecdsa.PublicKey)
+	if !ok || ek.Curve != elliptic.P256() {
+		return nil, errors.New("the joining node's key must be ECDSA P-256")
+	}
+	return ek, nil
 }
 
 // admissionLock takes the cluster-wide lock of meta membership changes
 // (waiting up to 10s; held at most 30s) and returns its release.
 func (n *Node) admissionLock(ctx context.Context) (release func(), err error) {
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	lock, err := n.meta.Campaign(lctx, "join", 30*time.Second)
-	cancel()
-	if err != nil {
-		return nil, err
-	}
-	return func() {
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = lock.Resign(rctx)
-	}, nil
+	return n.clusterLock(ctx, "join", 30*time.Second)
 }
 
 func memberName(id uint64) string { return fmt.Sprintf("node-%d", id) }
 
-// join asks the node at cfg.Join to admit this one and saves the identity
-// it is given.
+// join asks the node at cfg.Join to admit this one with cfg.JoinToken,
+// and saves the identity and the security material it is given.
 func (n *Node) join(ctx context.Context) (*joinResponse, error) {
+	tok, err := auth.ParseJoinToken(n.cfg.JoinToken)
+	if err != nil {
+		return nil, err
+	}
 	urls, err := n.metaURLs()
 	if err != nil {
 		return nil, err
 	}
-	req, _ := json.Marshal(joinRequest{V: 1, MetaPeerURL: urls.peer, Zone: n.cfg.Zone})
+	key, err := auth.NewNodeKey()
+	if err != nil {
+		return nil, err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := auth.KeyPEM(key)
+	if err != nil {
+		return nil, err
+	}
+	// The member is not known yet: its certificate is taken as it comes,
+	// and the member proves it knows the token over it.
+	var seen atomic.Pointer[[32]byte]
+	caller := &transport.Caller{TLS: func() *tls.Config {
+		return &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13,
+			VerifyConnection: func(cs tls.ConnectionState) error {
+				if len(cs.PeerCertificates) == 0 {
+					return errors.New("the node sent no certificate")
+				}
+				h := auth.CertHash(cs.PeerCertificates[0].Raw)
+				seen.Store(&h)
+				return nil
+			}}
+	}}
+	defer caller.Close()
+	attempt := func() ([]byte, error) {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		mine := auth.NewNonce()
+		cb, _ := json.Marshal(joinChallenge{V: 1, TokenID: tok.ID, Nonce: mine[:]})
+		b, err := caller.Call(cctx, n.cfg.Join, adminService, "JoinChallenge", cb)
+		if err != nil {
+			return nil, err
+		}
+		var ans joinChallenge
+		if err := json.Unmarshal(b, &ans); err != nil || len(ans.Nonce) != auth.NonceSize {
+			return nil, fmt.Errorf("malformed answer to the join challenge (%v)", err)
+		}
+		certHash := seen.Load()
+		if certHash == nil {
+			return nil, errors.New("no TLS certificate seen from the node")
+		}
+		tr := auth.JoinTranscript{TokenID: tok.ID, Client: mine, MemberCert: *certHash}
+		copy(tr.Server[:], ans.Nonce)
+		if want := auth.MemberProof(tok.Secret, &tr); !auth.ProofsEqual(want[:], ans.Proof) {
+			return nil, fmt.Errorf("%w: the node could not prove it knows the join token: it is not the cluster the token is from, or something between is impersonating it", transport.ErrDenied)
+		}
+		proof := auth.JoinerProof(tok.Secret, &tr)
+		jb, _ := json.Marshal(joinRequest{V: 1, TokenID: tok.ID, Nonce: ans.Nonce, Proof: proof[:], PublicKey: pub,
+			Hosts: n.certHosts(), MetaPeerURL: urls.peer, Zone: n.cfg.Zone})
+		return caller.Call(cctx, n.cfg.Join, adminService, "Join", jb)
+	}
 	deadline := time.Now().Add(2 * time.Minute)
 	var b []byte
 	for backoff := 200 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		b, err = n.peers.caller.Call(cctx, n.cfg.Join, adminService, "Join", req)
-		cancel()
+		b, err = attempt()
 		if err == nil {
 			break
+		}
+		if errors.Is(err, transport.ErrDenied) {
+			return nil, fmt.Errorf("join the cluster at %s: refused: %w", n.cfg.Join, err)
 		}
 		if !errors.Is(err, transport.ErrBusy) || time.Now().After(deadline) {
 			return nil, fmt.Errorf("join the cluster at %s: %w (is a cairn node listening there on its peer port?)", n.cfg.Join, err)
@@ -167,6 +390,9 @@ func (n *Node) join(ctx context.Context) (*joinResponse, error) {
 	// a node whose member fails to start joins again when restarted.
 	n.id = identity{V: 1, NodeID: resp.NodeID, Cluster: resp.Cluster, Joined: true,
 		Member: resp.InitialCluster != "", Endpoints: resp.Endpoints}
+	if err := n.adoptSecurity(resp.CACert, resp.CAKey, resp.NodeCert, keyPEM, resp.ClusterKeys); err != nil {
+		return nil, err
+	}
 	n.log.Info("joined the cluster", "node", resp.NodeID, "cluster", resp.Cluster, "via", n.cfg.Join)
 	return &resp, nil
 }
@@ -183,7 +409,7 @@ func (n *Node) metaURLs() (metaURLs, error) {
 	if n.cfg.MetaClientPort, err = pickPort(n.cfg.Listen, n.cfg.MetaClientPort); err != nil {
 		return metaURLs{}, err
 	}
-	u := func(host string, port int) string { return "http://" + net.JoinHostPort(host, fmt.Sprint(port)) }
+	u := func(host string, port int) string { return "https://" + net.JoinHostPort(host, fmt.Sprint(port)) }
 	return metaURLs{
 		peer: u(n.advertiseHost(), n.cfg.MetaPort), listenPeer: u(n.cfg.Listen, n.cfg.MetaPort),
 		client: u(n.advertiseHost(), n.cfg.MetaClientPort), listenClient: u(n.cfg.Listen, n.cfg.MetaClientPort),
@@ -264,7 +490,7 @@ func (n *Node) openMeta(joined *joinResponse) error {
 		// likelihood) is reachable even when every saved endpoint is gone.
 		eps = append([]string{urls.client}, eps...)
 	}
-	cli, err := meta.DialEtcd(meta.DialOptions{Endpoints: eps, Name: memberName(n.id.NodeID), Logger: n.log})
+	cli, err := meta.DialEtcd(meta.DialOptions{Endpoints: eps, Name: memberName(n.id.NodeID), Logger: n.log, TLS: n.peerClientTLS()})
 	if err != nil {
 		return err
 	}
@@ -277,8 +503,37 @@ func (n *Node) etcdOptions(urls metaURLs) meta.EtcdOptions {
 		Dir:  filepath.Join(n.cfg.DataDir, "meta"),
 		Name: memberName(n.id.NodeID), PeerURL: urls.peer, ListenPeerURL: urls.listenPeer,
 		ClientURL: urls.client, ListenClientURL: urls.listenClient,
-		Logger: n.log,
+		Logger:   n.log,
+		CertFile: n.secPath(nodeCertFile), KeyFile: n.secPath(nodeKeyFile), CAFile: n.secPath(caCertFile),
 	}
+}
+
+// securePeerURL moves this node's meta member to its https peer URL when
+// its data was written before the meta service used TLS (its member list
+// says http). Only a cluster of one member can be moved in place: the
+// others would no longer reach it.
+func (n *Node) securePeerURL(ctx context.Context, upgraded bool) error {
+	es, ok := n.meta.(*meta.EtcdStore)
+	if !ok || n.metaPeerURL == "" {
+		return nil
+	}
+	members, err := es.Members(ctx)
+	if err != nil {
+		return err
+	}
+	if upgraded && len(members) > 1 {
+		return fmt.Errorf("the data directory %s is from a version of Cairn whose clusters had no security material, and its meta service has %d members: a cluster of several nodes cannot be secured in place. Start a new cluster and copy the data over (for example with rclone through the S3 API)", n.cfg.DataDir, len(members))
+	}
+	for _, m := range members {
+		if m.Name != memberName(n.id.NodeID) || slices.Contains(m.PeerURLs, n.metaPeerURL) {
+			continue
+		}
+		if err := es.UpdatePeerURLs(ctx, m.ID, []string{n.metaPeerURL}); err != nil {
+			return fmt.Errorf("move this node's meta member to %s: %w", n.metaPeerURL, err)
+		}
+		n.log.Info("the meta member's peer URL now uses TLS", "peer_url", n.metaPeerURL)
+	}
+	return nil
 }
 
 func hasMemberData(dir string) bool {

@@ -19,12 +19,21 @@ import (
 
 // clusterConfig is a test node's config; its log is discarded unless
 // CAIRN_TEST_LOG is set (then it goes to stderr).
+// testToken is the join token of the tests' clusters: the first node
+// registers it (a bootstrap token) and the others join with it.
+const testToken = "cjt1.testtokn.abcdefghijklmnopqrstuvwxyz234567"
+
 func clusterConfig(t testing.TB, join string) Config {
 	var w io.Writer = io.Discard
 	if os.Getenv("CAIRN_TEST_LOG") != "" {
 		w = os.Stderr
 	}
+	bootstrap, token := testToken, ""
+	if join != "" {
+		bootstrap, token = "", testToken
+	}
 	return Config{
+		BootstrapToken: bootstrap, JoinToken: token,
 		DataDir: t.TempDir(), Listen: "127.0.0.1",
 		// The ports a restarted node must get back are chosen here, below
 		// the ephemeral range: one the kernel handed out could be taken by

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/cairn-db/cairn/internal/auth"
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/meta"
@@ -59,8 +60,18 @@ type Config struct {
 	// Zone is the node's failure domain. Default: "default".
 	Zone string
 	// Join is the peer address (host:port) of any node of an existing
-	// cluster; a node with an empty data directory joins that cluster.
+	// cluster; a node with an empty data directory joins that cluster,
+	// with JoinToken.
 	Join string
+	// JoinToken admits this node when it joins (cairn cluster token
+	// create makes one).
+	JoinToken string
+	// BootstrapToken, at the first start of a new cluster (no Join), is
+	// registered as a join token that admits any number of nodes until
+	// BootstrapTokenTTL (default 1h) later: for deploy files that start
+	// every node at once with one shared token.
+	BootstrapToken    string
+	BootstrapTokenTTL time.Duration
 	// MetaClientPort is the embedded meta service's client port (other
 	// nodes' meta clients use it). Default: 7091. -1 picks a free port.
 	MetaClientPort int
@@ -138,7 +149,7 @@ type Config struct {
 	RootAccessKey, RootSecretKey string
 	// OnRootKey, if set, is called once with a root key this node made
 	// and saved, so that it can be shown to the operator.
-	OnRootKey func(meta.AccessKey)
+	OnRootKey func(auth.Key)
 	// S3Region is the region the S3 API reports. Default: us-east-1.
 	S3Region string
 	// S3Domains are the host names under which S3 requests may name their
@@ -151,9 +162,20 @@ type Config struct {
 	// Default: 1h.
 	MultipartSweep time.Duration
 	// TLSCertFile and TLSKeyFile (both or neither) are PEM files of the
-	// certificate (chain) and key the HTTP port serves HTTPS with.
-	// Default: plain HTTP.
+	// certificate (chain) and key the HTTP port serves HTTPS with, and
+	// the native port TLS. Default: plain HTTP and TCP.
 	TLSCertFile, TLSKeyFile string
+	// IdleTimeout is how long a connection may go without progress: an
+	// HTTP body or native frame stalled, a keep-alive connection or a
+	// native one left idle, a client that takes no answer. Default: 60s.
+	IdleTimeout time.Duration
+	// MaxConnections bounds the native protocol's open connections; more
+	// are refused with a clear error. Default: 4096.
+	MaxConnections int
+	// Pprof serves Go's profiles at /debug/pprof/ on the HTTP port to
+	// whoever reaches it. Default: off; cluster admins' signed requests
+	// get them at /_cairn/debug/pprof/ either way.
+	Pprof bool
 
 	// FS is the disk seam. Default: the real disk.
 	FS vfs.FS
@@ -245,6 +267,15 @@ func (c *Config) EnsureDefaults() {
 	if c.MetaMembers == 0 {
 		c.MetaMembers = 5
 	}
+	if c.BootstrapTokenTTL == 0 {
+		c.BootstrapTokenTTL = time.Hour
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 60 * time.Second
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = 4096
+	}
 	c.Chunking.EnsureDefaults()
 	if c.FS == nil {
 		c.FS = vfs.Default
@@ -309,6 +340,25 @@ func (c *Config) Validate() error {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		errs = append(errs, errors.New("a TLS certificate and its key must be given together"))
 	}
+	if c.IdleTimeout < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("idle timeout %v is under 100ms", c.IdleTimeout))
+	}
+	if c.MaxConnections < 1 {
+		errs = append(errs, fmt.Errorf("max connections %d must be at least 1", c.MaxConnections))
+	}
+	if c.JoinToken != "" && c.Join == "" {
+		errs = append(errs, errors.New("a join token is for joining: give --join HOST:PORT too"))
+	}
+	if c.JoinToken != "" {
+		if _, err := auth.ParseJoinToken(c.JoinToken); err != nil {
+			errs = append(errs, fmt.Errorf("join token: %w", err))
+		}
+	}
+	if c.BootstrapToken != "" {
+		if _, err := auth.ParseJoinToken(c.BootstrapToken); err != nil {
+			errs = append(errs, fmt.Errorf("bootstrap token: %w", err))
+		}
+	}
 	if (c.RootAccessKey == "") != (c.RootSecretKey == "") {
 		errs = append(errs, errors.New("root access key and root secret key must be given together"))
 	} else if c.RootAccessKey != "" && (len(c.RootAccessKey) < 3 || len(c.RootSecretKey) < 8) {
@@ -319,22 +369,25 @@ func (c *Config) Validate() error {
 
 // Node is one running Cairn node.
 type Node struct {
-	cfg        Config
-	log        *slog.Logger
-	eng        *storage.Engine
-	meta       meta.Store
-	ownMeta    bool // meta was opened by the node (and is closed by it)
-	oracle     *meta.Oracle
-	catalog    *meta.Catalog
-	rootKey    meta.AccessKey                      // the S3 root key
-	accessKeys atomic.Pointer[map[string]meta.Key] // the other S3 keys, by access key id
-	s3api      *s3.Handler                         // the S3 API (s3.go)
-	chunks     *segment.Store
-	ranges     *replica.Store
-	id         identity
-	metrics    *metrics
-	cache      *kv.Cache // latest records; nil when disabled
-	peers      *peers
+	cfg     Config
+	log     *slog.Logger
+	eng     *storage.Engine
+	meta    meta.Store
+	ownMeta bool // meta was opened by the node (and is closed by it)
+	oracle  *meta.Oracle
+	catalog *meta.Catalog
+	rootKey atomic.Pointer[auth.Key] // the root key (a cluster admin)
+	keys    auth.Keyring             // the root key and the others (keys.go)
+	sec     security                 // CA, certificate, cluster keys (security.go)
+	keysMu  sync.Mutex               // serializes changes of the cluster keys (security.go)
+	joins   challenges               // join challenges answered (join.go)
+	s3api   *s3.Handler              // the S3 API (s3.go)
+	chunks  *segment.Store
+	ranges  *replica.Store
+	id      identity
+	metrics *metrics
+	cache   *kv.Cache // latest records; nil when disabled
+	peers   *peers
 	// metaPeerURL is the embedded etcd member's peer URL ("" with cfg.Meta).
 	metaPeerURL string
 	// member is the node's own etcd member when it is not n.meta itself (a
@@ -421,8 +474,12 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	var joined *joinResponse
+	newCluster, upgraded := false, false
 	switch {
 	case !found && cfg.Join != "":
+		if cfg.JoinToken == "" {
+			return nil, fmt.Errorf("joining the cluster at %s needs a join token: make one on a node of the cluster with `cairn cluster token create`, and start this node with --token", cfg.Join)
+		}
 		if joined, err = n.join(ctx); err != nil {
 			return nil, err
 		}
@@ -430,9 +487,31 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if err := n.newIdentity(); err != nil {
 			return nil, err
 		}
+		if err := n.newSecurity(); err != nil {
+			return nil, fmt.Errorf("make the cluster's security material: %w", err)
+		}
+		newCluster = true
 	case cfg.Join != "":
 		n.log.Info("already a member of a cluster; --join is ignored", "node", n.id.NodeID)
 	}
+	if found {
+		ok, err := n.loadSecurity()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			// Data written before clusters had security material.
+			if n.id.Joined {
+				return nil, fmt.Errorf("the data directory %s is from a version of Cairn whose clusters had no security material, and this node joined another: a cluster of several nodes cannot be secured in place. Start a new cluster and copy the data over (for example with rclone through the S3 API)", cfg.DataDir)
+			}
+			if err := n.newSecurity(); err != nil {
+				return nil, fmt.Errorf("make the cluster's security material: %w", err)
+			}
+			upgraded = true
+			n.log.Info("made this cluster's certificate authority and cluster key (the data directory is from a version without them)")
+		}
+	}
+	n.newPeerServer()
 	if err := n.openMeta(joined); err != nil {
 		return nil, err
 	}
@@ -441,15 +520,26 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, err
 		}
 	}
-	n.catalog = meta.NewCatalog(n.meta)
+	if err := n.securePeerURL(ctx, upgraded); err != nil {
+		return nil, err
+	}
+	n.catalog = meta.NewCatalog(n.meta).WithSecrets(keyBox{n})
 	n.peers.catalog.Store(n.catalog)
 	if err := n.catalog.ReserveNodeID(ctx, n.id.NodeID); err != nil {
 		return nil, fmt.Errorf("reserve node id %d: %w", n.id.NodeID, err)
 	}
+	n.sealSecrets(ctx)
 	if err := n.loadRootKey(ctx); err != nil {
 		return nil, err
 	}
-	n.refreshKeys(ctx)
+	if err := n.refreshKeys(ctx); err != nil {
+		return nil, fmt.Errorf("read the access keys: %w", err)
+	}
+	if newCluster && cfg.BootstrapToken != "" {
+		if err := n.registerBootstrapToken(ctx); err != nil {
+			return nil, err
+		}
+	}
 	n.oracle = meta.NewOracle(n.meta, meta.OracleOptions{Clock: cfg.Clock, Logger: n.log})
 	// A node alone in its cluster leads the oracle before it serves (no
 	// other node could); a node of a larger cluster asks the leader for
@@ -529,7 +619,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		defer n.bg.Done()
 		every(bgCtx, time.Second, func(ctx context.Context) {
 			n.refreshSettings(ctx)
-			n.refreshKeys(ctx)
+			if err := n.refreshKeys(ctx); err != nil && ctx.Err() == nil {
+				n.log.Warn("could not read the access keys; the ones read last stay in force", "err", err)
+			}
 		})
 	}()
 	go func() {
@@ -647,13 +739,14 @@ func (n *Node) listen() error {
 		}
 		return p
 	}
-	var tlsConf *tls.Config
+	var httpTLS, nativeTLS *tls.Config
 	if n.cfg.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(n.cfg.TLSCertFile, n.cfg.TLSKeyFile)
 		if err != nil {
 			return fmt.Errorf("TLS certificate %s, key %s: %w", n.cfg.TLSCertFile, n.cfg.TLSKeyFile, err)
 		}
-		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+		httpTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+		nativeTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	var err error
 	n.nativeL, err = net.Listen("tcp", net.JoinHostPort(n.cfg.Listen, fmt.Sprint(port(n.cfg.NativePort))))
@@ -664,11 +757,18 @@ func (n *Node) listen() error {
 	if err != nil {
 		return fmt.Errorf("HTTP listener: %w (is another cairn server running? use --http-port)", err)
 	}
-	if tlsConf != nil {
-		n.httpL = tls.NewListener(n.httpL, tlsConf)
+	if httpTLS != nil {
+		n.httpL = tls.NewListener(n.httpL, httpTLS)
 	}
-	n.wireSrv = wire.NewServer(n, wire.ServerOptions{Logger: n.log})
-	n.httpSrv = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	n.wireSrv = wire.NewServer(n, wire.ServerOptions{Logger: n.log, Keys: &n.keys, TLS: nativeTLS,
+		IdleTimeout: n.cfg.IdleTimeout, MaxConns: n.cfg.MaxConnections})
+	n.httpSrv = &http.Server{
+		Handler:           n.httpHandler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       n.cfg.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
+	}
 	return nil
 }
 

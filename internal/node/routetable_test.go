@@ -44,7 +44,9 @@ func TestClientRoutes(t *testing.T) {
 	}
 	dead := l.Addr().String()
 	l.Close()
-	cl, err := client.DialOptions(ctx, client.Options{Addrs: []string{dead, nodes[1].NativeAddr()}, DialTimeout: time.Second})
+	root := nodes[0].RootKey()
+	cl, err := client.DialOptions(ctx, client.Options{Addrs: []string{dead, nodes[1].NativeAddr()}, DialTimeout: time.Second,
+		AccessKey: root.Access, SecretKey: root.Secret})
 	if err != nil {
 		t.Fatal(err)
 	}

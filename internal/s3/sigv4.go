@@ -451,3 +451,21 @@ func (c *hashCheck) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// Authenticate verifies r's SigV4 signature, in its header or its query
+// (a presigned URL), and returns its access key: the check other HTTP
+// endpoints on the same port (/_cairn/...) share with the S3 API. The
+// request's payload is not read.
+func (h *Handler) Authenticate(r *http.Request) (string, error) {
+	a, e := authenticate(r, r.URL.Query(), h.cfg.Credentials, h.cfg.Region, h.cfg.Now(), &h.keys)
+	if e != nil {
+		return "", e
+	}
+	return a.accessKey, nil
+}
+
+// WriteError answers an HTTP request with an S3-style XML error of the
+// given code and status.
+func WriteError(w http.ResponseWriter, r *http.Request, code string, status int, msg string) {
+	writeError(w, r, &apiError{Code: code, Status: status, Message: msg})
+}

@@ -3,7 +3,9 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -153,4 +155,52 @@ func MkdirAllSync(fs vfs.FS, dir string) error {
 		return fmt.Errorf("storage: sync %s: %w", parent, err)
 	}
 	return nil
+}
+
+// WriteFileSync replaces the file at path with data durably: it writes a
+// temporary file beside it, fsyncs it, renames it over path and fsyncs the
+// directory. With private set, on the real disk the file is readable by
+// its owner alone (mode 0600) before any byte is written.
+func WriteFileSync(fs vfs.FS, path string, data []byte, private bool) error {
+	tmp := path + ".tmp"
+	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("storage: create %s: %w", tmp, err)
+	}
+	if private && fs == vfs.Default {
+		if err := os.Chmod(tmp, 0o600); err != nil {
+			f.Close()
+			return fmt.Errorf("storage: chmod %s: %w", tmp, err)
+		}
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("storage: write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("storage: sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := fs.Rename(tmp, path); err != nil {
+		return fmt.Errorf("storage: rename %s: %w", tmp, err)
+	}
+	d, err := fs.OpenDir(fs.PathDir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// ReadFile reads a whole file.
+func ReadFile(fs vfs.FS, path string) ([]byte, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }

@@ -48,7 +48,7 @@ func (t *Transport) SendSnapshot(ctx context.Context, m replica.Message, ssts []
 	if err != nil {
 		return err
 	}
-	cc, err := newClientConn(addr)
+	cc, err := newClientConn(addr, t.tlsConfig())
 	if err != nil {
 		return err
 	}

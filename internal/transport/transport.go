@@ -11,6 +11,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -22,10 +23,15 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	grpcpeer "google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cairn-db/cairn/internal/auth"
 	"github.com/cairn-db/cairn/internal/replica"
 )
 
@@ -67,6 +73,10 @@ type Options struct {
 	QueueLen int
 	// DialTimeout bounds connecting a stream. Default: 2s.
 	DialTimeout time.Duration
+	// TLS returns the configuration of connections to other nodes
+	// (mutual TLS under the cluster CA: auth.PeerTLS.Client). Nil: plain
+	// TCP, for tests of this package alone.
+	TLS func() *tls.Config
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -98,9 +108,12 @@ func New(o Options) *Transport {
 }
 
 // ServerOptions are the options the peer gRPC server needs: this package's
-// codec and frame limits.
-func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
+// codec and frame limits, and its security. With tlsConf (auth.PeerTLS.Server)
+// the server speaks TLS and serves only callers that present a member's
+// certificate, except for the full method names in open (a node joining
+// has none yet); nil tlsConf is plain TCP, for tests of this package alone.
+func ServerOptions(tlsConf *tls.Config, open ...string) []grpc.ServerOption {
+	opts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(rawCodec{}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(MaxFrame),
@@ -108,6 +121,43 @@ func ServerOptions() []grpc.ServerOption {
 		grpc.InitialWindowSize(flowWindow),
 		grpc.InitialConnWindowSize(flowWindow),
 	}
+	if tlsConf != nil {
+		member := func(ctx context.Context, method string) error {
+			for _, m := range open {
+				if m == method {
+					return nil
+				}
+			}
+			if p, ok := grpcpeer.FromContext(ctx); ok {
+				if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && auth.Member(&ti.State) {
+					return nil
+				}
+			}
+			return status.Error(codes.PermissionDenied, "the peer port serves this cluster's members only (a node joins with cairn server --join ADDR --token TOKEN)")
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf)),
+			grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				if err := member(ctx, info.FullMethod); err != nil {
+					return nil, err
+				}
+				return h(ctx, req)
+			}),
+			grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+				if err := member(ss.Context(), info.FullMethod); err != nil {
+					return err
+				}
+				return h(srv, ss)
+			}))
+	}
+	return opts
+}
+
+// tlsConfig is the client configuration of connections to other nodes.
+func (t *Transport) tlsConfig() *tls.Config {
+	if t.opts.TLS == nil {
+		return nil
+	}
+	return t.opts.TLS()
 }
 
 // Register adds the raft service to s, which must have been created with
@@ -315,12 +365,16 @@ func (p *peer) run() {
 // while a send waits on it; the server side permits them.
 var clientKeepalive = keepalive.ClientParameters{Time: 2 * time.Second, Timeout: 2 * time.Second, PermitWithoutStream: true}
 
-// newClientConn is a connection to another node's peer server: plain TCP
-// (the cluster network is trusted for now), keepalives, this package's
-// codec and frame limit.
-func newClientConn(addr string) (*grpc.ClientConn, error) {
+// newClientConn is a connection to another node's peer server: TLS with
+// tlsConf (nil: plain TCP), keepalives, this package's codec and frame
+// limit.
+func newClientConn(addr string, tlsConf *tls.Config) (*grpc.ClientConn, error) {
+	creds := insecure.NewCredentials()
+	if tlsConf != nil {
+		creds = credentials.NewTLS(tlsConf)
+	}
 	return grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(clientKeepalive),
 		grpc.WithInitialWindowSize(flowWindow),
 		grpc.WithInitialConnWindowSize(flowWindow),
@@ -341,7 +395,7 @@ func (p *peer) dial() (*grpc.ClientConn, grpc.ClientStream, context.CancelFunc, 
 	if !ok {
 		return nil, nil, nil, fmt.Errorf("node %d has no known address", p.id)
 	}
-	cc, err := newClientConn(addr)
+	cc, err := newClientConn(addr, p.t.tlsConfig())
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -100,7 +100,7 @@ func (c *testCluster) start(t *testing.T, id uint64, peers []uint64) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.srv = grpc.NewServer(ServerOptions()...)
+	n.srv = grpc.NewServer(ServerOptions(nil)...)
 	n.tr.Register(n.srv)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

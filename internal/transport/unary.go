@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -21,25 +22,36 @@ type Unary func(ctx context.Context, req []byte) ([]byte, error)
 func RegisterUnary(s *grpc.Server, service string, methods map[string]Unary) {
 	desc := &grpc.ServiceDesc{ServiceName: service, HandlerType: (*any)(nil)}
 	for name, h := range methods {
+		run := func(ctx context.Context, req any) (any, error) {
+			out, err := h(ctx, req.(*frame).b)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				return nil, status.Error(codes.NotFound, err.Error())
+			case errors.Is(err, ErrCorrupt):
+				return nil, status.Error(codes.DataLoss, err.Error())
+			case errors.Is(err, ErrBusy):
+				return nil, status.Error(codes.ResourceExhausted, err.Error())
+			case errors.Is(err, ErrDenied):
+				return nil, status.Error(codes.PermissionDenied, strings.TrimPrefix(err.Error(), ErrDenied.Error()+": "))
+			case err != nil:
+				return nil, err
+			}
+			return &frame{b: out}, nil
+		}
+		info := &grpc.UnaryServerInfo{FullMethod: "/" + service + "/" + name}
 		desc.Methods = append(desc.Methods, grpc.MethodDesc{
 			MethodName: name,
-			Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-				var in frame
-				if err := dec(&in); err != nil {
+			Handler: func(_ any, ctx context.Context, dec func(any) error, intercept grpc.UnaryServerInterceptor) (any, error) {
+				in := &frame{}
+				if err := dec(in); err != nil {
 					return nil, err
 				}
-				out, err := h(ctx, in.b)
-				switch {
-				case errors.Is(err, ErrNotFound):
-					return nil, status.Error(codes.NotFound, err.Error())
-				case errors.Is(err, ErrCorrupt):
-					return nil, status.Error(codes.DataLoss, err.Error())
-				case errors.Is(err, ErrBusy):
-					return nil, status.Error(codes.ResourceExhausted, err.Error())
-				case err != nil:
-					return nil, err
+				// The server's interceptor (ServerOptions: members only)
+				// runs around the method, as generated code does.
+				if intercept != nil {
+					return intercept(ctx, in, info, run)
 				}
-				return &frame{b: out}, nil
+				return run(ctx, in)
 			},
 		})
 	}
@@ -49,6 +61,9 @@ func RegisterUnary(s *grpc.Server, service string, methods map[string]Unary) {
 // Caller makes unary calls to other nodes, keeping one connection per
 // address.
 type Caller struct {
+	// TLS returns the configuration of its connections (nil function or
+	// result: plain TCP). Set it before the first call.
+	TLS   func() *tls.Config
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 }
@@ -63,6 +78,9 @@ var (
 	ErrNotSent = errors.New("not sent")
 	// ErrBusy asks the caller to try again shortly.
 	ErrBusy = errors.New("busy")
+	// ErrDenied: the node refused the caller (not a member, a wrong join
+	// token).
+	ErrDenied = errors.New("denied")
 )
 
 // Call invokes service/method on the node at addr, waiting for the
@@ -92,6 +110,8 @@ func (c *Caller) invoke(ctx context.Context, addr, service, method string, req [
 				return nil, fmt.Errorf("%s/%s on %s: %w: %s", service, method, addr, ErrCorrupt, st.Message())
 			case codes.ResourceExhausted:
 				return nil, fmt.Errorf("%s/%s on %s: %w: %s", service, method, addr, ErrBusy, st.Message())
+			case codes.PermissionDenied:
+				return nil, fmt.Errorf("%s/%s on %s: %w: %s", service, method, addr, ErrDenied, st.Message())
 			case codes.Unavailable:
 				if !wait && strings.Contains(st.Message(), "while dialing") {
 					// Failed fast on a connection that could not be made:
@@ -112,7 +132,11 @@ func (c *Caller) conn(addr string) (*grpc.ClientConn, error) {
 	if cc := c.conns[addr]; cc != nil {
 		return cc, nil
 	}
-	cc, err := newClientConn(addr)
+	var tlsConf *tls.Config
+	if c.TLS != nil {
+		tlsConf = c.TLS()
+	}
+	cc, err := newClientConn(addr, tlsConf)
 	if err != nil {
 		return nil, err
 	}

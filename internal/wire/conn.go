@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cairn-db/cairn/internal/auth"
 )
 
 // Connection errors of the client side. Both are retryable in the sense of
@@ -61,6 +64,13 @@ type ConnOptions struct {
 	// the connection waits for its caller to take an answer. Default 3s;
 	// negative: never; at least 10ms.
 	Liveness time.Duration
+	// AccessKey and SecretKey authenticate the connection (HELLO, AUTH)
+	// when DialConn opens it; the server then also proves it holds the
+	// secret. Without them only PING works.
+	AccessKey, SecretKey string
+	// TLS, if set, makes DialConn speak TLS (a server without TLS is
+	// reported as such).
+	TLS *tls.Config
 }
 
 // DefaultLiveness is ConnOptions.Liveness's default.
@@ -135,7 +145,27 @@ type Conn struct {
 	lastIO     atomic.Int64
 	uploads    atomic.Int64
 	delivering atomic.Bool
+	// lastUse is when a request last started or finished (for Stale);
+	// serverIdle is the server's idle timeout, from AUTH (0: unknown).
+	lastUse    atomic.Int64
+	serverIdle time.Duration
+	authRes    AuthResult
 }
+
+// Stale reports whether the connection has been idle so long that the
+// server may close it any moment (past 80% of its idle timeout): a request
+// sent now could cross the server's close, and a write would then end with
+// an unknown outcome. A caller should open a fresh connection instead.
+func (c *Conn) Stale() bool {
+	if c.serverIdle <= 0 || c.nreq.Load() > 0 {
+		return false
+	}
+	return time.Duration(c.now()-c.lastUse.Load()) > c.serverIdle*8/10
+}
+
+// Auth returns what the server answered AUTH with (the key's grants), or
+// the zero value on a connection that did not authenticate.
+func (c *Conn) Auth() AuthResult { return c.authRes }
 
 // now is the monotonic time since the connection was made, for lastIO.
 func (c *Conn) now() int64 { return int64(time.Since(c.epoch)) }
@@ -195,8 +225,9 @@ func (f *inFrame) err() error {
 	return e
 }
 
-// DialConn connects to addr, exchanges PING to learn the server's limits,
-// and returns the running Conn.
+// DialConn connects to addr (with TLS if o.TLS is set), exchanges PING to
+// learn the server's limits, authenticates with o's key if it has one, and
+// returns the running Conn.
 func DialConn(ctx context.Context, addr string, o ConnOptions) (*Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
@@ -206,12 +237,50 @@ func DialConn(ctx context.Context, addr string, o ConnOptions) (*Conn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	var binding []byte
+	if o.TLS != nil {
+		cfg := o.TLS.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			var rh tls.RecordHeaderError
+			if errors.As(err, &rh) {
+				return nil, fmt.Errorf("wire: %s does not speak TLS on this port (it answered in plain TCP): connect without TLS, or give the server --tls-cert and --tls-key", addr)
+			}
+			return nil, fmt.Errorf("wire: TLS handshake with %s: %w", addr, err)
+		}
+		st := tc.ConnectionState()
+		if binding, err = auth.ChannelBinding(&st); err != nil {
+			tc.Close()
+			return nil, err
+		}
+		nc = tc
+	}
 	c, err := NewConn(nc, o)
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	p, err := c.Ping(ctx)
+	// PING and HELLO leave together: one round trip for both.
+	ping, err := c.begin(ctx, OpPing, nil)
+	var hello *call
+	var tr auth.Transcript
+	if err == nil && o.AccessKey != "" {
+		tr = auth.Transcript{Mech: auth.MechHMACSHA256, Access: o.AccessKey, Client: auth.NewNonce(), Binding: binding}
+		hello, err = c.begin(ctx, OpHello, AppendHello(nil, &HelloRequest{Mech: tr.Mech, Access: tr.Access, Nonce: tr.Client}))
+	}
+	var pb []byte
+	if err == nil {
+		pb, err = c.finish(ctx, OpPing, ping)
+	}
+	if err != nil {
+		c.Close()
+		return nil, c.dialError(addr, err)
+	}
+	p, err := DecodePingInfo(pb)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -222,7 +291,56 @@ func DialConn(ctx context.Context, addr string, o ConnOptions) (*Conn, error) {
 	if int64(p.MaxFrame) > c.recvMax.Load() {
 		c.recvMax.Store(int64(p.MaxFrame))
 	}
+	if hello != nil {
+		if err := c.authenticate(ctx, hello, &tr, o.SecretKey); err != nil {
+			c.Close()
+			return nil, c.dialError(addr, err)
+		}
+	}
 	return c, nil
+}
+
+// dialError turns a failure while opening a connection into the error to
+// report: the server's connection-level answer (TLS required, too many
+// connections) rather than the lost connection it caused.
+func (c *Conn) dialError(addr string, err error) error {
+	var we *Error
+	if errors.As(c.Err(), &we) {
+		if we.Code == CodeTLSRequired {
+			return fmt.Errorf("%w (%s)", we, addr)
+		}
+		return fmt.Errorf("%s: %w", addr, we)
+	}
+	return err
+}
+
+// authenticate finishes the handshake HELLO began: it proves the secret
+// and checks the server's proof.
+func (c *Conn) authenticate(ctx context.Context, hello *call, tr *auth.Transcript, secret string) error {
+	b, err := c.finish(ctx, OpHello, hello)
+	if err != nil {
+		return err
+	}
+	if len(b) != auth.NonceSize {
+		return Errorf(CodeMalformed, "HELLO answered %d bytes, not a %d-byte nonce", len(b), auth.NonceSize)
+	}
+	copy(tr.Server[:], b)
+	proof := auth.ClientProof(secret, tr)
+	b, err = c.Call(ctx, OpAuth, proof[:])
+	if err != nil {
+		return err
+	}
+	res, err := DecodeAuthResult(b)
+	if err != nil {
+		return err
+	}
+	want := auth.ServerProof(secret, tr)
+	if !auth.ProofsEqual(want[:], res.Proof[:]) {
+		return Errorf(CodeUnauthenticated, "the server did not prove it holds the secret of %s: it is not the cluster that key belongs to", tr.Access)
+	}
+	c.authRes = res
+	c.serverIdle = res.IdleTimeout
+	return nil
 }
 
 // NewConn runs the protocol over an established connection. It owns nc from
@@ -368,6 +486,7 @@ func (c *Conn) readLoop() error {
 			continue
 		}
 		if term {
+			c.lastUse.Store(c.now())
 			c.nreq.Add(-1)
 			<-c.sem
 		}
@@ -420,6 +539,7 @@ func (c *Conn) start(ctx context.Context, f outFrame) (*call, error) {
 		// (before the count, which makes watch look).
 		c.lastIO.Store(c.now())
 	}
+	c.lastUse.Store(c.now())
 	c.nreq.Add(1)
 	if err := c.w.send(f); err != nil {
 		c.forget(f.id)
@@ -478,10 +598,21 @@ func (c *Conn) next(ctx context.Context, id uint32, cl *call) (inFrame, error) {
 // Call sends a request whose answer is one frame and returns the answer's
 // body, or the server's *Error.
 func (c *Conn) Call(ctx context.Context, op Op, body []byte) ([]byte, error) {
-	cl, err := c.start(ctx, outFrame{op: op, a: body})
+	cl, err := c.begin(ctx, op, body)
 	if err != nil {
 		return nil, err
 	}
+	return c.finish(ctx, op, cl)
+}
+
+// begin sends a request whose answer finish then waits for: several may
+// leave before the first answer comes back.
+func (c *Conn) begin(ctx context.Context, op Op, body []byte) (*call, error) {
+	return c.start(ctx, outFrame{op: op, a: body})
+}
+
+// finish waits for the one-frame answer of a request begin sent.
+func (c *Conn) finish(ctx context.Context, op Op, cl *call) ([]byte, error) {
 	id := cl.id
 	f, err := c.next(ctx, id, cl)
 	if err != nil {
@@ -540,6 +671,12 @@ func (c *Conn) NodeAdmin(ctx context.Context, action NodeAction, nodeID uint64) 
 // answer's JSON document (see KeyAction).
 func (c *Conn) Keys(ctx context.Context, action KeyAction, body []byte) ([]byte, error) {
 	return c.Call(ctx, OpKeys, append([]byte{byte(action)}, body...))
+}
+
+// Tokens sends a TOKENS request: action, then its body; it returns the
+// answer's JSON document (see TokenAction).
+func (c *Conn) Tokens(ctx context.Context, action TokenAction, body []byte) ([]byte, error) {
+	return c.Call(ctx, OpTokens, append([]byte{byte(action)}, body...))
 }
 
 // Routes asks for the route table of a space (ROUTES).

@@ -39,6 +39,9 @@ const (
 	OpNode        Op = 0x06
 	OpRoutes      Op = 0x07
 	OpKeys        Op = 0x08
+	OpHello       Op = 0x09 // authentication, first step: the key and the client's nonce
+	OpAuth        Op = 0x0A // authentication, second step: the client's proof
+	OpTokens      Op = 0x0B // join tokens
 	OpPut         Op = 0x10
 	OpGet         Op = 0x11
 	OpStat        Op = 0x12
@@ -52,7 +55,8 @@ const (
 
 var opNames = map[Op]string{
 	OpPing: "PING", OpCreateSpace: "CREATE_SPACE", OpListSpaces: "LIST_SPACES",
-	OpDeleteSpace: "DELETE_SPACE", OpCluster: "CLUSTER", OpNode: "NODE", OpRoutes: "ROUTES", OpKeys: "KEYS", OpPut: "PUT", OpGet: "GET", OpStat: "STAT",
+	OpDeleteSpace: "DELETE_SPACE", OpCluster: "CLUSTER", OpNode: "NODE", OpRoutes: "ROUTES", OpKeys: "KEYS",
+	OpHello: "HELLO", OpAuth: "AUTH", OpTokens: "TOKENS", OpPut: "PUT", OpGet: "GET", OpStat: "STAT",
 	OpDelete: "DELETE", OpList: "LIST", OpVersions: "VERSIONS", OpBatch: "BATCH",
 	OpData: "DATA", OpCancel: "CANCEL",
 }

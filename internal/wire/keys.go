@@ -40,6 +40,26 @@ func serveKeys(ctx context.Context, ks KeyService, body []byte) ([]byte, error) 
 			return nil, Errorf(CodeMalformed, "KEYS delete needs an access key id")
 		}
 		return nil, ks.DeleteKey(ctx, string(rest))
+	case KeyRotateRoot, KeyRotateCluster:
+		kr, ok := ks.(KeyRotator)
+		switch {
+		case !ok:
+			return nil, Errorf(CodeUnknownOp, "this server does not rotate keys")
+		case len(rest) != 0:
+			return nil, Errorf(CodeMalformed, "KEYS rotate takes no body")
+		case action == KeyRotateRoot:
+			k, err := kr.RotateRootKey(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(k)
+		default:
+			r, err := kr.RotateClusterKey(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(r)
+		}
 	}
 	return nil, Errorf(CodeInvalidArgument, "unknown KEYS action %d", action)
 }

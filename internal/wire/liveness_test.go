@@ -72,7 +72,7 @@ func TestSlowServerStaysConnected(t *testing.T) {
 	gate := make(chan struct{})
 	svc.Gates["slow"] = gate
 	addr, _ := startServer(t, svc, ServerOptions{})
-	c, err := DialConn(ctx, addr, ConnOptions{Liveness: live, MaxInflight: 1})
+	c, err := DialConn(ctx, addr, withKey(ConnOptions{Liveness: live, MaxInflight: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestSlowReaderStaysConnected(t *testing.T) {
 	svc := NewMemService()
 	svc.SinkSize = 16 << 20
 	addr, _ := startServer(t, svc, ServerOptions{})
-	c, err := DialConn(ctx, addr, ConnOptions{Liveness: live})
+	c, err := DialConn(ctx, addr, withKey(ConnOptions{Liveness: live}))
 	if err != nil {
 		t.Fatal(err)
 	}

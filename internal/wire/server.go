@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,9 +12,12 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cairn-db/cairn/internal/auth"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -42,6 +46,33 @@ type ServerOptions struct {
 	Logger *slog.Logger
 	// Metrics, if set, observes every request.
 	Metrics Metrics
+
+	// Keys are the access keys connections authenticate with (HELLO,
+	// AUTH) and whose grants every request is checked against. Required
+	// unless AllowUnauthenticated.
+	Keys *auth.Keyring
+	// AllowUnauthenticated serves every request without authentication,
+	// as if by a cluster admin: for tests of the protocol alone. A node
+	// never sets it.
+	AllowUnauthenticated bool
+	// TLS, if set, makes the port serve TLS only; a client that speaks
+	// plain TCP to it is answered CodeTLSRequired.
+	TLS *tls.Config
+	// HandshakeTimeout bounds the time from accepting a connection to its
+	// successful AUTH, the TLS handshake included (default 10s).
+	HandshakeTimeout time.Duration
+	// IdleTimeout closes a connection that has received nothing for this
+	// long while it has no request in flight or an upload open, that has
+	// not finished a frame it started this long ago, or whose client has
+	// not taken an answer for this long (default 60s). AUTH tells the
+	// client, so that it stops using a connection before then.
+	IdleTimeout time.Duration
+	// MaxConns bounds the connections open at once; more are answered
+	// CodeUnavailable and closed (default 4096).
+	MaxConns int
+	// MaxAuthFailures closes a connection after this many failed AUTHs
+	// or requests sent before authenticating (default 3).
+	MaxAuthFailures int
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -58,6 +89,18 @@ func (o *ServerOptions) EnsureDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.HandshakeTimeout == 0 {
+		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 60 * time.Second
+	}
+	if o.MaxConns == 0 {
+		o.MaxConns = 4096
+	}
+	if o.MaxAuthFailures == 0 {
+		o.MaxAuthFailures = 3
+	}
 }
 
 // Validate reports every invalid field.
@@ -72,6 +115,18 @@ func (o *ServerOptions) Validate() error {
 	if o.StreamFrames < 1 {
 		errs = append(errs, fmt.Errorf("wire: StreamFrames %d < 1", o.StreamFrames))
 	}
+	if o.Keys == nil && !o.AllowUnauthenticated {
+		errs = append(errs, errors.New("wire: a server needs Keys to authenticate connections with (AllowUnauthenticated is for tests)"))
+	}
+	if o.HandshakeTimeout < 10*time.Millisecond || o.IdleTimeout < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("wire: HandshakeTimeout %v and IdleTimeout %v must be at least 10ms", o.HandshakeTimeout, o.IdleTimeout))
+	}
+	if o.MaxConns < 1 {
+		errs = append(errs, fmt.Errorf("wire: MaxConns %d < 1", o.MaxConns))
+	}
+	if o.MaxAuthFailures < 1 {
+		errs = append(errs, fmt.Errorf("wire: MaxAuthFailures %d < 1", o.MaxAuthFailures))
+	}
 	return errors.Join(errs...)
 }
 
@@ -79,6 +134,8 @@ func (o *ServerOptions) Validate() error {
 type Stats struct {
 	Conns    int64 // open connections
 	Inflight int64 // requests being served
+	Refused  int64 // connections refused over MaxConns
+	Cut      int64 // connections closed by a deadline (handshake, idle, frame, stalled reader)
 	// PeakStreamFrames is the most DATA frames any upload stream ever had
 	// buffered between the connection reader and the Service.
 	PeakStreamFrames int64
@@ -100,10 +157,18 @@ type Server struct {
 	inflight atomic.Int64
 	nconns   atomic.Int64
 	peak     atomic.Int64
+	refused  atomic.Int64
+	cut      atomic.Int64
 	bufs     sync.Pool // *[]byte of MaxFrame capacity
 	small    sync.Pool // *[]byte for message bodies
 	workers  *workers  // run request handlers
+	epoch    time.Time // connection clocks count from here (now)
+	sweeping sync.Once
+	stopSwp  chan struct{}
 }
+
+// now is the server's monotonic clock for connection deadlines.
+func (s *Server) now() int64 { return int64(time.Since(s.epoch)) }
 
 // NewServer builds a Server. It panics if o (after EnsureDefaults) fails
 // Validate; call Validate first to check options from users.
@@ -112,7 +177,7 @@ func NewServer(svc Service, o ServerOptions) *Server {
 	if err := o.Validate(); err != nil {
 		panic(err)
 	}
-	s := &Server{svc: svc, opts: o, log: o.Logger, workers: newWorkers(10 * time.Second)}
+	s := &Server{svc: svc, opts: o, log: o.Logger, workers: newWorkers(10 * time.Second), epoch: time.Now(), stopSwp: make(chan struct{})}
 	s.mu.listeners = map[net.Listener]struct{}{}
 	s.mu.conns = map[*serverConn]struct{}{}
 	max := o.MaxFrame
@@ -123,7 +188,8 @@ func NewServer(svc Service, o ServerOptions) *Server {
 
 // Stats returns current counters.
 func (s *Server) Stats() Stats {
-	return Stats{Conns: s.nconns.Load(), Inflight: s.inflight.Load(), PeakStreamFrames: s.peak.Load()}
+	return Stats{Conns: s.nconns.Load(), Inflight: s.inflight.Load(), PeakStreamFrames: s.peak.Load(),
+		Refused: s.refused.Load(), Cut: s.cut.Load()}
 }
 
 // Serve accepts connections on l until Shutdown or Close, and then returns
@@ -137,6 +203,10 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 	s.mu.listeners[l] = struct{}{}
 	s.wg.Add(1)
+	s.sweeping.Do(func() {
+		s.wg.Add(1)
+		go s.sweep()
+	})
 	s.mu.Unlock()
 	defer s.wg.Done()
 	defer func() {
@@ -167,6 +237,13 @@ func (s *Server) Serve(l net.Listener) error {
 			nc.Close()
 			return ErrServerClosed
 		}
+		if len(s.mu.conns) >= s.opts.MaxConns {
+			s.mu.Unlock()
+			s.refused.Add(1)
+			s.wg.Add(1)
+			go s.refuse(nc)
+			continue
+		}
 		c := s.newConn(nc)
 		s.mu.conns[c] = struct{}{}
 		s.wg.Add(1)
@@ -180,7 +257,9 @@ func (s *Server) Serve(l net.Listener) error {
 // then closes every connection and waits for all goroutines. It is
 // idempotent. It returns ctx.Err() if ctx ended first.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.closing.Store(true)
+	if s.closing.CompareAndSwap(false, true) {
+		close(s.stopSwp)
+	}
 	s.mu.Lock()
 	for l := range s.mu.listeners {
 		l.Close()
@@ -224,7 +303,8 @@ func (s *Server) Close() error {
 // goroutine; requests run on the server's worker pool.
 type serverConn struct {
 	s      *Server
-	nc     net.Conn
+	raw    net.Conn // as accepted; closing it ends everything
+	nc     net.Conn // raw, or the TLS connection over it; set by serve
 	w      *frameWriter
 	ctx    context.Context // canceled when the connection goes away
 	cancel context.CancelFunc
@@ -236,6 +316,18 @@ type serverConn struct {
 	uploads  map[uint32]*bodyStream // reader goroutine only
 	handlers sync.WaitGroup
 	once     sync.Once
+	auth     connAuth // reader goroutine only (see connAuth)
+
+	// Deadlines (sweep): times on the server's clock (Server.now), 0 when
+	// not running.
+	accepted   int64
+	authedAt   atomic.Bool  // past the handshake (or none is needed)
+	lastRead   atomic.Int64 // when the last frame (or its header) arrived, or a request finished
+	busy       atomic.Int64 // requests in flight
+	frameStart atomic.Int64 // a frame's header arrived and its body has not
+	writeStart atomic.Int64 // a write to the socket is blocked since
+	openUps    atomic.Int64 // uploads open (len(uploads), for the sweeper)
+	pushing    atomic.Bool  // the reader waits for a handler to take an upload's frame
 }
 
 type request struct {
@@ -250,22 +342,141 @@ type request struct {
 func (s *Server) newConn(nc net.Conn) *serverConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &serverConn{
-		s: s, nc: nc, ctx: ctx, cancel: cancel,
-		w:       newFrameWriter(nc, 64<<10),
-		sem:     make(chan struct{}, s.opts.MaxInflightPerConn),
-		uploads: map[uint32]*bodyStream{},
+		s: s, raw: nc, ctx: ctx, cancel: cancel,
+		sem:      make(chan struct{}, s.opts.MaxInflightPerConn),
+		uploads:  map[uint32]*bodyStream{},
+		accepted: s.now(),
 	}
-	c.w.pool = &s.small
+	c.lastRead.Store(c.accepted)
 	c.mu.reqs = map[uint32]*request{}
 	return c
 }
 
-// close tears the connection down from outside (Shutdown, Close).
+// close tears the connection down from outside (Shutdown, Close, sweep).
 func (c *serverConn) close() {
 	c.once.Do(func() {
 		c.cancel()
-		c.nc.Close()
+		c.raw.Close()
 	})
+}
+
+// refuse answers a connection over MaxConns with CodeUnavailable (after
+// the TLS handshake on a TLS port, so the client can read it) and closes it.
+func (s *Server) refuse(nc net.Conn) {
+	defer s.wg.Done()
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(2 * time.Second))
+	var w io.Writer = nc
+	if s.opts.TLS != nil {
+		tc := tls.Server(nc, s.opts.TLS)
+		if tc.Handshake() != nil {
+			return
+		}
+		w = tc
+	}
+	w.Write(AppendFrame(nil, OpPing, FlagResponse|FlagError, 0, AppendError(nil,
+		Errorf(CodeUnavailable, "too many connections (%d): this node refuses more; try another node, or later", s.opts.MaxConns))))
+}
+
+// prefixConn is a connection whose first bytes were already read.
+type prefixConn struct {
+	net.Conn
+	head []byte
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) {
+	if len(p.head) > 0 {
+		n := copy(b, p.head)
+		p.head = p.head[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
+}
+
+// startTLS sets c.nc for a TLS port: a TLS handshake when the client
+// starts one, CodeTLSRequired when it speaks the protocol in the clear.
+// It reports whether the connection goes on.
+func (c *serverConn) startTLS() bool {
+	s := c.s
+	deadline := s.epoch.Add(time.Duration(c.accepted) + s.opts.HandshakeTimeout)
+	c.raw.SetDeadline(deadline)
+	var first [1]byte
+	if _, err := io.ReadFull(c.raw, first[:]); err != nil {
+		return false
+	}
+	pc := &prefixConn{Conn: c.raw, head: first[:]}
+	switch first[0] {
+	case 0x16: // a TLS handshake record
+	case Version:
+		c.raw.Write(AppendFrame(nil, OpPing, FlagResponse|FlagError, 0, AppendError(nil,
+			Errorf(CodeTLSRequired, "this port serves TLS only: connect with TLS (cairn --ca FILE, or --tls to trust the system's roots)"))))
+		return false
+	default:
+		return false
+	}
+	tc := tls.Server(pc, s.opts.TLS)
+	if err := tc.Handshake(); err != nil {
+		s.log.Debug("wire: TLS handshake failed", "remote", c.raw.RemoteAddr(), "err", err)
+		return false
+	}
+	c.raw.SetDeadline(time.Time{})
+	st := tc.ConnectionState()
+	c.auth.tlsState = &st
+	c.nc = tc
+	return true
+}
+
+// timedWriter notes when a write to the socket blocks (for sweep).
+type timedWriter struct {
+	w     io.Writer
+	c     *serverConn
+	start *atomic.Int64
+}
+
+func (t timedWriter) Write(p []byte) (int, error) {
+	t.start.Store(max(t.c.s.now(), 1))
+	n, err := t.w.Write(p)
+	t.start.Store(0)
+	return n, err
+}
+
+// sweep closes connections past their deadlines (ServerOptions). It runs
+// from the first Serve until Shutdown.
+func (s *Server) sweep() {
+	defer s.wg.Done()
+	every := min(s.opts.IdleTimeout, s.opts.HandshakeTimeout) / 4
+	every = min(max(every, 5*time.Millisecond), time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopSwp:
+			return
+		case <-t.C:
+		}
+		now := s.now()
+		idle, hs := int64(s.opts.IdleTimeout), int64(s.opts.HandshakeTimeout)
+		s.mu.Lock()
+		for c := range s.mu.conns {
+			why := ""
+			switch fs, ws := c.frameStart.Load(), c.writeStart.Load(); {
+			case !c.authedAt.Load() && now-c.accepted > hs:
+				why = "no authentication within the handshake timeout"
+			case fs != 0 && now-fs > idle:
+				why = "a frame not finished within the idle timeout"
+			case ws != 0 && now-ws > idle:
+				why = "the client took no answer within the idle timeout"
+			case (c.busy.Load() == 0 || c.openUps.Load() > 0) && !c.pushing.Load() && now-c.lastRead.Load() > idle:
+				why = "idle (nothing received) for the idle timeout"
+			}
+			if why != "" {
+				s.cut.Add(1)
+				s.log.Debug("wire: closing a connection", "remote", c.raw.RemoteAddr(), "why", why)
+				c.close()
+			}
+		}
+		s.mu.Unlock()
+	}
 }
 
 func (c *serverConn) serve() {
@@ -278,6 +489,16 @@ func (c *serverConn) serve() {
 		s.mu.Unlock()
 		s.wg.Done()
 	}()
+	c.nc = c.raw
+	if s.opts.TLS != nil && !c.startTLS() {
+		c.close()
+		return
+	}
+	if s.opts.AllowUnauthenticated {
+		c.authedAt.Store(true)
+	}
+	c.w = newFrameWriter(timedWriter{w: c.nc, c: c, start: &c.writeStart}, 64<<10)
+	c.w.pool = &s.small
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -291,9 +512,8 @@ func (c *serverConn) serve() {
 	}
 	// Bodies not yet at END are truncated: their Service calls fail and
 	// store nothing.
-	for id, b := range c.uploads {
-		b.cancel()
-		delete(c.uploads, id)
+	for id := range c.uploads {
+		c.dropUpload(id, true)
 	}
 	var we *Error
 	if !errors.As(err, &we) {
@@ -304,7 +524,7 @@ func (c *serverConn) serve() {
 	c.cancel()
 	// Flush what is queued (a framing error's reply) but do not wait on a
 	// peer that stopped reading.
-	c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	c.raw.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	c.w.close()
 	<-writerDone
 	c.close()
@@ -317,7 +537,7 @@ func (c *serverConn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var hbuf [HeaderLen]byte
 	for {
-		h, body, err := ReadFrame(br, hbuf[:], s.opts.MaxFrame)
+		h, body, err := c.readFrame(br, hbuf[:])
 		if err != nil {
 			var we *Error
 			if errors.As(err, &we) {
@@ -344,9 +564,24 @@ func (c *serverConn) readLoop() error {
 			c.send(OpPing, FlagResponse, h.ID, AppendPingInfo(nil, PingInfo{
 				MaxFrame: uint32(s.opts.MaxFrame), MaxInflight: uint32(s.opts.MaxInflightPerConn)}))
 			continue
+		case OpHello:
+			c.hello(h, body)
+			continue
+		case OpAuth:
+			if err := c.authenticate(h, body); err != nil {
+				return err
+			}
+			continue
 		}
 		if !h.Op.Known() {
 			c.sendError(h.Op, h.ID, Errorf(CodeUnknownOp, "opcode 0x%02x", uint8(h.Op)))
+			continue
+		}
+		if !c.auth.authed && !s.opts.AllowUnauthenticated {
+			c.sendError(h.Op, h.ID, Errorf(CodeUnauthenticated, "authenticate first (HELLO, AUTH) with an access key: cairn and the Go client take one from --access-key/--secret-key, CAIRN_ACCESS_KEY/CAIRN_SECRET_KEY or ~/.config/cairn/credentials"))
+			if err := c.strike(); err != nil {
+				return err
+			}
 			continue
 		}
 		if h.Flags&FlagMore != 0 && h.Op != OpPut {
@@ -373,6 +608,36 @@ func (c *serverConn) readLoop() error {
 	}
 }
 
+// readFrame is ReadFrame that notes, for sweep, when the frame arrived and
+// whether its body is still on its way.
+func (c *serverConn) readFrame(br *bufio.Reader, hbuf []byte) (Header, []byte, error) {
+	if _, err := io.ReadFull(br, hbuf[:HeaderLen]); err != nil {
+		return Header{}, nil, err
+	}
+	now := c.s.now()
+	c.lastRead.Store(now)
+	h := ParseHeader(hbuf)
+	if err := h.Check(c.s.opts.MaxFrame); err != nil {
+		return h, nil, err
+	}
+	if h.Len == 0 {
+		return h, nil, nil
+	}
+	body := make([]byte, h.Len)
+	if br.Buffered() < int(h.Len) {
+		c.frameStart.Store(now)
+		defer c.frameStart.Store(0)
+	}
+	if _, err := io.ReadFull(br, body); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return h, nil, err
+	}
+	c.lastRead.Store(c.s.now())
+	return h, body, nil
+}
+
 // data routes a DATA frame to its upload stream. Frames for unknown ids
 // (finished, canceled or failed requests) are dropped.
 func (c *serverConn) data(h Header, body []byte) {
@@ -380,18 +645,32 @@ func (c *serverConn) data(h Header, body []byte) {
 	if b == nil {
 		return
 	}
+	// While the handler is slow to take the body, the server is the one
+	// waiting: no idle time accrues against the client.
+	c.pushing.Store(true)
 	b.push(body, c.ctx.Done())
+	c.lastRead.Store(c.s.now())
+	c.pushing.Store(false)
 	if h.Flags&FlagEnd != 0 {
 		b.end()
-		delete(c.uploads, h.ID)
+		c.dropUpload(h.ID, false)
+	}
+}
+
+// dropUpload forgets an upload stream, failing it first if cancel.
+// Reader goroutine only.
+func (c *serverConn) dropUpload(id uint32, cancel bool) {
+	if b := c.uploads[id]; b != nil {
+		if cancel {
+			b.cancel()
+		}
+		delete(c.uploads, id)
+		c.openUps.Add(-1)
 	}
 }
 
 func (c *serverConn) cancelRequest(id uint32) {
-	if b := c.uploads[id]; b != nil {
-		b.cancel()
-		delete(c.uploads, id)
-	}
+	c.dropUpload(id, true)
 	c.mu.Lock()
 	r := c.mu.reqs[id]
 	c.mu.Unlock()
@@ -450,9 +729,17 @@ func (c *serverConn) start(h Header, body []byte) {
 			c.sendError(h.Op, h.ID, Errorf(CodeInvalidArgument, "body longer than its declared %d bytes", put.Size))
 			return
 		}
+		if e := c.allow(put.Space, auth.Write); e != nil {
+			// Refused before the body: its DATA frames find no stream.
+			cancel()
+			<-c.sem
+			c.sendError(h.Op, h.ID, e)
+			return
+		}
 		if h.Flags&FlagMore != 0 {
 			b := newBodyStream(inline, put.Size, s.opts.StreamFrames, c.observeQueue)
 			c.uploads[h.ID] = b
+			c.openUps.Add(1)
 			r.body = b
 			putBody = b
 		} else {
@@ -463,6 +750,7 @@ func (c *serverConn) start(h Header, body []byte) {
 	c.mu.reqs[h.ID] = r
 	c.mu.Unlock()
 	s.inflight.Add(1)
+	c.busy.Add(1)
 	c.handlers.Add(1)
 	s.workers.run(func() {
 		var start time.Time
@@ -477,6 +765,9 @@ func (c *serverConn) start(h Header, body []byte) {
 		if s.opts.Metrics != nil {
 			s.opts.Metrics.RequestDone(h.Op, code, time.Since(start))
 		}
+		// Idle time counts from the last answer (sweep reads busy first).
+		c.lastRead.Store(s.now())
+		c.busy.Add(-1)
 		<-c.sem
 		s.inflight.Add(-1)
 		c.handlers.Done()
@@ -529,6 +820,10 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 		var name string
 		var st SpaceSettings
 		if name, st, err = DecodeCreateSpace(body); err == nil {
+			if e := c.allow(name, auth.Admin); e != nil {
+				err = e
+				break
+			}
 			var info SpaceInfo
 			if info, err = svc.CreateSpace(ctx, name, st); err == nil {
 				resp = AppendSpaceInfo(buf, &info)
@@ -541,6 +836,13 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 		}
 		var l []SpaceInfo
 		if l, err = svc.ListSpaces(ctx); err == nil {
+			// A key sees the spaces it holds a grant on.
+			if k, e := c.key(); e != nil {
+				err = e
+				break
+			} else if k != nil {
+				l = slices.DeleteFunc(l, func(sp SpaceInfo) bool { return !k.Sees(sp.Name) })
+			}
 			resp = AppendSpaceList(buf, l)
 		}
 	case OpCluster:
@@ -551,6 +853,10 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 		case !ok:
 			err = Errorf(CodeUnknownOp, "this server does not report cluster state")
 		default:
+			if e := c.allowCluster("read the cluster's state"); e != nil {
+				err = e
+				break
+			}
 			var doc []byte
 			if doc, err = cs.ClusterStatus(ctx); err == nil {
 				resp = append(buf, doc...)
@@ -564,6 +870,10 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 		case !ok:
 			err = Errorf(CodeUnknownOp, "this server does not report routes")
 		default:
+			if e := c.allow(name, auth.Read); e != nil {
+				err = e
+				break
+			}
 			var t RouteTable
 			if t, err = rs.Routes(ctx, name); err == nil {
 				resp = AppendRouteTable(buf, &t)
@@ -579,6 +889,10 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 		case body[0] < byte(NodeDrain) || body[0] > byte(NodeUndrain):
 			err = Errorf(CodeInvalidArgument, "unknown NODE action %d", body[0])
 		default:
+			if e := c.allowCluster("drain, undrain or remove nodes"); e != nil {
+				err = e
+				break
+			}
 			if err = ns.NodeAdmin(ctx, NodeAction(body[0]), binary.BigEndian.Uint64(body[1:])); err == nil {
 				resp = buf
 			}
@@ -589,13 +903,35 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 			err = Errorf(CodeUnknownOp, "this server does not manage access keys")
 			break
 		}
+		if e := c.allowCluster("manage access keys"); e != nil {
+			err = e
+			break
+		}
 		var doc []byte
 		if doc, err = serveKeys(ctx, ks, body); err == nil {
+			resp = append(buf, doc...)
+		}
+	case OpTokens:
+		ts, ok := svc.(TokenService)
+		if !ok {
+			err = Errorf(CodeUnknownOp, "this server does not manage join tokens")
+			break
+		}
+		if e := c.allowCluster("manage join tokens"); e != nil {
+			err = e
+			break
+		}
+		var doc []byte
+		if doc, err = serveTokens(ctx, ts, body); err == nil {
 			resp = append(buf, doc...)
 		}
 	case OpDeleteSpace:
 		var name string
 		if name, err = DecodeName(body); err == nil {
+			if e := c.allow(name, auth.Admin); e != nil {
+				err = e
+				break
+			}
 			if err = svc.DeleteSpace(ctx, name); err == nil {
 				resp = buf
 			}
@@ -611,6 +947,10 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 	case OpStat:
 		var req GetRequest
 		if req, err = DecodeGetRequest(body); err == nil {
+			if e := c.allow(req.Space, auth.Read); e != nil {
+				err = e
+				break
+			}
 			var info ObjectInfo
 			if info, err = svc.Stat(ctx, &req); err == nil {
 				resp = AppendObjectInfo(buf, &info)
@@ -619,6 +959,10 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 	case OpDelete:
 		var req DeleteRequest
 		if req, err = DecodeDeleteRequest(body); err == nil {
+			if e := c.allow(req.Space, auth.Write); e != nil {
+				err = e
+				break
+			}
 			var info ObjectInfo
 			if info, err = svc.Delete(ctx, &req); err == nil {
 				resp = AppendObjectInfo(buf, &info)
@@ -627,6 +971,10 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 	case OpList:
 		var req ListRequest
 		if req, err = DecodeListRequest(body); err == nil {
+			if e := c.allow(req.Space, auth.Read); e != nil {
+				err = e
+				break
+			}
 			var res ListResult
 			if res, err = svc.List(ctx, &req); err == nil {
 				resp = AppendListResult(buf, &res)
@@ -635,6 +983,10 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 	case OpVersions:
 		var req VersionsRequest
 		if req, err = DecodeVersionsRequest(body); err == nil {
+			if e := c.allow(req.Space, auth.Read); e != nil {
+				err = e
+				break
+			}
 			var res VersionsResult
 			if res, err = svc.Versions(ctx, &req); err == nil {
 				resp = AppendVersionsResult(buf, &res)
@@ -691,6 +1043,10 @@ func (c *serverConn) get(ctx context.Context, id uint32, body []byte) Code {
 	if err != nil {
 		c.unregister(id)
 		return c.sendError(OpGet, id, err.(*Error))
+	}
+	if e := c.allow(req.Space, auth.Read); e != nil {
+		c.unregister(id)
+		return c.sendError(OpGet, id, e)
 	}
 	info, rc, err := c.s.svc.Get(ctx, &req)
 	if err != nil {
@@ -806,13 +1162,28 @@ func (c *serverConn) batch(ctx context.Context, buf []byte, items []BatchItem) [
 		var info ObjectInfo
 		var err error
 		switch it.Op {
-		case BatchPut:
+		case BatchPut, BatchDelete:
+			space := it.Put.Space
+			if it.Op == BatchDelete {
+				space = it.Delete.Space
+			}
+			if e := c.allow(space, auth.Write); e != nil {
+				err = e
+			}
+		default:
+			if e := c.allow(it.Get.Space, auth.Read); e != nil {
+				err = e
+			}
+		}
+		switch {
+		case err != nil:
+		case it.Op == BatchPut:
 			info, err = svc.Put(ctx, &it.Put, bytes.NewReader(it.Body))
-		case BatchStat:
+		case it.Op == BatchStat:
 			info, err = svc.Stat(ctx, &it.Get)
-		case BatchDelete:
+		case it.Op == BatchDelete:
 			info, err = svc.Delete(ctx, &it.Delete)
-		case BatchGet:
+		case it.Op == BatchGet:
 			var rc io.ReadCloser
 			if info, rc, err = svc.Get(ctx, &it.Get); err == nil {
 				left := int64(budget - len(buf) - 64 - ObjectInfoSize(&info))

@@ -15,13 +15,39 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cairn-db/cairn/internal/auth"
 )
 
+// The key the tests' servers know and their clients authenticate with:
+// a cluster admin, so that every operation is allowed.
+const (
+	testAccess = "WIRETESTKEY"
+	testSecret = "wire-test-secret-key"
+)
+
+func testKeys() *auth.Keyring {
+	var r auth.Keyring
+	r.Set([]auth.Key{{Access: testAccess, Secret: testSecret, ClusterAdmin: true}})
+	return &r
+}
+
+// withKey adds the test key to o.
+func withKey(o ConnOptions) ConnOptions {
+	o.AccessKey, o.SecretKey = testAccess, testSecret
+	return o
+}
+
+// startServer serves svc on a fresh port. Without o.Keys the server knows
+// the test key (testKeys).
 func startServer(t testing.TB, svc Service, o ServerOptions) (string, *Server) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.Keys == nil && !o.AllowUnauthenticated {
+		o.Keys = testKeys()
 	}
 	s := NewServer(svc, o)
 	done := make(chan error, 1)
@@ -37,7 +63,7 @@ func startServer(t testing.TB, svc Service, o ServerOptions) (string, *Server) {
 
 func dial(t testing.TB, addr string) *Conn {
 	t.Helper()
-	c, err := DialConn(context.Background(), addr, ConnOptions{})
+	c, err := DialConn(context.Background(), addr, withKey(ConnOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,13 +252,60 @@ type rawConn struct {
 	br *bufio.Reader
 }
 
+// rawDial opens a raw connection and authenticates it with the test key.
 func rawDial(t *testing.T, addr string) *rawConn {
+	r := rawDialPlain(t, addr)
+	r.login(testAccess, testSecret)
+	return r
+}
+
+// rawDialPlain opens a raw connection that has not authenticated.
+func rawDialPlain(t *testing.T, addr string) *rawConn {
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
 	return &rawConn{t: t, nc: nc, br: bufio.NewReader(nc)}
+}
+
+// login runs the handshake on r (request ids 0xFFFF_FFF0 and 1) and
+// fails the test unless it succeeds.
+func (r *rawConn) login(access, secret string) AuthResult {
+	r.t.Helper()
+	res, err := r.tryLogin(access, secret)
+	if err != nil {
+		r.t.Fatalf("login: %v", err)
+	}
+	return res
+}
+
+// tryLogin runs the handshake and returns the server's answer to AUTH.
+func (r *rawConn) tryLogin(access, secret string) (AuthResult, error) {
+	r.t.Helper()
+	tr := auth.Transcript{Mech: auth.MechHMACSHA256, Access: access, Client: auth.NewNonce()}
+	r.send(OpHello, 0, 0xFFFFFFF0, AppendHello(nil, &HelloRequest{Mech: tr.Mech, Access: access, Nonce: tr.Client}))
+	h, body := r.read()
+	if h.Flags&FlagError != 0 {
+		e, _ := DecodeError(body)
+		return AuthResult{}, e
+	}
+	copy(tr.Server[:], body)
+	p := auth.ClientProof(secret, &tr)
+	r.send(OpAuth, 0, 0xFFFFFFF1, p[:])
+	h, body = r.read()
+	if h.Flags&FlagError != 0 {
+		e, _ := DecodeError(body)
+		return AuthResult{}, e
+	}
+	res, err := DecodeAuthResult(body)
+	if err != nil {
+		return AuthResult{}, err
+	}
+	if want := auth.ServerProof(secret, &tr); want != res.Proof {
+		r.t.Fatal("the server's proof is wrong")
+	}
+	return res, nil
 }
 
 func (r *rawConn) write(b []byte) {
@@ -821,11 +894,11 @@ func TestRoutesAndForwarded(t *testing.T) {
 	addr, _ := startServer(t, routed{NewMemService()}, ServerOptions{})
 	var mu sync.Mutex
 	var seen []Op
-	c, err := DialConn(ctx, addr, ConnOptions{OnForwarded: func(op Op) {
+	c, err := DialConn(ctx, addr, withKey(ConnOptions{OnForwarded: func(op Op) {
 		mu.Lock()
 		seen = append(seen, op)
 		mu.Unlock()
-	}})
+	}}))
 	if err != nil {
 		t.Fatal(err)
 	}

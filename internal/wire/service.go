@@ -158,7 +158,28 @@ const (
 	KeyCreate KeyAction = 1 // body: a KeySpec; answer: the key made, with its secret
 	KeyList   KeyAction = 2 // no body; answer: every key, secrets left out
 	KeyDelete KeyAction = 3 // body: the access key id; answer: empty
+	// KeyRotateRoot replaces the root key: no body; answer: the new root
+	// key, with its secret (KeyRotator).
+	KeyRotateRoot KeyAction = 4
+	// KeyRotateCluster makes a new cluster key, hands it to every node
+	// and seals every secret under it: no body; answer: a JSON
+	// ClusterKeyRotation (KeyRotator).
+	KeyRotateCluster KeyAction = 5
 )
+
+// ClusterKeyRotation is the answer to KeyRotateCluster.
+type ClusterKeyRotation struct {
+	KeyID    uint32 `json:"key_id"`   // the cluster key that seals from now on
+	Nodes    int    `json:"nodes"`    // the nodes that hold it
+	Resealed int    `json:"resealed"` // the secrets sealed again under it
+}
+
+// KeyRotator is implemented by a KeyService that can rotate the root key
+// and the cluster key; without it those KEYS actions answer CodeUnknownOp.
+type KeyRotator interface {
+	RotateRootKey(ctx context.Context) (KeySpec, error)
+	RotateClusterKey(ctx context.Context) (ClusterKeyRotation, error)
+}
 
 // KeySpec is an access key as the KEYS op carries it (JSON).
 type KeySpec struct {

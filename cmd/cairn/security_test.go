@@ -1,0 +1,99 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/auth"
+	"github.com/cairn-db/cairn/internal/testenv"
+)
+
+func freePorts(t *testing.T) [5]int {
+	return [5]int{testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)}
+}
+
+// TestFirstStartCredentials: a new cluster's first start prints the root
+// key once and saves it in the user's credentials file, so the CLI works
+// with no other step; a key that is wrong, or lacks a grant, is refused
+// with a clear error and changes nothing. A second new cluster (with TLS
+// on its native port) becomes the default profile and keeps the first
+// one's, and the CLI says which side spoke TLS when the two do not match.
+func TestFirstStartCredentials(t *testing.T) {
+	bin := cairnBinary(t)
+	dir := t.TempDir()
+	ports := freePorts(t)
+	srv := startServer(t, bin, dir, ports)
+	if !strings.Contains(srv.log.String(), "made the root key") || !strings.Contains(srv.log.String(), "saved it as the default profile") {
+		t.Fatalf("first start did not show and save the root key:\n%s", srv.log)
+	}
+	if st, err := os.Stat(srv.creds); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("credentials file: %v %v", st, err)
+	}
+	if out, errs, code := run(t, bin, srv, "", "space", "create", "first"); code != 0 || !strings.Contains(out, "created space first") {
+		t.Fatalf("space create with the saved key: %q %s", out, errs)
+	}
+	srv.kill()
+	srv = startServer(t, bin, dir, ports)
+	defer srv.kill()
+	if strings.Contains(srv.log.String(), "made the root key") {
+		t.Fatalf("a restart showed a root key again:\n%s", srv.log)
+	}
+	if _, errs, code := run(t, bin, srv, "", "space", "ls", "--access-key", "CAIRNNOSUCHKEY", "--secret-key", "wrong-secret"); code != 1 || !strings.Contains(errs, "authentication failed") {
+		t.Fatalf("a wrong key: exit %d %s", code, errs)
+	}
+	if _, errs, code := run(t, bin, srv, "", "key", "create", "--access", "LIMITED", "--secret", "limited-secret", "--grant", "first=read"); code != 0 {
+		t.Fatalf("key create: %s", errs)
+	}
+	limited := []string{"--access-key", "LIMITED", "--secret-key", "limited-secret"}
+	if _, errs, code := run(t, bin, srv, "", append([]string{"space", "create", "second"}, limited...)...); code != 1 || !strings.Contains(errs, "access denied") {
+		t.Fatalf("space create without the admin grant: exit %d %s", code, errs)
+	}
+	if _, errs, code := run(t, bin, srv, "", append([]string{"key", "ls"}, limited...)...); code != 1 || !strings.Contains(errs, "cluster-admin") {
+		t.Fatalf("key ls without the cluster-admin grant: exit %d %s", code, errs)
+	}
+	if out, _, _ := run(t, bin, srv, "", "space", "ls"); strings.Contains(out, "second") {
+		t.Fatalf("a refused space create made the space: %s", out)
+	}
+
+	// A second new cluster, serving TLS, whose key goes into the same file.
+	ca, err := auth.NewCA("cli-test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := auth.NewNodeKey()
+	certPEM, _ := ca.IssueNode(&key.PublicKey, 1, []string{"127.0.0.1"}, time.Now())
+	keyPEM, _ := auth.KeyPEM(key)
+	tdir := t.TempDir()
+	certFile, keyFile := filepath.Join(tdir, "cert.pem"), filepath.Join(tdir, "key.pem")
+	os.WriteFile(certFile, certPEM, 0o644)
+	os.WriteFile(keyFile, keyPEM, 0o600)
+	caFile := filepath.Join(tdir, "ca.pem")
+	os.WriteFile(caFile, ca.CertPEM, 0o644)
+	tlsSrv := startServerCreds(t, bin, filepath.Join(tdir, "data"), srv.creds, freePorts(t), "--tls-cert", certFile, "--tls-key", keyFile)
+	defer tlsSrv.kill()
+	if !strings.Contains(tlsSrv.log.String(), "kept as [default-old-1]") {
+		t.Fatalf("the second cluster did not keep the first one's profile:\n%s", tlsSrv.log)
+	}
+	// The default profile is now the TLS cluster's (its address and the
+	// certificate that verifies it); the first is a named profile.
+	noServer := func(args ...string) (string, string, int) {
+		s := *tlsSrv
+		s.native = "" // CAIRN_SERVER empty: the profile says where
+		return run(t, bin, &s, "", args...)
+	}
+	if out, errs, code := noServer("space", "create", "overtls"); code != 0 || !strings.Contains(out, "created space overtls") {
+		t.Fatalf("the default profile, over TLS: %q %s", out, errs)
+	}
+	if out, errs, code := noServer("space", "ls", "--profile", "default-old-1"); code != 0 || !strings.Contains(out, "first") {
+		t.Fatalf("the first cluster's profile: %q %s", out, errs)
+	}
+	if _, errs, code := run(t, bin, tlsSrv, "", "space", "ls", "--profile", "default-old-1"); code != 1 || !strings.Contains(errs, "TLS") {
+		t.Fatalf("plain TCP to a TLS port: exit %d %s", code, errs)
+	}
+	if _, errs, code := run(t, bin, srv, "", "space", "ls", "--ca", caFile); code != 1 || !strings.Contains(errs, "does not speak TLS") {
+		t.Fatalf("TLS to a plain port: exit %d %s", code, errs)
+	}
+}

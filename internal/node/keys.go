@@ -1,0 +1,190 @@
+package node
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/auth"
+	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// Access keys: the root key (configured, or the cluster's saved one) and
+// the keys made with `cairn key create`, kept in n.keys, the keyring that
+// the S3 API and the native protocol check requests against.
+
+// loadRootKey finds the root key: the configured one, or the cluster's
+// saved one (made now if this is the cluster's first start, and then
+// handed to cfg.OnRootKey to be shown once).
+func (n *Node) loadRootKey(ctx context.Context) error {
+	if n.cfg.RootAccessKey != "" {
+		n.rootKey.Store(&auth.Key{Access: n.cfg.RootAccessKey, Secret: n.cfg.RootSecretKey, ClusterAdmin: true})
+		return nil
+	}
+	k, created, err := n.catalog.RootKey(ctx)
+	if err != nil {
+		return fmt.Errorf("read the root key: %w", err)
+	}
+	n.rootKey.Store(&k)
+	if created && n.cfg.OnRootKey != nil {
+		n.cfg.OnRootKey(k)
+	}
+	return nil
+}
+
+// refreshKeys reads the access keys (and the saved root key) from the
+// meta service: a key made, removed or rotated on any node takes effect
+// here within a second.
+func (n *Node) refreshKeys(ctx context.Context) error {
+	if n.cfg.RootAccessKey == "" {
+		root, err := n.catalog.GetRootKey(ctx)
+		if err != nil {
+			return err
+		}
+		n.rootKey.Store(&root)
+	}
+	keys, err := n.catalog.ListKeys(ctx)
+	if err != nil {
+		return err
+	}
+	n.keys.Set(append([]auth.Key{*n.rootKey.Load()}, keys...))
+	return nil
+}
+
+// Keys is the node's keyring.
+func (n *Node) Keys() *auth.Keyring { return &n.keys }
+
+// RootKey returns the root key.
+func (n *Node) RootKey() auth.Key { return *n.rootKey.Load() }
+
+// CreateKey implements wire.KeyService.
+func (n *Node) CreateKey(ctx context.Context, ks wire.KeySpec) (wire.KeySpec, error) {
+	made := auth.NewKey()
+	k := auth.Key{Access: cmp.Or(ks.Access, made.Access), Secret: cmp.Or(ks.Secret, made.Secret), Grants: ks.Grants, ClusterAdmin: ks.ClusterAdmin}
+	if k.Access == n.RootKey().Access {
+		return wire.KeySpec{}, wire.Errorf(wire.CodeInvalidArgument, "%q is the root key", k.Access)
+	}
+	if err := k.Validate(meta.ValidSpaceName); err != nil {
+		return wire.KeySpec{}, wire.Errorf(wire.CodeInvalidArgument, "%v", err)
+	}
+	k, err := n.catalog.CreateKey(ctx, k)
+	if errors.Is(err, meta.ErrKeyExists) {
+		return wire.KeySpec{}, wire.Errorf(wire.CodeInvalidArgument, "access key %q exists", ks.Access)
+	}
+	if err != nil {
+		return wire.KeySpec{}, err
+	}
+	_ = n.refreshKeys(ctx)
+	return wire.KeySpec{Access: k.Access, Secret: k.Secret, Grants: k.Grants, ClusterAdmin: k.ClusterAdmin, Created: k.Created.UnixNano()}, nil
+}
+
+// ListKeys implements wire.KeyService; secrets are left out.
+func (n *Node) ListKeys(ctx context.Context) ([]wire.KeySpec, error) {
+	keys, err := n.catalog.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]wire.KeySpec, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, wire.KeySpec{Access: k.Access, Grants: k.Grants, ClusterAdmin: k.ClusterAdmin, Created: k.Created.UnixNano()})
+	}
+	return out, nil
+}
+
+// DeleteKey implements wire.KeyService.
+func (n *Node) DeleteKey(ctx context.Context, access string) error {
+	err := n.catalog.DeleteKey(ctx, access)
+	if errors.Is(err, meta.ErrKeyNotFound) {
+		return wire.Errorf(wire.CodeNotFound, "no access key %q", access)
+	}
+	if err == nil {
+		_ = n.refreshKeys(ctx)
+	}
+	return err
+}
+
+// RotateRootKey implements wire.KeyRotator: a new saved root key, in
+// force on every node within a second.
+func (n *Node) RotateRootKey(ctx context.Context) (wire.KeySpec, error) {
+	if n.cfg.RootAccessKey != "" {
+		return wire.KeySpec{}, wire.Errorf(wire.CodeInvalidArgument, "this cluster's root key is given in the nodes' configuration (--root-access-key): restart them with another")
+	}
+	k, err := n.catalog.RotateRootKey(ctx)
+	if err != nil {
+		return wire.KeySpec{}, err
+	}
+	if err := n.refreshKeys(ctx); err != nil {
+		return wire.KeySpec{}, err
+	}
+	n.log.Info("root key rotated", "access", k.Access)
+	return wire.KeySpec{Access: k.Access, Secret: k.Secret, ClusterAdmin: true}, nil
+}
+
+// Join tokens (wire.TokenService).
+
+// defaultTokenTTL is how long a token made without a TTL is valid.
+const defaultTokenTTL = time.Hour
+
+// CreateToken implements wire.TokenService: a new token, shown once.
+func (n *Node) CreateToken(ctx context.Context, ts wire.TokenSpec) (wire.TokenSpec, error) {
+	ttl := time.Duration(ts.TTLSeconds) * time.Second
+	if ts.TTLSeconds == 0 {
+		ttl = defaultTokenTTL
+	}
+	uses := cmp.Or(ts.Uses, 1)
+	if ttl <= 0 || ttl > 30*24*time.Hour || uses < 1 || uses > 1000 {
+		return wire.TokenSpec{}, wire.Errorf(wire.CodeInvalidArgument, "a join token lasts from 1s to 30 days and admits 1 to 1000 nodes (asked: %v, %d)", ttl, uses)
+	}
+	tok := auth.NewJoinToken()
+	now := n.cfg.Clock()
+	t := meta.JoinToken{ID: tok.ID, Secret: tok.Secret, Created: now, Expires: now.Add(ttl), Uses: uses}
+	if err := n.catalog.CreateToken(ctx, t); err != nil {
+		return wire.TokenSpec{}, err
+	}
+	n.log.Info("join token made", "token", auth.DescribeToken(tok.ID), "expires", t.Expires.UTC().Format(time.RFC3339), "uses", uses)
+	return wire.TokenSpec{Token: tok.String(), ID: tok.ID, Uses: uses, Expires: t.Expires.UnixNano(), Created: now.UnixNano()}, nil
+}
+
+// ListTokens implements wire.TokenService; secrets are left out.
+func (n *Node) ListTokens(ctx context.Context) ([]wire.TokenSpec, error) {
+	ts, err := n.catalog.ListTokens(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]wire.TokenSpec, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, wire.TokenSpec{ID: t.ID, Uses: t.Uses, Expires: t.Expires.UnixNano(), Created: t.Created.UnixNano()})
+	}
+	return out, nil
+}
+
+// RevokeToken implements wire.TokenService.
+func (n *Node) RevokeToken(ctx context.Context, id string) error {
+	if err := n.catalog.DeleteToken(ctx, id); errors.Is(err, meta.ErrTokenInvalid) {
+		return wire.Errorf(wire.CodeNotFound, "no join token %s", id)
+	} else if err != nil {
+		return err
+	}
+	n.log.Info("join token revoked", "token", auth.DescribeToken(id))
+	return nil
+}
+
+// registerBootstrapToken saves Config.BootstrapToken at a new cluster's
+// first start, so that the other nodes of a deploy file that starts them
+// all at once can join with it: any number of nodes may, until it expires
+// BootstrapTokenTTL later. Later starts do not register it again.
+func (n *Node) registerBootstrapToken(ctx context.Context) error {
+	tok, err := auth.ParseJoinToken(n.cfg.BootstrapToken)
+	if err != nil {
+		return fmt.Errorf("the bootstrap join token: %w", err)
+	}
+	now := n.cfg.Clock()
+	if err := n.catalog.CreateToken(ctx, meta.JoinToken{ID: tok.ID, Secret: tok.Secret, Created: now, Expires: now.Add(n.cfg.BootstrapTokenTTL), Uses: -1}); err != nil {
+		return err
+	}
+	n.log.Info("bootstrap join token registered", "token", auth.DescribeToken(tok.ID), "expires", now.Add(n.cfg.BootstrapTokenTTL).UTC().Format(time.RFC3339))
+	return nil
+}
