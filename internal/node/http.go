@@ -91,8 +91,9 @@ func (n *Node) adminProfiles(w http.ResponseWriter, r *http.Request) {
 // transfer (a 5 GiB upload) takes in all.
 func (n *Node) withDeadlines(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request) {
 	d := &deadlines{rc: http.NewResponseController(w), idle: n.cfg.IdleTimeout}
+	// The write deadline is set by the first write (a handler may take a
+	// long body before it answers).
 	d.extendRead()
-	d.extendWrite()
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &progressBody{ReadCloser: r.Body, d: d}
 	}
@@ -141,6 +142,11 @@ func (b *progressBody) Read(p []byte) (int, error) {
 type progressWriter struct {
 	http.ResponseWriter
 	d *deadlines
+}
+
+func (w *progressWriter) WriteHeader(code int) {
+	w.d.extendWrite()
+	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *progressWriter) Write(p []byte) (int, error) {
