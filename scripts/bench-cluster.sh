@@ -32,11 +32,11 @@ echo "put: $s_put"
 echo "get: $s_get"
 
 echo "== three nodes"
-"$C" server --data-dir "$WORK/n1" --listen 127.0.0.9 --log-level warn &
+"$C" server --data-dir "$WORK/n1" --listen 127.0.0.9 --log-level warn --token "$BENCH_TOKEN" &
 PIDS+=($!)
 healthy 127.0.0.9
 for i in 10 11; do
-  "$C" server --data-dir "$WORK/n$i" --listen "127.0.0.$i" --join 127.0.0.9:7071 --log-level warn &
+  "$C" server --data-dir "$WORK/n$i" --listen "127.0.0.$i" --join 127.0.0.9:7071 --token "$BENCH_TOKEN" --log-level warn &
   PIDS+=($!)
   healthy "127.0.0.$i"
 done
@@ -46,7 +46,8 @@ SEEDS=127.0.0.9:7070,127.0.0.10:7070,127.0.0.11:7070
 sleep "${SETTLE:-20}"
 PROF=
 if [ -n "${PROFILE:-}" ]; then
-  (sleep 2; curl -s -o "${PROFILE_OUT:-/tmp/cairn-node2.pprof}" "http://127.0.0.10:7080/debug/pprof/profile?seconds=$((DURATION-3))") &
+  (sleep 2; curl -s --aws-sigv4 "aws:amz:us-east-1:s3" --user "$CAIRN_ACCESS_KEY:$CAIRN_SECRET_KEY" \
+    -o "${PROFILE_OUT:-/tmp/cairn-node2.pprof}" "http://127.0.0.10:7080/_cairn/debug/pprof/profile?seconds=$((DURATION-3))") &
   PROF=$!
 fi
 c_put=$(bench "$SEEDS" put)

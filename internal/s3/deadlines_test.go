@@ -106,12 +106,13 @@ func TestProfiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Signed as generic SigV4 clients (curl --aws-sigv4) sign: without
+	// x-amz-content-sha256.
 	get := func(path, access, secret string) int {
 		t.Helper()
 		r, _ := http.NewRequest(http.MethodGet, ep+path, nil)
 		if access != "" {
 			sum := sha256.Sum256(nil)
-			r.Header.Set("X-Amz-Content-Sha256", hex.EncodeToString(sum[:]))
 			if err := v4.NewSigner().SignHTTP(ctx, aws.Credentials{AccessKeyID: access, SecretAccessKey: secret}, r, hex.EncodeToString(sum[:]), "s3", "us-east-1", time.Now()); err != nil {
 				t.Fatal(err)
 			}

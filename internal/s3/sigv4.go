@@ -456,7 +456,15 @@ func (c *hashCheck) Read(p []byte) (int, error) {
 // (a presigned URL), and returns its access key: the check other HTTP
 // endpoints on the same port (/_cairn/...) share with the S3 API. The
 // request's payload is not read.
+//
+// Unlike S3, a request without a body need not send x-amz-content-sha256:
+// its payload hash is that of nothing, as generic SigV4 clients (curl
+// --aws-sigv4) sign it.
 func (h *Handler) Authenticate(r *http.Request) (string, error) {
+	if r.Header.Get("X-Amz-Content-Sha256") == "" && r.ContentLength <= 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		r = r.Clone(r.Context())
+		r.Header.Set("X-Amz-Content-Sha256", emptySHA256)
+	}
 	a, e := authenticate(r, r.URL.Query(), h.cfg.Credentials, h.cfg.Region, h.cfg.Now(), &h.keys)
 	if e != nil {
 		return "", e
