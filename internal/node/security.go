@@ -244,7 +244,16 @@ func (n *Node) peerServerTLS() *tls.Config {
 	return cfg
 }
 
-func (n *Node) peerClientTLS() *tls.Config { return n.sec.peer.Load().Client() }
+func (n *Node) peerClientTLS() *tls.Config {
+	p := n.sec.peer.Load()
+	if p == nil {
+		// No certificate yet (a node still joining): nothing verifies.
+		return &tls.Config{MinVersion: tls.VersionTLS13, VerifyConnection: func(tls.ConnectionState) error {
+			return errors.New("this node has no cluster certificate yet")
+		}}
+	}
+	return p.Client()
+}
 
 // keyBox seals and opens the meta service's secrets with the node's
 // current cluster keys (meta.SecretBox).

@@ -96,6 +96,10 @@ type connAuth struct {
 // that AUTH fails the same way for both).
 func (c *serverConn) hello(h Header, body []byte) {
 	a := &c.auth
+	if c.s.opts.Keys == nil {
+		c.sendError(h.Op, h.ID, Errorf(CodeInvalidArgument, "this server takes no authentication"))
+		return
+	}
 	if a.authed {
 		c.sendError(h.Op, h.ID, Errorf(CodeInvalidArgument, "the connection is already authenticated"))
 		return
@@ -123,6 +127,10 @@ func (c *serverConn) hello(h Header, body []byte) {
 // close (too many failures); the answer has been queued.
 func (c *serverConn) authenticate(h Header, body []byte) error {
 	a := &c.auth
+	if c.s.opts.Keys == nil {
+		c.sendError(h.Op, h.ID, Errorf(CodeInvalidArgument, "this server takes no authentication"))
+		return nil
+	}
 	if a.authed {
 		c.sendError(h.Op, h.ID, Errorf(CodeInvalidArgument, "the connection is already authenticated"))
 		return nil

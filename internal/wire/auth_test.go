@@ -468,3 +468,17 @@ func (l *oneConnListener) Close() error {
 }
 
 func (l *oneConnListener) Addr() net.Addr { return l.c.LocalAddr() }
+
+// TestUnauthenticatedServer: a server without keys (tests of the protocol
+// alone) answers HELLO and AUTH with an error instead of failing.
+func TestUnauthenticatedServer(t *testing.T) {
+	addr, _ := startServer(t, NewMemService(), ServerOptions{AllowUnauthenticated: true})
+	r := rawDialPlain(t, addr)
+	if _, err := r.tryLogin(testAccess, testSecret); CodeOf(err) != CodeInvalidArgument {
+		t.Fatalf("HELLO to a server without keys: %v", err)
+	}
+	r.send(OpListSpaces, 0, 9, nil)
+	if h, _ := r.read(); h.Flags&FlagError != 0 {
+		t.Fatal("a server without keys refused a request")
+	}
+}
