@@ -12,7 +12,7 @@ bench_init() {
   export CAIRN_ROOT_ACCESS_KEY=benchroot CAIRN_ROOT_SECRET_KEY=bench-root-secret-1
   export CAIRN_ACCESS_KEY=$CAIRN_ROOT_ACCESS_KEY CAIRN_SECRET_KEY=$CAIRN_ROOT_SECRET_KEY
   export CAIRN_CREDENTIALS_FILE="$WORK/credentials"
-  BENCH_TOKEN=cjt1.benchtok.abcdefghijklmnopqrstuvwxyz234567
+  export BENCH_TOKEN=cjt1.benchtok.abcdefghijklmnopqrstuvwxyz234567
 }
 
 bench_cleanup() {

@@ -29,8 +29,19 @@ var buildOnce struct {
 }
 
 // TestMain removes the binary cairnBinary built, once every test is done.
+// The tests never see the user's own keys: the credentials file is one
+// that does not exist unless a test's server writes it.
 func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cairn-cmd-test-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("CAIRN_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
+	for _, v := range []string{"CAIRN_ACCESS_KEY", "CAIRN_SECRET_KEY", "CAIRN_PROFILE", "CAIRN_CA", "CAIRN_SERVER"} {
+		os.Unsetenv(v)
+	}
 	code := m.Run()
+	os.RemoveAll(dir)
 	if buildOnce.path != "" {
 		os.RemoveAll(filepath.Dir(buildOnce.path))
 	}

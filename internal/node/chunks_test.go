@@ -3,15 +3,20 @@ package node
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/wire"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // threeNodes starts a three-node cluster (see clusterOf).
@@ -232,4 +237,59 @@ func rereadMap(n *Node) {
 	n.peers.mu.Lock()
 	n.peers.fetched = time.Time{}
 	n.peers.mu.Unlock()
+}
+
+// TestDrainedNodeLogsOnce: a drained single node's ranges have nowhere to
+// go; their repair fails every second, and is logged once per range, not
+// every time (it was about 16 lines a second).
+func TestDrainedNodeLogsOnce(t *testing.T) {
+	ctx := context.Background()
+	var logs countingHandler
+	cfg := testConfig(vfs.NewMem(), meta.NewMemStore(time.Now))
+	cfg.Logger = slog.New(&logs)
+	n, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if _, err := n.CreateSpace(ctx, "quiet", wire.SpaceSettings{Ranges: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.NodeAdmin(ctx, wire.NodeDrain, n.NodeID()); err != nil {
+		t.Fatal(err)
+	}
+	rereadMap(n)
+	// The node's repair loop runs every second: let it fail four times.
+	time.Sleep(4500 * time.Millisecond)
+	if got := logs.count("range membership step failed"); got < 1 || got > 2 {
+		t.Fatalf("four failing repair passes over 2 ranges logged %d lines, want one per range", got)
+	}
+}
+
+// countingHandler is a slog handler that counts messages.
+type countingHandler struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs = append(h.msgs, r.Message)
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+func (h *countingHandler) count(prefix string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, m := range h.msgs {
+		if strings.HasPrefix(m, prefix) {
+			n++
+		}
+	}
+	return n
 }

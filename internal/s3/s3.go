@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/cairn-db/cairn/internal/wire"
+
+	cairnauth "github.com/cairn-db/cairn/internal/auth"
 )
 
 // Config configures a Handler.
@@ -129,11 +131,12 @@ type Permissions interface {
 	Allowed(accessKey, bucket, need string) bool
 }
 
-// The permissions a request needs; each includes the ones before it.
+// The permissions a request needs (package auth's); each includes the
+// ones before it.
 const (
-	PermRead  = "read"  // GET and HEAD of objects and bucket settings, listings
-	PermWrite = "write" // writes and deletes of objects, multipart, object tags
-	PermAdmin = "admin" // creating, deleting and configuring the bucket
+	PermRead  = cairnauth.Read  // GET and HEAD of objects and bucket settings, listings
+	PermWrite = cairnauth.Write // writes and deletes of objects, multipart, object tags
+	PermAdmin = cairnauth.Admin // creating, deleting and configuring the bucket
 )
 
 // needed is the permission a request on a bucket (or on an object in it)

@@ -175,16 +175,28 @@ func (c *serverConn) strike() error {
 }
 
 // key is the connection's key as the keyring has it now (so a key
-// removed meanwhile stops working), or an error for the answer.
+// removed meanwhile stops working), or an error for the answer. The
+// lookup is kept until the keyring changes.
 func (c *serverConn) key() (*auth.Key, *Error) {
 	if c.s.opts.AllowUnauthenticated {
 		return nil, nil
+	}
+	gen := c.s.opts.Keys.Gen()
+	if k := c.keyAt.Load(); k != nil && k.gen == gen {
+		return k.key, nil
 	}
 	k, ok := c.s.opts.Keys.Lookup(c.auth.access)
 	if !ok {
 		return nil, Errorf(CodeUnauthenticated, "access key %s was removed", c.auth.access)
 	}
+	c.keyAt.Store(&keyAt{gen: gen, key: k})
 	return k, nil
+}
+
+// keyAt is a key as the keyring of generation gen had it.
+type keyAt struct {
+	gen uint64
+	key *auth.Key
 }
 
 // allow checks that the connection's key may do need on space.

@@ -145,9 +145,7 @@ type Conn struct {
 	lastIO     atomic.Int64
 	uploads    atomic.Int64
 	delivering atomic.Bool
-	// lastUse is when a request last started or finished (for Stale);
 	// serverIdle is the server's idle timeout, from AUTH (0: unknown).
-	lastUse    atomic.Int64
 	serverIdle time.Duration
 	authRes    AuthResult
 }
@@ -160,7 +158,9 @@ func (c *Conn) Stale() bool {
 	if c.serverIdle <= 0 || c.nreq.Load() > 0 {
 		return false
 	}
-	return time.Duration(c.now()-c.lastUse.Load()) > c.serverIdle*8/10
+	// The last answer is the last thing read, so lastIO is when the
+	// connection went idle (or a request began without an answer yet).
+	return time.Duration(c.now()-c.lastIO.Load()) > c.serverIdle*8/10
 }
 
 // Auth returns what the server answered AUTH with (the key's grants), or
@@ -486,7 +486,6 @@ func (c *Conn) readLoop() error {
 			continue
 		}
 		if term {
-			c.lastUse.Store(c.now())
 			c.nreq.Add(-1)
 			<-c.sem
 		}
@@ -539,7 +538,6 @@ func (c *Conn) start(ctx context.Context, f outFrame) (*call, error) {
 		// (before the count, which makes watch look).
 		c.lastIO.Store(c.now())
 	}
-	c.lastUse.Store(c.now())
 	c.nreq.Add(1)
 	if err := c.w.send(f); err != nil {
 		c.forget(f.id)

@@ -159,16 +159,22 @@ type Server struct {
 	peak     atomic.Int64
 	refused  atomic.Int64
 	cut      atomic.Int64
-	bufs     sync.Pool // *[]byte of MaxFrame capacity
-	small    sync.Pool // *[]byte for message bodies
-	workers  *workers  // run request handlers
-	epoch    time.Time // connection clocks count from here (now)
+	bufs     sync.Pool    // *[]byte of MaxFrame capacity
+	small    sync.Pool    // *[]byte for message bodies
+	workers  *workers     // run request handlers
+	epoch    time.Time    // connection clocks count from here (now)
+	clock    atomic.Int64 // now, as sweep last read it: the hot paths' clock
 	sweeping sync.Once
 	stopSwp  chan struct{}
 }
 
 // now is the server's monotonic clock for connection deadlines.
 func (s *Server) now() int64 { return int64(time.Since(s.epoch)) }
+
+// coarse is now as the sweeper last read it (a few times per deadline):
+// what the per-frame and per-request paths note times with, without
+// reading the clock.
+func (s *Server) coarse() int64 { return s.clock.Load() }
 
 // NewServer builds a Server. It panics if o (after EnsureDefaults) fails
 // Validate; call Validate first to check options from users.
@@ -316,7 +322,8 @@ type serverConn struct {
 	uploads  map[uint32]*bodyStream // reader goroutine only
 	handlers sync.WaitGroup
 	once     sync.Once
-	auth     connAuth // reader goroutine only (see connAuth)
+	auth     connAuth              // reader goroutine only (see connAuth)
+	keyAt    atomic.Pointer[keyAt] // the key, as last looked up (key)
 
 	// Deadlines (sweep): times on the server's clock (Server.now), 0 when
 	// not running.
@@ -434,7 +441,7 @@ type timedWriter struct {
 }
 
 func (t timedWriter) Write(p []byte) (int, error) {
-	t.start.Store(max(t.c.s.now(), 1))
+	t.start.Store(max(t.c.s.coarse(), 1))
 	n, err := t.w.Write(p)
 	t.start.Store(0)
 	return n, err
@@ -455,7 +462,11 @@ func (s *Server) sweep() {
 		case <-t.C:
 		}
 		now := s.now()
-		idle, hs := int64(s.opts.IdleTimeout), int64(s.opts.HandshakeTimeout)
+		s.clock.Store(now)
+		// Times noted with the coarse clock lag it by up to one tick:
+		// the idle limits allow for it, so no connection is cut before a
+		// whole IdleTimeout has passed.
+		idle, hs := int64(s.opts.IdleTimeout+every), int64(s.opts.HandshakeTimeout)
 		s.mu.Lock()
 		for c := range s.mu.conns {
 			why := ""
@@ -614,7 +625,7 @@ func (c *serverConn) readFrame(br *bufio.Reader, hbuf []byte) (Header, []byte, e
 	if _, err := io.ReadFull(br, hbuf[:HeaderLen]); err != nil {
 		return Header{}, nil, err
 	}
-	now := c.s.now()
+	now := c.s.coarse()
 	c.lastRead.Store(now)
 	h := ParseHeader(hbuf)
 	if err := h.Check(c.s.opts.MaxFrame); err != nil {
@@ -625,7 +636,7 @@ func (c *serverConn) readFrame(br *bufio.Reader, hbuf []byte) (Header, []byte, e
 	}
 	body := make([]byte, h.Len)
 	if br.Buffered() < int(h.Len) {
-		c.frameStart.Store(now)
+		c.frameStart.Store(max(now, 1))
 		defer c.frameStart.Store(0)
 	}
 	if _, err := io.ReadFull(br, body); err != nil {
@@ -634,7 +645,7 @@ func (c *serverConn) readFrame(br *bufio.Reader, hbuf []byte) (Header, []byte, e
 		}
 		return h, nil, err
 	}
-	c.lastRead.Store(c.s.now())
+	c.lastRead.Store(c.s.coarse())
 	return h, body, nil
 }
 
@@ -649,7 +660,7 @@ func (c *serverConn) data(h Header, body []byte) {
 	// waiting: no idle time accrues against the client.
 	c.pushing.Store(true)
 	b.push(body, c.ctx.Done())
-	c.lastRead.Store(c.s.now())
+	c.lastRead.Store(c.s.coarse())
 	c.pushing.Store(false)
 	if h.Flags&FlagEnd != 0 {
 		b.end()
@@ -766,7 +777,7 @@ func (c *serverConn) start(h Header, body []byte) {
 			s.opts.Metrics.RequestDone(h.Op, code, time.Since(start))
 		}
 		// Idle time counts from the last answer (sweep reads busy first).
-		c.lastRead.Store(s.now())
+		c.lastRead.Store(s.coarse())
 		c.busy.Add(-1)
 		<-c.sem
 		s.inflight.Add(-1)
