@@ -3,9 +3,12 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,7 +20,8 @@ import (
 // means its default.
 type Options struct {
 	// Addrs are the nodes' native-protocol addresses (host:port), the
-	// seeds. At least one is required. A request on one key goes straight
+	// seeds. At least one is required (default: the credentials
+	// profile's server). A request on one key goes straight
 	// to the node holding its range's lease, as the route table the
 	// client keeps says; other requests, and keyed ones when the table does
 	// not know, go to the first reachable seed, in order.
@@ -59,7 +63,8 @@ type Options struct {
 	// $CAIRN_CREDENTIALS_FILE, else ~/.config/cairn/credentials).
 	CredentialsFile string
 	// TLS, if set, connects with TLS (the nodes serve it with --tls-cert);
-	// its RootCAs verify them.
+	// its RootCAs verify them. Default: TLS verified with the credentials
+	// profile's ca_file, if it names one; else plain TCP.
 	TLS *tls.Config
 }
 
@@ -153,14 +158,23 @@ func Dial(ctx context.Context, addrs ...string) (*Client, error) {
 func DialOptions(ctx context.Context, o Options) (*Client, error) {
 	o.Addrs = append([]string(nil), o.Addrs...)
 	o.EnsureDefaults()
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
 	creds, err := FindCredentials(o.AccessKey, o.SecretKey, o.Profile, o.CredentialsFile)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	o.AccessKey, o.SecretKey = creds.AccessKey, creds.SecretKey
+	// A profile may say where its cluster is and how to verify it.
+	if len(o.Addrs) == 0 && creds.Server != "" {
+		o.Addrs = strings.Split(creds.Server, ",")
+	}
+	if o.TLS == nil && creds.CAFile != "" {
+		if o.TLS, err = CAConfig(creds.CAFile); err != nil {
+			return nil, fmt.Errorf("client: %s: %w", creds.Source, err)
+		}
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	c0 := creds
 	c := &Client{opts: o, log: o.Logger, done: make(chan struct{}), creds: c0}
 	c.routes.init(c)
@@ -178,6 +192,20 @@ func DialOptions(ctx context.Context, o Options) (*Client, error) {
 	}
 	c.Close()
 	return nil, errors.Join(errs...)
+}
+
+// CAConfig is a TLS configuration that verifies servers with the PEM CA
+// certificates in file.
+func CAConfig(file string) (*tls.Config, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // Credentials is the key the client connects with, and where it was found.
@@ -240,7 +268,7 @@ func (c *Client) connTo(ctx context.Context, n *node) (*wire.Conn, error) {
 	n.failed.Store(0)
 	n.mu.Lock()
 	cur := n.mu.conns[slot]
-	if cur != nil && cur.Err() == nil {
+	if cur != nil && cur != cn && cur.Err() == nil && !cur.Stale() {
 		// Someone else replaced it meanwhile.
 		n.mu.Unlock()
 		fresh.Close()
@@ -251,12 +279,12 @@ func (c *Client) connTo(ctx context.Context, n *node) (*wire.Conn, error) {
 	if cur != nil && cur.Err() == nil {
 		// Stale (idle near the node's timeout): closed once its
 		// requests, if any raced in, are done.
-		go func() {
-			for cur.Inflight() > 0 {
+		go func(old *wire.Conn) {
+			for old.Inflight() > 0 {
 				time.Sleep(100 * time.Millisecond)
 			}
-			cur.Close()
-		}()
+			old.Close()
+		}(cur)
 		cur = nil
 	}
 	select {

@@ -506,3 +506,46 @@ func TestFrozenSeed(t *testing.T) {
 		t.Fatalf("10 more reads took %v: the paused node was asked again", took)
 	}
 }
+
+// TestStaleConnectionReplaced: a connection idle for most of the server's
+// idle timeout is not used again (a request on it could cross the
+// server's close): the next request dials a fresh one, and the old one is
+// closed.
+func TestStaleConnectionReplaced(t *testing.T) {
+	ctx := context.Background()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := wire.NewServer(wire.NewMemService(), wire.ServerOptions{Keys: testKeys(), IdleTimeout: 400 * time.Millisecond})
+	go s.Serve(l)
+	t.Cleanup(func() { s.Close() })
+	c, err := DialOptions(ctx, Options{Addrs: []string{l.Addr().String()}, Conns: 1, AccessKey: testAccess, SecretKey: testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	conn := func() *wire.Conn {
+		c.nodes[0].mu.Lock()
+		defer c.nodes[0].mu.Unlock()
+		return c.nodes[0].mu.conns[0]
+	}
+	if _, err := c.ListSpaces(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := conn()
+	time.Sleep(350 * time.Millisecond) // past 80% of the idle timeout
+	if _, err := c.ListSpaces(ctx); err != nil {
+		t.Fatalf("a request after the connection went stale: %v", err)
+	}
+	if conn() == first {
+		t.Fatal("the stale connection was used again")
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for first.Err() == nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if first.Err() == nil {
+		t.Fatal("the stale connection was not closed")
+	}
+}

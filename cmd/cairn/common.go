@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"os"
@@ -55,15 +54,9 @@ func clientOptions(cmd *cobra.Command) (client.Options, error) {
 	useTLS, _ := cmd.Flags().GetBool("tls")
 	switch {
 	case ca != "":
-		pem, err := os.ReadFile(ca)
-		if err != nil {
+		if o.TLS, err = client.CAConfig(ca); err != nil {
 			return client.Options{}, usageError{fmt.Errorf("--ca: %w", err)}
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return client.Options{}, usageError{fmt.Errorf("--ca %s holds no PEM certificate", ca)}
-		}
-		o.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	case useTLS:
 		o.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	}

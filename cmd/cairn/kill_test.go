@@ -75,11 +75,30 @@ type server struct {
 	port, http, meta   int
 	peer, metaClient   int
 	native, healthzURL string
-	log                *bytes.Buffer
+	log                *syncBuffer
 	// creds is the credentials file the server writes its root key into
 	// (CAIRN_CREDENTIALS_FILE), beside its data directory; the CLI runs
 	// and clients of the test read it from there.
 	creds string
+}
+
+// syncBuffer is a bytes.Buffer the server process writes into while the
+// test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // env is the environment of the server and of CLI runs against it.
@@ -100,7 +119,7 @@ func startServer(t *testing.T, bin, dir string, ports [5]int, extra ...string) *
 // startServerCreds is startServer with the credentials file at creds.
 func startServerCreds(t *testing.T, bin, dir, creds string, ports [5]int, extra ...string) *server {
 	t.Helper()
-	s := &server{dir: dir, port: ports[0], http: ports[1], meta: ports[2], peer: ports[3], metaClient: ports[4], log: &bytes.Buffer{},
+	s := &server{dir: dir, port: ports[0], http: ports[1], meta: ports[2], peer: ports[3], metaClient: ports[4], log: &syncBuffer{},
 		creds: creds}
 	s.native = fmt.Sprintf("127.0.0.1:%d", s.port)
 	s.healthzURL = fmt.Sprintf("http://127.0.0.1:%d/healthz", s.http)

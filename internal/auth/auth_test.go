@@ -131,7 +131,7 @@ func TestSeal(t *testing.T) {
 	if id, _ := SealedWith(s2); id != 2 {
 		t.Fatalf("sealed with %d after rotation", id)
 	}
-	if _, err := k.Open(s2, nil); err == nil || !strings.Contains(err.Error(), "does not hold") {
+	if _, err := k.Open(s2, nil); !errors.Is(err, ErrUnknownClusterKey) || !errors.Is(err, ErrSealed) {
 		t.Fatalf("a node without the new key: %v", err)
 	}
 	m, err := k.Merge(r)
@@ -268,10 +268,21 @@ func TestJoinToken(t *testing.T) {
 	if m == j {
 		t.Fatal("member and joiner proofs are equal")
 	}
+	for name, change := range map[string]func(*JoinTranscript){
+		"certificate": func(x *JoinTranscript) { x.MemberCert = CertHash([]byte("another cert")) },
+		"binding":     func(x *JoinTranscript) { x.Binding = []byte("other session") },
+		"nonce":       func(x *JoinTranscript) { x.Server[0] ^= 1 },
+	} {
+		x := tr
+		change(&x)
+		if MemberProof(tok.Secret, &x) == m || JoinerProof(tok.Secret, &x) == j {
+			t.Errorf("the proofs do not cover the %s", name)
+		}
+	}
 	x := tr
-	x.MemberCert = CertHash([]byte("another cert"))
-	if MemberProof(tok.Secret, &x) == m {
-		t.Fatal("the proof does not cover the member's certificate")
+	x.Request = CertHash([]byte("another request"))
+	if JoinerProof(tok.Secret, &x) == j {
+		t.Error("the joiner's proof does not cover its request")
 	}
 }
 

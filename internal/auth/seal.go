@@ -36,6 +36,11 @@ const (
 // moved, or sealed under a key this node does not hold.
 var ErrSealed = errors.New("auth: cannot open sealed secret")
 
+// ErrUnknownClusterKey is the ErrSealed of a value sealed under a cluster
+// key this node does not hold (another node rotated the key): the node
+// can learn it from another.
+var ErrUnknownClusterKey = fmt.Errorf("%w: sealed under a cluster key this node does not hold", ErrSealed)
+
 // ClusterKeys are the cluster's keys by id, one of which seals (the
 // current one); every one opens. A value is immutable: Rotate, Merge, Use
 // and Drop return new ones.
@@ -130,6 +135,19 @@ func (c *ClusterKeys) Merge(o *ClusterKeys) (*ClusterKeys, error) {
 	return buildClusterKeys(ks, c.Current())
 }
 
+// DropID returns the keys without key id (not the current one).
+func (c *ClusterKeys) DropID(id uint32) *ClusterKeys {
+	if id == c.Current() {
+		return c
+	}
+	ks := slices.DeleteFunc(slices.Clone(c.keys), func(k clusterKey) bool { return k.id == id })
+	out, err := buildClusterKeys(ks, c.Current())
+	if err != nil {
+		return c
+	}
+	return out
+}
+
 // Drop returns the keys without those older than id (after every value
 // sealed with them has been sealed again).
 func (c *ClusterKeys) Drop(before uint32) *ClusterKeys {
@@ -173,7 +191,7 @@ func (c *ClusterKeys) Open(sealed, ad []byte) ([]byte, error) {
 	}
 	i := slices.IndexFunc(c.keys, func(k clusterKey) bool { return k.id == id })
 	if i < 0 {
-		return nil, fmt.Errorf("%w: sealed with cluster key %d, which this node does not hold", ErrSealed, id)
+		return nil, fmt.Errorf("%w (key %d)", ErrUnknownClusterKey, id)
 	}
 	p, err := c.keys[i].gcm.Open(nil, sealed[5:17], sealed[17:], sealAD(ad))
 	if err != nil {

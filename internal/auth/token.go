@@ -3,6 +3,7 @@ package auth
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,17 +19,39 @@ import (
 // peer port over TLS without a certificate of its own (it has none yet),
 // so it cannot check the member's certificate against a CA it does not
 // know; instead the two prove to each other that they hold the token's
-// secret, each proof covering both sides' nonces and the hash of the
-// certificate the member presented. A machine in the middle presents
-// another certificate, so it can neither pass the member's proof on nor
-// make one of its own.
+// secret. Each proof covers both sides' nonces, the hash of the
+// certificate the member presented and keying material exported from the
+// TLS session it travels on; the joiner's proof also covers the hash of
+// its request (its public key, names and addresses). A machine in the
+// middle presents another certificate, or terminates TLS and has other
+// keying material, so it can neither pass a proof on nor make one of its
+// own, nor change the request; and the joiner accepts, within one join,
+// only the certificate it saw first.
 //
-//	T      = "cairn-join-v1" | u8 len(id) | id | client nonce | server nonce | SHA-256(member's certificate)
-//	member = HMAC-SHA256(secret, "member" | T)
-//	joiner = HMAC-SHA256(secret, "joiner" | T)
+//	T      = "cairn-join-v1" | u8 len(id) | id | client nonce | server nonce |
+//	         SHA-256(member's certificate) | u8 len(binding) | binding
+//	member = HMAC-SHA256(secret, "member" | T)               (binding: the challenge's session)
+//	joiner = HMAC-SHA256(secret, "joiner" | T | request hash) (binding: the join's session)
 //
 // The member answers the joiner's nonce with its proof first; the joiner
 // checks it before it sends its own (and then the request to join).
+
+// JoinExporterLabel is the TLS exporter label of the join's channel
+// binding.
+const JoinExporterLabel = "EXPORTER-cairn-join"
+
+// JoinBinding returns the channel binding of a TLS session for the join
+// proofs.
+func JoinBinding(st *tls.ConnectionState) ([]byte, error) {
+	if st == nil {
+		return nil, errors.New("auth: a join must go over TLS")
+	}
+	b, err := st.ExportKeyingMaterial(JoinExporterLabel, nil, 32)
+	if err != nil {
+		return nil, fmt.Errorf("auth: TLS channel binding: %w", err)
+	}
+	return b, nil
+}
 
 const (
 	tokenPrefix   = "cjt1"
@@ -78,17 +101,25 @@ type JoinTranscript struct {
 	TokenID        string
 	Client, Server Nonce
 	MemberCert     [32]byte // SHA-256 of the member's certificate (DER)
+	Binding        []byte   // JoinBinding of the TLS session the proof travels on
+	Request        [32]byte // the joiner's proof only: SHA-256 of its request's contents
 }
 
 func (t *JoinTranscript) bytes(side string) []byte {
-	b := make([]byte, 0, 64+len(t.TokenID)+2*NonceSize+32)
+	b := make([]byte, 0, 128+len(t.TokenID)+2*NonceSize+len(t.Binding))
 	b = append(b, side...)
 	b = append(b, "cairn-join-v1"...)
 	b = append(b, byte(len(t.TokenID)))
 	b = append(b, t.TokenID...)
 	b = append(b, t.Client[:]...)
 	b = append(b, t.Server[:]...)
-	return append(b, t.MemberCert[:]...)
+	b = append(b, t.MemberCert[:]...)
+	b = append(b, byte(len(t.Binding)))
+	b = append(b, t.Binding...)
+	if side == "joiner" {
+		b = append(b, t.Request[:]...)
+	}
+	return b
 }
 
 func joinProof(secret, side string, t *JoinTranscript) [ProofSize]byte {

@@ -22,6 +22,10 @@ var (
 	// ErrNoSecretBox is returned by calls that keep or read a secret on
 	// a Catalog made without one (WithSecrets).
 	ErrNoSecretBox = errors.New("meta: no cluster key to seal secrets with")
+	// ErrBadRecords is returned by ListKeys with the keys it could read
+	// when some records could not be (damaged, or sealed under a key this
+	// node lacks).
+	ErrBadRecords = errors.New("meta: some access key records could not be read")
 )
 
 // SecretBox seals the secrets the catalog keeps (access-key secrets, join
@@ -123,19 +127,27 @@ func (c *Catalog) GetKey(ctx context.Context, access string) (auth.Key, error) {
 	return k, err
 }
 
-// ListKeys returns every stored key, by access key id.
+// ListKeys returns every stored key, by access key id. A record that
+// cannot be read (damaged, or sealed under a key this node lacks) is left
+// out and its error joined into the one returned with the others: one bad
+// record must not keep the rest from being read.
 func (c *Catalog) ListKeys(ctx context.Context) ([]auth.Key, error) {
 	kvs, err := c.store.List(ctx, keysPrefix)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]auth.Key, 0, len(kvs))
+	var errs []error
 	for _, kv := range kvs {
 		k, _, err := c.decodeKey(kv)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		out = append(out, k)
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("%w: %w", ErrBadRecords, errors.Join(errs...))
 	}
 	return out, nil
 }

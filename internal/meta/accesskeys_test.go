@@ -158,11 +158,28 @@ func TestJoinTokens(t *testing.T) {
 	if _, _, err := c.GetToken(ctx, "once"); !errors.Is(err, ErrTokenInvalid) {
 		t.Fatalf("a used one-time token: %v", err)
 	}
-	if err := c.RestoreToken(ctx, tok); err != nil {
+	if err := c.RestoreToken(ctx, "once"); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := c.GetToken(ctx, "once"); err != nil {
 		t.Fatalf("a restored token: %v", err)
+	}
+	// A token revoked while its use was out is not brought back.
+	tok, rev, _ = c.GetToken(ctx, "once")
+	if err := c.UseToken(ctx, tok, rev); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteToken(ctx, "once"); !errors.Is(err, ErrTokenInvalid) {
+		t.Fatalf("revoking a used-up token: %v", err)
+	}
+	if err := c.RestoreToken(ctx, "once"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.GetToken(ctx, "once"); !errors.Is(err, ErrTokenInvalid) {
+		t.Fatalf("a revoked token came back: %v", err)
+	}
+	if err := c.CreateToken(ctx, JoinToken{ID: "once", Secret: "s1", Expires: now.Add(time.Hour), Uses: 1}); err != nil {
+		t.Fatal(err)
 	}
 	for range 3 {
 		b, rev, err := c.GetToken(ctx, "boot")
@@ -176,6 +193,7 @@ func TestJoinTokens(t *testing.T) {
 	if l, err := c.ListTokens(ctx); err != nil || len(l) != 2 {
 		t.Fatalf("list: %+v %v", l, err)
 	}
+
 	now = now.Add(2 * time.Hour)
 	if _, _, err := c.GetToken(ctx, "boot"); !errors.Is(err, ErrTokenInvalid) {
 		t.Fatalf("an expired token: %v", err)

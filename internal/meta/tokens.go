@@ -93,19 +93,15 @@ func (c *Catalog) GetToken(ctx context.Context, id string) (JoinToken, int64, er
 	return t, kv.Rev, nil
 }
 
-// UseToken takes one use of a token read at revision rev: the record
-// loses a use (it goes when none is left). ErrConflict if the record
-// changed since rev.
+// UseToken takes one use of a token read at revision rev. A token used up
+// stays, with no use left, until it expires: a failed admission can then
+// give its use back (RestoreToken), unless the token was revoked
+// meanwhile. ErrConflict if the record changed since rev.
 func (c *Catalog) UseToken(ctx context.Context, t JoinToken, rev int64) error {
-	switch {
-	case t.Uses == 1:
-		return c.store.Delete(ctx, tokensPrefix+t.ID, rev)
-	case t.Uses > 1:
-		t.Uses--
-	}
 	if t.Uses == -1 {
 		return nil
 	}
+	t.Uses--
 	b, err := c.encodeToken(t)
 	if err != nil {
 		return err
@@ -114,18 +110,35 @@ func (c *Catalog) UseToken(ctx context.Context, t JoinToken, rev int64) error {
 	return err
 }
 
-// RestoreToken puts back a use UseToken took (an admission that failed
-// after it).
-func (c *Catalog) RestoreToken(ctx context.Context, t JoinToken) error {
-	if t.Uses == -1 {
-		return nil
+// RestoreToken gives back the use UseToken took from token id (an
+// admission that failed after it). A token revoked meanwhile stays
+// revoked.
+func (c *Catalog) RestoreToken(ctx context.Context, id string) error {
+	for range 10 {
+		kv, err := c.store.Get(ctx, tokensPrefix+id)
+		if errors.Is(err, ErrNotFound) {
+			return nil // revoked
+		}
+		if err != nil {
+			return err
+		}
+		t, err := c.decodeToken(kv)
+		if err != nil {
+			return err
+		}
+		if t.Uses == -1 {
+			return nil
+		}
+		t.Uses++
+		b, err := c.encodeToken(t)
+		if err != nil {
+			return err
+		}
+		if _, err = c.store.Put(ctx, kv.Key, b, kv.Rev); !errors.Is(err, ErrConflict) {
+			return err
+		}
 	}
-	b, err := c.encodeToken(t)
-	if err != nil {
-		return err
-	}
-	_, err = c.store.Put(ctx, tokensPrefix+t.ID, b, AnyRev)
-	return err
+	return fmt.Errorf("meta: join token %s keeps changing", id)
 }
 
 // ListTokens returns the tokens (with their secrets: callers must not
@@ -145,13 +158,23 @@ func (c *Catalog) ListTokens(ctx context.Context) ([]JoinToken, error) {
 			_ = c.store.Delete(ctx, kv.Key, kv.Rev)
 			continue
 		}
+		if t.Uses == 0 {
+			continue // used up; kept until it expires (UseToken)
+		}
 		out = append(out, t)
 	}
 	return out, nil
 }
 
-// DeleteToken revokes a token (ErrTokenInvalid if there is none).
+// DeleteToken revokes a token (ErrTokenInvalid if there is none, or it
+// was used up).
 func (c *Catalog) DeleteToken(ctx context.Context, id string) error {
+	if kv, err := c.store.Get(ctx, tokensPrefix+id); err == nil {
+		if t, err := c.decodeToken(kv); err == nil && t.Uses == 0 {
+			_ = c.store.Delete(ctx, kv.Key, kv.Rev)
+			return ErrTokenInvalid
+		}
+	}
 	err := c.store.Delete(ctx, tokensPrefix+id, AnyRev)
 	if errors.Is(err, ErrNotFound) {
 		return ErrTokenInvalid

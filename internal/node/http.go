@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"strings"
@@ -30,7 +31,7 @@ func (n *Node) httpHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w, r = n.withDeadlines(w, r)
 		switch {
-		case strings.HasPrefix(r.URL.Path, adminPprof):
+		case strings.HasPrefix(r.URL.Path, adminPprof) && !n.bucketHost(r.Host):
 			n.adminProfiles(w, r)
 		case isOpsPath(r.URL.Path, n.cfg.Pprof) && r.Header.Get("Authorization") == "" && !r.URL.Query().Has("X-Amz-Credential"):
 			ops.ServeHTTP(w, r)
@@ -45,22 +46,40 @@ func isOpsPath(p string, pprof bool) bool {
 }
 
 // adminPprof is where cluster admins find Go's profiles: "_cairn" is no
-// bucket name, so no S3 request is shadowed.
+// bucket name, so no path-style S3 request is shadowed (and on a bucket's
+// own host name, under --s3-domain, the path is the bucket's).
 const adminPprof = "/_cairn/debug/pprof/"
+
+// bucketHost reports whether host names a bucket virtual-host style
+// (BUCKET.DOMAIN for one of Config.S3Domains).
+func (n *Node) bucketHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	for _, d := range n.cfg.S3Domains {
+		if strings.HasSuffix(host, "."+d) {
+			return true
+		}
+	}
+	return false
+}
 
 func (n *Node) opsHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", n.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{Registry: n.metrics.reg}))
 	if n.cfg.Pprof {
-		addProfiles(mux, "/debug/pprof/")
+		// Not the command line: it may hold secrets given as flags.
+		addProfiles(mux, "/debug/pprof/", false)
 	}
 	return mux
 }
 
-func addProfiles(mux *http.ServeMux, prefix string) {
+func addProfiles(mux *http.ServeMux, prefix string, cmdline bool) {
 	mux.HandleFunc(prefix, pprof.Index)
-	mux.HandleFunc(prefix+"cmdline", pprof.Cmdline)
+	if cmdline {
+		mux.HandleFunc(prefix+"cmdline", pprof.Cmdline)
+	}
 	mux.HandleFunc(prefix+"profile", pprof.Profile)
 	mux.HandleFunc(prefix+"symbol", pprof.Symbol)
 	mux.HandleFunc(prefix+"trace", pprof.Trace)
@@ -81,7 +100,7 @@ func (n *Node) adminProfiles(w http.ResponseWriter, r *http.Request) {
 	r2 := r.Clone(r.Context())
 	r2.URL.Path = "/debug/pprof/" + strings.TrimPrefix(r.URL.Path, adminPprof)
 	mux := http.NewServeMux()
-	addProfiles(mux, "/debug/pprof/")
+	addProfiles(mux, "/debug/pprof/", true)
 	mux.ServeHTTP(w, r2)
 }
 

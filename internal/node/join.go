@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,6 +76,28 @@ type joinResponse struct {
 	ClusterKeys    []byte   `json:"cluster_keys"`
 }
 
+// hash is the SHA-256 of what the request asks for (the joiner's proof
+// covers it, so nothing between can change it).
+func (r *joinRequest) hash() [32]byte {
+	h := sha256.New()
+	field := func(b []byte) {
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	field(r.PublicKey)
+	for _, host := range r.Hosts {
+		field([]byte(host))
+	}
+	field(nil)
+	field([]byte(r.MetaPeerURL))
+	field([]byte(r.Zone))
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
 // membership is what a meta.Store offers for changing the meta service's
 // members (EtcdStore does; MemStore does not).
 type membership interface {
@@ -99,7 +123,8 @@ type challenge struct {
 
 const challengeTTL = time.Minute
 
-func (c *challenges) put(nonce auth.Nonce, ch challenge, now time.Time) {
+// put keeps a challenge; it reports false when too many are pending.
+func (c *challenges) put(nonce auth.Nonce, ch challenge, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -110,10 +135,15 @@ func (c *challenges) put(nonce auth.Nonce, ch challenge, now time.Time) {
 			delete(c.m, k)
 		}
 	}
-	if len(c.m) < 1024 {
-		c.m[nonce] = ch
+	if len(c.m) >= maxChallenges {
+		return false
 	}
+	c.m[nonce] = ch
+	return true
 }
+
+// maxChallenges bounds the join challenges pending on a node.
+const maxChallenges = 1024
 
 func (c *challenges) take(nonce auth.Nonce, now time.Time) (challenge, bool) {
 	c.mu.Lock()
@@ -145,9 +175,15 @@ func (n *Node) handleJoinChallenge(ctx context.Context, b []byte) ([]byte, error
 	if err != nil {
 		return nil, err
 	}
-	tr := auth.JoinTranscript{TokenID: req.TokenID, Server: auth.NewNonce(), MemberCert: n.ownCertHash()}
+	binding, err := auth.JoinBinding(transport.PeerTLS(ctx))
+	if err != nil {
+		return nil, errJoinDenied(err.Error())
+	}
+	tr := auth.JoinTranscript{TokenID: req.TokenID, Server: auth.NewNonce(), MemberCert: n.ownCertHash(), Binding: binding}
 	copy(tr.Client[:], req.Nonce)
-	n.joins.put(tr.Server, challenge{tokenID: req.TokenID, joiner: tr.Client, expires: n.cfg.Clock().Add(challengeTTL)}, n.cfg.Clock())
+	if !n.joins.put(tr.Server, challenge{tokenID: req.TokenID, joiner: tr.Client, expires: n.cfg.Clock().Add(challengeTTL)}, n.cfg.Clock()) {
+		return nil, fmt.Errorf("too many joins under way here: %w", transport.ErrBusy)
+	}
 	proof := auth.MemberProof(tok.Secret, &tr)
 	return json.Marshal(joinChallenge{V: 1, TokenID: req.TokenID, Nonce: tr.Server[:], Proof: proof[:]})
 }
@@ -165,7 +201,7 @@ func (n *Node) handleJoin(ctx context.Context, b []byte) ([]byte, error) {
 	copy(nonce[:], req.Nonce)
 	ch, ok := n.joins.take(nonce, n.cfg.Clock())
 	if !ok || ch.tokenID != req.TokenID {
-		return nil, errJoinDenied("no join challenge of this node matches the request (it expired, or went to another node): start again")
+		return nil, fmt.Errorf("no join challenge of this node matches the request (it expired, or went to another node): start again: %w", transport.ErrBusy)
 	}
 	tok, _, err := n.catalog.GetToken(ctx, req.TokenID)
 	if errors.Is(err, meta.ErrTokenInvalid) {
@@ -174,11 +210,19 @@ func (n *Node) handleJoin(ctx context.Context, b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr := auth.JoinTranscript{TokenID: req.TokenID, Client: ch.joiner, Server: nonce, MemberCert: n.ownCertHash()}
+	binding, err := auth.JoinBinding(transport.PeerTLS(ctx))
+	if err != nil {
+		return nil, errJoinDenied(err.Error())
+	}
+	tr := auth.JoinTranscript{TokenID: req.TokenID, Client: ch.joiner, Server: nonce, MemberCert: n.ownCertHash(),
+		Binding: binding, Request: req.hash()}
 	want := auth.JoinerProof(tok.Secret, &tr)
 	if !auth.ProofsEqual(want[:], req.Proof) {
-		n.log.Warn("refused a node that could not prove it holds a join token", "token", auth.DescribeToken(req.TokenID), "meta_peer_url", req.MetaPeerURL)
-		return nil, errJoinDenied("the proof of the join token does not check: the token is wrong")
+		// The joiner checked this node's proof with the token, so it
+		// holds the secret: what differs is the connection (a new one
+		// since the challenge, or a relay) or the request (altered).
+		n.log.Warn("refused a join whose proof does not check on its connection", "token", auth.DescribeToken(req.TokenID), "meta_peer_url", req.MetaPeerURL)
+		return nil, fmt.Errorf("the join's proof does not check on this connection (it changed since the challenge, or something between altered it): start again: %w", transport.ErrBusy)
 	}
 	pub, err := parseNodeKey(req.PublicKey)
 	if err != nil {
@@ -211,7 +255,7 @@ func (n *Node) handleJoin(ctx context.Context, b []byte) ([]byte, error) {
 	if err != nil {
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if rerr := n.catalog.RestoreToken(rctx, tok); rerr != nil {
+		if rerr := n.catalog.RestoreToken(rctx, tok.ID); rerr != nil {
 			n.log.Warn("could not give back the join token's use after a failed admission", "err", rerr)
 		}
 		return nil, err
@@ -222,7 +266,7 @@ func (n *Node) handleJoin(ctx context.Context, b []byte) ([]byte, error) {
 // admit makes a proven joiner a member: meta membership, node id,
 // certificate, and the answer with the cluster's secrets. The admission
 // lock is held.
-func (n *Node) admit(ctx context.Context, ms membership, req *joinRequest, pub *ecdsa.PublicKey) ([]byte, error) {
+func (n *Node) admit(ctx context.Context, ms membership, req *joinRequest, pub *ecdsa.PublicKey) (_ []byte, err error) {
 	members, err := ms.Members(ctx)
 	if err != nil {
 		return nil, err
@@ -252,7 +296,8 @@ func (n *Node) admit(ctx context.Context, ms membership, req *joinRequest, pub *
 	endpoints := meta.VoterEndpoints(members)
 	member := len(members) < n.cfg.MetaMembers
 	if member {
-		if _, members, err = ms.AddLearner(ctx, req.MetaPeerURL); err != nil {
+		var learner uint64
+		if learner, members, err = ms.AddLearner(ctx, req.MetaPeerURL); err != nil {
 			if strings.Contains(err.Error(), "unhealthy cluster") {
 				// etcd refuses a member change until the members have
 				// been connected a few seconds after the last one.
@@ -260,6 +305,17 @@ func (n *Node) admit(ctx context.Context, ms membership, req *joinRequest, pub *
 			}
 			return nil, err
 		}
+		// A learner that will never start would block every later
+		// admission: it goes if this one fails from here on.
+		defer func() {
+			if err != nil {
+				rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if rerr := ms.RemoveMember(rctx, learner); rerr != nil {
+					n.log.Warn("could not remove the meta member of a failed admission", "err", rerr)
+				}
+			}
+		}()
 	}
 	// The id comes last, so a refused admission uses none up.
 	id, err := n.catalog.AllocNodeID(ctx)
@@ -322,8 +378,9 @@ func (n *Node) join(ctx context.Context) (*joinResponse, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The member is not known yet: its certificate is taken as it comes,
-	// and the member proves it knows the token over it.
+	// The member is not known yet: its certificate is taken as it comes
+	// (the first one seen is the only one taken from then on), and the
+	// member proves it knows the token over it and over the session.
 	var seen atomic.Pointer[[32]byte]
 	caller := &transport.Caller{TLS: func() *tls.Config {
 		return &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13,
@@ -332,7 +389,9 @@ func (n *Node) join(ctx context.Context) (*joinResponse, error) {
 					return errors.New("the node sent no certificate")
 				}
 				h := auth.CertHash(cs.PeerCertificates[0].Raw)
-				seen.Store(&h)
+				if !seen.CompareAndSwap(nil, &h) && *seen.Load() != h {
+					return errors.New("the node's certificate changed during the join")
+				}
 				return nil
 			}}
 	}}
@@ -342,7 +401,7 @@ func (n *Node) join(ctx context.Context) (*joinResponse, error) {
 		defer cancel()
 		mine := auth.NewNonce()
 		cb, _ := json.Marshal(joinChallenge{V: 1, TokenID: tok.ID, Nonce: mine[:]})
-		b, err := caller.Call(cctx, n.cfg.Join, adminService, "JoinChallenge", cb)
+		b, st, err := caller.CallTLS(cctx, n.cfg.Join, adminService, "JoinChallenge", cb)
 		if err != nil {
 			return nil, err
 		}
@@ -350,18 +409,22 @@ func (n *Node) join(ctx context.Context) (*joinResponse, error) {
 		if err := json.Unmarshal(b, &ans); err != nil || len(ans.Nonce) != auth.NonceSize {
 			return nil, fmt.Errorf("malformed answer to the join challenge (%v)", err)
 		}
-		certHash := seen.Load()
-		if certHash == nil {
-			return nil, errors.New("no TLS certificate seen from the node")
+		binding, err := auth.JoinBinding(st)
+		if err != nil {
+			return nil, err
 		}
-		tr := auth.JoinTranscript{TokenID: tok.ID, Client: mine, MemberCert: *certHash}
+		tr := auth.JoinTranscript{TokenID: tok.ID, Client: mine, MemberCert: auth.CertHash(st.PeerCertificates[0].Raw), Binding: binding}
 		copy(tr.Server[:], ans.Nonce)
 		if want := auth.MemberProof(tok.Secret, &tr); !auth.ProofsEqual(want[:], ans.Proof) {
 			return nil, fmt.Errorf("%w: the node could not prove it knows the join token: it is not the cluster the token is from, or something between is impersonating it", transport.ErrDenied)
 		}
+		// The request goes on the same session: the proof binds it.
+		jr := joinRequest{V: 1, TokenID: tok.ID, Nonce: ans.Nonce, PublicKey: pub,
+			Hosts: n.certHosts(), MetaPeerURL: urls.peer, Zone: n.cfg.Zone}
+		tr.Request = jr.hash()
 		proof := auth.JoinerProof(tok.Secret, &tr)
-		jb, _ := json.Marshal(joinRequest{V: 1, TokenID: tok.ID, Nonce: ans.Nonce, Proof: proof[:], PublicKey: pub,
-			Hosts: n.certHosts(), MetaPeerURL: urls.peer, Zone: n.cfg.Zone})
+		jr.Proof = proof[:]
+		jb, _ := json.Marshal(jr)
 		return caller.Call(cctx, n.cfg.Join, adminService, "Join", jb)
 	}
 	deadline := time.Now().Add(2 * time.Minute)
@@ -515,11 +578,17 @@ func (n *Node) etcdOptions(urls metaURLs) meta.EtcdOptions {
 func (n *Node) securePeerURL(ctx context.Context, upgraded bool) error {
 	es, ok := n.meta.(*meta.EtcdStore)
 	if !ok || n.metaPeerURL == "" {
+		if err := n.cfg.FS.Remove(n.secPath(upgradeMarker)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 		return nil
 	}
 	members, err := es.Members(ctx)
 	if err != nil {
 		return err
+	}
+	if _, err := n.cfg.FS.Stat(n.secPath(upgradeMarker)); err == nil {
+		upgraded = true // an earlier start secured the data and did not get here
 	}
 	if upgraded && len(members) > 1 {
 		return fmt.Errorf("the data directory %s is from a version of Cairn whose clusters had no security material, and its meta service has %d members: a cluster of several nodes cannot be secured in place. Start a new cluster and copy the data over (for example with rclone through the S3 API)", n.cfg.DataDir, len(members))
@@ -532,6 +601,11 @@ func (n *Node) securePeerURL(ctx context.Context, upgraded bool) error {
 			return fmt.Errorf("move this node's meta member to %s: %w", n.metaPeerURL, err)
 		}
 		n.log.Info("the meta member's peer URL now uses TLS", "peer_url", n.metaPeerURL)
+	}
+	if upgraded {
+		if err := n.cfg.FS.Remove(n.secPath(upgradeMarker)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	return nil
 }

@@ -47,10 +47,20 @@ func (n *Node) refreshKeys(ctx context.Context) error {
 		n.rootKey.Store(&root)
 	}
 	keys, err := n.catalog.ListKeys(ctx)
-	if err != nil {
-		return err
+	if err != nil && !errors.Is(err, meta.ErrBadRecords) {
+		return err // the meta service did not answer: the keys in force stay
 	}
+	// The keys read go in force even if some records could not be read
+	// (those keys stop working): a bad record must not freeze removals.
 	n.keys.Set(append([]auth.Key{*n.rootKey.Load()}, keys...))
+	if err != nil {
+		msg := err.Error()
+		if old := n.keysErr.Swap(&msg); old == nil || *old != msg {
+			n.log.Warn("some access keys could not be read; they do not work until they can be", "err", err)
+		}
+	} else {
+		n.keysErr.Store(nil)
+	}
 	return nil
 }
 

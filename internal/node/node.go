@@ -369,25 +369,27 @@ func (c *Config) Validate() error {
 
 // Node is one running Cairn node.
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	eng     *storage.Engine
-	meta    meta.Store
-	ownMeta bool // meta was opened by the node (and is closed by it)
-	oracle  *meta.Oracle
-	catalog *meta.Catalog
-	rootKey atomic.Pointer[auth.Key] // the root key (a cluster admin)
-	keys    auth.Keyring             // the root key and the others (keys.go)
-	sec     security                 // CA, certificate, cluster keys (security.go)
-	keysMu  sync.Mutex               // serializes changes of the cluster keys (security.go)
-	joins   challenges               // join challenges answered (join.go)
-	s3api   *s3.Handler              // the S3 API (s3.go)
-	chunks  *segment.Store
-	ranges  *replica.Store
-	id      identity
-	metrics *metrics
-	cache   *kv.Cache // latest records; nil when disabled
-	peers   *peers
+	cfg         Config
+	log         *slog.Logger
+	eng         *storage.Engine
+	meta        meta.Store
+	ownMeta     bool // meta was opened by the node (and is closed by it)
+	oracle      *meta.Oracle
+	catalog     *meta.Catalog
+	rootKey     atomic.Pointer[auth.Key] // the root key (a cluster admin)
+	keys        auth.Keyring             // the root key and the others (keys.go)
+	sec         security                 // CA, certificate, cluster keys (security.go)
+	keysMu      sync.Mutex               // serializes changes of the cluster keys (security.go)
+	keysErr     atomic.Pointer[string]   // the access keys' read problem last logged (keys.go)
+	keysLearned time.Time                // when learnClusterKeys last asked another node; keysMu
+	joins       challenges               // join challenges answered (join.go)
+	s3api       *s3.Handler              // the S3 API (s3.go)
+	chunks      *segment.Store
+	ranges      *replica.Store
+	id          identity
+	metrics     *metrics
+	cache       *kv.Cache // latest records; nil when disabled
+	peers       *peers
 	// metaPeerURL is the embedded etcd member's peer URL ("" with cfg.Meta).
 	metaPeerURL string
 	// member is the node's own etcd member when it is not n.meta itself (a
@@ -503,6 +505,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 			// Data written before clusters had security material.
 			if n.id.Joined {
 				return nil, fmt.Errorf("the data directory %s is from a version of Cairn whose clusters had no security material, and this node joined another: a cluster of several nodes cannot be secured in place. Start a new cluster and copy the data over (for example with rclone through the S3 API)", cfg.DataDir)
+			}
+			// A marker first: until the meta service shows one member, a
+			// later start must check again (securePeerURL).
+			if err := n.writeSecFile(upgradeMarker, []byte("securing a data directory of an earlier version\n"), false); err != nil {
+				return nil, err
 			}
 			if err := n.newSecurity(); err != nil {
 				return nil, fmt.Errorf("make the cluster's security material: %w", err)

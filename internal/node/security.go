@@ -42,6 +42,9 @@ const (
 	nodeCertFile = "tls/node.crt"
 	nodeKeyFile  = "tls/node.key"
 	keysFile     = "cluster.keys"
+	// upgradeMarker stays while a data directory of an earlier version is
+	// being secured, until its meta service is known to be one member.
+	upgradeMarker = "tls/upgrading"
 )
 
 var securityFiles = []string{caCertFile, caKeyFile, nodeCertFile, nodeKeyFile, keysFile}
@@ -260,7 +263,50 @@ func (n *Node) peerClientTLS() *tls.Config {
 type keyBox struct{ n *Node }
 
 func (b keyBox) Seal(p, ad []byte) ([]byte, error) { return b.n.sec.keys.Load().Seal(p, ad) }
-func (b keyBox) Open(s, ad []byte) ([]byte, error) { return b.n.sec.keys.Load().Open(s, ad) }
+
+// Open opens a sealed value; one sealed under a cluster key this node
+// does not hold yet (another node rotated the key while this one was
+// joining) is opened once the node has learned the keys from another.
+func (b keyBox) Open(s, ad []byte) ([]byte, error) {
+	p, err := b.n.sec.keys.Load().Open(s, ad)
+	if !errors.Is(err, auth.ErrUnknownClusterKey) {
+		return p, err
+	}
+	if ferr := b.n.learnClusterKeys(); ferr != nil {
+		return nil, fmt.Errorf("%w (and learning the cluster keys from another node failed: %v)", err, ferr)
+	}
+	return b.n.sec.keys.Load().Open(s, ad)
+}
+
+// learnClusterKeys merges in the cluster keys of the first other node that
+// gives them, at most every few seconds.
+func (n *Node) learnClusterKeys() error {
+	n.keysMu.Lock()
+	if time.Since(n.keysLearned) < 5*time.Second {
+		n.keysMu.Unlock()
+		return errors.New("tried a moment ago")
+	}
+	n.keysLearned = time.Now()
+	n.keysMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	for _, nd := range n.peers.view() {
+		if nd.ID == n.id.NodeID || nd.State == meta.NodeRemoved {
+			continue
+		}
+		b, err := n.callNode(ctx, nd.ID, adminService, "ClusterKeys", []byte{keysGet}, 5*time.Second)
+		if err == nil {
+			_, err = n.takeClusterKeys(keysLearn, b)
+		}
+		if err == nil {
+			n.log.Info("learned the cluster keys from another node", "from", nd.ID, "current", n.sec.keys.Load().Current())
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("node %d: %w", nd.ID, err))
+	}
+	return errors.Join(append(errs, errors.New("no other node gave its cluster keys"))...)
+}
 
 // sealSecrets seals what earlier versions kept in clear (and what an
 // older cluster key sealed) under the current key.
@@ -286,17 +332,25 @@ func (n *Node) sealSecrets(ctx context.Context) {
 }
 
 // RotateClusterKey implements wire.KeyRotator. Every node of the map must
-// be up. The new key goes to every node in two steps, so that no node
-// ever meets a value sealed with a key it does not hold: first every node
-// learns it (still sealing with the old one), then every node seals with
-// it. Then every secret in the meta service is sealed again under it and
-// the meta service's history of the old sealed values is compacted.
+// be up. This node first learns every other node's keys (so the new key's
+// id is new everywhere), then the new key goes to every node in two steps,
+// so that no node meets a value sealed with a key it does not hold: first
+// every node learns it (still sealing with the old one, this node first),
+// then every node seals with it. Then every secret in the meta service is
+// sealed again under it and the meta service's history of the old sealed
+// values is compacted. Admissions wait meanwhile (a node being admitted
+// gets the keys as they are after).
 func (n *Node) RotateClusterKey(ctx context.Context) (wire.ClusterKeyRotation, error) {
 	release, err := n.clusterLock(ctx, "rotate-cluster-key", 5*time.Minute)
 	if err != nil {
 		return wire.ClusterKeyRotation{}, wire.Errorf(wire.CodeUnavailable, "another rotation is under way: %v", err)
 	}
 	defer release()
+	admissions, err := n.admissionLock(ctx)
+	if err != nil {
+		return wire.ClusterKeyRotation{}, wire.Errorf(wire.CodeUnavailable, "a node is being admitted: %v; try again", err)
+	}
+	defer admissions()
 	nodes, err := n.catalog.Nodes(ctx)
 	if err != nil {
 		return wire.ClusterKeyRotation{}, unavailable("meta service", err)
@@ -311,25 +365,43 @@ func (n *Node) RotateClusterKey(ctx context.Context) (wire.ClusterKeyRotation, e
 			others = append(others, nd.ID)
 		}
 	}
+	call := func(id uint64, body []byte) ([]byte, error) {
+		b, err := n.callNode(ctx, id, adminService, "ClusterKeys", body, 10*time.Second)
+		if err != nil {
+			return nil, wire.Errorf(wire.CodeUnavailable, "node %d did not take part in the rotation (%v); nothing is sealed under a new key yet: try again", id, err)
+		}
+		return b, nil
+	}
+	for _, id := range others {
+		b, err := call(id, []byte{keysGet})
+		if err == nil {
+			_, err = n.takeClusterKeys(keysLearn, b)
+		}
+		if err != nil {
+			return wire.ClusterKeyRotation{}, err
+		}
+	}
 	cur := n.sec.keys.Load()
 	next := cur.Rotate()
 	learn, err := next.Use(cur.Current())
 	if err != nil {
 		return wire.ClusterKeyRotation{}, err
 	}
-	push := func(step byte, body []byte) error {
-		for _, id := range others {
-			if _, err := n.callNode(ctx, id, adminService, "ClusterKeys", append([]byte{step}, body...), 10*time.Second); err != nil {
-				return wire.Errorf(wire.CodeUnavailable, "node %d did not take the new cluster key (%v); nothing is sealed under it yet: try again", id, err)
-			}
-		}
-		_, err := n.takeClusterKeys(step, body)
-		return err
-	}
-	if err := push(keysLearn, learn.Marshal()); err != nil {
+	if _, err := n.takeClusterKeys(keysLearn, learn.Marshal()); err != nil {
 		return wire.ClusterKeyRotation{}, err
 	}
-	if err := push(keysUse, binary.BigEndian.AppendUint32(nil, next.Current())); err != nil {
+	for _, id := range others {
+		if _, err := call(id, append([]byte{keysLearn}, learn.Marshal()...)); err != nil {
+			return wire.ClusterKeyRotation{}, err
+		}
+	}
+	use := binary.BigEndian.AppendUint32(nil, next.Current())
+	for _, id := range others {
+		if _, err := call(id, append([]byte{keysUse}, use...)); err != nil {
+			return wire.ClusterKeyRotation{}, err
+		}
+	}
+	if _, err := n.takeClusterKeys(keysUse, use); err != nil {
 		return wire.ClusterKeyRotation{}, err
 	}
 	n.log.Info("cluster key rotated; sealing the meta service's secrets under it", "key", next.Current(), "nodes", len(others)+1)
@@ -346,15 +418,17 @@ func (n *Node) RotateClusterKey(ctx context.Context) (wire.ClusterKeyRotation, e
 	return wire.ClusterKeyRotation{KeyID: now, Nodes: len(others) + 1, Resealed: resealed}, nil
 }
 
-// The steps of handing a new cluster key to a node (peer call ClusterKeys:
+// The steps of handing cluster keys between nodes (peer call ClusterKeys:
 // the step byte, then its body).
 const (
 	keysLearn = 1 // body: a cluster key file; the keys are merged in, the current key stays
 	keysUse   = 2 // body: key id u32; that key seals from now on
+	keysGet   = 3 // no body; answer: the node's cluster key file
 )
 
 // handleClusterKeys takes a step of a cluster key rotation another node
-// leads (members only: the peer port checks the caller's certificate).
+// leads, or gives this node's keys (members only: the peer port checks
+// the caller's certificate).
 func (n *Node) handleClusterKeys(_ context.Context, b []byte) ([]byte, error) {
 	if len(b) < 1 {
 		return nil, errors.New("empty cluster keys request")
@@ -369,6 +443,8 @@ func (n *Node) takeClusterKeys(step byte, body []byte) ([]byte, error) {
 	var next *auth.ClusterKeys
 	var err error
 	switch step {
+	case keysGet:
+		return cur.Marshal(), nil
 	case keysLearn:
 		var got *auth.ClusterKeys
 		if got, err = auth.ParseClusterKeys(body); err == nil {
@@ -388,7 +464,7 @@ func (n *Node) takeClusterKeys(step byte, body []byte) ([]byte, error) {
 	if err := n.saveKeys(next); err != nil {
 		return nil, err
 	}
-	if step == keysUse {
+	if step == keysUse && next.Current() != cur.Current() {
 		n.log.Info("sealing with a new cluster key", "key", next.Current())
 	}
 	return nil, nil

@@ -223,6 +223,20 @@ func TestKeyRotation(t *testing.T) {
 			}
 		}
 	}
+	// A node that missed the rotation (admitted while it ran) learns the
+	// new key from another node when it meets a value sealed with it.
+	before, err := b.sec.keys.Load().Use(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.sec.keys.Store(mustKeys(t, before, 1)) // key 1 alone, as before the rotation
+	if err := b.refreshKeys(ctx); err != nil {
+		t.Fatalf("refresh on a node without the new key: %v", err)
+	}
+	if k, ok := b.keys.Lookup("ROTATED"); !ok || k.Secret != "rotated-secret" || b.sec.keys.Load().Newest() != 2 {
+		t.Fatal("the node did not learn the new cluster key from the other")
+	}
+
 	third := openNode(t, clusterConfig(t, a.PeerAddr()))
 	if k, ok := third.keys.Lookup("ROTATED"); !ok || k.Secret != "rotated-secret" || third.sec.keys.Load().Current() != 2 {
 		t.Fatal("a node that joined after the rotation does not read the secrets")
@@ -253,4 +267,20 @@ func TestKeyRotation(t *testing.T) {
 	if a.sec.keys.Load().Current() != 2 {
 		t.Fatal("a refused rotation changed the cluster key")
 	}
+}
+
+// mustKeys returns keys with only key id kept (a node's keys before a
+// rotation).
+func mustKeys(t *testing.T, keys *auth.ClusterKeys, id uint32) *auth.ClusterKeys {
+	t.Helper()
+	only, err := auth.ParseClusterKeys(keys.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range only.IDs() {
+		if k != id {
+			only = only.DropID(k)
+		}
+	}
+	return only
 }

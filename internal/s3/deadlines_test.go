@@ -146,4 +146,13 @@ func TestProfiles(t *testing.T) {
 	if got := get("/debug/pprof/", "", ""); got != http.StatusOK {
 		t.Errorf("GET /debug/pprof/ with --pprof: %d", got)
 	}
+	// Not the command line, which may hold secrets given as flags.
+	resp, err := http.Get(ep + "/debug/pprof/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Error("/debug/pprof/cmdline is served to anyone with --pprof")
+	}
 }

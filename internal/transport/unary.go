@@ -10,6 +10,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -89,19 +91,45 @@ func (c *Caller) Call(ctx context.Context, addr, service, method string, req []b
 	return c.invoke(ctx, addr, service, method, req, true)
 }
 
+// CallTLS is Call that also returns the state of the TLS connection the
+// call went over (its peer's certificate, its keying material).
+func (c *Caller) CallTLS(ctx context.Context, addr, service, method string, req []byte) ([]byte, *tls.ConnectionState, error) {
+	var p grpcpeer.Peer
+	b, err := c.invoke(ctx, addr, service, method, req, true, grpc.Peer(&p))
+	if err != nil {
+		return nil, nil, err
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s/%s on %s: the call did not go over TLS", service, method, addr)
+	}
+	return b, &ti.State, nil
+}
+
+// PeerTLS returns the TLS state of the connection a unary handler's
+// request came over, or nil.
+func PeerTLS(ctx context.Context) *tls.ConnectionState {
+	if p, ok := grpcpeer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			return &ti.State
+		}
+	}
+	return nil
+}
+
 // Try is Call that fails at once when the node cannot be reached, rather
 // than waiting for it to come up (for calls that have somewhere else to go).
 func (c *Caller) Try(ctx context.Context, addr, service, method string, req []byte) ([]byte, error) {
 	return c.invoke(ctx, addr, service, method, req, false)
 }
 
-func (c *Caller) invoke(ctx context.Context, addr, service, method string, req []byte, wait bool) ([]byte, error) {
+func (c *Caller) invoke(ctx context.Context, addr, service, method string, req []byte, wait bool, opts ...grpc.CallOption) ([]byte, error) {
 	cc, err := c.conn(addr)
 	if err != nil {
 		return nil, err
 	}
 	var out frame
-	if err := cc.Invoke(ctx, "/"+service+"/"+method, &frame{b: req}, &out, grpc.WaitForReady(wait)); err != nil {
+	if err := cc.Invoke(ctx, "/"+service+"/"+method, &frame{b: req}, &out, append(opts, grpc.WaitForReady(wait))...); err != nil {
 		if st, ok := status.FromError(err); ok {
 			switch st.Code() {
 			case codes.NotFound:

@@ -87,6 +87,7 @@ type connAuth struct {
 	hello    *auth.Transcript // after HELLO, until AUTH
 	known    bool             // HELLO named a key that exists
 	access   string           // the authenticated key; "" until AUTH succeeds
+	secret   string           // its secret then: a key made again under the same id is another key
 	strikes  int              // failed AUTHs and requests before authentication
 	authed   bool
 	tlsState *tls.ConnectionState
@@ -147,6 +148,8 @@ func (c *serverConn) authenticate(h Header, body []byte) error {
 	}
 	key, ok := c.s.opts.Keys.Lookup(tr.Access)
 	if !ok || !a.known {
+		// As much work as a wrong secret, so that time tells nothing.
+		auth.ClientProof("no such key", tr)
 		c.sendError(h.Op, h.ID, errAuthFailed())
 		return c.strike()
 	}
@@ -155,7 +158,7 @@ func (c *serverConn) authenticate(h Header, body []byte) error {
 		c.sendError(h.Op, h.ID, errAuthFailed())
 		return c.strike()
 	}
-	a.access, a.authed = tr.Access, true
+	a.access, a.secret, a.authed = tr.Access, key.Secret, true
 	c.authedAt.Store(true)
 	c.s.log.Debug("wire: authenticated", "remote", c.nc.RemoteAddr(), "access", tr.Access)
 	res := AuthResult{Proof: auth.ServerProof(key.Secret, tr), IdleTimeout: c.s.opts.IdleTimeout, ClusterAdmin: key.ClusterAdmin, Grants: key.Grants}
@@ -186,8 +189,8 @@ func (c *serverConn) key() (*auth.Key, *Error) {
 		return k.key, nil
 	}
 	k, ok := c.s.opts.Keys.Lookup(c.auth.access)
-	if !ok {
-		return nil, Errorf(CodeUnauthenticated, "access key %s was removed", c.auth.access)
+	if !ok || k.Secret != c.auth.secret {
+		return nil, Errorf(CodeUnauthenticated, "access key %s was removed (or replaced) since the connection authenticated", c.auth.access)
 	}
 	c.keyAt.Store(&keyAt{gen: gen, key: k})
 	return k, nil

@@ -78,6 +78,24 @@ func TestUnauthenticated(t *testing.T) {
 		t.Fatalf("HELLO after AUTH: %v", e)
 	}
 
+	// Before authentication a frame gets no frame-sized buffer, and DATA
+	// and CANCEL count as failures too.
+	r = rawDialPlain(t, addr)
+	r.write(AppendFrame(nil, OpCreateSpace, 0, 1, make([]byte, 8<<10)))
+	if _, e := r.readError(); e.Code != CodeTooLarge {
+		t.Fatalf("an 8 KiB frame before AUTH: %v", e)
+	}
+	if !r.closed(2 * time.Second) {
+		t.Fatal("the connection stayed open after an oversized frame before AUTH")
+	}
+	r = rawDialPlain(t, addr)
+	for id := uint32(1); id <= 3; id++ {
+		r.send(OpData, FlagEnd, id, []byte("x"))
+	}
+	if !r.closed(2 * time.Second) {
+		t.Fatal("three DATA frames before AUTH did not close the connection")
+	}
+
 	// A client without a key gets a clear answer from the first request.
 	c, err := DialConn(context.Background(), addr, ConnOptions{})
 	if err != nil {
@@ -178,6 +196,12 @@ func TestGrants(t *testing.T) {
 		t.Fatalf("spaces after refused requests: %+v", l)
 	}
 
+	// The key removed and made again under the same id, with another
+	// secret: a connection of the old one does not become the new one.
+	set(auth.Key{Access: reader.Access, Secret: "another-secret", Grants: reader.Grants})
+	if _, err := c.Stat(ctx, &GetRequest{Space: "photos", Key: "k", Length: -1}); CodeOf(err) != CodeUnauthenticated {
+		t.Fatalf("a request with a key made again: %v", err)
+	}
 	set() // the reader's key is removed
 	if _, err := c.Stat(ctx, &GetRequest{Space: "photos", Key: "k", Length: -1}); CodeOf(err) != CodeUnauthenticated {
 		t.Fatalf("a request with a removed key: %v", err)

@@ -159,11 +159,12 @@ type Server struct {
 	peak     atomic.Int64
 	refused  atomic.Int64
 	cut      atomic.Int64
-	bufs     sync.Pool    // *[]byte of MaxFrame capacity
-	small    sync.Pool    // *[]byte for message bodies
-	workers  *workers     // run request handlers
-	epoch    time.Time    // connection clocks count from here (now)
-	clock    atomic.Int64 // now, as sweep last read it: the hot paths' clock
+	bufs     sync.Pool     // *[]byte of MaxFrame capacity
+	small    sync.Pool     // *[]byte for message bodies
+	workers  *workers      // run request handlers
+	epoch    time.Time     // connection clocks count from here (now)
+	refusing chan struct{} // bounds the refusals being answered at once
+	clock    atomic.Int64  // now, as sweep last read it: the hot paths' clock
 	sweeping sync.Once
 	stopSwp  chan struct{}
 }
@@ -183,7 +184,7 @@ func NewServer(svc Service, o ServerOptions) *Server {
 	if err := o.Validate(); err != nil {
 		panic(err)
 	}
-	s := &Server{svc: svc, opts: o, log: o.Logger, workers: newWorkers(10 * time.Second), epoch: time.Now(), stopSwp: make(chan struct{})}
+	s := &Server{svc: svc, opts: o, log: o.Logger, workers: newWorkers(10 * time.Second), epoch: time.Now(), stopSwp: make(chan struct{}), refusing: make(chan struct{}, 16)}
 	s.mu.listeners = map[net.Listener]struct{}{}
 	s.mu.conns = map[*serverConn]struct{}{}
 	max := o.MaxFrame
@@ -246,8 +247,13 @@ func (s *Server) Serve(l net.Listener) error {
 		if len(s.mu.conns) >= s.opts.MaxConns {
 			s.mu.Unlock()
 			s.refused.Add(1)
-			s.wg.Add(1)
-			go s.refuse(nc)
+			select {
+			case s.refusing <- struct{}{}:
+				s.wg.Add(1)
+				go s.refuse(nc)
+			default:
+				nc.Close() // too many refusals under way to answer this one
+			}
 			continue
 		}
 		c := s.newConn(nc)
@@ -371,6 +377,7 @@ func (c *serverConn) close() {
 // the TLS handshake on a TLS port, so the client can read it) and closes it.
 func (s *Server) refuse(nc net.Conn) {
 	defer s.wg.Done()
+	defer func() { <-s.refusing }()
 	defer nc.Close()
 	nc.SetDeadline(time.Now().Add(2 * time.Second))
 	var w io.Writer = nc
@@ -564,6 +571,13 @@ func (c *serverConn) readLoop() error {
 			c.sendError(h.Op, h.ID, Errorf(CodeMalformed, "bad flags 0x%04x on a request", h.Flags))
 			continue
 		}
+		if !c.auth.authed && !s.opts.AllowUnauthenticated && h.Op != OpPing && h.Op != OpHello && h.Op != OpAuth {
+			c.sendError(h.Op, h.ID, Errorf(CodeUnauthenticated, "authenticate first (HELLO, AUTH) with an access key: cairn and the Go client take one from --access-key/--secret-key, CAIRN_ACCESS_KEY/CAIRN_SECRET_KEY or ~/.config/cairn/credentials"))
+			if err := c.strike(); err != nil {
+				return err
+			}
+			continue
+		}
 		switch h.Op {
 		case OpData:
 			c.data(h, body)
@@ -586,13 +600,6 @@ func (c *serverConn) readLoop() error {
 		}
 		if !h.Op.Known() {
 			c.sendError(h.Op, h.ID, Errorf(CodeUnknownOp, "opcode 0x%02x", uint8(h.Op)))
-			continue
-		}
-		if !c.auth.authed && !s.opts.AllowUnauthenticated {
-			c.sendError(h.Op, h.ID, Errorf(CodeUnauthenticated, "authenticate first (HELLO, AUTH) with an access key: cairn and the Go client take one from --access-key/--secret-key, CAIRN_ACCESS_KEY/CAIRN_SECRET_KEY or ~/.config/cairn/credentials"))
-			if err := c.strike(); err != nil {
-				return err
-			}
 			continue
 		}
 		if h.Flags&FlagMore != 0 && h.Op != OpPut {
@@ -619,6 +626,10 @@ func (c *serverConn) readLoop() error {
 	}
 }
 
+// preAuthMaxFrame bounds a frame's body before the connection has
+// authenticated.
+const preAuthMaxFrame = 4 << 10
+
 // readFrame is ReadFrame that notes, for sweep, when the frame arrived and
 // whether its body is still on its way.
 func (c *serverConn) readFrame(br *bufio.Reader, hbuf []byte) (Header, []byte, error) {
@@ -628,7 +639,13 @@ func (c *serverConn) readFrame(br *bufio.Reader, hbuf []byte) (Header, []byte, e
 	now := c.s.coarse()
 	c.lastRead.Store(now)
 	h := ParseHeader(hbuf)
-	if err := h.Check(c.s.opts.MaxFrame); err != nil {
+	limit := c.s.opts.MaxFrame
+	if !c.auth.authed && !c.s.opts.AllowUnauthenticated {
+		// Before authentication only small frames make sense (PING,
+		// HELLO, AUTH): a stranger does not get a frame-sized buffer.
+		limit = preAuthMaxFrame
+	}
+	if err := h.Check(limit); err != nil {
 		return h, nil, err
 	}
 	if h.Len == 0 {
