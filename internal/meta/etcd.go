@@ -203,6 +203,16 @@ func OpenEtcd(o EtcdOptions) (*EtcdStore, error) {
 	if info := o.tlsInfo(); info.CertFile != "" {
 		cfg.PeerTLSInfo = info
 		cfg.ClientTLSInfo = info
+		// With TLS on the client port, etcd serves gRPC through net/http
+		// unless its plain-HTTP endpoints (health, metrics) listen
+		// elsewhere; gRPC then owns the port and its TLS. Under load the
+		// net/http path answered some calls with an HTTP 200 that is not
+		// gRPC ("malformed header: missing HTTP content-type"). The HTTP
+		// endpoints go to a socket in the member's own directory.
+		sock, err := filepath.Abs(filepath.Join(o.Dir, "http.sock"))
+		if err == nil && len(sock) <= maxUnixSocketPath {
+			cfg.ListenClientHttpUrls = []url.URL{{Scheme: "unix", Path: sock}}
+		}
 	}
 	cfg.InitialClusterToken = "cairn-meta"
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic

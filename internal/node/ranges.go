@@ -416,6 +416,16 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 		n.log.Info("range table updated", "range", d.ID, "voters", st.Voters, "learners", st.Learners, "epoch", nd.Epoch)
 		return nil
 	}
+	// A replica on a node this node's copy of the cluster map does not
+	// list is on a node that joined since the copy was read: nothing is
+	// decided about the range until the map shows it (the node would
+	// count as gone, and its replica be removed).
+	for _, id := range append(slices.Clone(st.Voters), st.Learners...) {
+		if _, ok := nodeByID(nodes, id); !ok {
+			n.peers.refresh(id)
+			return nil
+		}
+	}
 	p := newRangePlan(n.id.NodeID, s.replicas(), nodes, st.Voters, st.Learners, n.cfg.Clock(), n.cfg.RebalanceAfter)
 	p.colocate(r.colocation(n.cfg.Clock()))
 	me := n.id.NodeID
