@@ -73,6 +73,11 @@ fi
 echo "== go vet"
 go vet ./...
 
+echo "== house rules"
+# The layering and the pure packages' limits (internal/houserules), first,
+# so a broken rule is named before the long run.
+go test -count=1 ./internal/houserules
+
 echo "== go test -race"
 # Two cores: two packages at a time keeps the embedded etcd and the
 # multi-process tests from starving each other.

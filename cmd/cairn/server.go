@@ -12,7 +12,7 @@ import (
 
 	"github.com/cairn-db/cairn/client"
 	"github.com/cairn-db/cairn/internal/auth"
-	"github.com/cairn-db/cairn/internal/config"
+	"github.com/cairn-db/cairn/cmd/cairn/internal/config"
 	"github.com/cairn-db/cairn/internal/node"
 )
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -315,7 +314,7 @@ func (n *Node) maybeMerge(ctx context.Context, s *space, r *rng, rep *replica.Re
 			if !sameMembers(rd.Replicas, st.Voters) || !sameMembers(x.desc.Peers, st.Voters) {
 				return n.askColocate(ctx, d.RangeID, rd.ID, slices.Collect(maps.Keys(sts)), st.Voters)
 			}
-			token := rand.Uint64() | 1
+			token := n.random() | 1
 			if err := rep.BeginMerge(ctx, rd.ID, token); err != nil {
 				return err
 			}

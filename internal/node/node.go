@@ -2,11 +2,14 @@ package node
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/tls"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -185,6 +188,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock defaults to time.Now.
 	Clock func() time.Time
+	// Seed seeds the node's random choices (merge tokens). Zero: one is
+	// drawn at start and logged, so a run can be repeated with it.
+	Seed uint64
 }
 
 // EnsureDefaults fills in zero fields.
@@ -369,21 +375,25 @@ func (c *Config) Validate() error {
 
 // Node is one running Cairn node.
 type Node struct {
-	cfg         Config
-	log         *slog.Logger
-	eng         *storage.Engine
-	meta        meta.Store
-	ownMeta     bool // meta was opened by the node (and is closed by it)
-	oracle      *meta.Oracle
-	catalog     *meta.Catalog
-	rootKey     atomic.Pointer[auth.Key] // the root key (a cluster admin)
-	keys        auth.Keyring             // the root key and the others (keys.go)
-	sec         security                 // CA, certificate, cluster keys (security.go)
-	keysMu      sync.Mutex               // serializes changes of the cluster keys (security.go)
-	keysErr     atomic.Pointer[string]   // the access keys' read problem last logged (keys.go)
-	keysLearned time.Time                // when learnClusterKeys last asked another node; keysMu
-	joins       challenges               // join challenges answered (join.go)
-	s3api       *s3.Handler              // the S3 API (s3.go)
+	cfg     Config
+	log     *slog.Logger
+	eng     *storage.Engine
+	meta    meta.Store
+	ownMeta bool // meta was opened by the node (and is closed by it)
+	oracle  *meta.Oracle
+	catalog *meta.Catalog
+	rootKey atomic.Pointer[auth.Key] // the root key (a cluster admin)
+	keys    auth.Keyring             // the root key and the others (keys.go)
+	sec     security                 // CA, certificate, cluster keys (security.go)
+	keysMu  sync.Mutex               // serializes changes of the cluster keys (security.go)
+	keysErr atomic.Pointer[string]   // the access keys' read problem last logged (keys.go)
+	rnd     struct {
+		sync.Mutex
+		r *rand.Rand
+	}
+	keysLearned time.Time   // when learnClusterKeys last asked another node; keysMu
+	joins       challenges  // join challenges answered (join.go)
+	s3api       *s3.Handler // the S3 API (s3.go)
 	chunks      *segment.Store
 	ranges      *replica.Store
 	id          identity
@@ -454,6 +464,14 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, cache: kv.NewCache(cfg.RecordCache)}
+	seed := cfg.Seed
+	for seed == 0 {
+		var b [8]byte
+		_, _ = crand.Read(b[:])
+		seed = binary.LittleEndian.Uint64(b[:])
+	}
+	n.rnd.r = rand.New(rand.NewPCG(seed, 0))
+	n.log.Debug("random seed", "seed", seed)
 	n.repairPace.rate = float64(cfg.RepairRate)
 	n.mu.spaces = make(map[string]*space)
 	defer func() {
@@ -881,3 +899,10 @@ func (n *Node) Close() error {
 
 // Registry returns the node's Prometheus registry.
 func (n *Node) Registry() *prometheus.Registry { return n.metrics.reg }
+
+// random draws from the node's seeded source (Config.Seed).
+func (n *Node) random() uint64 {
+	n.rnd.Lock()
+	defer n.rnd.Unlock()
+	return n.rnd.r.Uint64()
+}

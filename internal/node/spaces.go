@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -88,6 +89,9 @@ type rngState struct {
 
 func newRng(d meta.RangeDesc, rep *replica.Replica) *rng {
 	r := &rng{}
+	// The load sampler's choices are a function of the range alone, so a
+	// test that replays a range's requests samples the same keys.
+	r.load.rnd = rand.New(rand.NewPCG(d.ID, uint64(d.SpaceID)))
 	r.cur.Store(&rngState{desc: d, rep: rep})
 	return r
 }

@@ -57,6 +57,7 @@ type loadStats struct {
 	hot  int // consecutive checks over the load threshold (repairRanges only)
 	mu   sync.Mutex
 	seen int
+	rnd  *rand.Rand // under mu; seeded per range (newRng)
 	keys [][]byte
 	last time.Time // when the count was last reset (repairRanges only)
 	// noKeyAt is the applied index at which the range, over the size
@@ -98,7 +99,7 @@ func (l *loadStats) note(obj []byte) {
 	l.seen++
 	if len(l.keys) < loadSampleSize {
 		l.keys = append(l.keys, slices.Clone(obj))
-	} else if i := rand.IntN(l.seen); i < loadSampleSize {
+	} else if i := l.rnd.IntN(l.seen); i < loadSampleSize {
 		l.keys[i] = slices.Clone(obj)
 	}
 }
