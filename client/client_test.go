@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/auth"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -30,7 +31,7 @@ func testKeys() *auth.Keyring {
 	return &r
 }
 
-func serve(t testing.TB, svc wire.Service) string {
+func serve(t testing.TB, svc object.Service) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -69,7 +70,7 @@ func newClient(t testing.TB, addrs ...string) *Client {
 
 func TestClientOps(t *testing.T) {
 	ctx := context.Background()
-	svc := wire.NewMemService()
+	svc := object.NewMemService()
 	// The first address is down: the client moves on to the next.
 	c := newClient(t, deadAddr(t), serve(t, svc))
 
@@ -173,14 +174,14 @@ func TestClientOps(t *testing.T) {
 
 func TestClientStreams(t *testing.T) {
 	ctx := context.Background()
-	svc := wire.NewMemService()
+	svc := object.NewMemService()
 	c := newClient(t, serve(t, svc))
 	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	const size = 3<<20 + 12345
 	body := make([]byte, size)
-	(&wire.PatternReader{}).Read(body)
+	(&object.PatternReader{}).Read(body)
 	if _, err := c.PutStream(ctx, "s", "big", bytes.NewReader(body), size); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func TestClientStreams(t *testing.T) {
 
 // flaky fails the first n calls of every method with code.
 type flaky struct {
-	*wire.MemService
+	*object.MemService
 	code  wire.Code
 	left  atomic.Int32
 	calls atomic.Int32
@@ -239,7 +240,7 @@ func (f *flaky) fail() error {
 	return nil
 }
 
-func (f *flaky) Put(ctx context.Context, req *wire.PutRequest, body io.Reader) (ObjectInfo, error) {
+func (f *flaky) Put(ctx context.Context, req *object.PutRequest, body io.Reader) (ObjectInfo, error) {
 	if err := f.fail(); err != nil {
 		io.Copy(io.Discard, body)
 		return ObjectInfo{}, err
@@ -247,7 +248,7 @@ func (f *flaky) Put(ctx context.Context, req *wire.PutRequest, body io.Reader) (
 	return f.MemService.Put(ctx, req, body)
 }
 
-func (f *flaky) Stat(ctx context.Context, req *wire.GetRequest) (ObjectInfo, error) {
+func (f *flaky) Stat(ctx context.Context, req *object.GetRequest) (ObjectInfo, error) {
 	if err := f.fail(); err != nil {
 		return ObjectInfo{}, err
 	}
@@ -256,7 +257,7 @@ func (f *flaky) Stat(ctx context.Context, req *wire.GetRequest) (ObjectInfo, err
 
 func TestRetries(t *testing.T) {
 	ctx := context.Background()
-	svc := &flaky{MemService: wire.NewMemService(), code: wire.CodeUnavailable}
+	svc := &flaky{MemService: object.NewMemService(), code: wire.CodeUnavailable}
 	c := newClient(t, serve(t, svc))
 	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
 		t.Fatal(err)
@@ -325,7 +326,7 @@ func TestRetryable(t *testing.T) {
 // A broken connection is replaced on next use.
 func TestReconnect(t *testing.T) {
 	ctx := context.Background()
-	c := newClient(t, serve(t, wire.NewMemService()))
+	c := newClient(t, serve(t, object.NewMemService()))
 	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +362,7 @@ func TestDialFailsWithNoNode(t *testing.T) {
 
 func BenchmarkGet1KiB(b *testing.B) {
 	ctx := context.Background()
-	svc := wire.NewMemService()
+	svc := object.NewMemService()
 	c := newClient(b, serve(b, svc))
 	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
 		b.Fatal(err)
@@ -397,7 +398,7 @@ func BenchmarkGet1KiB(b *testing.B) {
 
 func BenchmarkPut1KiB(b *testing.B) {
 	ctx := context.Background()
-	svc := wire.NewMemService()
+	svc := object.NewMemService()
 	c := newClient(b, serve(b, svc))
 	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
 		b.Fatal(err)
@@ -472,7 +473,7 @@ func frozenNode(t testing.TB) string {
 func TestFrozenSeed(t *testing.T) {
 	ctx := context.Background()
 	const live = 300 * time.Millisecond
-	addr := serve(t, wire.NewMemService())
+	addr := serve(t, object.NewMemService())
 	setup := newClient(t, addr)
 	if _, err := setup.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
 		t.Fatal(err)
@@ -517,7 +518,7 @@ func TestStaleConnectionReplaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := wire.NewServer(wire.NewMemService(), wire.ServerOptions{Keys: testKeys(), IdleTimeout: 400 * time.Millisecond})
+	s := wire.NewServer(object.NewMemService(), wire.ServerOptions{Keys: testKeys(), IdleTimeout: 400 * time.Millisecond})
 	go s.Serve(l)
 	t.Cleanup(func() { s.Close() })
 	c, err := DialOptions(ctx, Options{Addrs: []string{l.Addr().String()}, Conns: 1, AccessKey: testAccess, SecretKey: testSecret})

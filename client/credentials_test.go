@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -90,7 +91,7 @@ func TestSaveCredentialsKeepsOld(t *testing.T) {
 // node as a network failure).
 func TestDialCredentials(t *testing.T) {
 	ctx := context.Background()
-	addr := serve(t, wire.NewMemService())
+	addr := serve(t, object.NewMemService())
 	t.Setenv(EnvCredentialsFile, filepath.Join(t.TempDir(), "none"))
 	t.Setenv(EnvAccessKey, testAccess)
 	t.Setenv(EnvSecretKey, testSecret)

@@ -8,6 +8,7 @@ import (
 	"iter"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -38,7 +39,7 @@ func (c *Client) DeleteSpace(ctx context.Context, name string) error {
 	return c.do(ctx, false, nil, func(cn *wire.Conn) error { return cn.DeleteSpace(ctx, name) })
 }
 
-func (c *Client) putBytes(ctx context.Context, req *wire.PutRequest, data []byte) (ObjectInfo, error) {
+func (c *Client) putBytes(ctx context.Context, req *object.PutRequest, data []byte) (ObjectInfo, error) {
 	var info ObjectInfo
 	err := c.doKey(ctx, req.Space, req.Key, false, nil, func(cn *wire.Conn) (err error) {
 		info, err = cn.PutBytes(ctx, req, data)
@@ -86,7 +87,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // (conditions, metadata, tags, content type) apply as for Put; metadata,
 // tags and content type not given are kept from the parent.
 func (c *Client) WriteAt(ctx context.Context, space, key string, off int64, data []byte, opts ...PutOption) (ObjectInfo, error) {
-	req := wire.PutRequest{Space: space, Key: key, Mode: wire.PutWriteAt, Offset: off, Size: int64(len(data))}
+	req := object.PutRequest{Space: space, Key: key, Mode: object.PutWriteAt, Offset: off, Size: int64(len(data))}
 	for _, o := range opts {
 		o.applyPut(&req)
 	}
@@ -96,14 +97,14 @@ func (c *Client) WriteAt(ctx context.Context, space, key string, off int64, data
 // Append writes a new version equal to the latest one followed by data.
 // Options apply as for WriteAt.
 func (c *Client) Append(ctx context.Context, space, key string, data []byte, opts ...PutOption) (ObjectInfo, error) {
-	req := wire.PutRequest{Space: space, Key: key, Mode: wire.PutAppend, Size: int64(len(data))}
+	req := object.PutRequest{Space: space, Key: key, Mode: object.PutAppend, Size: int64(len(data))}
 	for _, o := range opts {
 		o.applyPut(&req)
 	}
 	return c.putBytes(ctx, &req, data)
 }
 
-func (c *Client) getBytes(ctx context.Context, req *wire.GetRequest) ([]byte, ObjectInfo, error) {
+func (c *Client) getBytes(ctx context.Context, req *object.GetRequest) ([]byte, ObjectInfo, error) {
 	var (
 		info ObjectInfo
 		data []byte
@@ -174,7 +175,7 @@ func (c *Client) Delete(ctx context.Context, space, key string, opts ...DeleteOp
 // List returns one page of live objects in key order (or, with
 // o.AllVersions, of every version).
 func (c *Client) List(ctx context.Context, space string, o ListOptions) (ListResult, error) {
-	req := wire.ListRequest{Space: space, Prefix: o.Prefix, StartAfter: o.StartAfter, Limit: o.Limit, AsOf: o.AsOf,
+	req := object.ListRequest{Space: space, Prefix: o.Prefix, StartAfter: o.StartAfter, Limit: o.Limit, AsOf: o.AsOf,
 		AllVersions: o.AllVersions, AfterVersion: o.AfterVersion}
 	var res ListResult
 	err := c.do(ctx, true, nil, func(cn *wire.Conn) (err error) {
@@ -210,7 +211,7 @@ func (c *Client) ListAll(ctx context.Context, space string, o ListOptions) iter.
 // Versions returns one page of the versions of key, newest first, delete
 // markers included.
 func (c *Client) Versions(ctx context.Context, space, key string, o VersionsOptions) (VersionsResult, error) {
-	req := wire.VersionsRequest{Space: space, Key: key, Before: o.Before, Limit: o.Limit}
+	req := object.VersionsRequest{Space: space, Key: key, Before: o.Before, Limit: o.Limit}
 	var res VersionsResult
 	err := c.doKey(ctx, space, key, true, nil, func(cn *wire.Conn) (err error) {
 		res, err = cn.Versions(ctx, &req)

@@ -1,19 +1,23 @@
 package client
 
-import "github.com/cairn-db/cairn/internal/wire"
+import (
+	"github.com/cairn-db/cairn/internal/wire"
+
+	"github.com/cairn-db/cairn/internal/object"
+)
 
 // Types of the protocol, re-exported.
 type (
 	// ObjectInfo describes one version of an object.
-	ObjectInfo = wire.ObjectInfo
+	ObjectInfo = object.Info
 	// SpaceInfo describes a space.
-	SpaceInfo = wire.SpaceInfo
+	SpaceInfo = object.SpaceInfo
 	// SpaceSettings are per-space options; zero values mean the node's defaults.
-	SpaceSettings = wire.SpaceSettings
+	SpaceSettings = object.SpaceSettings
 	// ListResult is one page of a listing.
-	ListResult = wire.ListResult
+	ListResult = object.ListResult
 	// VersionsResult is one page of versions, newest first.
-	VersionsResult = wire.VersionsResult
+	VersionsResult = object.VersionsResult
 	// Error is an error answered by the server, with a numbered Code.
 	Error = wire.Error
 	// Code is a numbered protocol error code (the table in docs/protocol.md).

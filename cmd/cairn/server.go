@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cairn-db/cairn/client"
-	"github.com/cairn-db/cairn/internal/auth"
 	"github.com/cairn-db/cairn/cmd/cairn/internal/config"
+	"github.com/cairn-db/cairn/internal/auth"
 	"github.com/cairn-db/cairn/internal/node"
 )
 

@@ -22,10 +22,12 @@ const module = "github.com/cairn-db/cairn"
 // package must be given its place here.
 var layers = map[string]int{
 	// Foundations: pure or self-contained, below everything.
-	"internal/tstamp":  10,
-	"internal/keys":    10,
-	"internal/bufpool": 10,
-	"internal/auth":    10,
+	"internal/tstamp":    10,
+	"internal/keys":      10,
+	"internal/bufpool":   10,
+	"internal/auth":      10,
+	"internal/placement": 10,
+	"internal/codec":     10,
 
 	// Storage, and the pure rules over it.
 	"internal/storage": 20,
@@ -42,10 +44,15 @@ var layers = map[string]int{
 	"internal/meta":      40,
 	"internal/transport": 40,
 
-	// The protocols. wire is below s3 only until the object contract
-	// leaves it.
+	// Clients of the services below: the timestamp oracle's.
+	"internal/tso": 50,
+
+	// The object service's contract (and, to come, its implementation).
+	"internal/object": 70,
+
+	// The protocols: each serves the object service, none imports another.
 	"internal/wire": 80,
-	"internal/s3":   85,
+	"internal/s3":   80,
 
 	// The composition root, the public client and the binary.
 	"internal/node":             90,
@@ -73,11 +80,13 @@ var testOnly = map[string]bool{
 // pure packages take no I/O, no clock and no global randomness: time and
 // randomness are their inputs, so their tests are deterministic.
 var pure = map[string]bool{
-	"internal/tstamp":  true,
-	"internal/keys":    true,
-	"internal/bufpool": true,
-	"internal/mvcc":    true,
-	"internal/chunk":   true,
+	"internal/tstamp":    true,
+	"internal/keys":      true,
+	"internal/bufpool":   true,
+	"internal/mvcc":      true,
+	"internal/chunk":     true,
+	"internal/placement": true,
+	"internal/codec":     true,
 }
 
 // pureForbidden are the imports a pure package may not have.
@@ -215,6 +224,59 @@ func TestPurePackages(t *testing.T) {
 					t.Errorf("%s:%d: time.%s in pure package %s: take the time (or a clock) as an input", rel(p, pos.Filename), pos.Line, sel.Sel.Name, p.rel)
 				case randName != "" && x.Name == randName && ast.IsExported(sel.Sel.Name) && !randConstructors[sel.Sel.Name] && !isRandType(sel.Sel.Name):
 					t.Errorf("%s:%d: rand.%s draws from the global source in pure package %s: take a seeded *rand.Rand", rel(p, pos.Filename), pos.Line, sel.Sel.Name, p.rel)
+				}
+				return true
+			})
+		}
+	}
+}
+
+// clocked packages read the time only through the clock in their options,
+// so a test can drive it; the files listed are I/O at the edge, where the
+// wall clock is the point.
+var clocked = map[string]map[string]string{
+	"internal/node": {
+		"http.go": "connection deadlines are wall-clock times",
+	},
+	"internal/replica": {
+		"stopwatch.go": "timing stats measure real work",
+	},
+	"internal/tso": {},
+}
+
+// TestClockIsAnInput keeps the clocked packages off time.Now, time.Since
+// and time.Until outside the files that are allowed them.
+func TestClockIsAnInput(t *testing.T) {
+	for _, p := range loadPackages(t) {
+		allowed, ok := clocked[p.rel]
+		if !ok {
+			continue
+		}
+		fset := token.NewFileSet()
+		for _, file := range p.files {
+			if _, ok := allowed[filepath.Base(file)]; ok {
+				continue
+			}
+			f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := importName(f, "time")
+			if name == "" {
+				continue
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == name && (sel.Sel.Name == "Now" || sel.Sel.Name == "Since" || sel.Sel.Name == "Until") {
+					pos := fset.Position(sel.Pos())
+					t.Errorf("%s:%d: time.%s in %s: read the time from the clock in the options, so tests can drive it", rel(p, pos.Filename), pos.Line, sel.Sel.Name, p.rel)
 				}
 				return true
 			})

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/codec"
 	"github.com/cairn-db/cairn/internal/mvcc"
 )
 
@@ -56,22 +57,6 @@ func appendBytes(dst, b []byte) []byte {
 	return append(dst, b...)
 }
 
-func readBytes(b []byte) (v, rest []byte, err error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)-k) {
-		return nil, nil, ErrBadCommand
-	}
-	return b[k : k+int(n)], b[k+int(n):], nil
-}
-
-func readUvarint(b []byte) (uint64, []byte, error) {
-	v, k := binary.Uvarint(b)
-	if k <= 0 {
-		return 0, nil, ErrBadCommand
-	}
-	return v, b[k:], nil
-}
-
 // Encode returns the command's bytes.
 func (c *PutCmd) Encode() []byte {
 	rec := c.Rec.Marshal()
@@ -117,92 +102,54 @@ func (c *SetTagsCmd) Encode() []byte {
 }
 
 // decode parses a command into *PutCmd, *DeleteVersionCmd or *SetTagsCmd.
+// Any failure is ErrBadCommand.
 func decode(b []byte) (any, error) {
 	if len(b) < 2 || b[1] != cmdVersion {
 		return nil, ErrBadCommand
 	}
-	op, b := b[0], b[2:]
-	switch op {
+	d := codec.NewDecoder(b[2:], func(msg string) error { return fmt.Errorf("%w: %s", ErrBadCommand, msg) })
+	switch b[0] {
 	case opPut:
-		obj, b, err := readBytes(b)
-		if err != nil {
-			return nil, err
-		}
-		version, b, err := readUvarint(b)
-		if err != nil {
-			return nil, err
-		}
-		recb, b, err := readBytes(b)
-		if err != nil {
-			return nil, err
+		c := &PutCmd{Obj: d.Bytes()}
+		version := d.Uvarint()
+		recb := d.Bytes()
+		if d.Err() != nil {
+			return nil, d.Err()
 		}
 		rec, err := mvcc.Unmarshal(recb)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadCommand, err)
 		}
 		rec.Version = version
-		if len(b) < 1 {
-			return nil, ErrBadCommand
-		}
-		c := &PutCmd{Obj: obj, Rec: rec}
-		c.Retention.Mode = mvcc.RetentionMode(b[0])
-		b = b[1:]
-		var v uint64
-		if v, b, err = readUvarint(b); err != nil {
+		c.Rec = rec
+		c.Retention.Mode = mvcc.RetentionMode(d.U8())
+		c.Retention.KeepLast = int(d.Uvarint())
+		c.Retention.KeepFor = time.Duration(d.Uvarint())
+		c.IfMatch = d.Uvarint()
+		flags := d.U8()
+		c.IfNoneMatch = flags&1 != 0
+		c.IfAbsent = flags&2 != 0
+		if err := d.Done(); err != nil {
 			return nil, err
 		}
-		c.Retention.KeepLast = int(v)
-		if v, b, err = readUvarint(b); err != nil {
-			return nil, err
-		}
-		c.Retention.KeepFor = time.Duration(v)
-		if c.IfMatch, b, err = readUvarint(b); err != nil {
-			return nil, err
-		}
-		if len(b) != 1 {
-			return nil, ErrBadCommand
-		}
-		c.IfNoneMatch = b[0]&1 != 0
-		c.IfAbsent = b[0]&2 != 0
 		return c, nil
 	case opDeleteVersion:
-		obj, b, err := readBytes(b)
-		if err != nil {
+		c := &DeleteVersionCmd{Obj: d.Bytes(), Version: d.Uvarint()}
+		if err := d.Done(); err != nil {
 			return nil, err
 		}
-		v, b, err := readUvarint(b)
-		if err != nil || len(b) != 0 {
-			return nil, ErrBadCommand
-		}
-		return &DeleteVersionCmd{Obj: obj, Version: v}, nil
+		return c, nil
 	case opSetTags:
-		obj, b, err := readBytes(b)
-		if err != nil {
-			return nil, err
-		}
-		c := &SetTagsCmd{Obj: obj}
-		if c.Version, b, err = readUvarint(b); err != nil {
-			return nil, err
-		}
-		n, b, err := readUvarint(b)
-		if err != nil || n > uint64(len(b)/2) {
-			return nil, ErrBadCommand
-		}
-		if n > 0 {
+		c := &SetTagsCmd{Obj: d.Bytes(), Version: d.Uvarint()}
+		if n := d.Count(2); n > 0 {
 			c.Tags = make(map[string]string, n)
-		}
-		for range n {
-			var k, v []byte
-			if k, b, err = readBytes(b); err != nil {
-				return nil, err
+			for range n {
+				k, v := d.Str(), d.Str()
+				c.Tags[k] = v
 			}
-			if v, b, err = readBytes(b); err != nil {
-				return nil, err
-			}
-			c.Tags[string(k)] = string(v)
 		}
-		if len(b) != 0 {
-			return nil, ErrBadCommand
+		if err := d.Done(); err != nil {
+			return nil, err
 		}
 		return c, nil
 	}

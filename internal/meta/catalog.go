@@ -167,13 +167,27 @@ func (c *Catalog) CreateSpace(ctx context.Context, name string, set SpaceSetting
 		return Space{}, err
 	}
 	sp := Space{ID: uint32(first), Name: name, Created: c.clock().UTC(), Settings: set, State: SpaceActive}
-	if _, err := c.store.Put(ctx, spaceKey(name), encodeSpace(sp), 0); err != nil {
+	// A write whose outcome is unknown (the meta service changed leaders
+	// under it) is settled by reading: the space is ours if it carries the
+	// id allocated above, which no other create can have.
+	deadline := time.Now().Add(counterRetry)
+	for {
+		_, err := c.store.Put(ctx, spaceKey(name), encodeSpace(sp), 0)
+		if err == nil {
+			return sp, nil
+		}
 		if errors.Is(err, ErrConflict) {
+			if got, gerr := c.GetSpace(ctx, name); gerr == nil && got.ID == sp.ID {
+				return got, nil // an earlier attempt of ours applied
+			}
 			return Space{}, fmt.Errorf("%w: %q", ErrSpaceExists, name)
 		}
-		return Space{}, err
+		if retry, werr := againAfterUnknown(ctx, err, deadline); werr != nil {
+			return Space{}, werr
+		} else if !retry {
+			return Space{}, err
+		}
 	}
-	return sp, nil
 }
 
 // GetSpace returns the space called name, or ErrSpaceNotFound.

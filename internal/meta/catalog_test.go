@@ -471,3 +471,25 @@ func TestRegisterOutcomeUnknown(t *testing.T) {
 		t.Fatalf("cluster map %+v, %v", nodes, err)
 	}
 }
+
+// TestCreateSpaceOutcomeUnknown: a space create that applied but was
+// reported as timed out (the meta service changed leaders under it) is
+// settled by reading back: the create succeeds, once, with its own id;
+// one that did not apply is written again.
+func TestCreateSpaceOutcomeUnknown(t *testing.T) {
+	ts := &timeoutStore{Store: NewMemStore(nil)}
+	c := NewCatalog(ts)
+	ctx := context.Background()
+	ts.fails = 1
+	sp, err := c.CreateSpace(ctx, "photos", SpaceSettings{})
+	if err != nil {
+		t.Fatalf("a create reported as timed out was not settled: %v", err)
+	}
+	got, err := c.GetSpace(ctx, "photos")
+	if err != nil || got.ID != sp.ID {
+		t.Fatalf("space after the create: %+v, %v (created %+v)", got, err, sp)
+	}
+	if _, err := c.CreateSpace(ctx, "photos", SpaceSettings{}); !errors.Is(err, ErrSpaceExists) {
+		t.Fatalf("a second create of the same name: %v, want ErrSpaceExists", err)
+	}
+}

@@ -462,3 +462,60 @@ func TestUnsettled(t *testing.T) {
 		}
 	}
 }
+
+// TestMembersDuringLeaderChange: listing the members (what a join does
+// first) succeeds while the meta service's leadership moves back and
+// forth: the list is a read, tried again while no leader answers.
+func TestMembersDuringLeaderChange(t *testing.T) {
+	stores, opts := openEtcdCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	var moves int // written by the mover, read once it is done
+	go func() {
+		defer close(done)
+		for range 6 {
+			for i, s := range stores {
+				if !s.LeadsRaft() {
+					continue
+				}
+				// A transfer to a member still catching up waits for it;
+				// try another later.
+				mctx, mcancel := context.WithTimeout(ctx, 2*time.Second)
+				if err := s.MoveLeader(mctx, opts[(i+1)%len(stores)].Name); err == nil {
+					moves++
+				}
+				mcancel()
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	lists := 0
+	for {
+		select {
+		case <-done:
+			if moves == 0 {
+				t.Fatal("the leadership never moved")
+			}
+			t.Logf("%d member lists across %d leadership moves", lists, moves)
+			return
+		default:
+		}
+		for i, s := range stores {
+			began := time.Now()
+			ms, err := s.Members(ctx)
+			if err != nil {
+				var leads []bool
+				for _, s := range stores {
+					leads = append(leads, s.LeadsRaft())
+				}
+				t.Fatalf("member list on member %d during leadership moves (leaders %v, began %v ago): %v", i, leads, time.Since(began).Round(time.Millisecond), err)
+			}
+			if len(ms) != 3 {
+				t.Fatalf("%d members, want 3", len(ms))
+			}
+			lists++
+		}
+	}
+}

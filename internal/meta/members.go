@@ -7,7 +7,13 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
+
+// memberListTimeout bounds one attempt to list the members.
+const memberListTimeout = 2 * time.Second
 
 // Member is one member of the meta service's etcd cluster.
 type Member struct {
@@ -18,9 +24,22 @@ type Member struct {
 	Learner    bool
 }
 
-// Members lists the meta service's members in id order.
+// Members lists the meta service's members in id order. The list is a
+// linearizable read, so it is tried again while the meta service is
+// between leaders (a join often lands right after a membership change);
+// a read index lost in a leadership transfer leaves the call waiting, so
+// each attempt gets memberListTimeout.
 func (s *EtcdStore) Members(ctx context.Context) ([]Member, error) {
-	resp, err := s.client.MemberList(ctx)
+	var resp *clientv3.MemberListResponse
+	err := retryWhile(ctx, func(err error) bool {
+		return unsettled(err) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+	}, func() error {
+		actx, cancel := context.WithTimeout(ctx, memberListTimeout)
+		defer cancel()
+		var err error
+		resp, err = s.client.MemberList(actx)
+		return err
+	})
 	if err != nil {
 		return nil, s.mapErr("member list", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"slices"
+
+	"github.com/cairn-db/cairn/internal/codec"
 )
 
 // Record is one version of an object: the value stored at
@@ -154,7 +156,7 @@ func unmarshal(r *Record, b []byte, content bool) error {
 	if got := crc32.Checksum(body, castagnoli); got != sum {
 		return fmt.Errorf("%w: record checksum %08x, want %08x", ErrCorrupt, got, sum)
 	}
-	d := decoder{b: body[headerLen:]}
+	d := newDecoder(body[headerLen:])
 	flags := d.byte()
 	if flags&^knownFlags != 0 {
 		d.fail("unknown flags %#x", flags)
@@ -176,76 +178,27 @@ func unmarshal(r *Record, b []byte, content bool) error {
 		d.bytes(d.length())
 	}
 	if flags&flagHeaders != 0 {
-		if r.Headers = d.stringMap(); d.err == nil && len(r.Headers) == 0 {
+		if r.Headers = d.stringMap(); d.Err() == nil && len(r.Headers) == 0 {
 			d.fail("headers flag with no headers")
 		}
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("%d trailing bytes", len(d.b))
-	}
-	return d.err
+	return d.Done()
 }
 
-// decoder reads the body of a record; the first error sticks.
-type decoder struct {
-	b   []byte
-	err error
+// decoder reads the body of a record (codec.Decoder, varints in their
+// shortest form so that decoding is one to one); a failure is ErrCorrupt.
+type decoder struct{ codec.Decoder }
+
+func newDecoder(b []byte) decoder {
+	return decoder{codec.NewDecoder(b, func(msg string) error { return fmt.Errorf("%w: record: %s", ErrCorrupt, msg) })}
 }
 
-func (d *decoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: record: "+format, append([]any{ErrCorrupt}, args...)...)
-	}
-	d.b = nil
-}
-
-func (d *decoder) bytes(n int) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if n > len(d.b) {
-		d.fail("truncated")
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) byte() byte {
-	if v := d.bytes(1); v != nil {
-		return v[0]
-	}
-	return 0
-}
-
-// uvarint reads a minimal-length uvarint (so that decoding is one-to-one).
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 || (n > 1 && d.b[n-1] == 0) {
-		d.fail("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	u := d.uvarint()
-	return int64(u>>1) ^ -int64(u&1) // zig-zag, as binary.AppendVarint
-}
-
-func (d *decoder) length() int {
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		d.fail("length %d exceeds the %d remaining bytes", n, len(d.b))
-		return 0
-	}
-	return int(n)
-}
+func (d *decoder) fail(format string, args ...any) { d.Fail(format, args...) }
+func (d *decoder) bytes(n int) []byte              { return d.Take(uint64(n)) }
+func (d *decoder) byte() byte                      { return d.U8() }
+func (d *decoder) uvarint() uint64                 { return d.CanonicalUvarint() }
+func (d *decoder) varint() int64                   { return d.CanonicalVarint() }
+func (d *decoder) length() int                     { return d.Length(true) }
 
 func (d *decoder) string() string { return string(d.bytes(d.length())) }
 
@@ -259,18 +212,18 @@ func (d *decoder) clonedBytes() []byte {
 
 func (d *decoder) stringMap() map[string]string {
 	n := d.uvarint()
-	if n == 0 || d.err != nil {
+	if n == 0 || d.Err() != nil {
 		return nil
 	}
-	if n > uint64(len(d.b)/2) { // each entry takes at least two bytes
-		d.fail("map of %d entries exceeds the %d remaining bytes", n, len(d.b))
+	if n > uint64(d.Len()/2) { // each entry takes at least two bytes
+		d.fail("map of %d entries exceeds the %d remaining bytes", n, d.Len())
 		return nil
 	}
 	m := make(map[string]string, n)
 	var prev string
 	for i := range n {
 		k, v := d.string(), d.string()
-		if d.err != nil {
+		if d.Err() != nil {
 			return nil
 		}
 		if i > 0 && k <= prev {

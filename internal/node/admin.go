@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -38,7 +39,7 @@ func (n *Node) NodeAdmin(ctx context.Context, action wire.NodeAction, id uint64)
 	}
 	nd, ok := nodeByID(nodes, id)
 	if !ok {
-		return wire.Errorf(wire.CodeNotFound, "no node %d in the cluster map (see cairn cluster status)", id)
+		return object.Errorf(object.NotFound, "no node %d in the cluster map (see cairn cluster status)", id)
 	}
 	switch action {
 	case wire.NodeDrain:
@@ -48,14 +49,14 @@ func (n *Node) NodeAdmin(ctx context.Context, action wire.NodeAction, id uint64)
 	case wire.NodeUndrain:
 		return n.undrainNode(ctx, nd)
 	}
-	return wire.Errorf(wire.CodeInvalidArgument, "unknown node action %d", action)
+	return object.Errorf(object.InvalidArgument, "unknown node action %d", action)
 }
 
 func (n *Node) drainNode(ctx context.Context, nd meta.NodeInfo) error {
 	for range 10 {
 		switch nd.State {
 		case meta.NodeRemoved:
-			return wire.Errorf(wire.CodeInvalidArgument, "node %d was removed from the cluster", nd.ID)
+			return object.Errorf(object.InvalidArgument, "node %d was removed from the cluster", nd.ID)
 		case meta.NodeDraining:
 			return nil
 		}
@@ -77,7 +78,7 @@ func (n *Node) drainNode(ctx context.Context, nd meta.NodeInfo) error {
 			nd = x
 		}
 	}
-	return wire.Errorf(wire.CodeUnavailable, "node %d keeps changing state; try again", nd.ID)
+	return object.Errorf(object.Unavailable, "node %d keeps changing state; try again", nd.ID)
 }
 
 // undrainNode takes a draining node back: it is up again (the health
@@ -86,7 +87,7 @@ func (n *Node) drainNode(ctx context.Context, nd meta.NodeInfo) error {
 func (n *Node) undrainNode(ctx context.Context, nd meta.NodeInfo) error {
 	switch nd.State {
 	case meta.NodeRemoved:
-		return wire.Errorf(wire.CodeInvalidArgument, "node %d was removed from the cluster and cannot come back", nd.ID)
+		return object.Errorf(object.InvalidArgument, "node %d was removed from the cluster and cannot come back", nd.ID)
 	case meta.NodeDraining:
 	default:
 		return nil
@@ -96,7 +97,7 @@ func (n *Node) undrainNode(ctx context.Context, nd meta.NodeInfo) error {
 		return unavailable("meta service", err)
 	}
 	if !ok {
-		return wire.Errorf(wire.CodeUnavailable, "node %d changed state meanwhile; try again", nd.ID)
+		return object.Errorf(object.Unavailable, "node %d changed state meanwhile; try again", nd.ID)
 	}
 	n.log.Info("node undrained", "node", nd.ID)
 	n.peers.forget()
@@ -108,16 +109,16 @@ func (n *Node) removeNode(ctx context.Context, nd meta.NodeInfo) error {
 	case nd.State == meta.NodeRemoved:
 		return nil
 	case nd.ID == n.id.NodeID:
-		return wire.Errorf(wire.CodeInvalidArgument, "node %d cannot remove itself; ask another node (--server)", nd.ID)
+		return object.Errorf(object.InvalidArgument, "node %d cannot remove itself; ask another node (--server)", nd.ID)
 	case nd.State != meta.NodeDraining && nd.State != meta.NodeDown:
-		return wire.Errorf(wire.CodeNotDrained, "node %d is %s; drain it first (cairn node drain %d)", nd.ID, nd.State, nd.ID)
+		return object.Errorf(object.NotDrained, "node %d is %s; drain it first (cairn node drain %d)", nd.ID, nd.State, nd.ID)
 	}
 	ranges, err := n.catalog.ListRanges(ctx)
 	if err != nil {
 		return unavailable("meta service", err)
 	}
 	if held := heldRanges(ranges, nd.ID); len(held) > 0 {
-		return wire.Errorf(wire.CodeNotDrained, "node %d still holds %d range replicas (ranges %v); they are moving to other nodes", nd.ID, len(held), held)
+		return object.Errorf(object.NotDrained, "node %d still holds %d range replicas (ranges %v); they are moving to other nodes", nd.ID, len(held), held)
 	}
 	live, err := n.catalog.LiveNodes(ctx)
 	if err != nil {
@@ -125,15 +126,15 @@ func (n *Node) removeNode(ctx context.Context, nd meta.NodeInfo) error {
 	}
 	if live[nd.ID] {
 		// Alive: its chunks are safe only once it has copied them away.
-		if time.Since(nd.Since) < drainSettle {
-			return wire.Errorf(wire.CodeNotDrained, "node %d started draining %v ago; its chunks are being copied", nd.ID, time.Since(nd.Since).Round(time.Second))
+		if since := n.cfg.Clock().Sub(nd.Since); since < drainSettle {
+			return object.Errorf(object.NotDrained, "node %d started draining %v ago; its chunks are being copied", nd.ID, since.Round(time.Second))
 		}
 		b, err := n.callNode(ctx, nd.ID, adminService, "Drained", nil, 10*time.Second)
 		if err != nil {
-			return wire.Errorf(wire.CodeNotDrained, "node %d did not say whether its chunks are copied away: %v", nd.ID, err)
+			return object.Errorf(object.NotDrained, "node %d did not say whether its chunks are copied away: %v", nd.ID, err)
 		}
 		if len(b) != 1 || b[0] != 1 {
-			return wire.Errorf(wire.CodeNotDrained, "node %d is still copying its chunks to other nodes", nd.ID)
+			return object.Errorf(object.NotDrained, "node %d is still copying its chunks to other nodes", nd.ID)
 		}
 	}
 	if ms, ok := n.meta.(membership); ok && nd.MetaPeerURL != "" {
@@ -155,7 +156,7 @@ func (n *Node) removeNode(ctx context.Context, nd meta.NodeInfo) error {
 		return unavailable("meta service", err)
 	}
 	if !ok {
-		return wire.Errorf(wire.CodeUnavailable, "node %d changed state meanwhile; try again", nd.ID)
+		return object.Errorf(object.Unavailable, "node %d changed state meanwhile; try again", nd.ID)
 	}
 	n.log.Info("node removed from the cluster", "node", nd.ID)
 	n.peers.forget()

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // TestChunkReaderBuffers reads ranges of chunked objects from concurrent
@@ -20,7 +20,7 @@ import (
 func TestChunkReaderBuffers(t *testing.T) {
 	n := openTestNode(t)
 	ctx := context.Background()
-	if _, err := n.CreateSpace(ctx, "bufs", wire.SpaceSettings{}); err != nil {
+	if _, err := n.CreateSpace(ctx, "bufs", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	seed := uint64(time.Now().UnixNano())
@@ -42,7 +42,7 @@ func TestChunkReaderBuffers(t *testing.T) {
 				body := bodies[i]
 				off := r.Int64N(int64(len(body)))
 				length := r.Int64N(int64(len(body)) - off + 1)
-				_, rc, err := n.Get(ctx, &wire.GetRequest{Space: "bufs", Key: fmt.Sprintf("k%d", i), Offset: off, Length: length})
+				_, rc, err := n.Get(ctx, &object.GetRequest{Space: "bufs", Key: fmt.Sprintf("k%d", i), Offset: off, Length: length})
 				if err != nil {
 					t.Error(err)
 					return

@@ -13,9 +13,10 @@ import (
 
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/placement"
 	"github.com/cairn-db/cairn/internal/segment"
 	"github.com/cairn-db/cairn/internal/transport"
-	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // chunkService is the peer gRPC service that stores and serves chunks for
@@ -24,7 +25,7 @@ const chunkService = "cairn.Chunk"
 
 // A chunk is stored on r nodes: the first r of the live nodes ranked by
 // rendezvous hashing of the chunk's hash (one per zone first; see
-// meta.PlaceReplicas). A version commits only after every copy is durable.
+// placement.Rank). A version commits only after every copy is durable.
 // A node that cannot be reached is replaced by the next node of the
 // ranking, so a write succeeds while r nodes are up; the repairer moves
 // copies back to their ranked places. Reads try the local store, then the
@@ -43,24 +44,24 @@ func (n *Node) chunkRanking(h chunk.Hash, nodes []meta.NodeInfo) []uint64 {
 }
 
 // rank orders the nodes of the map that pass eligible by rendezvous hashing
-// of h (meta.PlaceReplicas), best first. This node counts when the map does
+// of h (placement.Rank), best first. This node counts when the map does
 // not list it yet.
 func (n *Node) rank(h chunk.Hash, nodes []meta.NodeInfo, eligible func(meta.NodeInfo) bool) []uint64 {
-	cands := make([]meta.NodeInfo, 0, len(nodes)+1)
+	cands := make([]placement.Node, 0, len(nodes)+1)
 	listed := false
 	for _, nd := range nodes {
 		listed = listed || nd.ID == n.id.NodeID
 		if eligible(nd) {
-			cands = append(cands, nd)
+			cands = append(cands, placement.Node{ID: nd.ID, Zone: nd.Zone})
 		}
 	}
 	if !listed {
-		cands = append(cands, meta.NodeInfo{ID: n.id.NodeID, Zone: n.cfg.Zone})
+		cands = append(cands, placement.Node{ID: n.id.NodeID, Zone: n.cfg.Zone})
 	}
 	if len(cands) == 1 {
 		return []uint64{cands[0].ID}
 	}
-	return meta.PlaceReplicas(chunkKey(h), cands, len(cands))
+	return placement.Rank(chunkKey(h), cands, len(cands))
 }
 
 // chunkKey is the number a chunk is ranked by: its hash's first 8 bytes.
@@ -143,7 +144,7 @@ func noChunkNodes(want, have int, nodes []meta.NodeInfo) error {
 	if want == 1 {
 		copies = "copy"
 	}
-	return wire.Errorf(wire.CodeUnavailable, "%v: a write needs %d durable %s of each chunk and %d node(s) can hold one (%s); nothing was written. Undrain a node (cairn node undrain ID), bring one back up or add one",
+	return object.Errorf(object.Unavailable, "%v: a write needs %d durable %s of each chunk and %d node(s) can hold one (%s); nothing was written. Undrain a node (cairn node undrain ID), bring one back up or add one",
 		ErrNoChunkNodes, want, copies, have, strings.Join(states, ", "))
 }
 
@@ -226,7 +227,7 @@ func (n *Node) sendChunk(ctx context.Context, id uint64, frame []byte, spares *s
 		errs = append(errs, fmt.Errorf("node %d: %w", id, err))
 		next, ok := spares.next()
 		if !ok {
-			return wire.Errorf(wire.CodeUnavailable, "too few nodes could store a copy of chunk %x: %v", frame[:8], errors.Join(errs...))
+			return object.Errorf(object.Unavailable, "too few nodes could store a copy of chunk %x: %v", frame[:8], errors.Join(errs...))
 		}
 		id = next
 	}
@@ -296,9 +297,9 @@ func (n *Node) getChunk(ctx context.Context, h chunk.Hash, dst []byte, r int) ([
 		}
 	}
 	if corrupt {
-		return nil, wire.Errorf(wire.CodeCorrupt, "chunk %s failed its checksum and no other node has a good copy", h)
+		return nil, object.Errorf(object.Corrupt, "chunk %s failed its checksum and no other node has a good copy", h)
 	}
-	return nil, wire.Errorf(wire.CodeCorrupt, "chunk %s is missing on every node that could hold it", h)
+	return nil, object.Errorf(object.Corrupt, "chunk %s is missing on every node that could hold it", h)
 }
 
 // chunkSources lists the other nodes to ask for chunk h, in order: its

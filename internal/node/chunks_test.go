@@ -16,6 +16,7 @@ import (
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/wire"
 
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -58,7 +59,7 @@ func clusterOf(t testing.TB, k int, tune ...func(*Config)) []*Node {
 func TestReplicatedChunks(t *testing.T) {
 	ctx := context.Background()
 	nodes := threeNodes(t)
-	if _, err := nodes[0].CreateSpace(ctx, "chunks", wire.SpaceSettings{Ranges: 1}); err != nil {
+	if _, err := nodes[0].CreateSpace(ctx, "chunks", object.SpaceSettings{Ranges: 1}); err != nil {
 		t.Fatal(err)
 	}
 	body := randBytes(rand.New(rand.NewPCG(1, 2)), 3<<20)
@@ -173,7 +174,7 @@ func manifest(t testing.TB, n *Node, space, key string, version uint64) chunk.Ma
 func TestDrainedNodeRefusesChunkedWrites(t *testing.T) {
 	ctx := context.Background()
 	n := openTestNode(t)
-	if _, err := n.CreateSpace(ctx, "drained", wire.SpaceSettings{Ranges: 1}); err != nil {
+	if _, err := n.CreateSpace(ctx, "drained", object.SpaceSettings{Ranges: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.NodeAdmin(ctx, wire.NodeDrain, n.NodeID()); err != nil {
@@ -181,21 +182,21 @@ func TestDrainedNodeRefusesChunkedWrites(t *testing.T) {
 	}
 	rereadMap(n)
 	body := randBytes(rand.New(rand.NewPCG(5, 6)), 300<<10)
-	_, err := n.Put(ctx, &wire.PutRequest{Space: "drained", Key: "big", Size: int64(len(body))}, bytes.NewReader(body))
+	_, err := n.Put(ctx, &object.PutRequest{Space: "drained", Key: "big", Size: int64(len(body))}, bytes.NewReader(body))
 	if wire.CodeOf(err) != wire.CodeUnavailable || !strings.Contains(err.Error(), "no node can take chunks") || !strings.Contains(err.Error(), "node 1 draining") {
 		t.Fatalf("chunked PUT on a drained single node: %v", err)
 	}
-	if _, err := n.Stat(ctx, &wire.GetRequest{Space: "drained", Key: "big", Length: -1}); wire.CodeOf(err) != wire.CodeNotFound {
+	if _, err := n.Stat(ctx, &object.GetRequest{Space: "drained", Key: "big", Length: -1}); wire.CodeOf(err) != wire.CodeNotFound {
 		t.Fatalf("after the refused PUT: %v, want not found", err)
 	}
-	if _, err := n.Put(ctx, &wire.PutRequest{Space: "drained", Key: "small", Size: 5}, strings.NewReader("small")); err != nil {
+	if _, err := n.Put(ctx, &object.PutRequest{Space: "drained", Key: "small", Size: 5}, strings.NewReader("small")); err != nil {
 		t.Fatalf("an inline PUT on a drained node: %v", err)
 	}
 	if err := n.NodeAdmin(ctx, wire.NodeUndrain, n.NodeID()); err != nil {
 		t.Fatal(err)
 	}
 	rereadMap(n)
-	if _, err := n.Put(ctx, &wire.PutRequest{Space: "drained", Key: "big", Size: int64(len(body))}, bytes.NewReader(body)); err != nil {
+	if _, err := n.Put(ctx, &object.PutRequest{Space: "drained", Key: "big", Size: int64(len(body))}, bytes.NewReader(body)); err != nil {
 		t.Fatalf("chunked PUT after undrain: %v", err)
 	}
 	if got := readAny(t, []*Node{n}, "drained", "big"); got != string(body) {
@@ -210,7 +211,7 @@ func TestDrainedNodeRefusesChunkedWrites(t *testing.T) {
 func TestMinCopies(t *testing.T) {
 	ctx := context.Background()
 	nodes := clusterOf(t, 2)
-	if _, err := nodes[0].CreateSpace(ctx, "copies", wire.SpaceSettings{Ranges: 1}); err != nil {
+	if _, err := nodes[0].CreateSpace(ctx, "copies", object.SpaceSettings{Ranges: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := nodes[0].NodeAdmin(ctx, wire.NodeDrain, nodes[1].NodeID()); err != nil {
@@ -218,15 +219,15 @@ func TestMinCopies(t *testing.T) {
 	}
 	rereadMap(nodes[0])
 	body := randBytes(rand.New(rand.NewPCG(7, 8)), 300<<10)
-	_, err := nodes[0].Put(ctx, &wire.PutRequest{Space: "copies", Key: "big", Size: int64(len(body))}, bytes.NewReader(body))
+	_, err := nodes[0].Put(ctx, &object.PutRequest{Space: "copies", Key: "big", Size: int64(len(body))}, bytes.NewReader(body))
 	if wire.CodeOf(err) != wire.CodeUnavailable || !strings.Contains(err.Error(), "needs 2 durable copies") {
 		t.Fatalf("chunked PUT with one node to hold two copies: %v", err)
 	}
-	if _, err := nodes[0].Stat(ctx, &wire.GetRequest{Space: "copies", Key: "big", Length: -1}); wire.CodeOf(err) != wire.CodeNotFound {
+	if _, err := nodes[0].Stat(ctx, &object.GetRequest{Space: "copies", Key: "big", Length: -1}); wire.CodeOf(err) != wire.CodeNotFound {
 		t.Fatalf("after the refused PUT: %v, want not found", err)
 	}
 	nodes[0].cfg.MinCopies = 1 // as --min-copies 1 would
-	if _, err := nodes[0].Put(ctx, &wire.PutRequest{Space: "copies", Key: "big", Size: int64(len(body))}, bytes.NewReader(body)); err != nil {
+	if _, err := nodes[0].Put(ctx, &object.PutRequest{Space: "copies", Key: "big", Size: int64(len(body))}, bytes.NewReader(body)); err != nil {
 		t.Fatalf("chunked PUT with --min-copies 1: %v", err)
 	}
 }
@@ -252,7 +253,7 @@ func TestDrainedNodeLogsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	if _, err := n.CreateSpace(ctx, "quiet", wire.SpaceSettings{Ranges: 2}); err != nil {
+	if _, err := n.CreateSpace(ctx, "quiet", object.SpaceSettings{Ranges: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.NodeAdmin(ctx, wire.NodeDrain, n.NodeID()); err != nil {

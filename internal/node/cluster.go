@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/placement"
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/transport"
 )
@@ -35,6 +36,7 @@ type peers struct {
 	// inflight counts calls in flight per node (see load).
 	inflight map[uint64]*atomic.Int64
 	fetched  time.Time // when addrs was last read
+	clock    func() time.Time
 }
 
 // startPeers binds the peer port and creates the transport; the server
@@ -49,7 +51,7 @@ func (n *Node) startPeers() error {
 	if err != nil {
 		return fmt.Errorf("peer listener: %w (is another cairn server running? use --peer-port)", err)
 	}
-	p := &peers{l: l, addrs: map[uint64]string{}}
+	p := &peers{l: l, addrs: map[uint64]string{}, clock: n.cfg.Clock}
 	p.caller.TLS = n.peerClientTLS
 	p.tr = transport.New(transport.Options{
 		NodeID:  n.id.NodeID,
@@ -121,7 +123,7 @@ func (p *peers) view() []meta.NodeInfo {
 func (p *peers) refresh(want uint64) {
 	p.mu.Lock()
 	_, ok := p.addrs[want]
-	age := time.Since(p.fetched)
+	age := p.clock().Sub(p.fetched)
 	p.mu.Unlock()
 	cat := p.catalog.Load()
 	if cat == nil || ((ok || want == 0) && age < 2*time.Second) || (!ok && age < 500*time.Millisecond) {
@@ -135,7 +137,7 @@ func (p *peers) refresh(want uint64) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.fetched = time.Now()
+	p.fetched = p.clock()
 	p.nodes = nodes
 	clear(p.addrs)
 	for _, nd := range nodes {
@@ -148,7 +150,7 @@ func (p *peers) refresh(want uint64) {
 // calls failing against a dead node do not turn into a meta read each.
 func (p *peers) forget() {
 	p.mu.Lock()
-	if time.Since(p.fetched) >= 500*time.Millisecond {
+	if p.clock().Sub(p.fetched) >= 500*time.Millisecond {
 		p.fetched = time.Time{}
 	}
 	p.mu.Unlock()
@@ -208,3 +210,28 @@ func (n *Node) register(ctx context.Context) error {
 
 // PeerAddr is the bound node-to-node (gRPC) address.
 func (n *Node) PeerAddr() string { return n.peers.l.Addr().String() }
+
+// placementNodes is the cluster map as placement weighs it.
+func placementNodes(nodes []meta.NodeInfo) []placement.Node {
+	out := make([]placement.Node, len(nodes))
+	for i, nd := range nodes {
+		out[i] = placement.Node{ID: nd.ID, Zone: nd.Zone, State: placementState(nd.State), Since: nd.Since}
+	}
+	return out
+}
+
+func placementState(s string) placement.State {
+	switch s {
+	case meta.NodeUp:
+		return placement.Up
+	case meta.NodeSuspect:
+		return placement.Suspect
+	case meta.NodeDown:
+		return placement.Down
+	case meta.NodeDraining:
+		return placement.Draining
+	case meta.NodeRemoved:
+		return placement.Removed
+	}
+	return 0
+}

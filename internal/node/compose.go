@@ -7,7 +7,7 @@ import (
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/mvcc"
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // Compose implements wire.ComposeService: the new version's manifest is
@@ -17,33 +17,33 @@ import (
 // version's BLAKE3 hash (and its MD5 ETag, when etag is not given) are of
 // the whole content, so unless the version is a whole copy of one source
 // the content is read once, through verified chunk reads.
-func (n *Node) Compose(ctx context.Context, req *wire.PutRequest, etag string, sources []wire.ComposeSource) (wire.ObjectInfo, error) {
+func (n *Node) Compose(ctx context.Context, req *object.PutRequest, etag string, sources []object.ComposeSource) (object.Info, error) {
 	s, obj, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
-		return wire.ObjectInfo{}, err
+		return object.Info{}, err
 	}
 	defer release()
 	if err := validMeta(req.Meta, req.Tags, req.Headers); err != nil {
-		return wire.ObjectInfo{}, err
+		return object.Info{}, err
 	}
 	var m chunk.Manifest
-	var whole *wire.ObjectInfo // the one source, copied whole
+	var whole *object.Info // the one source, copied whole
 	for i, src := range sources {
 		sm, info, full, err := n.sourceChunks(ctx, src, s.replicas())
 		if err != nil {
-			return wire.ObjectInfo{}, err
+			return object.Info{}, err
 		}
 		if len(sources) == 1 && full {
 			whole = &info
 		}
 		m.Chunks = append(m.Chunks, sm.Chunks...)
 		if m.Size() > n.cfg.MaxObjectSize {
-			return wire.ObjectInfo{}, wire.Errorf(wire.CodeTooLarge, "the sources up to %d are over the %d byte object limit", i, n.cfg.MaxObjectSize)
+			return object.Info{}, object.Errorf(object.TooLarge, "the sources up to %d are over the %d byte object limit", i, n.cfg.MaxObjectSize)
 		}
 	}
 	r, err := n.composeRecord(ctx, m, whole, s.replicas())
 	if err != nil {
-		return wire.ObjectInfo{}, err
+		return object.Info{}, err
 	}
 	if etag != "" {
 		r.ETag = etag
@@ -55,15 +55,15 @@ func (n *Node) Compose(ctx context.Context, req *wire.PutRequest, etag string, s
 // sourceChunks reads one source version and returns the chunks of its
 // range (storing new chunks for a range's partial first and last chunks),
 // its info, and whether the range is the whole body.
-func (n *Node) sourceChunks(ctx context.Context, src wire.ComposeSource, replicas int) (chunk.Manifest, wire.ObjectInfo, bool, error) {
+func (n *Node) sourceChunks(ctx context.Context, src object.ComposeSource, replicas int) (chunk.Manifest, object.Info, bool, error) {
 	ss, sobj, release, err := n.target(ctx, src.Space, src.Key)
 	if err != nil {
-		return chunk.Manifest{}, wire.ObjectInfo{}, false, err
+		return chunk.Manifest{}, object.Info{}, false, err
 	}
 	defer release()
 	rec, err := n.readRecord(ctx, ss, sobj, src.Version, 0)
 	if err != nil {
-		return chunk.Manifest{}, wire.ObjectInfo{}, false, err
+		return chunk.Manifest{}, object.Info{}, false, err
 	}
 	info := objectInfo(src.Space, src.Key, rec)
 	off, length := src.Offset, src.Length
@@ -71,7 +71,7 @@ func (n *Node) sourceChunks(ctx context.Context, src wire.ComposeSource, replica
 		length = rec.Size - off
 	}
 	if off < 0 || length < 0 || off > rec.Size || length > rec.Size-off {
-		return chunk.Manifest{}, info, false, wire.Errorf(wire.CodeInvalidRange, "range %d+%d is outside %q, %d bytes", off, length, src.Key, rec.Size)
+		return chunk.Manifest{}, info, false, object.Errorf(object.InvalidRange, "range %d+%d is outside %q, %d bytes", off, length, src.Key, rec.Size)
 	}
 	full := off == 0 && length == rec.Size
 	if length == 0 {
@@ -103,7 +103,7 @@ func (n *Node) sourceChunks(ctx context.Context, src wire.ComposeSource, replica
 // composeRecord is the record of a composed body: a whole copy of one
 // source keeps its hash and ETag (if that is the MD5 of the content, not
 // a multipart upload's); anything else is summarized.
-func (n *Node) composeRecord(ctx context.Context, m chunk.Manifest, whole *wire.ObjectInfo, replicas int) (*mvcc.Record, error) {
+func (n *Node) composeRecord(ctx context.Context, m chunk.Manifest, whole *object.Info, replicas int) (*mvcc.Record, error) {
 	if whole != nil && m.Size() > int64(n.cfg.InlineThreshold) && !strings.Contains(whole.ETag, "-") {
 		return &mvcc.Record{Size: m.Size(), Hash: whole.Hash, ETag: whole.ETag, Manifest: m.Marshal()}, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -20,17 +21,17 @@ import (
 func TestCompose(t *testing.T) {
 	n := openTestNode(t)
 	ctx := context.Background()
-	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	n.CreateSpace(ctx, "sp1", object.SpaceSettings{})
 	r := rand.New(rand.NewPCG(3, 4))
 	a, b, tiny := randBytes(r, 1<<20), randBytes(r, 300<<10), randBytes(r, 100)
 	ai, bi := put(t, n, "sp1", "a", a), put(t, n, "sp1", "b", b)
 	put(t, n, "sp1", "tiny", tiny)
-	src := func(key string, v uint64, off, length int64) wire.ComposeSource {
-		return wire.ComposeSource{Space: "sp1", Key: key, Version: v, Offset: off, Length: length}
+	src := func(key string, v uint64, off, length int64) object.ComposeSource {
+		return object.ComposeSource{Space: "sp1", Key: key, Version: v, Offset: off, Length: length}
 	}
-	check := func(key string, info wire.ObjectInfo, want []byte) {
+	check := func(key string, info object.Info, want []byte) {
 		t.Helper()
-		got, _, err := get(t, n, wire.GetRequest{Space: "sp1", Key: key})
+		got, _, err := get(t, n, object.GetRequest{Space: "sp1", Key: key})
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("%s: content differs (%v)", key, err)
 		}
@@ -41,7 +42,7 @@ func TestCompose(t *testing.T) {
 	chunksOf := func(key string, v uint64) []chunk.Ref { return manifestOfKey(t, n, "sp1", key, v).Chunks }
 
 	// Whole sources, one of them inline.
-	ci, err := n.Compose(ctx, &wire.PutRequest{Space: "sp1", Key: "c", ContentType: "text/x"}, "", []wire.ComposeSource{src("a", 0, 0, -1), src("b", bi.Version, 0, -1), src("tiny", 0, 0, -1)})
+	ci, err := n.Compose(ctx, &object.PutRequest{Space: "sp1", Key: "c", ContentType: "text/x"}, "", []object.ComposeSource{src("a", 0, 0, -1), src("b", bi.Version, 0, -1), src("tiny", 0, 0, -1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestCompose(t *testing.T) {
 	}
 
 	// A range: only the chunks it cuts are new.
-	ri, err := n.Compose(ctx, &wire.PutRequest{Space: "sp1", Key: "r"}, "given-etag", []wire.ComposeSource{src("a", 0, 1000, 500000)})
+	ri, err := n.Compose(ctx, &object.PutRequest{Space: "sp1", Key: "r"}, "given-etag", []object.ComposeSource{src("a", 0, 1000, 500000)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func TestCompose(t *testing.T) {
 	}
 
 	// A whole copy of one source keeps its hash, ETag and manifest.
-	di, err := n.Compose(ctx, &wire.PutRequest{Space: "sp1", Key: "d"}, "", []wire.ComposeSource{src("a", 0, 0, -1)})
+	di, err := n.Compose(ctx, &object.PutRequest{Space: "sp1", Key: "d"}, "", []object.ComposeSource{src("a", 0, 0, -1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,11 +87,11 @@ func TestCompose(t *testing.T) {
 	}
 
 	// Bad sources write nothing.
-	_, err = n.Compose(ctx, &wire.PutRequest{Space: "sp1", Key: "e"}, "", []wire.ComposeSource{src("nosuch", 0, 0, -1)})
+	_, err = n.Compose(ctx, &object.PutRequest{Space: "sp1", Key: "e"}, "", []object.ComposeSource{src("nosuch", 0, 0, -1)})
 	mustCode(t, err, wire.CodeNotFound)
-	_, err = n.Compose(ctx, &wire.PutRequest{Space: "sp1", Key: "e"}, "", []wire.ComposeSource{src("b", 0, 1, int64(len(b)))})
+	_, err = n.Compose(ctx, &object.PutRequest{Space: "sp1", Key: "e"}, "", []object.ComposeSource{src("b", 0, 1, int64(len(b)))})
 	mustCode(t, err, wire.CodeInvalidRange)
-	_, _, err = get(t, n, wire.GetRequest{Space: "sp1", Key: "e"})
+	_, _, err = get(t, n, object.GetRequest{Space: "sp1", Key: "e"})
 	mustCode(t, err, wire.CodeNotFound)
 }
 
@@ -99,12 +100,12 @@ func TestCompose(t *testing.T) {
 func TestSystemKeys(t *testing.T) {
 	n := openTestNode(t)
 	ctx := context.Background()
-	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
-	key := wire.SystemKeyPrefix + "state"
-	_, err := n.Put(ctx, &wire.PutRequest{Space: "sp1", Key: key, Size: 1}, bytes.NewReader([]byte("x")))
+	n.CreateSpace(ctx, "sp1", object.SpaceSettings{})
+	key := object.SystemKeyPrefix + "state"
+	_, err := n.Put(ctx, &object.PutRequest{Space: "sp1", Key: key, Size: 1}, bytes.NewReader([]byte("x")))
 	mustCode(t, err, wire.CodeInvalidArgument)
-	sys := wire.WithSystemKeys(ctx)
-	if _, err := n.Put(sys, &wire.PutRequest{Space: "sp1", Key: key, Size: 1}, bytes.NewReader([]byte("x"))); err != nil {
+	sys := object.WithSystemKeys(ctx)
+	if _, err := n.Put(sys, &object.PutRequest{Space: "sp1", Key: key, Size: 1}, bytes.NewReader([]byte("x"))); err != nil {
 		t.Fatal(err)
 	}
 	put(t, n, "sp1", "user", []byte("y"))
@@ -112,8 +113,8 @@ func TestSystemKeys(t *testing.T) {
 		ctx    context.Context
 		prefix string
 		want   []string
-	}{{ctx, "", []string{"user"}}, {sys, "", []string{"user"}}, {ctx, wire.SystemKeyPrefix, nil}, {sys, wire.SystemKeyPrefix, []string{key}}} {
-		l, err := n.List(c.ctx, &wire.ListRequest{Space: "sp1", Prefix: c.prefix})
+	}{{ctx, "", []string{"user"}}, {sys, "", []string{"user"}}, {ctx, object.SystemKeyPrefix, nil}, {sys, object.SystemKeyPrefix, []string{key}}} {
+		l, err := n.List(c.ctx, &object.ListRequest{Space: "sp1", Prefix: c.prefix})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,14 +129,14 @@ func TestSystemKeys(t *testing.T) {
 	// Only client keys keep a space from being deleted; its system keys
 	// go with it.
 	mustCode(t, n.DeleteSpace(ctx, "sp1"), wire.CodeSpaceNotEmpty)
-	if _, err := n.Delete(ctx, &wire.DeleteRequest{Space: "sp1", Key: "user"}); err != nil {
+	if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "sp1", Key: "user"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.DeleteSpace(ctx, "sp1"); err != nil {
 		t.Fatalf("deleting a space that holds only system keys: %v", err)
 	}
-	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
-	if _, err := n.Stat(sys, &wire.GetRequest{Space: "sp1", Key: key, Length: -1}); wire.CodeOf(err) != wire.CodeNotFound {
+	n.CreateSpace(ctx, "sp1", object.SpaceSettings{})
+	if _, err := n.Stat(sys, &object.GetRequest{Space: "sp1", Key: key, Length: -1}); wire.CodeOf(err) != wire.CodeNotFound {
 		t.Fatalf("a system key outlived its space: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -57,7 +58,7 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.CreateSpace(ctx, "crash", wire.SpaceSettings{Ranges: 2}); err != nil {
+	if _, err := n.CreateSpace(ctx, "crash", object.SpaceSettings{Ranges: 2}); err != nil {
 		t.Fatal(err)
 	}
 	for it := 0; it < iterations; it++ {
@@ -81,7 +82,7 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 					key := fmt.Sprintf("k%02d-%d", w, r.IntN(20))
 					var a ack
 					if r.IntN(10) == 0 {
-						info, err := n.Delete(ctx, &wire.DeleteRequest{Space: "crash", Key: key})
+						info, err := n.Delete(ctx, &object.DeleteRequest{Space: "crash", Key: key})
 						if err != nil {
 							continue
 						}
@@ -92,7 +93,7 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 						for j := range body {
 							body[j] = byte(r.Uint32())
 						}
-						info, err := n.Put(ctx, &wire.PutRequest{Space: "crash", Key: key, Size: int64(size)}, bytes.NewReader(body))
+						info, err := n.Put(ctx, &object.PutRequest{Space: "crash", Key: key, Size: int64(size)}, bytes.NewReader(body))
 						if err != nil {
 							continue // not acknowledged: no promise
 						}
@@ -130,7 +131,7 @@ func verify(t *testing.T, n *Node, acked []ack) {
 	t.Helper()
 	ctx := context.Background()
 	for _, a := range acked {
-		info, rc, err := n.Get(ctx, &wire.GetRequest{Space: "crash", Key: a.key, Version: a.version, Length: -1})
+		info, rc, err := n.Get(ctx, &object.GetRequest{Space: "crash", Key: a.key, Version: a.version, Length: -1})
 		if a.deleted {
 			if wire.CodeOf(err) != wire.CodeDeleted {
 				t.Fatalf("%s@%x: acknowledged delete marker reads as %v", a.key, a.version, err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cairn-db/cairn/client"
 	"github.com/cairn-db/cairn/internal/history"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -167,7 +168,7 @@ type faultCluster struct {
 // from nodes itself: the nemesis's changes to fc.nodes show there.
 func startFaultLoad(t *testing.T, nodes []*Node, space string, keys []string) *faultCluster {
 	t.Helper()
-	if _, err := nodes[0].CreateSpace(context.Background(), space, wire.SpaceSettings{Ranges: 2}); err != nil {
+	if _, err := nodes[0].CreateSpace(context.Background(), space, object.SpaceSettings{Ranges: 2}); err != nil {
 		t.Fatal(err)
 	}
 	writeAny(t, nodes, space, "warmup", "x")
@@ -209,13 +210,13 @@ func (fc *faultCluster) startClients() {
 				call := rec.Now()
 				if rnd.IntN(2) == 0 {
 					val := fmt.Sprintf("c%d-%d", c, seq)
-					_, err := n.Put(octx, &wire.PutRequest{Space: space, Key: key, Size: int64(len(val))}, strings.NewReader(val))
+					_, err := n.Put(octx, &object.PutRequest{Space: space, Key: key, Size: int64(len(val))}, strings.NewReader(val))
 					// The codes that promise the write had no effect (the
 					// client retries them elsewhere) are the client's; the
 					// checker holds the server to them.
 					rec.Put(c, key, val, call, err, client.NotApplied(err))
 				} else {
-					b, _, err := getCtx(octx, n, wire.GetRequest{Space: space, Key: key})
+					b, _, err := getCtx(octx, n, object.GetRequest{Space: space, Key: key})
 					if err == nil || wire.CodeOf(err) == wire.CodeNotFound {
 						rec.Get(c, key, string(b), call)
 					}

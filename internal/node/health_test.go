@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/meta"
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // TestNodeFailureStates stops one node of three: the others see it suspect
@@ -16,7 +16,7 @@ import (
 func TestNodeFailureStates(t *testing.T) {
 	ctx := context.Background()
 	nodes := threeNodes(t, func(c *Config) { c.HeartbeatTTL, c.DownAfter = time.Second, 2*time.Second })
-	if _, err := nodes[0].CreateSpace(ctx, "health", wire.SpaceSettings{Ranges: 1}); err != nil {
+	if _, err := nodes[0].CreateSpace(ctx, "health", object.SpaceSettings{Ranges: 1}); err != nil {
 		t.Fatal(err)
 	}
 	writeAny(t, nodes, "health", "before", "x")

@@ -16,7 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/cairn-db/cairn/internal/meta"
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // TestHealthzReportsFailedChunkStore fails a segment fsync under a chunked
@@ -36,12 +36,12 @@ func TestHealthzReportsFailedChunkStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	if _, err := n.CreateSpace(ctx, "health", wire.SpaceSettings{Ranges: 1}); err != nil {
+	if _, err := n.CreateSpace(ctx, "health", object.SpaceSettings{Ranges: 1}); err != nil {
 		t.Fatal(err)
 	}
 	body := bytes.Repeat([]byte("cairn "), 20<<10) // chunked: over the 4 KiB inline threshold
 	put := func() error {
-		_, err := n.Put(ctx, &wire.PutRequest{Space: "health", Key: "k", Size: int64(len(body))}, bytes.NewReader(body))
+		_, err := n.Put(ctx, &object.PutRequest{Space: "health", Key: "k", Size: int64(len(body))}, bytes.NewReader(body))
 		return err
 	}
 	if err := put(); err != nil {

@@ -427,7 +427,7 @@ func (n *Node) join(ctx context.Context) (*joinResponse, error) {
 		jb, _ := json.Marshal(jr)
 		return caller.Call(cctx, n.cfg.Join, adminService, "Join", jb)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := n.cfg.Clock().Add(2 * time.Minute)
 	var b []byte
 	for backoff := 200 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
 		b, err = attempt()
@@ -437,7 +437,7 @@ func (n *Node) join(ctx context.Context) (*joinResponse, error) {
 		if errors.Is(err, transport.ErrDenied) {
 			return nil, fmt.Errorf("join the cluster at %s: refused: %w", n.cfg.Join, err)
 		}
-		if !errors.Is(err, transport.ErrBusy) || time.Now().After(deadline) {
+		if !errors.Is(err, transport.ErrBusy) || n.cfg.Clock().After(deadline) {
 			return nil, fmt.Errorf("join the cluster at %s: %w (is a cairn node listening there on its peer port?)", n.cfg.Join, err)
 		}
 		n.log.Info("another node is joining; waiting to join", "retry", backoff)
@@ -688,6 +688,9 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 		return
 	}
 	n.followMembers(members)
+	if n.dropUnstarted(ctx, ms, members) {
+		return // the members changed: look again next time
+	}
 	nodes = slices.DeleteFunc(nodes, func(nd meta.NodeInfo) bool { return nd.State == meta.NodeRemoved })
 	voters := 0
 	for _, m := range members {
@@ -712,6 +715,38 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 			n.log.Warn("could not become a meta service member", "err", err)
 		}
 	}
+}
+
+// dropUnstarted removes a meta member that has been added but not
+// started for Config.MemberStartGrace (a joiner admitted that never came
+// back: while it is listed, no other node can be admitted). It reports
+// whether it removed one.
+func (n *Node) dropUnstarted(ctx context.Context, ms membership, members []meta.Member) bool {
+	now := n.cfg.Clock()
+	seen := make(map[uint64]time.Time, len(n.unstarted))
+	dropped := false
+	for _, m := range members {
+		if m.Name != "" {
+			continue
+		}
+		first, ok := n.unstarted[m.ID]
+		if !ok {
+			first = now
+		}
+		seen[m.ID] = first
+		if now.Sub(first) < n.cfg.MemberStartGrace {
+			continue
+		}
+		if err := ms.RemoveMember(ctx, m.ID); err != nil {
+			n.log.Warn("could not remove a meta member that never started", "peer_urls", m.PeerURLs, "err", err)
+			continue
+		}
+		n.log.Warn("removed a meta member that never started: its node was admitted but never came up", "peer_urls", m.PeerURLs, "unstarted_for", now.Sub(first).Round(time.Second))
+		delete(seen, m.ID)
+		dropped = true
+	}
+	n.unstarted = seen
+	return dropped
 }
 
 // targetVoters is how many voters the meta service should have with k

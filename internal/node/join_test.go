@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/testenv"
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -115,7 +117,7 @@ func TestJoinGrowsMeta(t *testing.T) {
 	// Objects are written through a joined node's request: the space's
 	// range has a replica on every node, and whichever holds its lease
 	// takes timestamps from the oracle's leader over the peer service.
-	if _, err := third.CreateSpace(ctx, "objects", wire.SpaceSettings{Ranges: 1}); err != nil {
+	if _, err := third.CreateSpace(ctx, "objects", object.SpaceSettings{Ranges: 1}); err != nil {
 		t.Fatal(err)
 	}
 	v1 := writeAny(t, []*Node{third, second, first}, "objects", "k", "one")
@@ -171,14 +173,14 @@ func TestJoinGrowsMeta(t *testing.T) {
 
 // writeAny writes key through whichever of the nodes holds its range's
 // lease, retrying while leadership settles.
-func writeAny(t testing.TB, among []*Node, space, key, body string) wire.ObjectInfo {
+func writeAny(t testing.TB, among []*Node, space, key, body string) object.Info {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var last error
 		for _, nd := range among {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			info, err := nd.Put(ctx, &wire.PutRequest{Space: space, Key: key, Size: int64(len(body))}, strings.NewReader(body))
+			info, err := nd.Put(ctx, &object.PutRequest{Space: space, Key: key, Size: int64(len(body))}, strings.NewReader(body))
 			cancel()
 			if err == nil {
 				return info
@@ -211,7 +213,7 @@ func readUntil(t *testing.T, among []*Node, space, key string, absentOK bool) st
 	for {
 		var last error
 		for _, nd := range among {
-			b, _, err := get(t, nd, wire.GetRequest{Space: space, Key: key})
+			b, _, err := get(t, nd, object.GetRequest{Space: space, Key: key})
 			if err == nil {
 				return string(b)
 			}
@@ -235,7 +237,7 @@ func TestReplicatedRange(t *testing.T) {
 	ctx := context.Background()
 	first := openNode(t, clusterConfig(t, ""))
 	nodes := []*Node{first, openNode(t, clusterConfig(t, first.PeerAddr())), openNode(t, clusterConfig(t, first.PeerAddr()))}
-	if _, err := first.CreateSpace(ctx, "replicated", wire.SpaceSettings{Ranges: 1}); err != nil {
+	if _, err := first.CreateSpace(ctx, "replicated", object.SpaceSettings{Ranges: 1}); err != nil {
 		t.Fatal(err)
 	}
 	sp, err := first.catalog.GetSpace(ctx, "replicated")
@@ -289,7 +291,7 @@ func TestReplicatedRange(t *testing.T) {
 			}
 			r := sp.table()[0]
 			r.hint.Store(0) // set again only by a read forwarded to the leaseholder
-			b, info, err := get(t, n, wire.GetRequest{Space: "replicated", Key: "k"})
+			b, info, err := get(t, n, object.GetRequest{Space: "replicated", Key: "k"})
 			if err != nil || string(b) != "replicated body" || info.Version != v.Version {
 				t.Fatalf("read through follower %d: %q %+v %v", n.NodeID(), b, info, err)
 			}
@@ -309,7 +311,7 @@ func TestReplicatedRange(t *testing.T) {
 	stopped := time.Now()
 	next := leaseholder(rest)
 	t.Logf("node %d holds the lease %v after node %d stopped", next.NodeID(), time.Since(stopped).Round(time.Millisecond), lh.NodeID())
-	b, info, err := get(t, next, wire.GetRequest{Space: "replicated", Key: "k"})
+	b, info, err := get(t, next, object.GetRequest{Space: "replicated", Key: "k"})
 	if err != nil || string(b) != "replicated body" || info.Version != v.Version {
 		t.Fatalf("read on the new leaseholder: %q %+v %v", b, info, err)
 	}
@@ -501,5 +503,37 @@ func TestMetaMembersValidated(t *testing.T) {
 	c.EnsureDefaults()
 	if err := c.Validate(); err != nil || c.MetaMembers != 5 {
 		t.Fatalf("default MetaMembers %d: %v", c.MetaMembers, err)
+	}
+}
+
+// TestUnstartedMemberRemoved: a meta member added for a joiner that never
+// started it (admitted, then gone) no longer blocks every later join: the
+// membership reconciler removes it after MemberStartGrace, and the next
+// node joins.
+func TestUnstartedMemberRemoved(t *testing.T) {
+	ctx := context.Background()
+	cfg := clusterConfig(t, "")
+	cfg.MemberStartGrace = time.Second
+	first := openNode(t, cfg)
+	ms := first.meta.(membership)
+	ghost := fmt.Sprintf("https://127.0.0.1:%d", testenv.FreePort(t))
+	ghostID, _, err := ms.AddLearner(ctx, ghost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	second := openNode(t, clusterConfig(t, first.PeerAddr()))
+	t.Logf("joined %v after a never-started member was added", time.Since(began).Round(time.Millisecond))
+	members, err := ms.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		if m.ID == ghostID {
+			t.Fatalf("the never-started member is still listed: %+v", members)
+		}
+	}
+	if nodes, err := second.catalog.Nodes(ctx); err != nil || len(nodes) != 2 {
+		t.Fatalf("cluster map after the join: %+v, %v", nodes, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/auth"
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -75,14 +76,14 @@ func (n *Node) CreateKey(ctx context.Context, ks wire.KeySpec) (wire.KeySpec, er
 	made := auth.NewKey()
 	k := auth.Key{Access: cmp.Or(ks.Access, made.Access), Secret: cmp.Or(ks.Secret, made.Secret), Grants: ks.Grants, ClusterAdmin: ks.ClusterAdmin}
 	if k.Access == n.RootKey().Access {
-		return wire.KeySpec{}, wire.Errorf(wire.CodeInvalidArgument, "%q is the root key", k.Access)
+		return wire.KeySpec{}, object.Errorf(object.InvalidArgument, "%q is the root key", k.Access)
 	}
 	if err := k.Validate(meta.ValidSpaceName); err != nil {
-		return wire.KeySpec{}, wire.Errorf(wire.CodeInvalidArgument, "%v", err)
+		return wire.KeySpec{}, object.Errorf(object.InvalidArgument, "%v", err)
 	}
 	k, err := n.catalog.CreateKey(ctx, k)
 	if errors.Is(err, meta.ErrKeyExists) {
-		return wire.KeySpec{}, wire.Errorf(wire.CodeInvalidArgument, "access key %q exists", ks.Access)
+		return wire.KeySpec{}, object.Errorf(object.InvalidArgument, "access key %q exists", ks.Access)
 	}
 	if err != nil {
 		return wire.KeySpec{}, err
@@ -108,7 +109,7 @@ func (n *Node) ListKeys(ctx context.Context) ([]wire.KeySpec, error) {
 func (n *Node) DeleteKey(ctx context.Context, access string) error {
 	err := n.catalog.DeleteKey(ctx, access)
 	if errors.Is(err, meta.ErrKeyNotFound) {
-		return wire.Errorf(wire.CodeNotFound, "no access key %q", access)
+		return object.Errorf(object.NotFound, "no access key %q", access)
 	}
 	if err == nil {
 		_ = n.refreshKeys(ctx)
@@ -120,7 +121,7 @@ func (n *Node) DeleteKey(ctx context.Context, access string) error {
 // force on every node within a second.
 func (n *Node) RotateRootKey(ctx context.Context) (wire.KeySpec, error) {
 	if n.cfg.RootAccessKey != "" {
-		return wire.KeySpec{}, wire.Errorf(wire.CodeInvalidArgument, "this cluster's root key is given in the nodes' configuration (--root-access-key): restart them with another")
+		return wire.KeySpec{}, object.Errorf(object.InvalidArgument, "this cluster's root key is given in the nodes' configuration (--root-access-key): restart them with another")
 	}
 	k, err := n.catalog.RotateRootKey(ctx)
 	if err != nil {
@@ -146,7 +147,7 @@ func (n *Node) CreateToken(ctx context.Context, ts wire.TokenSpec) (wire.TokenSp
 	}
 	uses := cmp.Or(ts.Uses, 1)
 	if ttl <= 0 || ttl > 30*24*time.Hour || uses < 1 || uses > 1000 {
-		return wire.TokenSpec{}, wire.Errorf(wire.CodeInvalidArgument, "a join token lasts from 1s to 30 days and admits 1 to 1000 nodes (asked: %v, %d)", ttl, uses)
+		return wire.TokenSpec{}, object.Errorf(object.InvalidArgument, "a join token lasts from 1s to 30 days and admits 1 to 1000 nodes (asked: %v, %d)", ttl, uses)
 	}
 	tok := auth.NewJoinToken()
 	now := n.cfg.Clock()
@@ -174,7 +175,7 @@ func (n *Node) ListTokens(ctx context.Context) ([]wire.TokenSpec, error) {
 // RevokeToken implements wire.TokenService.
 func (n *Node) RevokeToken(ctx context.Context, id string) error {
 	if err := n.catalog.DeleteToken(ctx, id); errors.Is(err, meta.ErrTokenInvalid) {
-		return wire.Errorf(wire.CodeNotFound, "no join token %s", id)
+		return object.Errorf(object.NotFound, "no join token %s", id)
 	} else if err != nil {
 		return err
 	}

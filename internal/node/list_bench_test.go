@@ -11,8 +11,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/testenv"
-	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // BenchmarkList lists a whole space in pages of 1,000 keys, as an S3
@@ -39,7 +39,7 @@ func BenchmarkList(b *testing.B) {
 			b.ReportAllocs()
 			cpu0 := testenv.CPUTime(b)
 			for b.Loop() {
-				req := wire.ListRequest{Space: "bench", Limit: 1000}
+				req := object.ListRequest{Space: "bench", Limit: 1000}
 				listed := 0
 				for {
 					res, err := n.List(ctx, &req)
@@ -66,7 +66,7 @@ func BenchmarkList(b *testing.B) {
 // versions times each, from a few writers at once.
 func fillSpace(b *testing.B, n *Node, space string, keys, versions, size int) {
 	ctx := context.Background()
-	if _, err := n.CreateSpace(ctx, space, wire.SpaceSettings{}); err != nil {
+	if _, err := n.CreateSpace(ctx, space, object.SpaceSettings{}); err != nil {
 		b.Fatal(err)
 	}
 	body := bytes.Repeat([]byte("x"), size)
@@ -77,7 +77,7 @@ func fillSpace(b *testing.B, n *Node, space string, keys, versions, size int) {
 		wg.Go(func() {
 			for range versions {
 				for i := w; i < keys; i += writers {
-					req := wire.PutRequest{Space: space, Key: fmt.Sprintf("photos/2026/%08d.jpg", i), Size: int64(size)}
+					req := object.PutRequest{Space: space, Key: fmt.Sprintf("photos/2026/%08d.jpg", i), Size: int64(size)}
 					if _, err := n.Put(ctx, &req, bytes.NewReader(body)); err != nil {
 						errs <- err
 						return

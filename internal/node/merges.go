@@ -12,8 +12,9 @@ import (
 
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/placement"
 	"github.com/cairn-db/cairn/internal/replica"
-	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // Range merges.
@@ -103,7 +104,7 @@ type mergeStatus struct {
 func (n *Node) handleMerge(ctx context.Context, r *rng, req []byte) ([]byte, error) {
 	rep := r.replica()
 	if len(req) < 1 {
-		return nil, wire.Errorf(wire.CodeMalformed, "empty merge request")
+		return nil, object.Errorf(object.Malformed, "empty merge request")
 	}
 	op, args := req[0], req[1:]
 	switch {
@@ -149,7 +150,7 @@ func (n *Node) handleMerge(ctx context.Context, r *rng, req []byte) ([]byte, err
 		r.colocate.Store(&colocation{voters: voters, until: n.cfg.Clock().Add(hold)})
 		return nil, nil
 	}
-	return nil, wire.Errorf(wire.CodeMalformed, "merge request %q of %d bytes", op, len(req))
+	return nil, object.Errorf(object.Malformed, "merge request %q of %d bytes", op, len(req))
 }
 
 func boolByte(b bool) byte {
@@ -167,9 +168,9 @@ func mergeErr(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, replica.ErrMergeRefused):
-		return wire.Errorf(wire.CodePreconditionFailed, "%v", err)
+		return object.Errorf(object.PreconditionFailed, "%v", err)
 	case errors.Is(err, replica.ErrNotLeader):
-		return wire.Errorf(wire.CodeNotLeader, "%v", err)
+		return object.Errorf(object.NotLeader, "%v", err)
 	}
 	return err
 }
@@ -226,19 +227,19 @@ func (n *Node) mergeStatuses(ctx context.Context, rangeID uint64, voters []uint6
 }
 
 func decodeMergeStatus(id uint64, b []byte) (mergeStatus, error) {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	st := mergeStatus{node: id}
-	st.merge.FrozenFor, st.merge.FrozenToken = d.u64(), d.u64()
-	st.leader, st.hasState, st.merge.Phase = d.u8() == 1, d.u8() == 1, replica.MergePhase(d.u8())
-	st.bytes, st.quiet = d.u64(), time.Duration(d.u64())
+	st.merge.FrozenFor, st.merge.FrozenToken = d.U64(), d.U64()
+	st.leader, st.hasState, st.merge.Phase = d.U8() == 1, d.U8() == 1, replica.MergePhase(d.U8())
+	st.bytes, st.quiet = d.U64(), time.Duration(d.U64())
 	st.desc.Start, st.desc.End = d.bytes(), d.optBytes()
-	for range d.u32() {
-		if d.err != nil {
+	for range d.U32() {
+		if d.Err() != nil {
 			break
 		}
-		st.desc.Peers = append(st.desc.Peers, d.u64())
+		st.desc.Peers = append(st.desc.Peers, d.U64())
 	}
-	return st, d.done()
+	return st, d.Done()
 }
 
 // resumeMerge, for range r whose lease is here, goes on with its merge in
@@ -311,7 +312,7 @@ func (n *Node) maybeMerge(ctx context.Context, s *space, r *rng, rep *replica.Re
 				!bytes.Equal(x.desc.Start, rd.Start) || !bytes.Equal(x.desc.End, rd.End) {
 				return nil
 			}
-			if !sameMembers(rd.Replicas, st.Voters) || !sameMembers(x.desc.Peers, st.Voters) {
+			if !placement.SameMembers(rd.Replicas, st.Voters) || !placement.SameMembers(x.desc.Peers, st.Voters) {
 				return n.askColocate(ctx, d.RangeID, rd.ID, slices.Collect(maps.Keys(sts)), st.Voters)
 			}
 			token := n.random() | 1
@@ -377,7 +378,7 @@ func (n *Node) runMerge(ctx context.Context, s *space, r *rng, rep *replica.Repl
 	voters := rightVoters(s, rep, right)
 	freeze := binary.BigEndian.AppendUint64([]byte{mergeOpFreeze}, r.desc().ID)
 	freeze = binary.BigEndian.AppendUint64(freeze, token)
-	deadline := time.Now().Add(mergeWait)
+	deadline := n.cfg.Clock().Add(mergeWait)
 	for {
 		if err := rep.ReadReady(); err != nil && !rep.Leads() {
 			// The lease moved: the merge stays pending for the next
@@ -406,12 +407,12 @@ func (n *Node) runMerge(ctx context.Context, s *space, r *rng, rep *replica.Repl
 		for _, x := range sts {
 			if x.leader && x.merge.FrozenToken != token {
 				_, err := n.mergeCall(ctx, x.node, right, freeze)
-				if wire.CodeOf(err) == wire.CodePreconditionFailed {
+				if object.KindOf(err) == object.PreconditionFailed {
 					return n.abortMerge(ctx, s, rep, right, token, err.Error())
 				}
 			}
 		}
-		if time.Now().After(deadline) {
+		if n.cfg.Clock().After(deadline) {
 			return n.abortMerge(ctx, s, rep, right, token, fmt.Sprintf("range %d is not frozen on every replica after %v (no answer from %v)", right, mergeWait, missing))
 		}
 		if err := sleep(ctx, 50*time.Millisecond); err != nil {

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/placement"
 	"github.com/cairn-db/cairn/internal/replica"
-	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // TestMergeSmallRanges: a space made with four ranges that holds a few
@@ -22,7 +23,7 @@ import (
 func TestMergeSmallRanges(t *testing.T) {
 	ctx := context.Background()
 	nodes := threeNodes(t, func(c *Config) { c.MergeSize, c.MergeAfter, c.SplitSize = 1<<20, time.Second, -1 })
-	if _, err := nodes[0].CreateSpace(ctx, "small", wire.SpaceSettings{Ranges: 4}); err != nil {
+	if _, err := nodes[0].CreateSpace(ctx, "small", object.SpaceSettings{Ranges: 4}); err != nil {
 		t.Fatal(err)
 	}
 	before := rangesOf(t, nodes[0], "small")
@@ -49,11 +50,11 @@ func TestMergeSmallRanges(t *testing.T) {
 			for i := 0; !stop.Load(); i++ {
 				key := fmt.Sprintf("%c-client%d", "!5Lz"[i%4], c)
 				body := fmt.Sprint(i)
-				if _, err := n.Put(ctx, &wire.PutRequest{Space: "small", Key: key, Size: int64(len(body))}, strings.NewReader(body)); err != nil {
+				if _, err := n.Put(ctx, &object.PutRequest{Space: "small", Key: key, Size: int64(len(body))}, strings.NewReader(body)); err != nil {
 					errs <- fmt.Errorf("node %d: put %s: %w", n.NodeID(), key, err)
 					return
 				}
-				b, _, err := getCtx(ctx, n, wire.GetRequest{Space: "small", Key: key})
+				b, _, err := getCtx(ctx, n, object.GetRequest{Space: "small", Key: key})
 				if err != nil || string(b) != body {
 					errs <- fmt.Errorf("node %d: get %s = %q, %v; want %q", n.NodeID(), key, b, err, body)
 					return
@@ -100,13 +101,13 @@ func TestMergeNeighboursOnOtherNodes(t *testing.T) {
 		c.MergeSize, c.MergeAfter, c.SplitSize = 1<<20, time.Second, -1
 		c.HeartbeatTTL, c.RepairCheck, c.RebalanceAfter = time.Second, 200*time.Millisecond, 2*time.Second
 	})
-	if _, err := nodes[0].CreateSpace(ctx, "apart", wire.SpaceSettings{Ranges: 4}); err != nil {
+	if _, err := nodes[0].CreateSpace(ctx, "apart", object.SpaceSettings{Ranges: 4}); err != nil {
 		t.Fatal(err)
 	}
 	before := rangesOf(t, nodes[0], "apart")
 	apart := 0
 	for i := 1; i < len(before); i++ {
-		if !sameMembers(before[i-1].Replicas, before[i].Replicas) {
+		if !placement.SameMembers(before[i-1].Replicas, before[i].Replicas) {
 			apart++
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/cairn-db/cairn/internal/s3"
 	"github.com/cairn-db/cairn/internal/segment"
 	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cairn-db/cairn/internal/tso"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -139,6 +140,11 @@ type Config struct {
 	// by a node admitting another and by every node's membership
 	// reconciler, so give every node the same value.
 	MetaMembers int
+	// MemberStartGrace is how long a meta service member may stay added
+	// but unstarted (its joiner admitted, its etcd member never heard
+	// from) before the membership reconciler removes it: until then every
+	// later admission waits for it. Default: 2 minutes.
+	MemberStartGrace time.Duration
 
 	// Link, if set, reports whether node from can reach node to now: a
 	// seam for tests that inject network faults into node-to-node traffic
@@ -273,6 +279,9 @@ func (c *Config) EnsureDefaults() {
 	if c.MetaMembers == 0 {
 		c.MetaMembers = 5
 	}
+	if c.MemberStartGrace == 0 {
+		c.MemberStartGrace = 2 * time.Minute
+	}
 	if c.BootstrapTokenTTL == 0 {
 		c.BootstrapTokenTTL = time.Hour
 	}
@@ -381,6 +390,7 @@ type Node struct {
 	meta    meta.Store
 	ownMeta bool // meta was opened by the node (and is closed by it)
 	oracle  *meta.Oracle
+	tso     *tso.Client // timestamps from the oracle, here or on its leader
 	catalog *meta.Catalog
 	rootKey atomic.Pointer[auth.Key] // the root key (a cluster admin)
 	keys    auth.Keyring             // the root key and the others (keys.go)
@@ -391,15 +401,18 @@ type Node struct {
 		sync.Mutex
 		r *rand.Rand
 	}
-	keysLearned time.Time   // when learnClusterKeys last asked another node; keysMu
-	joins       challenges  // join challenges answered (join.go)
-	s3api       *s3.Handler // the S3 API (s3.go)
-	chunks      *segment.Store
-	ranges      *replica.Store
-	id          identity
-	metrics     *metrics
-	cache       *kv.Cache // latest records; nil when disabled
-	peers       *peers
+	keysLearned time.Time // when learnClusterKeys last asked another node; keysMu
+	// unstarted is when reconcileMeta first saw each meta member that is
+	// added but not started; owned by that loop.
+	unstarted map[uint64]time.Time
+	joins     challenges  // join challenges answered (join.go)
+	s3api     *s3.Handler // the S3 API (s3.go)
+	chunks    *segment.Store
+	ranges    *replica.Store
+	id        identity
+	metrics   *metrics
+	cache     *kv.Cache // latest records; nil when disabled
+	peers     *peers
 	// metaPeerURL is the embedded etcd member's peer URL ("" with cfg.Meta).
 	metaPeerURL string
 	// member is the node's own etcd member when it is not n.meta itself (a
@@ -418,8 +431,6 @@ type Node struct {
 	merged         sync.Map          // range id -> true: merged away here (merges.go)
 	metaMoveAfter  time.Time         // oracleOffMetaLeader waits until then after a failed move
 	syncKick       chan struct{}     // asks syncRanges to run now
-	tsoLeader      atomic.Uint64     // the oracle's leader as last found (fetchTimestamps); 0 unknown
-	tsb            tsBatcher         // remote timestamp requests waiting for a call
 	repairPace     pacer             // bounds the repairer's copy rate (repairStep only)
 	repairLog      map[uint64]string // range id -> why its last repair step failed (repairRanges only)
 	hbMu           sync.Mutex
@@ -566,11 +577,12 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 	n.oracle = meta.NewOracle(n.meta, meta.OracleOptions{Clock: cfg.Clock, Logger: n.log})
+	n.tso = tso.New(tso.Options{Self: n.id.NodeID, Oracle: n.oracle, Meta: n.meta, Reserve: n.reserveTimestamps, Logger: n.log})
 	// A node alone in its cluster leads the oracle before it serves (no
 	// other node could); a node of a larger cluster asks the leader for
 	// timestamps, which may be another node for as long as that one
 	// lives. Either campaigns again in the background whenever it does not
-	// lead (keepOracle).
+	// lead (tso.Client.Start).
 	if !n.id.Joined {
 		nodes, err := n.catalog.Nodes(ctx)
 		if err != nil {
@@ -611,7 +623,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		cancel()
 		return nil, err
 	}
-	n.bg.Add(11)
+	n.bg.Add(10)
 	go func() {
 		defer n.bg.Done()
 		every(bgCtx, n.cfg.MultipartSweep, n.sweepUploads)
@@ -657,10 +669,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		defer n.bg.Done()
 		every(bgCtx, time.Second, n.repairRanges)
 	}()
-	go func() {
-		defer n.bg.Done()
-		n.keepOracle(bgCtx)
-	}()
+	n.tso.Start()
 	return n, nil
 }
 
@@ -871,6 +880,9 @@ func (n *Node) Close() error {
 		}
 		if n.chunks != nil {
 			errs = append(errs, n.chunks.Close())
+		}
+		if n.tso != nil {
+			n.tso.Stop()
 		}
 		if n.oracle != nil {
 			n.oracle.Close()

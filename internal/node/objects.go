@@ -16,6 +16,7 @@ import (
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/tstamp"
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -36,14 +37,14 @@ const (
 // validKey checks a key: UTF-8, or a system key when ctx allows them.
 func validKey(ctx context.Context, key string) error {
 	switch {
-	case strings.HasPrefix(key, wire.SystemKeyPrefix) && wire.SystemKeys(ctx) && len(key) <= keys.MaxKeyLen:
+	case strings.HasPrefix(key, object.SystemKeyPrefix) && object.SystemKeys(ctx) && len(key) <= keys.MaxKeyLen:
 		return nil
 	case key == "":
-		return wire.Errorf(wire.CodeInvalidArgument, "object key is empty")
+		return object.Errorf(object.InvalidArgument, "object key is empty")
 	case len(key) > keys.MaxKeyLen:
-		return wire.Errorf(wire.CodeKeyTooLong, "object key is %d bytes; the limit is %d", len(key), keys.MaxKeyLen)
+		return object.Errorf(object.KeyTooLong, "object key is %d bytes; the limit is %d", len(key), keys.MaxKeyLen)
 	case !utf8.ValidString(key):
-		return wire.Errorf(wire.CodeInvalidArgument, "object key is not valid UTF-8")
+		return object.Errorf(object.InvalidArgument, "object key is not valid UTF-8")
 	}
 	return nil
 }
@@ -55,20 +56,20 @@ func validMeta(m, tags, headers map[string]string) error {
 	for _, mm := range []map[string]string{m, headers} {
 		for k, v := range mm {
 			if k == "" {
-				return wire.Errorf(wire.CodeInvalidArgument, "metadata or header name is empty")
+				return object.Errorf(object.InvalidArgument, "metadata or header name is empty")
 			}
 			size += len(k) + len(v)
 		}
 	}
 	if size > maxMetaBytes {
-		return wire.Errorf(wire.CodeTooLarge, "user metadata and content headers are %d bytes; the limit is %d", size, maxMetaBytes)
+		return object.Errorf(object.TooLarge, "user metadata and content headers are %d bytes; the limit is %d", size, maxMetaBytes)
 	}
 	if len(tags) > maxTags {
-		return wire.Errorf(wire.CodeTooLarge, "%d tags; the limit is %d", len(tags), maxTags)
+		return object.Errorf(object.TooLarge, "%d tags; the limit is %d", len(tags), maxTags)
 	}
 	for k, v := range tags {
 		if k == "" || len(k) > maxTagKey || len(v) > maxTagValue {
-			return wire.Errorf(wire.CodeInvalidArgument, "tag %q: keys are 1-%d bytes and values up to %d", k, maxTagKey, maxTagValue)
+			return object.Errorf(object.InvalidArgument, "tag %q: keys are 1-%d bytes and values up to %d", k, maxTagKey, maxTagValue)
 		}
 	}
 	return nil
@@ -89,41 +90,41 @@ func (n *Node) target(ctx context.Context, spaceName, key string) (s *space, obj
 }
 
 // Put implements wire.Service.
-func (n *Node) Put(ctx context.Context, req *wire.PutRequest, body io.Reader) (wire.ObjectInfo, error) {
+func (n *Node) Put(ctx context.Context, req *object.PutRequest, body io.Reader) (object.Info, error) {
 	s, obj, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
-		return wire.ObjectInfo{}, err
+		return object.Info{}, err
 	}
 	defer release()
 	if err := validMeta(req.Meta, req.Tags, req.Headers); err != nil {
-		return wire.ObjectInfo{}, err
+		return object.Info{}, err
 	}
 	if req.Size > n.cfg.MaxObjectSize {
-		return wire.ObjectInfo{}, wire.Errorf(wire.CodeTooLarge, "object of %d bytes is over the %d byte limit", req.Size, n.cfg.MaxObjectSize)
+		return object.Info{}, object.Errorf(object.TooLarge, "object of %d bytes is over the %d byte limit", req.Size, n.cfg.MaxObjectSize)
 	}
 	switch req.Mode {
-	case wire.PutReplace:
+	case object.PutReplace:
 		rec, err := n.writeBody(ctx, body, req.Size, s.replicas())
 		if err != nil {
-			return wire.ObjectInfo{}, err
+			return object.Info{}, err
 		}
 		rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
 		return n.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: rec, IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch})
-	case wire.PutWriteAt, wire.PutAppend:
+	case object.PutWriteAt, object.PutAppend:
 		return n.rangeWrite(ctx, s, obj, req, body)
 	}
-	return wire.ObjectInfo{}, wire.Errorf(wire.CodeInvalidArgument, "unknown put mode %d", req.Mode)
+	return object.Info{}, object.Errorf(object.InvalidArgument, "unknown put mode %d", req.Mode)
 }
 
 // commit stamps the version with a fresh timestamp and proposes it. If a
 // concurrent write with a later timestamp was applied first, the version
 // would land below the latest one; the apply step refuses that, and commit
 // retries with a new timestamp (the body is already stored).
-func (n *Node) commit(ctx context.Context, s *space, obj []byte, spaceName, key string, c *kv.PutCmd) (wire.ObjectInfo, error) {
+func (n *Node) commit(ctx context.Context, s *space, obj []byte, spaceName, key string, c *kv.PutCmd) (object.Info, error) {
 	for attempt := 0; ; attempt++ {
-		ts, err := n.timestamp(ctx)
+		ts, err := n.tso.Next(ctx)
 		if err != nil {
-			return wire.ObjectInfo{}, unavailable("timestamp oracle", err)
+			return object.Info{}, unavailable("timestamp oracle", err)
 		}
 		c.Obj, c.Rec.Version, c.Rec.StartTS, c.Retention = obj, ts, ts, *s.retention.Load()
 		res, err := n.propose(ctx, s, obj, c.Encode())
@@ -131,10 +132,10 @@ func (n *Node) commit(ctx context.Context, s *space, obj []byte, spaceName, key 
 			if attempt < maxPlanRetries {
 				continue
 			}
-			return wire.ObjectInfo{}, wire.Errorf(wire.CodeUnavailable, "concurrent writes to %q kept winning; retry", key)
+			return object.Info{}, object.Errorf(object.Unavailable, "concurrent writes to %q kept winning; retry", key)
 		}
 		if err != nil {
-			return wire.ObjectInfo{}, err
+			return object.Info{}, err
 		}
 		return objectInfo(spaceName, key, res.Rec), nil
 	}
@@ -144,7 +145,7 @@ func unavailable(what string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return wire.Errorf(wire.CodeUnavailable, "%s: %v", what, err)
+	return object.Errorf(object.Unavailable, "%s: %v", what, err)
 }
 
 // writeBody stores a body: inline if it fits the threshold, otherwise as
@@ -175,7 +176,7 @@ func (n *Node) writeBody(ctx context.Context, body io.Reader, size int64, replic
 	head = head[:hn]
 	if hn <= n.cfg.InlineThreshold {
 		if size >= 0 && int64(hn) != size {
-			return nil, wire.Errorf(wire.CodeTruncated, "body ended after %d of %d bytes", hn, size)
+			return nil, object.Errorf(object.Truncated, "body ended after %d of %d bytes", hn, size)
 		}
 		sum := md5.Sum(head)
 		return &mvcc.Record{
@@ -222,7 +223,7 @@ func (n *Node) writeChunks(ctx context.Context, r io.Reader, size int64, replica
 		// rather than the reads the tee sees.
 		md.Write(c)
 		if total > n.cfg.MaxObjectSize {
-			return nil, wire.Errorf(wire.CodeTooLarge, "object is over the %d byte limit", n.cfg.MaxObjectSize)
+			return nil, object.Errorf(object.TooLarge, "object is over the %d byte limit", n.cfg.MaxObjectSize)
 		}
 		h, p := n.putChunk(ctx, c, replicas)
 		m.Chunks = append(m.Chunks, chunk.Ref{Hash: h, Size: uint32(len(c))})
@@ -235,7 +236,7 @@ func (n *Node) writeChunks(ctx context.Context, r io.Reader, size int64, replica
 		return nil, err
 	}
 	if size >= 0 && total != size {
-		return nil, wire.Errorf(wire.CodeTruncated, "body ended after %d of %d bytes", total, size)
+		return nil, object.Errorf(object.Truncated, "body ended after %d of %d bytes", total, size)
 	}
 	n.metrics.chunkBytes.Add(float64(total))
 	return &mvcc.Record{
@@ -269,73 +270,73 @@ func (e *exactReader) Read(p []byte) (int, error) {
 
 func bodyErr(err error) error {
 	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return wire.Errorf(wire.CodeTruncated, "the body ended before its declared size")
+		return object.Errorf(object.Truncated, "the body ended before its declared size")
 	}
 	var we *wire.Error
 	if errors.As(err, &we) {
 		return err
 	}
-	return wire.Errorf(wire.CodeTruncated, "reading the body: %v", err)
+	return object.Errorf(object.Truncated, "reading the body: %v", err)
 }
 
 // rangeWrite writes a byte range into (or appends to) the latest version,
 // producing a new version that shares every untouched chunk. It plans
 // against the current latest version and commits with IfMatch on it, so a
 // concurrent writer makes it re-plan rather than lose an update.
-func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, req *wire.PutRequest, body io.Reader) (wire.ObjectInfo, error) {
+func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, req *object.PutRequest, body io.Reader) (object.Info, error) {
 	if req.Size < 0 {
-		return wire.ObjectInfo{}, wire.Errorf(wire.CodeInvalidArgument, "a byte-range write or append needs a declared size")
+		return object.Info{}, object.Errorf(object.InvalidArgument, "a byte-range write or append needs a declared size")
 	}
 	if req.Size > n.cfg.MaxRangeWrite {
-		return wire.ObjectInfo{}, wire.Errorf(wire.CodeTooLarge, "a byte-range write or append of %d bytes is over the %d byte limit; split it", req.Size, n.cfg.MaxRangeWrite)
+		return object.Info{}, object.Errorf(object.TooLarge, "a byte-range write or append of %d bytes is over the %d byte limit; split it", req.Size, n.cfg.MaxRangeWrite)
 	}
-	if req.Mode == wire.PutWriteAt && req.Offset < 0 {
-		return wire.ObjectInfo{}, wire.Errorf(wire.CodeInvalidRange, "negative offset %d", req.Offset)
+	if req.Mode == object.PutWriteAt && req.Offset < 0 {
+		return object.Info{}, object.Errorf(object.InvalidRange, "negative offset %d", req.Offset)
 	}
 	data := make([]byte, req.Size)
 	if _, err := io.ReadFull(body, data); err != nil {
-		return wire.ObjectInfo{}, bodyErr(err)
+		return object.Info{}, bodyErr(err)
 	}
 	for attempt := 0; ; attempt++ {
 		parent, err := n.readRecord(ctx, s, obj, 0, 0)
-		if err != nil && wire.CodeOf(err) != wire.CodeNotFound {
-			return wire.ObjectInfo{}, err
+		if err != nil && object.KindOf(err) != object.NotFound {
+			return object.Info{}, err
 		}
 		var pm chunk.Manifest
 		var pver uint64
 		if err == nil {
 			pver = parent.Version
 			if req.IfMatch != 0 && req.IfMatch != pver {
-				return wire.ObjectInfo{}, wire.Errorf(wire.CodePreconditionFailed, "latest version is %s, not %s", tstamp.String(pver), tstamp.String(req.IfMatch))
+				return object.Info{}, object.Errorf(object.PreconditionFailed, "latest version is %s, not %s", tstamp.String(pver), tstamp.String(req.IfMatch))
 			}
 			if pm, err = n.manifestOf(ctx, parent, s.replicas()); err != nil {
-				return wire.ObjectInfo{}, err
+				return object.Info{}, err
 			}
 		} else if req.IfMatch != 0 {
-			return wire.ObjectInfo{}, wire.Errorf(wire.CodePreconditionFailed, "the object does not exist")
+			return object.Info{}, object.Errorf(object.PreconditionFailed, "the object does not exist")
 		}
 		if req.IfNoneMatch && parent != nil {
-			return wire.ObjectInfo{}, wire.Errorf(wire.CodePreconditionFailed, "the object exists")
+			return object.Info{}, object.Errorf(object.PreconditionFailed, "the object exists")
 		}
 		off := req.Offset
-		if req.Mode == wire.PutAppend {
+		if req.Mode == object.PutAppend {
 			off = pm.Size()
 		}
 		// A write may leave a hole (read as zeros) of at most MaxRangeWrite
 		// past the end; the checks avoid off+len, which may overflow.
 		if off > pm.Size() && off-pm.Size() > n.cfg.MaxRangeWrite {
-			return wire.ObjectInfo{}, wire.Errorf(wire.CodeInvalidRange, "offset %d is more than %d bytes past the end (%d)", off, n.cfg.MaxRangeWrite, pm.Size())
+			return object.Info{}, object.Errorf(object.InvalidRange, "offset %d is more than %d bytes past the end (%d)", off, n.cfg.MaxRangeWrite, pm.Size())
 		}
 		if off > n.cfg.MaxObjectSize-int64(len(data)) {
-			return wire.ObjectInfo{}, wire.Errorf(wire.CodeTooLarge, "the object would be over the %d byte limit", n.cfg.MaxObjectSize)
+			return object.Info{}, object.Errorf(object.TooLarge, "the object would be over the %d byte limit", n.cfg.MaxObjectSize)
 		}
 		nm, err := chunk.WriteAt(pm, off, data, 0, n.loadChunk(ctx, s.replicas()), n.storeChunk(ctx, s.replicas()))
 		if err != nil {
-			return wire.ObjectInfo{}, err
+			return object.Info{}, err
 		}
 		rec, err := n.summarize(ctx, nm, s.replicas())
 		if err != nil {
-			return wire.ObjectInfo{}, err
+			return object.Info{}, err
 		}
 		rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
 		if parent != nil {
@@ -353,7 +354,7 @@ func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, req *wire.P
 			}
 		}
 		info, err := n.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: rec, IfMatch: pver, IfAbsent: pver == 0})
-		if wire.CodeOf(err) == wire.CodePreconditionFailed && req.IfMatch == 0 && attempt < maxPlanRetries {
+		if object.KindOf(err) == object.PreconditionFailed && req.IfMatch == 0 && attempt < maxPlanRetries {
 			continue // a concurrent write changed the parent: plan again
 		}
 		return info, err
@@ -366,7 +367,7 @@ func (n *Node) manifestOf(ctx context.Context, rec *mvcc.Record, replicas int) (
 	if rec.Manifest != nil {
 		m, err := chunk.UnmarshalManifest(rec.Manifest)
 		if err != nil {
-			return m, wire.Errorf(wire.CodeCorrupt, "manifest of version %s: %v", tstamp.String(rec.Version), err)
+			return m, object.Errorf(object.Corrupt, "manifest of version %s: %v", tstamp.String(rec.Version), err)
 		}
 		return m, nil
 	}
@@ -458,26 +459,26 @@ func (n *Node) readLocal(obj []byte, version, asOf uint64) (*mvcc.Record, error)
 		}
 	}
 	if errors.Is(err, mvcc.ErrNotFound) {
-		return nil, wire.Errorf(wire.CodeNotFound, "no such object or version")
+		return nil, object.Errorf(object.NotFound, "no such object or version")
 	}
 	if errors.Is(err, mvcc.ErrCorrupt) {
 		n.metrics.corrupt.Inc()
-		return nil, wire.Errorf(wire.CodeCorrupt, "version record: %v", err)
+		return nil, object.Errorf(object.Corrupt, "version record: %v", err)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if rec.DeleteMarker {
 		if version != 0 {
-			return rec, wire.Errorf(wire.CodeDeleted, "version %s is a delete marker", tstamp.String(rec.Version))
+			return rec, object.Errorf(object.Deleted, "version %s is a delete marker", tstamp.String(rec.Version))
 		}
-		return nil, wire.Errorf(wire.CodeNotFound, "the object is deleted")
+		return nil, object.Errorf(object.NotFound, "the object is deleted")
 	}
 	return rec, nil
 }
 
-func objectInfo(spaceName, key string, rec *mvcc.Record) wire.ObjectInfo {
-	return wire.ObjectInfo{
+func objectInfo(spaceName, key string, rec *mvcc.Record) object.Info {
+	return object.Info{
 		Space: spaceName, Key: key, Version: rec.Version, Parent: rec.Parent,
 		Size: rec.Size, ETag: rec.ETag, Hash: rec.Hash, ContentType: rec.ContentType,
 		Modified: tstamp.Time(rec.Version).UnixNano(), DeleteMarker: rec.DeleteMarker,
@@ -486,10 +487,10 @@ func objectInfo(spaceName, key string, rec *mvcc.Record) wire.ObjectInfo {
 }
 
 // Stat implements wire.Service.
-func (n *Node) Stat(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, error) {
+func (n *Node) Stat(ctx context.Context, req *object.GetRequest) (object.Info, error) {
 	s, obj, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
-		return wire.ObjectInfo{}, err
+		return object.Info{}, err
 	}
 	defer release()
 	rec, err := n.readRecord(ctx, s, obj, req.Version, req.AsOf)
@@ -497,16 +498,16 @@ func (n *Node) Stat(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo,
 		if rec != nil {
 			return objectInfo(req.Space, req.Key, rec), err
 		}
-		return wire.ObjectInfo{}, err
+		return object.Info{}, err
 	}
 	return objectInfo(req.Space, req.Key, rec), nil
 }
 
 // Get implements wire.Service.
-func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, io.ReadCloser, error) {
+func (n *Node) Get(ctx context.Context, req *object.GetRequest) (object.Info, io.ReadCloser, error) {
 	s, obj, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
-		return wire.ObjectInfo{}, nil, err
+		return object.Info{}, nil, err
 	}
 	defer release()
 	rec, err := n.readRecord(ctx, s, obj, req.Version, req.AsOf)
@@ -514,12 +515,12 @@ func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, 
 		if rec != nil {
 			return objectInfo(req.Space, req.Key, rec), nil, err
 		}
-		return wire.ObjectInfo{}, nil, err
+		return object.Info{}, nil, err
 	}
 	info := objectInfo(req.Space, req.Key, rec)
 	off, length := req.Offset, req.Length
 	if off < 0 || off > rec.Size {
-		return info, nil, wire.Errorf(wire.CodeInvalidRange, "offset %d is outside the object's %d bytes", off, rec.Size)
+		return info, nil, object.Errorf(object.InvalidRange, "offset %d is outside the object's %d bytes", off, rec.Size)
 	}
 	if length < 0 || length > rec.Size-off { // no off+length: it may overflow
 		length = rec.Size - off
@@ -529,7 +530,7 @@ func (n *Node) Get(ctx context.Context, req *wire.GetRequest) (wire.ObjectInfo, 
 	}
 	m, err := chunk.UnmarshalManifest(rec.Manifest)
 	if err != nil {
-		return info, nil, wire.Errorf(wire.CodeCorrupt, "manifest of version %s: %v", tstamp.String(rec.Version), err)
+		return info, nil, object.Errorf(object.Corrupt, "manifest of version %s: %v", tstamp.String(rec.Version), err)
 	}
 	return info, newChunkReader(ctx, n, m.Span(off, length), s.replicas()), nil
 }
@@ -578,7 +579,7 @@ func (cr *chunkReader) prefetch() {
 		case p.Off < 0 || p.Len < 0 || p.Off+p.Len > int64(len(b)):
 			// b may be a slice of a larger pooled buffer: never slice
 			// past its length.
-			b, err = nil, wire.Errorf(wire.CodeCorrupt, "chunk %s has %d bytes; the manifest reads %d at %d", p.Hash, len(b), p.Len, p.Off)
+			b, err = nil, object.Errorf(object.Corrupt, "chunk %s has %d bytes; the manifest reads %d at %d", p.Hash, len(b), p.Len, p.Off)
 		default:
 			b = b[p.Off : p.Off+p.Len]
 		}
@@ -628,16 +629,16 @@ func (cr *chunkReader) Close() error {
 }
 
 // Delete implements wire.Service.
-func (n *Node) Delete(ctx context.Context, req *wire.DeleteRequest) (wire.ObjectInfo, error) {
+func (n *Node) Delete(ctx context.Context, req *object.DeleteRequest) (object.Info, error) {
 	s, obj, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
-		return wire.ObjectInfo{}, err
+		return object.Info{}, err
 	}
 	defer release()
 	if req.Version != 0 {
 		res, err := n.propose(ctx, s, obj, (&kv.DeleteVersionCmd{Obj: obj, Version: req.Version}).Encode())
 		if err != nil {
-			return wire.ObjectInfo{}, err
+			return object.Info{}, err
 		}
 		return objectInfo(req.Space, req.Key, res.Rec), nil
 	}
@@ -645,54 +646,54 @@ func (n *Node) Delete(ctx context.Context, req *wire.DeleteRequest) (wire.Object
 }
 
 // DeleteMarked implements wire.MarkerService.
-func (n *Node) DeleteMarked(ctx context.Context, req *wire.DeleteRequest, headers map[string]string) (wire.ObjectInfo, error) {
+func (n *Node) DeleteMarked(ctx context.Context, req *object.DeleteRequest, headers map[string]string) (object.Info, error) {
 	if req.Version != 0 {
-		return wire.ObjectInfo{}, wire.Errorf(wire.CodeInvalidArgument, "a marked delete writes a delete marker: no version")
+		return object.Info{}, object.Errorf(object.InvalidArgument, "a marked delete writes a delete marker: no version")
 	}
 	if err := validMeta(nil, nil, headers); err != nil {
-		return wire.ObjectInfo{}, err
+		return object.Info{}, err
 	}
 	s, obj, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
-		return wire.ObjectInfo{}, err
+		return object.Info{}, err
 	}
 	defer release()
 	return n.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: &mvcc.Record{DeleteMarker: true, Headers: headers}})
 }
 
 // SetTags implements wire.TagService.
-func (n *Node) SetTags(ctx context.Context, req *wire.TagRequest) (wire.ObjectInfo, error) {
+func (n *Node) SetTags(ctx context.Context, req *object.TagRequest) (object.Info, error) {
 	if err := validMeta(nil, req.Tags, nil); err != nil {
-		return wire.ObjectInfo{}, err
+		return object.Info{}, err
 	}
 	s, obj, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
-		return wire.ObjectInfo{}, err
+		return object.Info{}, err
 	}
 	defer release()
 	v := req.Version
 	if v == 0 {
 		rec, err := n.readRecord(ctx, s, obj, 0, 0)
 		if err != nil {
-			return wire.ObjectInfo{}, err
+			return object.Info{}, err
 		}
 		if rec.DeleteMarker {
-			return wire.ObjectInfo{}, wire.Errorf(wire.CodeNotFound, "%q is deleted", req.Key)
+			return object.Info{}, object.Errorf(object.NotFound, "%q is deleted", req.Key)
 		}
 		v = rec.Version
 	}
 	res, err := n.propose(ctx, s, obj, (&kv.SetTagsCmd{Obj: obj, Version: v, Tags: req.Tags}).Encode())
 	if err != nil {
-		return wire.ObjectInfo{}, err
+		return object.Info{}, err
 	}
 	return objectInfo(req.Space, req.Key, res.Rec), nil
 }
 
 // List implements wire.Service.
-func (n *Node) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult, error) {
+func (n *Node) List(ctx context.Context, req *object.ListRequest) (object.ListResult, error) {
 	s, release, err := n.acquire(ctx, req.Space)
 	if err != nil {
-		return wire.ListResult{}, err
+		return object.ListResult{}, err
 	}
 	defer release()
 	limit := int(req.Limit)
@@ -703,20 +704,20 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult
 		limit = listMax
 	}
 	if len(req.Prefix) > keys.MaxKeyLen || len(req.StartAfter) > keys.MaxKeyLen {
-		return wire.ListResult{}, wire.Errorf(wire.CodeKeyTooLong, "prefix or start-after is over %d bytes", keys.MaxKeyLen)
+		return object.ListResult{}, object.Errorf(object.KeyTooLong, "prefix or start-after is over %d bytes", keys.MaxKeyLen)
 	}
 	lower := keys.ObjectPrefix(s.meta.ID, nil, []byte(req.Prefix))
 	upper := keys.PrefixEnd(lower)
-	if !strings.HasPrefix(req.Prefix, wire.SystemKeyPrefix) || !wire.SystemKeys(ctx) {
+	if !strings.HasPrefix(req.Prefix, object.SystemKeyPrefix) || !object.SystemKeys(ctx) {
 		// System keys sort after every UTF-8 key: end the span before them.
-		upper = minBytes(upper, keys.ObjectPrefix(s.meta.ID, nil, []byte(wire.SystemKeyPrefix)))
+		upper = minBytes(upper, keys.ObjectPrefix(s.meta.ID, nil, []byte(object.SystemKeyPrefix)))
 	}
 	var after []byte
 	if req.StartAfter != "" {
 		after = keys.Object(s.meta.ID, nil, []byte(req.StartAfter))
 	}
 	// A range that split under the listing: read the table again.
-	var out wire.ListResult
+	var out object.ListResult
 	err = n.retryMoved(ctx, func() (err error) {
 		out, err = n.listOnce(ctx, s, req, lower, upper, after, limit)
 		return err
@@ -725,8 +726,8 @@ func (n *Node) List(ctx context.Context, req *wire.ListRequest) (wire.ListResult
 }
 
 // listOnce lists [lower, upper) after after, range by range in key order.
-func (n *Node) listOnce(ctx context.Context, s *space, req *wire.ListRequest, lower, upper, after []byte, limit int) (wire.ListResult, error) {
-	var out wire.ListResult
+func (n *Node) listOnce(ctx context.Context, s *space, req *object.ListRequest, lower, upper, after []byte, limit int) (object.ListResult, error) {
+	var out object.ListResult
 	tab := s.table()
 	for i, r := range tab {
 		// Each entry lists from its start to the next one's, as keys are
@@ -749,7 +750,7 @@ func (n *Node) listOnce(ctx context.Context, s *space, req *wire.ListRequest, lo
 			// span holds a live key.
 			ents, _, err := n.listRange(ctx, r, listOptions(req, lo, hi, after, 1))
 			if err != nil {
-				return wire.ListResult{}, err
+				return object.ListResult{}, err
 			}
 			if len(ents) > 0 {
 				out.Truncated = true
@@ -759,13 +760,13 @@ func (n *Node) listOnce(ctx context.Context, s *space, req *wire.ListRequest, lo
 		}
 		ents, more, err := n.listRange(ctx, r, listOptions(req, lo, hi, after, limit-len(out.Objects)))
 		if err != nil {
-			return wire.ListResult{}, err
+			return object.ListResult{}, err
 		}
 		out.Objects = slices.Grow(out.Objects, len(ents))
 		for _, e := range ents {
 			_, _, key, err := keys.DecodeObject(e.Obj)
 			if err != nil {
-				return wire.ListResult{}, wire.Errorf(wire.CodeCorrupt, "object key: %v", err)
+				return object.ListResult{}, object.Errorf(object.Corrupt, "object key: %v", err)
 			}
 			out.Objects = append(out.Objects, objectInfo(req.Space, string(key), e.Rec))
 		}
@@ -785,7 +786,7 @@ func (n *Node) listOnce(ctx context.Context, s *space, req *wire.ListRequest, lo
 }
 
 // listOptions is one range's part of a listing.
-func listOptions(req *wire.ListRequest, lower, upper, after []byte, limit int) mvcc.ListOptions {
+func listOptions(req *object.ListRequest, lower, upper, after []byte, limit int) mvcc.ListOptions {
 	return mvcc.ListOptions{Lower: lower, Upper: upper, StartAfter: after, Limit: limit, AsOf: req.AsOf,
 		AllVersions: req.AllVersions, AfterVersion: req.AfterVersion}
 }
@@ -803,16 +804,16 @@ func tableEnd(tab []*rng, i int, spaceID uint32) []byte {
 func (n *Node) listLocal(o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
 	ents, more, err := mvcc.List(kv.Reader{R: n.eng.DB()}, o)
 	if errors.Is(err, mvcc.ErrCorrupt) {
-		return nil, false, wire.Errorf(wire.CodeCorrupt, "%v", err)
+		return nil, false, object.Errorf(object.Corrupt, "%v", err)
 	}
 	return ents, more, err
 }
 
 // Versions implements wire.Service.
-func (n *Node) Versions(ctx context.Context, req *wire.VersionsRequest) (wire.VersionsResult, error) {
+func (n *Node) Versions(ctx context.Context, req *object.VersionsRequest) (object.VersionsResult, error) {
 	s, obj, release, err := n.target(ctx, req.Space, req.Key)
 	if err != nil {
-		return wire.VersionsResult{}, err
+		return object.VersionsResult{}, err
 	}
 	defer release()
 	limit := int(req.Limit)
@@ -824,9 +825,9 @@ func (n *Node) Versions(ctx context.Context, req *wire.VersionsRequest) (wire.Ve
 	}
 	recs, more, err := n.versions(ctx, s, obj, req.Before, limit)
 	if err != nil {
-		return wire.VersionsResult{}, err
+		return object.VersionsResult{}, err
 	}
-	out := wire.VersionsResult{Truncated: more}
+	out := object.VersionsResult{Truncated: more}
 	for _, rec := range recs {
 		out.Versions = append(out.Versions, objectInfo(req.Space, req.Key, rec))
 	}
@@ -839,7 +840,7 @@ func (n *Node) versionsLocal(obj []byte, before uint64, limit int) ([]*mvcc.Reco
 	recs, more, err := mvcc.Versions(kv.Reader{R: n.eng.DB()}, obj, before, limit)
 	if errors.Is(err, mvcc.ErrCorrupt) {
 		n.metrics.corrupt.Inc()
-		return nil, false, wire.Errorf(wire.CodeCorrupt, "%v", err)
+		return nil, false, object.Errorf(object.Corrupt, "%v", err)
 	}
 	return recs, more, err
 }

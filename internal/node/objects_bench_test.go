@@ -16,8 +16,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/testenv"
-	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // BenchmarkObjects puts and gets 16 MiB objects through the node's
@@ -43,7 +43,7 @@ func BenchmarkObjects(b *testing.B) {
 					for off := 0; off < len(data); off += 64 << 10 {
 						binary.BigEndian.PutUint64(data[off:], uint64(i))
 					}
-					_, err := n.Put(context.Background(), &wire.PutRequest{Space: "bench", Key: fmt.Sprintf("k%d", i), Size: size}, bytes.NewReader(data))
+					_, err := n.Put(context.Background(), &object.PutRequest{Space: "bench", Key: fmt.Sprintf("k%d", i), Size: size}, bytes.NewReader(data))
 					return err
 				}
 			})
@@ -54,7 +54,7 @@ func BenchmarkObjects(b *testing.B) {
 			r := rand.New(rand.NewPCG(3, 4))
 			for i := range keys {
 				body := randBytes(r, size)
-				if _, err := n.Put(context.Background(), &wire.PutRequest{Space: "bench", Key: fmt.Sprintf("k%d", i), Size: size}, bytes.NewReader(body)); err != nil {
+				if _, err := n.Put(context.Background(), &object.PutRequest{Space: "bench", Key: fmt.Sprintf("k%d", i), Size: size}, bytes.NewReader(body)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -63,7 +63,7 @@ func BenchmarkObjects(b *testing.B) {
 				buf := make([]byte, 32<<10)
 				return func() error {
 					i := next.Add(1)
-					_, rc, err := n.Get(context.Background(), &wire.GetRequest{Space: "bench", Key: fmt.Sprintf("k%d", i%keys), Length: -1})
+					_, rc, err := n.Get(context.Background(), &object.GetRequest{Space: "bench", Key: fmt.Sprintf("k%d", i%keys), Length: -1})
 					if err != nil {
 						return err
 					}
@@ -93,7 +93,7 @@ func openBenchNode(b *testing.B) *Node {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { n.Close() })
-	if _, err := n.CreateSpace(context.Background(), "bench", wire.SpaceSettings{}); err != nil {
+	if _, err := n.CreateSpace(context.Background(), "bench", object.SpaceSettings{}); err != nil {
 		b.Fatal(err)
 	}
 	return n

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/placement"
 	"github.com/cairn-db/cairn/internal/replica"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -243,136 +243,6 @@ func (n *Node) repairRanges(ctx context.Context) {
 	n.repairLog = failed
 }
 
-// rangePlan is what the repairer knows of one range and the nodes.
-type rangePlan struct {
-	me       uint64
-	state    map[uint64]string // node states; missing: not in the map
-	up       []meta.NodeInfo   // nodes that are up, in id order
-	want     int               // voters wanted
-	voters   []uint64
-	learners []uint64
-	calm     bool // every node has been up for Config.RebalanceAfter
-	// prefer, when set, is where the range's voters go instead of its
-	// own placement: its left-hand neighbour's nodes, so that the two
-	// can merge (merges.go).
-	prefer []uint64
-}
-
-// colocate makes voters (if any) the range's placement, if every node is
-// calm, they are as many as the range wants and every one of them is up.
-func (p *rangePlan) colocate(voters []uint64) {
-	if !p.calm || len(voters) != p.want {
-		return
-	}
-	for _, v := range voters {
-		if p.state[v] != meta.NodeUp {
-			return
-		}
-	}
-	p.prefer = voters
-}
-
-// order ranks the up nodes for range id, best placed first: by the
-// range's own placement, or the preferred nodes first.
-func (p *rangePlan) order(id uint64) []uint64 {
-	o := meta.PlaceReplicas(id, p.up, len(p.up))
-	p.preferFirst(o)
-	return o
-}
-
-// preferFirst moves the preferred nodes among ids to the front, keeping
-// the order otherwise.
-func (p *rangePlan) preferFirst(ids []uint64) {
-	if p.prefer != nil {
-		slices.SortStableFunc(ids, func(a, b uint64) int {
-			return boolInt(!slices.Contains(p.prefer, a)) - boolInt(!slices.Contains(p.prefer, b))
-		})
-	}
-}
-
-// ideal is where range id's voters belong.
-func (p *rangePlan) ideal(id uint64) []uint64 {
-	if p.prefer != nil {
-		return p.prefer
-	}
-	return meta.PlaceReplicas(id, p.up, p.want)
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// usable: a node that may keep or receive a replica.
-func (p *rangePlan) usable(id uint64) bool {
-	s := p.state[id]
-	return s == meta.NodeUp || s == meta.NodeSuspect
-}
-
-// leaving: a node whose replicas must move (draining, or gone from the map).
-func (p *rangePlan) leaving(id uint64) bool {
-	s, ok := p.state[id]
-	return !ok || s == meta.NodeDraining || s == meta.NodeRemoved
-}
-
-func newRangePlan(me uint64, replicas int, nodes []meta.NodeInfo, voters, learners []uint64, now time.Time, calmFor time.Duration) *rangePlan {
-	p := &rangePlan{me: me, state: map[uint64]string{}, voters: voters, learners: learners, calm: true}
-	staying := 0
-	for _, nd := range nodes {
-		if nd.State != meta.NodeRemoved && (nd.State != meta.NodeUp || now.Sub(nd.Since) < calmFor) {
-			p.calm = false
-		}
-		p.state[nd.ID] = nd.State
-		if nd.State == meta.NodeUp {
-			p.up = append(p.up, nd)
-		}
-		if nd.State != meta.NodeDraining && nd.State != meta.NodeRemoved {
-			staying++
-		}
-	}
-	// Down nodes count: a range keeps its dead replica rather than shrink,
-	// until another node can take it.
-	p.want = max(1, min(replicas, staying))
-	return p
-}
-
-// target returns the up node a new replica of range id goes to: the best
-// placed one that holds none yet, or 0.
-func (p *rangePlan) target(id uint64) uint64 {
-	for _, c := range p.order(id) {
-		if !slices.Contains(p.voters, c) && !slices.Contains(p.learners, c) {
-			return c
-		}
-	}
-	return 0
-}
-
-// victim returns the voter to remove when there are too many, or a leaving
-// one: leaving first, then down, then suspect, then the worst placed.
-func (p *rangePlan) victim(id uint64) uint64 {
-	best, rank := uint64(0), -1
-	order := p.order(id)
-	for _, v := range p.voters {
-		r := 0
-		switch {
-		case p.leaving(v):
-			r = 4
-		case p.state[v] == meta.NodeDown:
-			r = 3
-		case p.state[v] == meta.NodeSuspect:
-			r = 2
-		default:
-			r = 1
-		}
-		if r > rank || (r == rank && slices.Index(order, v) > slices.Index(order, best)) {
-			best, rank = v, r
-		}
-	}
-	return best
-}
-
 // repairRange takes at most one step for range r, whose lease is here.
 func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.NodeInfo) error {
 	rep := r.replica()
@@ -407,7 +277,7 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 	if did, err := n.resumeMerge(ctx, s, r, rep); did || err != nil {
 		return err
 	}
-	if !sameMembers(d.Replicas, st.Voters) || !sameMembers(d.Learners, st.Learners) {
+	if !placement.SameMembers(d.Replicas, st.Voters) || !placement.SameMembers(d.Learners, st.Learners) {
 		nd, err := n.catalog.SetRangeMembers(ctx, d, st.Voters, st.Learners)
 		if err != nil {
 			return err
@@ -426,16 +296,16 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 			return nil
 		}
 	}
-	p := newRangePlan(n.id.NodeID, s.replicas(), nodes, st.Voters, st.Learners, n.cfg.Clock(), n.cfg.RebalanceAfter)
-	p.colocate(r.colocation(n.cfg.Clock()))
+	p := placement.NewRangePlan(n.id.NodeID, s.replicas(), placementNodes(nodes), st.Voters, st.Learners, n.cfg.Clock(), n.cfg.RebalanceAfter)
+	p.Colocate(r.colocation(n.cfg.Clock()))
 	me := n.id.NodeID
 
 	// A leaving node hands its leases away first.
-	if !p.usable(me) {
+	if !p.Usable(me) {
 		return n.handOff(rep, p)
 	}
 
-	if p.prefer != nil && len(st.Learners) > 0 {
+	if p.Colocating() && len(st.Learners) > 0 {
 		n.passColocation(ctx, r, st.Learners)
 	}
 
@@ -443,14 +313,14 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 	// is leaving or down (or one too many); a learner on a node that can
 	// no longer hold it is dropped.
 	for _, l := range st.Learners {
-		if !p.usable(l) {
+		if !p.Usable(l) {
 			return rep.ChangeReplicas(ctx, change(raftpb.ConfChangeRemoveNode, l))
 		}
 		if m := st.Match[l]; m == 0 || st.Commit > m+caughtUpLag {
 			return nil // still catching up
 		}
 		cc := change(raftpb.ConfChangeAddNode, l)
-		if v := p.victim(d.ID); v != me && (!p.usable(v) || len(st.Voters)+1 > p.want) {
+		if v := p.Victim(d.ID); v != me && (!p.Usable(v) || len(st.Voters)+1 > p.Want()) {
 			cc.Changes = append(cc.Changes, change(raftpb.ConfChangeRemoveNode, v).Changes...)
 		}
 		n.log.Info("promoting a caught-up replica", "range", d.ID, "node", l, "changes", len(cc.Changes))
@@ -458,21 +328,21 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 	}
 
 	// Replace voters that are down or leaving, or add missing ones.
-	replace := slices.ContainsFunc(st.Voters, func(v uint64) bool { return !p.usable(v) })
-	if replace || len(st.Voters) < p.want {
-		if t := p.target(d.ID); t != 0 {
+	replace := slices.ContainsFunc(st.Voters, func(v uint64) bool { return !p.Usable(v) })
+	if replace || len(st.Voters) < p.Want() {
+		if t := p.Target(d.ID); t != 0 {
 			return n.addLearner(ctx, r, rep, d, st.Voters, t, "replacing or adding a replica")
 		}
 	}
 
 	// Remove one too many, or a leaving one nobody can replace.
-	leaving := slices.ContainsFunc(st.Voters, p.leaving)
-	if len(st.Voters) > p.want || (leaving && len(st.Voters) > 1) {
-		v := p.victim(d.ID)
+	leaving := slices.ContainsFunc(st.Voters, p.Leaving)
+	if len(st.Voters) > p.Want() || (leaving && len(st.Voters) > 1) {
+		v := p.Victim(d.ID)
 		if v == me {
 			return n.handOff(rep, p)
 		}
-		n.log.Info("removing a replica", "range", d.ID, "node", v, "voters", st.Voters, "want", p.want)
+		n.log.Info("removing a replica", "range", d.ID, "node", v, "voters", st.Voters, "want", p.Want())
 		return rep.ChangeReplicas(ctx, change(raftpb.ConfChangeRemoveNode, v))
 	}
 
@@ -492,48 +362,23 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 	// the range's best-placed nodes, one at a time (a node added to the
 	// cluster takes its share this way), and the lease to one of them
 	// (leaseTarget).
-	if !p.calm {
+	if !p.Calm() {
 		return nil
 	}
-	ideal := p.ideal(d.ID)
-	if t := firstMissing(ideal, st.Voters); t != 0 && n.moving.Load() < maxMoves {
+	ideal := p.Ideal(d.ID)
+	if t := placement.FirstMissing(ideal, st.Voters); t != 0 && n.moving.Load() < maxMoves {
 		n.moving.Add(1)
 		return n.addLearner(ctx, r, rep, d, st.Voters, t, "rebalancing a replica")
 	}
-	if t := leaseTarget(d.ID, ideal); t != 0 && t != me && slices.Contains(st.Voters, t) {
+	if t := placement.LeaseTarget(d.ID, ideal); t != 0 && t != me && slices.Contains(st.Voters, t) {
 		rep.TransferLeadership(t)
 	}
 	return nil
 }
 
-// leaseTarget is the node that should hold range id's lease: of its
-// best-placed nodes, the one at position id mod R in node-id order. Range
-// ids are handed out in sequence, so a space's ranges deal their leases
-// round the nodes that hold them (in a three-node cluster every range is
-// on the same three nodes, and the first of a rendezvous ranking put, in
-// one run, five of six leases on one node); a range's own ranking would
-// spread them only as evenly as chance does.
-func leaseTarget(id uint64, ideal []uint64) uint64 {
-	if len(ideal) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(ideal))
-	return s[id%uint64(len(s))]
-}
-
 // maxMoves bounds the rebalancing moves (ranges with a learner) a node
 // leads at once.
 const maxMoves = 2
-
-// firstMissing returns the first of want that have does not hold, or 0.
-func firstMissing(want, have []uint64) uint64 {
-	for _, id := range want {
-		if !slices.Contains(have, id) {
-			return id
-		}
-	}
-	return 0
-}
 
 // addLearner adds node t to range r (local replica rep, descriptor d,
 // which has no learners) as a learner: in the range table first, so that t opens an
@@ -550,31 +395,14 @@ func (n *Node) addLearner(ctx context.Context, r *rng, rep *replica.Replica, d m
 
 // handOff moves the range's leadership to a usable voter, a preferred
 // one (rangePlan.prefer) if there is one.
-func (n *Node) handOff(rep *replica.Replica, p *rangePlan) error {
-	voters := slices.Clone(p.voters)
-	p.preferFirst(voters)
-	for _, v := range voters {
-		if v != p.me && p.usable(v) {
-			rep.TransferLeadership(v)
-			return nil
-		}
+func (n *Node) handOff(rep *replica.Replica, p *placement.RangePlan) error {
+	if v := p.HandOffTo(); v != 0 {
+		rep.TransferLeadership(v)
+		return nil
 	}
 	return errors.New("no other voter can take the lease")
 }
 
 func change(t raftpb.ConfChangeType, id uint64) *raftpb.ConfChangeV2 {
 	return &raftpb.ConfChangeV2{Changes: []*raftpb.ConfChangeSingle{{Type: t.Enum(), NodeId: new(id)}}}
-}
-
-// sameMembers reports whether a and b hold the same ids.
-func sameMembers(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			return false
-		}
-	}
-	return true
 }

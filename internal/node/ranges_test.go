@@ -11,6 +11,8 @@ import (
 
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/placement"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -49,7 +51,7 @@ func waitRanges(t *testing.T, nodes []*Node, name string, want int, what string)
 			for _, n := range nodes {
 				if rep := n.ranges.Replica(d.ID); rep != nil && rep.Status().IsLeader {
 					st := rep.Status()
-					leader = sameMembers(st.Voters, d.Replicas) && len(st.Learners) == 0 && !st.Joint
+					leader = placement.SameMembers(st.Voters, d.Replicas) && len(st.Learners) == 0 && !st.Joint
 				}
 			}
 			if !settled || !leader {
@@ -99,7 +101,7 @@ func TestRangeRepair(t *testing.T) {
 	nodes := clusterOf(t, 4, func(c *Config) {
 		c.HeartbeatTTL, c.DownAfter, c.RepairCheck = time.Second, time.Second, 200*time.Millisecond
 	})
-	if _, err := nodes[0].CreateSpace(ctx, "moved", wire.SpaceSettings{Ranges: 2}); err != nil {
+	if _, err := nodes[0].CreateSpace(ctx, "moved", object.SpaceSettings{Ranges: 2}); err != nil {
 		t.Fatal(err)
 	}
 	const objects = 40
@@ -204,7 +206,7 @@ func TestDrainAndRemove(t *testing.T) {
 		c.HeartbeatTTL, c.RepairCheck = time.Second, 200*time.Millisecond
 	})
 	admin := nodes[0]
-	if _, err := admin.CreateSpace(ctx, "drained", wire.SpaceSettings{Ranges: 2}); err != nil {
+	if _, err := admin.CreateSpace(ctx, "drained", object.SpaceSettings{Ranges: 2}); err != nil {
 		t.Fatal(err)
 	}
 	rnd := rand.New(rand.NewPCG(3, 4))
@@ -315,7 +317,7 @@ func TestRebalanceToNewNode(t *testing.T) {
 	ctx := context.Background()
 	tune := func(c *Config) { c.HeartbeatTTL, c.RebalanceAfter = time.Second, 2*time.Second }
 	nodes := clusterOf(t, 3, tune)
-	if _, err := nodes[0].CreateSpace(ctx, "spread", wire.SpaceSettings{Ranges: 4}); err != nil {
+	if _, err := nodes[0].CreateSpace(ctx, "spread", object.SpaceSettings{Ranges: 4}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 40 {
@@ -334,8 +336,8 @@ func TestRebalanceToNewNode(t *testing.T) {
 		}
 		settled, holds := true, 0
 		for _, d := range rangesOf(t, nodes[0], "spread") {
-			ideal := meta.PlaceReplicas(d.ID, up, 3)
-			if !sameMembers(d.Replicas, ideal) || len(d.Learners) > 0 {
+			ideal := placement.Rank(d.ID, placementNodes(up), 3)
+			if !placement.SameMembers(d.Replicas, ideal) || len(d.Learners) > 0 {
 				settled = false
 			}
 			if d.Holds(added.NodeID()) {
@@ -355,74 +357,5 @@ func TestRebalanceToNewNode(t *testing.T) {
 		if got := readAny(t, nodes, "spread", fmt.Sprintf("%c-%d", 'a'+i*6, i)); got != fmt.Sprintf("body %d", i) {
 			t.Fatalf("object %d reads %q after the rebalance", i, got)
 		}
-	}
-}
-
-// TestLeaseTargetDeals: the ranges of a three-node cluster (every range on
-// the same three nodes) deal their leases evenly round the nodes, and a
-// range's target is always one of its best-placed nodes.
-func TestLeaseTargetDeals(t *testing.T) {
-	up := []meta.NodeInfo{{ID: 1}, {ID: 2}, {ID: 3}}
-	count := map[uint64]int{}
-	for id := uint64(1); id <= 30; id++ {
-		ideal := meta.PlaceReplicas(id, up, 3)
-		lt := leaseTarget(id, ideal)
-		if !slices.Contains(ideal, lt) {
-			t.Fatalf("range %d: lease target %d is not among %v", id, lt, ideal)
-		}
-		count[lt]++
-	}
-	for _, n := range up {
-		if count[n.ID] != 10 {
-			t.Fatalf("leases of 30 ranges per node: %v, want 10 each", count)
-		}
-	}
-	if leaseTarget(7, nil) != 0 {
-		t.Fatal("a range placed nowhere has a lease target")
-	}
-}
-
-// TestRangePlanColocate: a range asked to colocate with its neighbour
-// takes the neighbour's nodes as its placement (new replicas go there
-// first, voters elsewhere are removed first, the lease goes to one of
-// them), but only while every node is calm and every node named is up and
-// they are as many as the range wants.
-func TestRangePlanColocate(t *testing.T) {
-	now := time.Now()
-	var nodes []meta.NodeInfo
-	for id := uint64(1); id <= 5; id++ {
-		nodes = append(nodes, meta.NodeInfo{ID: id, State: meta.NodeUp, Since: now.Add(-time.Hour)})
-	}
-	voters, prefer := []uint64{1, 2, 3}, []uint64{3, 4, 5}
-	for id := uint64(1); id <= 20; id++ {
-		p := newRangePlan(1, 3, nodes, voters, nil, now, time.Minute)
-		p.colocate(prefer)
-		if !slices.Equal(p.ideal(id), prefer) {
-			t.Fatalf("range %d: ideal %v, want %v", id, p.ideal(id), prefer)
-		}
-		if tg := p.target(id); tg != 4 && tg != 5 {
-			t.Fatalf("range %d: new replica goes to %d, want 4 or 5", id, tg)
-		}
-		if v := p.victim(id); v != 1 && v != 2 {
-			t.Fatalf("range %d: removes voter %d, want 1 or 2", id, v)
-		}
-	}
-
-	// Ignored when not calm, when a node named is not up, when the count
-	// is not the range's.
-	p := newRangePlan(1, 3, nodes, voters, nil, now, 2*time.Hour)
-	p.colocate(prefer)
-	if p.prefer != nil {
-		t.Fatal("colocating while nodes are not calm")
-	}
-	p = newRangePlan(1, 3, nodes, voters, nil, now, time.Minute)
-	p.colocate([]uint64{3, 4, 9}) // node 9 is not in the map
-	if p.prefer != nil {
-		t.Fatal("colocating onto a node that is not up")
-	}
-	p = newRangePlan(1, 3, nodes, voters, nil, now, time.Minute)
-	p.colocate([]uint64{4, 5})
-	if p.prefer != nil {
-		t.Fatal("colocating onto two nodes for three replicas")
 	}
 }

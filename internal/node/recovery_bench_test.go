@@ -19,7 +19,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/meta"
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // BenchmarkRecovery measures what a four-node cluster (one process, one
@@ -46,7 +46,7 @@ func BenchmarkRecovery(b *testing.B) {
 				c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			}
 		})
-		if _, err := nodes[0].CreateSpace(ctx, "recovery", wire.SpaceSettings{Ranges: 4}); err != nil {
+		if _, err := nodes[0].CreateSpace(ctx, "recovery", object.SpaceSettings{Ranges: 4}); err != nil {
 			b.Fatal(err)
 		}
 		rnd := rand.New(rand.NewPCG(1, 2))
@@ -117,7 +117,7 @@ func BenchmarkRecovery(b *testing.B) {
 					default:
 					}
 					cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-					_, err := front.Put(cctx, &wire.PutRequest{Space: "recovery", Key: fmt.Sprintf("fg-%d-%d", w, i%100), Size: 4096}, strings.NewReader(val))
+					_, err := front.Put(cctx, &object.PutRequest{Space: "recovery", Key: fmt.Sprintf("fg-%d-%d", w, i%100), Size: 4096}, strings.NewReader(val))
 					cancel()
 					if err == nil {
 						fg.Add(1)

@@ -48,7 +48,7 @@ func (n *Node) repairStep(ctx context.Context) {
 	if last := n.chunkPass.Load(); sig == "" || last != nil && last.sig == sig && !draining {
 		return
 	}
-	start := time.Now()
+	start := n.cfg.Clock()
 	st, err := n.repairChunks(ctx, nodes)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -61,7 +61,7 @@ func (n *Node) repairStep(ctx context.Context) {
 	}
 	if st.Copied > 0 || st.Failed > 0 {
 		n.log.Info("chunk repair pass", "checked", st.Checked, "copied", st.Copied, "bytes", st.Bytes,
-			"failed", st.Failed, "took", time.Since(start).Round(time.Millisecond))
+			"failed", st.Failed, "took", n.cfg.Clock().Sub(start).Round(time.Millisecond))
 	}
 }
 
@@ -234,7 +234,7 @@ func (c *copier) copy(ctx context.Context, h chunk.Hash, to []uint64) {
 			c.n.metrics.repairBytes.Add(float64(len(data)))
 			// The pacer is shared: hold the lock while it computes, not
 			// while it sleeps.
-			d := c.n.repairPace.reserve(len(data))
+			d := c.n.repairPace.reserve(len(data), c.n.cfg.Clock())
 			c.mu.Unlock()
 			if d > 0 && sleep(ctx, d) != nil {
 				return
@@ -289,16 +289,15 @@ type pacer struct {
 	next time.Time
 }
 
-// reserve accounts for n bytes and returns how long to wait until they fit
-// the rate.
-func (p *pacer) reserve(n int) time.Duration {
+// reserve accounts for n bytes at now and returns how long to wait until
+// they fit the rate.
+func (p *pacer) reserve(n int, now time.Time) time.Duration {
 	if p.rate <= 0 {
 		return 0
 	}
-	now := time.Now()
 	if p.next.Before(now) {
 		p.next = now
 	}
 	p.next = p.next.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
-	return time.Until(p.next)
+	return p.next.Sub(now)
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/chunk"
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // TestChunkRepair writes chunked objects on four nodes (three copies of
@@ -20,7 +20,7 @@ func TestChunkRepair(t *testing.T) {
 	nodes := clusterOf(t, 4, func(c *Config) {
 		c.HeartbeatTTL, c.DownAfter, c.RepairCheck = time.Second, time.Second, 200*time.Millisecond
 	})
-	if _, err := nodes[0].CreateSpace(ctx, "repaired", wire.SpaceSettings{Ranges: 1}); err != nil {
+	if _, err := nodes[0].CreateSpace(ctx, "repaired", object.SpaceSettings{Ranges: 1}); err != nil {
 		t.Fatal(err)
 	}
 	rnd := rand.New(rand.NewPCG(11, 12))
@@ -77,25 +77,26 @@ func TestChunkRepair(t *testing.T) {
 // everything through when unlimited.
 func TestPacer(t *testing.T) {
 	p := pacer{rate: 10 << 20} // 10 MiB/s
+	now := time.Unix(1000, 0)  // the time is an input: all five at once
 	var d time.Duration
 	for range 5 {
-		d = p.reserve(1 << 20)
+		d = p.reserve(1<<20, now)
 	}
 	// 5 MiB at 10 MiB/s: the last MiB fits 0.5 s from now (the first MiB
 	// is paid for too).
-	if d < 450*time.Millisecond || d > 500*time.Millisecond {
-		t.Fatalf("5 MiB at 10 MiB/s: the last waits %v, want ~0.5s", d)
+	if d != 500*time.Millisecond {
+		t.Fatalf("5 MiB at 10 MiB/s: the last waits %v, want 0.5s", d)
 	}
 	free := pacer{}
 	for range 1000 {
-		if d := free.reserve(1 << 30); d != 0 {
+		if d := free.reserve(1<<30, now); d != 0 {
 			t.Fatalf("an unlimited pacer asked for a wait of %v", d)
 		}
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	slow := pacer{rate: 1}
-	if err := sleep(cctx, slow.reserve(1<<20)); err == nil {
+	if err := sleep(cctx, slow.reserve(1<<20, now)); err == nil {
 		t.Fatal("a canceled wait returned nil")
 	}
 }

@@ -5,12 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/codec"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/transport"
 	"github.com/cairn-db/cairn/internal/wire"
@@ -57,7 +58,7 @@ func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) (
 	n.metrics.forwards.Inc()
 	msg := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(req)), r.desc().ID)
 	msg = append(msg, req...)
-	deadline := time.Now().Add(forwardPatience)
+	deadline := n.cfg.Clock().Add(forwardPatience)
 	var last error
 	for round := 0; ; round++ {
 		if r.gone.Load() {
@@ -69,8 +70,8 @@ func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) (
 			if rep.AwaitRead(ctx) == nil {
 				return nil, errLeaseHere
 			}
-			if time.Now().After(deadline) {
-				return nil, wire.Errorf(wire.CodeUnavailable, "range %d: this node leads it but has no lease yet", r.desc().ID)
+			if n.cfg.Clock().After(deadline) {
+				return nil, object.Errorf(object.Unavailable, "range %d: this node leads it but has no lease yet", r.desc().ID)
 			}
 			if err := sleep(ctx, 20*time.Millisecond); err != nil {
 				return nil, err
@@ -109,13 +110,13 @@ func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) (
 					// The command may have reached the leaseholder and
 					// applied: do not send it again, and do not claim it
 					// had no effect.
-					return nil, wire.Errorf(wire.CodeOutcomeUnknown, "range %d: node %d: %v", r.desc().ID, id, err)
+					return nil, object.Errorf(object.OutcomeUnknown, "range %d: node %d: %v", r.desc().ID, id, err)
 				}
 				last = fmt.Errorf("node %d: %w", id, err)
 				continue
 			}
 			payload, lead, err := decodeReply(b)
-			if wire.CodeOf(err) == wire.CodeNotLeader {
+			if object.KindOf(err) == object.NotLeader {
 				last = err
 				if lead != 0 && !tried[lead] {
 					queue = append([]uint64{lead}, queue...)
@@ -125,8 +126,8 @@ func (n *Node) forward(ctx context.Context, r *rng, method string, req []byte) (
 			r.hint.Store(id)
 			return payload, err
 		}
-		if time.Now().After(deadline) {
-			return nil, wire.Errorf(wire.CodeUnavailable, "range %d: no replica of %v holds its lease: %v", r.desc().ID, r.desc().Replicas, last)
+		if n.cfg.Clock().After(deadline) {
+			return nil, object.Errorf(object.Unavailable, "range %d: no replica of %v holds its lease: %v", r.desc().ID, r.desc().Replicas, last)
 		}
 		// Leadership is moving: wait a little and ask again.
 		if err := sleep(ctx, time.Duration(min(round+1, 10))*50*time.Millisecond); err != nil {
@@ -142,10 +143,15 @@ func errReply(err error, lead uint64, payload []byte) []byte {
 	if errors.Is(err, mvcc.ErrStaleVersion) {
 		return append([]byte{replyStale}, payload...)
 	}
-	var we *wire.Error
+	// The envelope carries the native protocol's code (a peer of another
+	// version reads the same numbers) and the message without its prefix.
 	code, msg := wire.CodeOf(err), err.Error()
+	var we *wire.Error
+	var oe *object.Error
 	if errors.As(err, &we) {
 		msg = we.Message
+	} else if errors.As(err, &oe) {
+		msg = oe.Message
 	}
 	b := []byte{replyErr}
 	b = binary.BigEndian.AppendUint16(b, uint16(code))
@@ -157,7 +163,7 @@ func errReply(err error, lead uint64, payload []byte) []byte {
 
 func decodeReply(b []byte) (payload []byte, lead uint64, err error) {
 	if len(b) == 0 {
-		return nil, 0, wire.Errorf(wire.CodeInternal, "empty reply from a peer")
+		return nil, 0, object.Errorf(object.Internal, "empty reply from a peer")
 	}
 	switch b[0] {
 	case replyOK:
@@ -174,18 +180,18 @@ func decodeReply(b []byte) (payload []byte, lead uint64, err error) {
 			}
 		}
 	}
-	return nil, 0, wire.Errorf(wire.CodeInternal, "malformed reply from a peer")
+	return nil, 0, object.Errorf(object.Internal, "malformed reply from a peer")
 }
 
 // replicaFor finds the local replica a cairn.Range request names.
 func (n *Node) replicaFor(req []byte) (*rng, []byte, error) {
 	if len(req) < 8 {
-		return nil, nil, wire.Errorf(wire.CodeMalformed, "range request of %d bytes", len(req))
+		return nil, nil, object.Errorf(object.Malformed, "range request of %d bytes", len(req))
 	}
 	id := binary.BigEndian.Uint64(req)
 	rep := n.ranges.Replica(id)
 	if rep == nil {
-		return nil, nil, wire.Errorf(wire.CodeNotLeader, "node %d holds no replica of range %d", n.id.NodeID, id)
+		return nil, nil, object.Errorf(object.NotLeader, "node %d holds no replica of range %d", n.id.NodeID, id)
 	}
 	// The table's entry, so that the request counts towards the range's
 	// load (splits.go); a replica the table does not show yet gets one.
@@ -206,7 +212,7 @@ func (n *Node) rangeMethod(lease bool, h func(ctx context.Context, r *rng, req [
 		}
 		if lease {
 			if err := r.replica().AwaitRead(ctx); err != nil {
-				return errReply(wire.Errorf(wire.CodeNotLeader, "range %d: %v", r.desc().ID, err), r.replica().Status().Leader, nil), nil
+				return errReply(object.Errorf(object.NotLeader, "range %d: %v", r.desc().ID, err), r.replica().Status().Leader, nil), nil
 			}
 		}
 		out, err := h(ctx, r, rest)
@@ -225,7 +231,7 @@ func (n *Node) propose(ctx context.Context, s *space, obj, cmd []byte) (res *kv.
 		for {
 			if rep := r.replica(); rep != nil {
 				res, err = n.proposeLocal(ctx, r, rep, obj, cmd)
-				if wire.CodeOf(err) != wire.CodeNotLeader {
+				if object.KindOf(err) != object.NotLeader {
 					return err
 				}
 			}
@@ -265,7 +271,7 @@ func (n *Node) proposeLocal(ctx context.Context, r *rng, rep *replica.Replica, o
 	if err != nil {
 		if errors.Is(err, replica.ErrNotLeader) || errors.Is(err, replica.ErrRangeNotFound) {
 			// Not applied: raft never took it (or the replica is gone).
-			return nil, wire.Errorf(wire.CodeNotLeader, "range %d: %v", id, err)
+			return nil, object.Errorf(object.NotLeader, "range %d: %v", id, err)
 		}
 		if errors.Is(err, replica.ErrRangeFrozen) {
 			return nil, errMoved(id) // not applied: the range is merging
@@ -277,13 +283,13 @@ func (n *Node) proposeLocal(ctx context.Context, r *rng, rep *replica.Replica, o
 		return v, nil
 	case error:
 		if errors.Is(v, kv.ErrPreconditionFailed) {
-			return nil, wire.Errorf(wire.CodePreconditionFailed, "the object's current version does not match the request's condition")
+			return nil, object.Errorf(object.PreconditionFailed, "the object's current version does not match the request's condition")
 		}
 		if errors.Is(v, mvcc.ErrNotFound) {
-			return nil, wire.Errorf(wire.CodeNotFound, "no such version")
+			return nil, object.Errorf(object.NotFound, "no such version")
 		}
 		if errors.Is(v, mvcc.ErrDeleteMarker) {
-			return nil, wire.Errorf(wire.CodeDeleted, "the version is a delete marker")
+			return nil, object.Errorf(object.Deleted, "the version is a delete marker")
 		}
 		if errors.Is(v, kv.ErrWrongRange) || errors.Is(v, replica.ErrRangeFrozen) {
 			return nil, errMoved(id)
@@ -317,10 +323,10 @@ func (n *Node) readRange(ctx context.Context, r *rng, obj []byte, version, asOf 
 	}
 	var rec *mvcc.Record
 	if len(b) > 0 {
-		d := decoder{b: b}
+		d := newDecoder(b)
 		rec = d.record()
-		if d.err != nil {
-			return nil, d.err
+		if d.Err() != nil {
+			return nil, d.Err()
 		}
 	}
 	return rec, err
@@ -339,7 +345,7 @@ func (n *Node) readOwned(r *rng, obj []byte, version, asOf uint64) (*mvcc.Record
 
 func (n *Node) handleRead(_ context.Context, r *rng, req []byte) ([]byte, error) {
 	if len(req) < 16 {
-		return nil, wire.Errorf(wire.CodeMalformed, "read request of %d bytes", len(req))
+		return nil, object.Errorf(object.Malformed, "read request of %d bytes", len(req))
 	}
 	rec, err := n.readOwned(r, req[16:], binary.BigEndian.Uint64(req), binary.BigEndian.Uint64(req[8:]))
 	var out []byte
@@ -369,14 +375,14 @@ func (n *Node) listRange(ctx context.Context, r *rng, o mvcc.ListOptions) ([]mvc
 	if err != nil {
 		return nil, false, err
 	}
-	d := decoder{b: b}
-	more := d.u8() == 1
-	ents := make([]mvcc.Entry, d.count())
+	d := newDecoder(b)
+	more := d.U8() == 1
+	ents := make([]mvcc.Entry, d.Count32(12))
 	for i := range ents {
 		ents[i].Obj = d.bytes()
 		ents[i].Rec = d.record()
 	}
-	return ents, more, d.done()
+	return ents, more, d.Done()
 }
 
 // listOwned is listLocal for a span the local replica of r must still
@@ -391,14 +397,14 @@ func (n *Node) listOwned(r *rng, o mvcc.ListOptions) ([]mvcc.Entry, bool, error)
 }
 
 func (n *Node) handleList(_ context.Context, r *rng, req []byte) ([]byte, error) {
-	d := decoder{b: req}
-	o := mvcc.ListOptions{AsOf: d.u64(), Limit: int(d.u32())}
+	d := newDecoder(req)
+	o := mvcc.ListOptions{AsOf: d.U64(), Limit: int(d.U32())}
 	o.Lower, o.Upper, o.StartAfter = d.optBytes(), d.optBytes(), d.optBytes()
-	if d.err == nil && len(d.b) > 0 {
+	if d.Err() == nil && d.Len() > 0 {
 		// An AllVersions listing: a flag byte and the version to resume after.
-		o.AllVersions, o.AfterVersion = d.u8() == 1, d.u64()
+		o.AllVersions, o.AfterVersion = d.U8() == 1, d.U64()
 	}
-	if err := d.done(); err != nil {
+	if err := d.Done(); err != nil {
 		return nil, err
 	}
 	ents, more, err := n.listOwned(r, o)
@@ -431,13 +437,13 @@ func (n *Node) versions(ctx context.Context, s *space, obj []byte, before uint64
 		if err != nil {
 			return err
 		}
-		d := decoder{b: b}
-		more = d.u8() == 1
-		recs = make([]*mvcc.Record, d.count())
+		d := newDecoder(b)
+		more = d.U8() == 1
+		recs = make([]*mvcc.Record, d.Count32(12))
 		for i := range recs {
 			recs[i] = d.record()
 		}
-		return d.done()
+		return d.Done()
 	})
 	return recs, more, err
 }
@@ -455,7 +461,7 @@ func (n *Node) versionsOwned(r *rng, obj []byte, before uint64, limit int) ([]*m
 
 func (n *Node) handleVersions(_ context.Context, r *rng, req []byte) ([]byte, error) {
 	if len(req) < 12 {
-		return nil, wire.Errorf(wire.CodeMalformed, "versions request of %d bytes", len(req))
+		return nil, object.Errorf(object.Malformed, "versions request of %d bytes", len(req))
 	}
 	recs, more, err := n.versionsOwned(r, req[12:], binary.BigEndian.Uint64(req), int(binary.BigEndian.Uint32(req[8:])))
 	if err != nil {
@@ -492,16 +498,16 @@ func encodeResult(res *kv.Result) []byte {
 }
 
 func decodeResult(b []byte) (*kv.Result, error) {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	res := &kv.Result{}
-	if d.u8() == 1 {
+	if d.U8() == 1 {
 		res.Rec = d.record()
 	}
-	res.Pruned = make([]*mvcc.Record, d.count())
+	res.Pruned = make([]*mvcc.Record, d.Count32(12))
 	for i := range res.Pruned {
 		res.Pruned[i] = d.record()
 	}
-	return res, d.done()
+	return res, d.Done()
 }
 
 // appendRecord encodes a version record with its version (which its own
@@ -524,96 +530,45 @@ func appendOptBytes(b, v []byte) []byte {
 	return appendBytes(append(b, 1), v)
 }
 
-// decoder reads the encodings above; the first error sticks.
-type decoder struct {
-	b   []byte
-	err error
+// decoder reads the encodings above (codec.Decoder): a read that fails is
+// a malformed peer message; a version record that fails its own checks is
+// corrupt.
+type decoder struct{ codec.Decoder }
+
+func newDecoder(b []byte) decoder {
+	return decoder{codec.NewDecoder(b, func(msg string) error {
+		return object.Errorf(object.Malformed, "peer message: %s", msg)
+	})}
 }
 
-func (d *decoder) take(n uint64) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if uint64(len(d.b)) < n {
-		d.err = wire.Errorf(wire.CodeMalformed, "peer message ends %d bytes early", n-uint64(len(d.b)))
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) u8() byte {
-	if v := d.take(1); v != nil {
-		return v[0]
-	}
-	return 0
-}
-
-func (d *decoder) u32() uint32 {
-	if v := d.take(4); v != nil {
-		return binary.BigEndian.Uint32(v)
-	}
-	return 0
-}
-
-func (d *decoder) u64() uint64 {
-	if v := d.take(8); v != nil {
-		return binary.BigEndian.Uint64(v)
-	}
-	return 0
-}
-
-// count reads a number of items, each of which takes at least 12 bytes.
-func (d *decoder) count() int {
-	n := d.u32()
-	if uint64(n)*12 > uint64(len(d.b)) {
-		if d.err == nil {
-			d.err = wire.Errorf(wire.CodeMalformed, "peer message claims %d items in %d bytes", n, len(d.b))
-		}
-		return 0
-	}
-	return int(n)
-}
-
+// bytes reads a u32-length-prefixed field into a copy (never nil).
 func (d *decoder) bytes() []byte {
-	n := d.u32()
-	if uint64(n) > uint64(len(d.b)) && d.err == nil {
-		d.err = wire.Errorf(wire.CodeMalformed, "peer message field of %d bytes in %d", n, len(d.b))
+	v := d.Bytes32()
+	if d.Err() != nil {
 		return nil
 	}
-	return slices.Clone(d.take(uint64(n)))
+	return append([]byte{}, v...)
 }
 
+// optBytes reads what appendOptBytes wrote: nil stays apart from empty.
 func (d *decoder) optBytes() []byte {
-	if d.u8() == 0 {
+	if d.U8() == 0 {
 		return nil
 	}
-	b := d.bytes()
-	if b == nil {
-		b = []byte{}
-	}
-	return b
+	return d.bytes()
 }
 
 func (d *decoder) record() *mvcc.Record {
-	v := d.u64()
+	v := d.U64()
 	b := d.bytes()
-	if d.err != nil {
+	if d.Err() != nil {
 		return nil
 	}
 	rec, err := mvcc.Unmarshal(b)
 	if err != nil {
-		d.err = wire.Errorf(wire.CodeCorrupt, "version record from a peer: %v", err)
+		d.FailWith(object.Errorf(object.Corrupt, "version record from a peer: %v", err))
 		return nil
 	}
 	rec.Version = v
 	return rec
-}
-
-func (d *decoder) done() error {
-	if d.err == nil && len(d.b) != 0 {
-		d.err = wire.Errorf(wire.CodeMalformed, "%d bytes left over in a peer message", len(d.b))
-	}
-	return d.err
 }

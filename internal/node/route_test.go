@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestAnyNodeServes(t *testing.T) {
 	ctx := context.Background()
 	nodes := threeNodes(t)
-	if _, err := nodes[0].CreateSpace(ctx, "routed", wire.SpaceSettings{Ranges: 8, Replicas: 1}); err != nil {
+	if _, err := nodes[0].CreateSpace(ctx, "routed", object.SpaceSettings{Ranges: 8, Replicas: 1}); err != nil {
 		t.Fatal(err)
 	}
 	sp, err := nodes[0].catalog.GetSpace(ctx, "routed")
@@ -30,7 +31,7 @@ func TestAnyNodeServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Opening the space anywhere creates its ranges.
-	if _, err := nodes[0].Stat(ctx, &wire.GetRequest{Space: "routed", Key: "x"}); wire.CodeOf(err) != wire.CodeNotFound {
+	if _, err := nodes[0].Stat(ctx, &object.GetRequest{Space: "routed", Key: "x"}); wire.CodeOf(err) != wire.CodeNotFound {
 		t.Fatalf("stat of a missing object: %v", err)
 	}
 	descs, err := nodes[0].catalog.SpaceRanges(ctx, sp.ID)
@@ -57,19 +58,19 @@ func TestAnyNodeServes(t *testing.T) {
 	}
 	for _, n := range nodes {
 		for _, k := range keys {
-			b, info, err := get(t, n, wire.GetRequest{Space: "routed", Key: k})
+			b, info, err := get(t, n, object.GetRequest{Space: "routed", Key: k})
 			if err != nil || string(b) != "v-"+k || info.Key != k {
 				t.Fatalf("node %d reading %q: %q %+v %v", n.NodeID(), k, b, info, err)
 			}
 		}
-		l, err := n.List(ctx, &wire.ListRequest{Space: "routed", Limit: 1000})
+		l, err := n.List(ctx, &object.ListRequest{Space: "routed", Limit: 1000})
 		if err != nil || len(l.Objects) != len(keys) || l.Truncated {
 			t.Fatalf("node %d lists %d objects (truncated %v), want %d: %v", n.NodeID(), len(l.Objects), l.Truncated, len(keys), err)
 		}
-		if !slices.IsSortedFunc(l.Objects, func(a, b wire.ObjectInfo) int { return strings.Compare(a.Key, b.Key) }) {
+		if !slices.IsSortedFunc(l.Objects, func(a, b object.Info) int { return strings.Compare(a.Key, b.Key) }) {
 			t.Fatalf("node %d lists out of order", n.NodeID())
 		}
-		page, err := n.List(ctx, &wire.ListRequest{Space: "routed", Limit: 10, StartAfter: keys[20]})
+		page, err := n.List(ctx, &object.ListRequest{Space: "routed", Limit: 10, StartAfter: keys[20]})
 		if err != nil || len(page.Objects) != 10 || page.Objects[0].Key != keys[21] || !page.Truncated {
 			t.Fatalf("node %d page after %q: %+v %v", n.NodeID(), keys[20], page, err)
 		}
@@ -78,21 +79,21 @@ func TestAnyNodeServes(t *testing.T) {
 	// Conditions, misses and deletes through a node that may not hold
 	// the key's range.
 	k := keys[5]
-	mustCode(t, putErr(nodes[1], "routed", k, "nope", &wire.PutRequest{IfMatch: 1}), wire.CodePreconditionFailed)
-	_, _, err = get(t, nodes[2], wire.GetRequest{Space: "routed", Key: "missing"})
+	mustCode(t, putErr(nodes[1], "routed", k, "nope", &object.PutRequest{IfMatch: 1}), wire.CodePreconditionFailed)
+	_, _, err = get(t, nodes[2], object.GetRequest{Space: "routed", Key: "missing"})
 	mustCode(t, err, wire.CodeNotFound)
-	del, err := nodes[2].Delete(ctx, &wire.DeleteRequest{Space: "routed", Key: k})
+	del, err := nodes[2].Delete(ctx, &object.DeleteRequest{Space: "routed", Key: k})
 	if err != nil || !del.DeleteMarker {
 		t.Fatalf("delete through node %d: %+v %v", nodes[2].NodeID(), del, err)
 	}
 	for _, n := range nodes {
-		_, _, err := get(t, n, wire.GetRequest{Space: "routed", Key: k})
+		_, _, err := get(t, n, object.GetRequest{Space: "routed", Key: k})
 		mustCode(t, err, wire.CodeNotFound)
-		_, info, err := get(t, n, wire.GetRequest{Space: "routed", Key: k, Version: del.Version})
+		_, info, err := get(t, n, object.GetRequest{Space: "routed", Key: k, Version: del.Version})
 		if wire.CodeOf(err) != wire.CodeDeleted || info.Version != del.Version {
 			t.Fatalf("node %d reading the delete marker: %+v %v", n.NodeID(), info, err)
 		}
-		vs, err := n.Versions(ctx, &wire.VersionsRequest{Space: "routed", Key: k})
+		vs, err := n.Versions(ctx, &object.VersionsRequest{Space: "routed", Key: k})
 		if err != nil || len(vs.Versions) != 2 || !vs.Versions[0].DeleteMarker {
 			t.Fatalf("node %d versions of %q: %+v %v", n.NodeID(), k, vs, err)
 		}
@@ -100,30 +101,30 @@ func TestAnyNodeServes(t *testing.T) {
 
 	// Tags change in place through any node: same version, new tags.
 	tk := keys[6]
-	before, err := nodes[0].Stat(ctx, &wire.GetRequest{Space: "routed", Key: tk, Length: -1})
+	before, err := nodes[0].Stat(ctx, &object.GetRequest{Space: "routed", Key: tk, Length: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tagged, err := nodes[2].SetTags(ctx, &wire.TagRequest{Space: "routed", Key: tk, Tags: map[string]string{"tier": "cold"}})
+	tagged, err := nodes[2].SetTags(ctx, &object.TagRequest{Space: "routed", Key: tk, Tags: map[string]string{"tier": "cold"}})
 	if err != nil || tagged.Version != before.Version {
 		t.Fatalf("set tags through node %d: %+v %v", nodes[2].NodeID(), tagged, err)
 	}
 	for _, n := range nodes {
-		info, err := n.Stat(ctx, &wire.GetRequest{Space: "routed", Key: tk, Length: -1})
+		info, err := n.Stat(ctx, &object.GetRequest{Space: "routed", Key: tk, Length: -1})
 		if err != nil || info.Version != before.Version || info.Tags["tier"] != "cold" || info.ETag != before.ETag {
 			t.Fatalf("node %d after tagging: %+v %v", n.NodeID(), info, err)
 		}
 	}
-	_, err = nodes[1].SetTags(ctx, &wire.TagRequest{Space: "routed", Key: k, Tags: map[string]string{"a": "b"}})
+	_, err = nodes[1].SetTags(ctx, &object.TagRequest{Space: "routed", Key: k, Tags: map[string]string{"a": "b"}})
 	mustCode(t, err, wire.CodeNotFound)
-	_, err = nodes[1].SetTags(ctx, &wire.TagRequest{Space: "routed", Key: k, Version: del.Version, Tags: map[string]string{"a": "b"}})
+	_, err = nodes[1].SetTags(ctx, &object.TagRequest{Space: "routed", Key: k, Version: del.Version, Tags: map[string]string{"a": "b"}})
 	mustCode(t, err, wire.CodeDeleted)
 
 	// Every version, paged through ranges on different nodes: pages of 7
 	// end inside k's history too, and resume from Next/NextVersion.
 	for _, n := range nodes {
-		var all []wire.ObjectInfo
-		req := wire.ListRequest{Space: "routed", Limit: 7, AllVersions: true}
+		var all []object.Info
+		req := object.ListRequest{Space: "routed", Limit: 7, AllVersions: true}
 		for {
 			page, err := n.List(ctx, &req)
 			if err != nil {
@@ -153,16 +154,16 @@ func TestAnyNodeServes(t *testing.T) {
 
 	// A changed history policy reaches every node: writes through node 3
 	// prune to it within a few seconds.
-	if _, err := nodes[0].SetRetention(ctx, "routed", wire.SpaceSettings{Retention: "last", KeepLast: 2}); err != nil {
+	if _, err := nodes[0].SetRetention(ctx, "routed", object.SpaceSettings{Retention: "last", KeepLast: 2}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = nodes[0].SetRetention(ctx, "routed", wire.SpaceSettings{Retention: "last"})
+	_, err = nodes[0].SetRetention(ctx, "routed", object.SpaceSettings{Retention: "last"})
 	mustCode(t, err, wire.CodeInvalidArgument)
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		for i := range 3 {
 			writeAny(t, nodes[2:], "routed", "pruned", fmt.Sprint(i))
 		}
-		vs, err := nodes[1].Versions(ctx, &wire.VersionsRequest{Space: "routed", Key: "pruned"})
+		vs, err := nodes[1].Versions(ctx, &object.VersionsRequest{Space: "routed", Key: "pruned"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,14 +180,14 @@ func TestAnyNodeServes(t *testing.T) {
 	body := string(randBytes(rand.New(rand.NewPCG(9, 10)), 1<<20))
 	writeAny(t, nodes[1:2], "routed", "big", body)
 	for _, n := range nodes {
-		b, _, err := get(t, n, wire.GetRequest{Space: "routed", Key: "big"})
+		b, _, err := get(t, n, object.GetRequest{Space: "routed", Key: "big"})
 		if err != nil || string(b) != body {
 			t.Fatalf("node %d reading the chunked object: %d bytes, %v", n.NodeID(), len(b), err)
 		}
 	}
 }
 
-func putErr(n *Node, space, key, body string, req *wire.PutRequest) error {
+func putErr(n *Node, space, key, body string, req *object.PutRequest) error {
 	req.Space, req.Key, req.Size = space, key, int64(len(body))
 	_, err := n.Put(context.Background(), req, strings.NewReader(body))
 	return err
@@ -208,18 +209,18 @@ func TestPeerCodec(t *testing.T) {
 	if wire.CodeOf(err) != wire.CodeDeleted || lead != 4 || err.(*wire.Error).Message != "gone" {
 		t.Fatalf("error reply: lead %d, %v", lead, err)
 	}
-	d := decoder{b: payload}
-	if rec := d.record(); d.done() != nil || rec.Version != 7 {
-		t.Fatalf("payload of an error reply: %+v %v", rec, d.err)
+	d := newDecoder(payload)
+	if rec := d.record(); d.Done() != nil || rec.Version != 7 {
+		t.Fatalf("payload of an error reply: %+v %v", rec, d.Err())
 	}
 	if _, _, err := decodeReply(errReply(mvcc.ErrStaleVersion, 0, nil)); !errors.Is(err, mvcc.ErrStaleVersion) {
 		t.Fatalf("stale reply: %v", err)
 	}
 	var opt []byte
 	opt = appendOptBytes(appendOptBytes(appendOptBytes(opt, nil), []byte{}), []byte("x"))
-	d = decoder{b: opt}
-	if a, e, x := d.optBytes(), d.optBytes(), d.optBytes(); a != nil || e == nil || len(e) != 0 || string(x) != "x" || d.done() != nil {
-		t.Fatalf("optional bytes: %q %q %q %v", a, e, x, d.err)
+	d = newDecoder(opt)
+	if a, e, x := d.optBytes(), d.optBytes(), d.optBytes(); a != nil || e == nil || len(e) != 0 || string(x) != "x" || d.Done() != nil {
+		t.Fatalf("optional bytes: %q %q %q %v", a, e, x, d.Err())
 	}
 }
 
@@ -232,13 +233,13 @@ func FuzzPeerDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _, _ = decodeReply(b)
 		_, _ = decodeResult(b)
-		d := decoder{b: b}
-		_ = d.u8()
-		for range d.count() {
+		d := newDecoder(b)
+		_ = d.U8()
+		for range d.Count32(12) {
 			_ = d.bytes()
 			_ = d.record()
 		}
 		_ = d.optBytes()
-		_ = d.done()
+		_ = d.Done()
 	})
 }

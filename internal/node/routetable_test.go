@@ -10,7 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/cairn-db/cairn/client"
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // forwards is how many range operations the nodes passed on to another
@@ -35,7 +35,7 @@ func TestClientRoutes(t *testing.T) {
 	ctx := context.Background()
 	// No rebalancing: it would move the lease below back on its own.
 	nodes := threeNodes(t, func(c *Config) { c.RebalanceAfter = time.Hour })
-	if _, err := nodes[0].CreateSpace(ctx, "routes", wire.SpaceSettings{Ranges: 8}); err != nil {
+	if _, err := nodes[0].CreateSpace(ctx, "routes", object.SpaceSettings{Ranges: 8}); err != nil {
 		t.Fatal(err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")

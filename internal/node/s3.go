@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/cairn-db/cairn/internal/s3"
 )
@@ -19,7 +18,7 @@ func (n *Node) s3Handler() http.Handler {
 // sweepUploads aborts S3 multipart uploads older than MultipartExpiry.
 // Every node sweeps every bucket: removing an upload twice is harmless.
 func (n *Node) sweepUploads(ctx context.Context) {
-	aborted, err := n.s3api.SweepUploads(ctx, time.Now().Add(-n.cfg.MultipartExpiry))
+	aborted, err := n.s3api.SweepUploads(ctx, n.cfg.Clock().Add(-n.cfg.MultipartExpiry))
 	if err != nil && ctx.Err() == nil {
 		n.log.Warn("sweeping expired multipart uploads", "err", err)
 	}

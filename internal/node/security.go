@@ -17,6 +17,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/auth"
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -282,11 +283,11 @@ func (b keyBox) Open(s, ad []byte) ([]byte, error) {
 // gives them, at most every few seconds.
 func (n *Node) learnClusterKeys() error {
 	n.keysMu.Lock()
-	if time.Since(n.keysLearned) < 5*time.Second {
+	if n.cfg.Clock().Sub(n.keysLearned) < 5*time.Second {
 		n.keysMu.Unlock()
 		return errors.New("tried a moment ago")
 	}
-	n.keysLearned = time.Now()
+	n.keysLearned = n.cfg.Clock()
 	n.keysMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -343,12 +344,12 @@ func (n *Node) sealSecrets(ctx context.Context) {
 func (n *Node) RotateClusterKey(ctx context.Context) (wire.ClusterKeyRotation, error) {
 	release, err := n.clusterLock(ctx, "rotate-cluster-key", 5*time.Minute)
 	if err != nil {
-		return wire.ClusterKeyRotation{}, wire.Errorf(wire.CodeUnavailable, "another rotation is under way: %v", err)
+		return wire.ClusterKeyRotation{}, object.Errorf(object.Unavailable, "another rotation is under way: %v", err)
 	}
 	defer release()
 	admissions, err := n.admissionLock(ctx)
 	if err != nil {
-		return wire.ClusterKeyRotation{}, wire.Errorf(wire.CodeUnavailable, "a node is being admitted: %v; try again", err)
+		return wire.ClusterKeyRotation{}, object.Errorf(object.Unavailable, "a node is being admitted: %v; try again", err)
 	}
 	defer admissions()
 	nodes, err := n.catalog.Nodes(ctx)
@@ -360,7 +361,7 @@ func (n *Node) RotateClusterKey(ctx context.Context) (wire.ClusterKeyRotation, e
 		switch {
 		case nd.State == meta.NodeRemoved || nd.ID == n.id.NodeID:
 		case nd.State != meta.NodeUp:
-			return wire.ClusterKeyRotation{}, wire.Errorf(wire.CodeUnavailable, "node %d is %s: every node must be up to receive the new cluster key", nd.ID, nd.State)
+			return wire.ClusterKeyRotation{}, object.Errorf(object.Unavailable, "node %d is %s: every node must be up to receive the new cluster key", nd.ID, nd.State)
 		default:
 			others = append(others, nd.ID)
 		}
@@ -368,7 +369,7 @@ func (n *Node) RotateClusterKey(ctx context.Context) (wire.ClusterKeyRotation, e
 	call := func(id uint64, body []byte) ([]byte, error) {
 		b, err := n.callNode(ctx, id, adminService, "ClusterKeys", body, 10*time.Second)
 		if err != nil {
-			return nil, wire.Errorf(wire.CodeUnavailable, "node %d did not take part in the rotation (%v); nothing is sealed under a new key yet: try again", id, err)
+			return nil, object.Errorf(object.Unavailable, "node %d did not take part in the rotation (%v); nothing is sealed under a new key yet: try again", id, err)
 		}
 		return b, nil
 	}

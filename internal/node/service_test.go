@@ -19,6 +19,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -39,22 +40,22 @@ func mustCode(t *testing.T, err error, want wire.Code) {
 	}
 }
 
-func put(t *testing.T, n *Node, space, key string, body []byte) wire.ObjectInfo {
+func put(t *testing.T, n *Node, space, key string, body []byte) object.Info {
 	t.Helper()
-	info, err := n.Put(context.Background(), &wire.PutRequest{Space: space, Key: key, Size: int64(len(body))}, bytes.NewReader(body))
+	info, err := n.Put(context.Background(), &object.PutRequest{Space: space, Key: key, Size: int64(len(body))}, bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("put %s/%s: %v", space, key, err)
 	}
 	return info
 }
 
-func get(t *testing.T, n *Node, req wire.GetRequest) ([]byte, wire.ObjectInfo, error) {
+func get(t *testing.T, n *Node, req object.GetRequest) ([]byte, object.Info, error) {
 	t.Helper()
 	return getCtx(context.Background(), n, req)
 }
 
 // getCtx reads an object whole (Length 0 means to the end).
-func getCtx(ctx context.Context, n *Node, req wire.GetRequest) ([]byte, wire.ObjectInfo, error) {
+func getCtx(ctx context.Context, n *Node, req object.GetRequest) ([]byte, object.Info, error) {
 	if req.Length == 0 {
 		req.Length = -1
 	}
@@ -78,20 +79,20 @@ func randBytes(r *rand.Rand, n int) []byte {
 func TestSpaces(t *testing.T) {
 	n := openTestNode(t)
 	ctx := context.Background()
-	if _, err := n.CreateSpace(ctx, "alpha", wire.SpaceSettings{}); err != nil {
+	if _, err := n.CreateSpace(ctx, "alpha", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := n.CreateSpace(ctx, "alpha", wire.SpaceSettings{})
+	_, err := n.CreateSpace(ctx, "alpha", object.SpaceSettings{})
 	mustCode(t, err, wire.CodeSpaceExists)
 	for _, bad := range []string{"", "AB", "a", "has space", "-lead", strings.Repeat("x", 64), "192.168.1.1"} {
-		_, err := n.CreateSpace(ctx, bad, wire.SpaceSettings{})
+		_, err := n.CreateSpace(ctx, bad, object.SpaceSettings{})
 		mustCode(t, err, wire.CodeBadSpaceName)
 	}
-	_, err = n.CreateSpace(ctx, "beta", wire.SpaceSettings{Placement: "tag:x"})
+	_, err = n.CreateSpace(ctx, "beta", object.SpaceSettings{Placement: "tag:x"})
 	mustCode(t, err, wire.CodeInvalidArgument)
-	_, err = n.CreateSpace(ctx, "beta", wire.SpaceSettings{Retention: "forever"})
+	_, err = n.CreateSpace(ctx, "beta", object.SpaceSettings{Retention: "forever"})
 	mustCode(t, err, wire.CodeInvalidArgument)
-	if _, err := n.CreateSpace(ctx, "beta", wire.SpaceSettings{Retention: "last", KeepLast: 2, Ranges: 3}); err != nil {
+	if _, err := n.CreateSpace(ctx, "beta", object.SpaceSettings{Retention: "last", KeepLast: 2, Ranges: 3}); err != nil {
 		t.Fatal(err)
 	}
 	spaces, err := n.ListSpaces(ctx)
@@ -101,23 +102,23 @@ func TestSpaces(t *testing.T) {
 	put(t, n, "alpha", "k", []byte("v"))
 	mustCode(t, n.DeleteSpace(ctx, "alpha"), wire.CodeSpaceNotEmpty)
 	// The failed delete changed nothing.
-	if _, _, err := get(t, n, wire.GetRequest{Space: "alpha", Key: "k"}); err != nil {
+	if _, _, err := get(t, n, object.GetRequest{Space: "alpha", Key: "k"}); err != nil {
 		t.Fatalf("after refused delete: %v", err)
 	}
-	if _, err := n.Delete(ctx, &wire.DeleteRequest{Space: "alpha", Key: "k"}); err != nil {
+	if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "alpha", Key: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.DeleteSpace(ctx, "alpha"); err != nil {
 		t.Fatalf("delete of a space with only delete markers: %v", err)
 	}
 	mustCode(t, n.DeleteSpace(ctx, "alpha"), wire.CodeSpaceNotFound)
-	_, _, err = get(t, n, wire.GetRequest{Space: "alpha", Key: "k"})
+	_, _, err = get(t, n, object.GetRequest{Space: "alpha", Key: "k"})
 	mustCode(t, err, wire.CodeSpaceNotFound)
 	// A new space with the old name starts empty.
-	if _, err := n.CreateSpace(ctx, "alpha", wire.SpaceSettings{}); err != nil {
+	if _, err := n.CreateSpace(ctx, "alpha", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := n.List(ctx, &wire.ListRequest{Space: "alpha"})
+	res, err := n.List(ctx, &object.ListRequest{Space: "alpha"})
 	if err != nil || len(res.Objects) != 0 {
 		t.Fatalf("recreated space lists %v, %v", res.Objects, err)
 	}
@@ -126,9 +127,9 @@ func TestSpaces(t *testing.T) {
 func TestVersionsAndTimeTravel(t *testing.T) {
 	n := openTestNode(t)
 	ctx := context.Background()
-	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	n.CreateSpace(ctx, "sp1", object.SpaceSettings{})
 	r := rand.New(rand.NewPCG(1, 2))
-	var infos []wire.ObjectInfo
+	var infos []object.Info
 	var bodies [][]byte
 	for i, size := range []int{10, 100 << 10, 0, 300 << 10, 5} {
 		b := randBytes(r, size)
@@ -142,51 +143,51 @@ func TestVersionsAndTimeTravel(t *testing.T) {
 		infos, bodies = append(infos, info), append(bodies, b)
 	}
 	for i, info := range infos {
-		b, got, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "obj", Version: info.Version})
+		b, got, err := get(t, n, object.GetRequest{Space: "sp1", Key: "obj", Version: info.Version})
 		if err != nil || !bytes.Equal(b, bodies[i]) || got.Version != info.Version {
 			t.Fatalf("exact version %d: %v", i, err)
 		}
-		b, _, err = get(t, n, wire.GetRequest{Space: "sp1", Key: "obj", AsOf: info.Version})
+		b, _, err = get(t, n, object.GetRequest{Space: "sp1", Key: "obj", AsOf: info.Version})
 		if err != nil || !bytes.Equal(b, bodies[i]) {
 			t.Fatalf("as of version %d: %v", i, err)
 		}
 	}
-	_, _, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "obj", AsOf: infos[0].Version - 1})
+	_, _, err := get(t, n, object.GetRequest{Space: "sp1", Key: "obj", AsOf: infos[0].Version - 1})
 	mustCode(t, err, wire.CodeNotFound)
-	del, err := n.Delete(ctx, &wire.DeleteRequest{Space: "sp1", Key: "obj"})
+	del, err := n.Delete(ctx, &object.DeleteRequest{Space: "sp1", Key: "obj"})
 	if err != nil || !del.DeleteMarker {
 		t.Fatalf("delete: %+v %v", del, err)
 	}
-	_, _, err = get(t, n, wire.GetRequest{Space: "sp1", Key: "obj"})
+	_, _, err = get(t, n, object.GetRequest{Space: "sp1", Key: "obj"})
 	mustCode(t, err, wire.CodeNotFound)
-	_, _, err = get(t, n, wire.GetRequest{Space: "sp1", Key: "obj", Version: del.Version})
+	_, _, err = get(t, n, object.GetRequest{Space: "sp1", Key: "obj", Version: del.Version})
 	mustCode(t, err, wire.CodeDeleted)
 	// History survives the delete.
-	if b, _, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "obj", AsOf: infos[4].Version}); err != nil || !bytes.Equal(b, bodies[4]) {
+	if b, _, err := get(t, n, object.GetRequest{Space: "sp1", Key: "obj", AsOf: infos[4].Version}); err != nil || !bytes.Equal(b, bodies[4]) {
 		t.Fatalf("as of before delete: %v", err)
 	}
-	vs, err := n.Versions(ctx, &wire.VersionsRequest{Space: "sp1", Key: "obj"})
+	vs, err := n.Versions(ctx, &object.VersionsRequest{Space: "sp1", Key: "obj"})
 	if err != nil || len(vs.Versions) != 6 || !vs.Versions[0].DeleteMarker || vs.Versions[5].Version != infos[0].Version {
 		t.Fatalf("versions: %+v %v", vs, err)
 	}
 	// Removing one version leaves the others.
-	if _, err := n.Delete(ctx, &wire.DeleteRequest{Space: "sp1", Key: "obj", Version: infos[2].Version}); err != nil {
+	if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "sp1", Key: "obj", Version: infos[2].Version}); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = get(t, n, wire.GetRequest{Space: "sp1", Key: "obj", Version: infos[2].Version})
+	_, _, err = get(t, n, object.GetRequest{Space: "sp1", Key: "obj", Version: infos[2].Version})
 	mustCode(t, err, wire.CodeNotFound)
-	_, err = n.Delete(ctx, &wire.DeleteRequest{Space: "sp1", Key: "obj", Version: infos[2].Version})
+	_, err = n.Delete(ctx, &object.DeleteRequest{Space: "sp1", Key: "obj", Version: infos[2].Version})
 	mustCode(t, err, wire.CodeNotFound)
 }
 
 func TestRetentionKeepLast(t *testing.T) {
 	n := openTestNode(t)
-	n.CreateSpace(context.Background(), "sp1", wire.SpaceSettings{Retention: "last", KeepLast: 2})
-	var infos []wire.ObjectInfo
+	n.CreateSpace(context.Background(), "sp1", object.SpaceSettings{Retention: "last", KeepLast: 2})
+	var infos []object.Info
 	for i := 0; i < 5; i++ {
 		infos = append(infos, put(t, n, "sp1", "k", []byte(fmt.Sprint(i))))
 	}
-	vs, err := n.Versions(context.Background(), &wire.VersionsRequest{Space: "sp1", Key: "k"})
+	vs, err := n.Versions(context.Background(), &object.VersionsRequest{Space: "sp1", Key: "k"})
 	if err != nil || len(vs.Versions) != 2 || vs.Versions[0].Version != infos[4].Version || vs.Versions[1].Version != infos[3].Version {
 		t.Fatalf("keep last 2 kept %+v, %v", vs.Versions, err)
 	}
@@ -195,7 +196,7 @@ func TestRetentionKeepLast(t *testing.T) {
 func TestListing(t *testing.T) {
 	n := openTestNode(t)
 	ctx := context.Background()
-	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{Ranges: 4})
+	n.CreateSpace(ctx, "sp1", object.SpaceSettings{Ranges: 4})
 	var keys []string
 	for i := 0; i < 300; i++ {
 		// Keys spread over every range: first bytes from '!' to '~'.
@@ -207,10 +208,10 @@ func TestListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Delete(ctx, &wire.DeleteRequest{Space: "sp1", Key: keys[0]})
+	n.Delete(ctx, &object.DeleteRequest{Space: "sp1", Key: keys[0]})
 	listed := listAll(t, n, "sp1", 37)
 	// A page that ends exactly at the last key is not truncated.
-	res, err := n.List(ctx, &wire.ListRequest{Space: "sp1", StartAfter: listed[len(listed)-2], Limit: 1})
+	res, err := n.List(ctx, &object.ListRequest{Space: "sp1", StartAfter: listed[len(listed)-2], Limit: 1})
 	if err != nil || len(res.Objects) != 1 || res.Truncated {
 		t.Fatalf("last page: %d objects, truncated %v, %v", len(res.Objects), res.Truncated, err)
 	}
@@ -222,7 +223,7 @@ func TestListing(t *testing.T) {
 			t.Fatalf("listing out of order at %d: %q then %q", i, listed[i-1], listed[i])
 		}
 	}
-	res, err = n.List(ctx, &wire.ListRequest{Space: "sp1", Prefix: "A/"})
+	res, err = n.List(ctx, &object.ListRequest{Space: "sp1", Prefix: "A/"})
 	if err != nil || len(res.Objects) != 3 { // every i < 300 with i%94 == 32: 32, 126, 220
 		t.Fatalf("prefix A/: %d objects, %v", len(res.Objects), err)
 	}
@@ -232,7 +233,7 @@ func TestListing(t *testing.T) {
 		}
 	}
 	// As of before the delete, the deleted key is listed again.
-	res, err = n.List(ctx, &wire.ListRequest{Space: "sp1", AsOf: before, Limit: 10000})
+	res, err = n.List(ctx, &object.ListRequest{Space: "sp1", AsOf: before, Limit: 10000})
 	if err != nil || len(res.Objects) != 300 {
 		t.Fatalf("as-of listing: %d, %v", len(res.Objects), err)
 	}
@@ -243,25 +244,25 @@ func TestListing(t *testing.T) {
 func TestRangeWritesShareChunks(t *testing.T) {
 	n := openTestNode(t)
 	ctx := context.Background()
-	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	n.CreateSpace(ctx, "sp1", object.SpaceSettings{})
 	r := rand.New(rand.NewPCG(7, 7))
 	model := randBytes(r, 1<<20)
 	put(t, n, "sp1", "big", model)
 	for i := 0; i < 20; i++ {
-		var req wire.PutRequest
+		var req object.PutRequest
 		data := randBytes(r, 1+r.IntN(40<<10))
 		if r.IntN(3) == 0 {
-			req = wire.PutRequest{Space: "sp1", Key: "big", Mode: wire.PutAppend, Size: int64(len(data))}
+			req = object.PutRequest{Space: "sp1", Key: "big", Mode: object.PutAppend, Size: int64(len(data))}
 			model = append(model, data...)
 		} else {
 			off := r.IntN(len(model) + 1000)
-			req = wire.PutRequest{Space: "sp1", Key: "big", Mode: wire.PutWriteAt, Offset: int64(off), Size: int64(len(data))}
+			req = object.PutRequest{Space: "sp1", Key: "big", Mode: object.PutWriteAt, Offset: int64(off), Size: int64(len(data))}
 			if end := off + len(data); end > len(model) {
 				model = append(model, make([]byte, end-len(model))...)
 			}
 			copy(model[off:], data)
 		}
-		parent, _ := n.Stat(ctx, &wire.GetRequest{Space: "sp1", Key: "big"})
+		parent, _ := n.Stat(ctx, &object.GetRequest{Space: "sp1", Key: "big"})
 		info, err := n.Put(ctx, &req, bytes.NewReader(data))
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
@@ -269,7 +270,7 @@ func TestRangeWritesShareChunks(t *testing.T) {
 		if info.Parent != parent.Version || info.Hash != chunk.Sum(model) || info.Size != int64(len(model)) {
 			t.Fatalf("step %d: info %+v does not describe the model", i, info)
 		}
-		b, _, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "big"})
+		b, _, err := get(t, n, object.GetRequest{Space: "sp1", Key: "big"})
 		if err != nil || !bytes.Equal(b, model) {
 			t.Fatalf("step %d: content differs from the model (%v)", i, err)
 		}
@@ -291,12 +292,12 @@ func TestRangeWritesShareChunks(t *testing.T) {
 		// Byte-range reads of the new version.
 		off := r.IntN(len(model))
 		length := r.IntN(len(model) - off + 1)
-		b, _, err = get(t, n, wire.GetRequest{Space: "sp1", Key: "big", Offset: int64(off), Length: int64(length)})
+		b, _, err = get(t, n, object.GetRequest{Space: "sp1", Key: "big", Offset: int64(off), Length: int64(length)})
 		if err != nil || !bytes.Equal(b, model[off:off+length]) {
 			t.Fatalf("step %d: range [%d,+%d) differs (%v)", i, off, length, err)
 		}
 	}
-	_, _, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "big", Offset: int64(len(model) + 1)})
+	_, _, err := get(t, n, object.GetRequest{Space: "sp1", Key: "big", Offset: int64(len(model) + 1)})
 	mustCode(t, err, wire.CodeInvalidRange)
 }
 
@@ -323,16 +324,16 @@ func manifestOfKey(t *testing.T, n *Node, space, key string, v uint64) chunk.Man
 func TestConditionalPut(t *testing.T) {
 	n := openTestNode(t)
 	ctx := context.Background()
-	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	n.CreateSpace(ctx, "sp1", object.SpaceSettings{})
 	req := func(ifMatch uint64, ifNone bool) error {
-		_, err := n.Put(ctx, &wire.PutRequest{Space: "sp1", Key: "k", Size: 1, IfMatch: ifMatch, IfNoneMatch: ifNone}, strings.NewReader("x"))
+		_, err := n.Put(ctx, &object.PutRequest{Space: "sp1", Key: "k", Size: 1, IfMatch: ifMatch, IfNoneMatch: ifNone}, strings.NewReader("x"))
 		return err
 	}
 	if err := req(0, true); err != nil {
 		t.Fatal(err)
 	}
 	mustCode(t, req(0, true), wire.CodePreconditionFailed)
-	info, _ := n.Stat(ctx, &wire.GetRequest{Space: "sp1", Key: "k"})
+	info, _ := n.Stat(ctx, &object.GetRequest{Space: "sp1", Key: "k"})
 	mustCode(t, req(info.Version+1, false), wire.CodePreconditionFailed)
 	if err := req(info.Version, false); err != nil {
 		t.Fatal(err)
@@ -344,25 +345,25 @@ func TestConditionalPut(t *testing.T) {
 func TestBadInputChangesNothing(t *testing.T) {
 	n := openTestNode(t)
 	ctx := context.Background()
-	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	n.CreateSpace(ctx, "sp1", object.SpaceSettings{})
 	good := put(t, n, "sp1", "k", []byte("original"))
 	cases := []struct {
 		name string
-		req  wire.PutRequest
+		req  object.PutRequest
 		body io.Reader
 		code wire.Code
 	}{
-		{"key over 1024 bytes", wire.PutRequest{Space: "sp1", Key: strings.Repeat("k", 1025), Size: 1}, strings.NewReader("x"), wire.CodeKeyTooLong},
-		{"empty key", wire.PutRequest{Space: "sp1", Key: "", Size: 1}, strings.NewReader("x"), wire.CodeInvalidArgument},
-		{"invalid UTF-8 key", wire.PutRequest{Space: "sp1", Key: "\xff\xfe", Size: 1}, strings.NewReader("x"), wire.CodeInvalidArgument},
-		{"bad space name", wire.PutRequest{Space: "Bad_Name", Key: "k", Size: 1}, strings.NewReader("x"), wire.CodeBadSpaceName},
-		{"missing space", wire.PutRequest{Space: "nope", Key: "k", Size: 1}, strings.NewReader("x"), wire.CodeSpaceNotFound},
-		{"truncated inline body", wire.PutRequest{Space: "sp1", Key: "k", Size: 100}, strings.NewReader("short"), wire.CodeTruncated},
-		{"truncated chunked body", wire.PutRequest{Space: "sp1", Key: "k", Size: 1 << 20}, bytes.NewReader(make([]byte, 500<<10)), wire.CodeTruncated},
-		{"body failing mid-stream", wire.PutRequest{Space: "sp1", Key: "k", Size: -1}, io.MultiReader(bytes.NewReader(make([]byte, 200<<10)), errReader{}), wire.CodeTruncated},
-		{"metadata too large", wire.PutRequest{Space: "sp1", Key: "k", Size: 1, Meta: map[string]string{"m": strings.Repeat("v", 9000)}}, strings.NewReader("x"), wire.CodeTooLarge},
-		{"negative offset", wire.PutRequest{Space: "sp1", Key: "k", Mode: wire.PutWriteAt, Offset: -1, Size: 1}, strings.NewReader("x"), wire.CodeInvalidRange},
-		{"stale if-match", wire.PutRequest{Space: "sp1", Key: "k", Size: 1, IfMatch: good.Version - 1}, strings.NewReader("x"), wire.CodePreconditionFailed},
+		{"key over 1024 bytes", object.PutRequest{Space: "sp1", Key: strings.Repeat("k", 1025), Size: 1}, strings.NewReader("x"), wire.CodeKeyTooLong},
+		{"empty key", object.PutRequest{Space: "sp1", Key: "", Size: 1}, strings.NewReader("x"), wire.CodeInvalidArgument},
+		{"invalid UTF-8 key", object.PutRequest{Space: "sp1", Key: "\xff\xfe", Size: 1}, strings.NewReader("x"), wire.CodeInvalidArgument},
+		{"bad space name", object.PutRequest{Space: "Bad_Name", Key: "k", Size: 1}, strings.NewReader("x"), wire.CodeBadSpaceName},
+		{"missing space", object.PutRequest{Space: "nope", Key: "k", Size: 1}, strings.NewReader("x"), wire.CodeSpaceNotFound},
+		{"truncated inline body", object.PutRequest{Space: "sp1", Key: "k", Size: 100}, strings.NewReader("short"), wire.CodeTruncated},
+		{"truncated chunked body", object.PutRequest{Space: "sp1", Key: "k", Size: 1 << 20}, bytes.NewReader(make([]byte, 500<<10)), wire.CodeTruncated},
+		{"body failing mid-stream", object.PutRequest{Space: "sp1", Key: "k", Size: -1}, io.MultiReader(bytes.NewReader(make([]byte, 200<<10)), errReader{}), wire.CodeTruncated},
+		{"metadata too large", object.PutRequest{Space: "sp1", Key: "k", Size: 1, Meta: map[string]string{"m": strings.Repeat("v", 9000)}}, strings.NewReader("x"), wire.CodeTooLarge},
+		{"negative offset", object.PutRequest{Space: "sp1", Key: "k", Mode: object.PutWriteAt, Offset: -1, Size: 1}, strings.NewReader("x"), wire.CodeInvalidRange},
+		{"stale if-match", object.PutRequest{Space: "sp1", Key: "k", Size: 1, IfMatch: good.Version - 1}, strings.NewReader("x"), wire.CodePreconditionFailed},
 	}
 	for _, c := range cases {
 		_, err := n.Put(ctx, &c.req, c.body)
@@ -370,11 +371,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 			t.Errorf("%s: got %v, want code %v", c.name, err, c.code)
 		}
 	}
-	b, info, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "k"})
+	b, info, err := get(t, n, object.GetRequest{Space: "sp1", Key: "k"})
 	if err != nil || string(b) != "original" || info.Version != good.Version {
 		t.Fatalf("state changed by bad input: %q %x %v", b, info.Version, err)
 	}
-	vs, _ := n.Versions(ctx, &wire.VersionsRequest{Space: "sp1", Key: "k"})
+	vs, _ := n.Versions(ctx, &object.VersionsRequest{Space: "sp1", Key: "k"})
 	if len(vs.Versions) != 1 {
 		t.Fatalf("bad input added versions: %d", len(vs.Versions))
 	}
@@ -392,7 +393,7 @@ func TestRestartRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	n.CreateSpace(ctx, "sp1", object.SpaceSettings{})
 	small := put(t, n, "sp1", "small", []byte("hello"))
 	bigBody := randBytes(rand.New(rand.NewPCG(3, 3)), 700<<10)
 	big := put(t, n, "sp1", "big", bigBody)
@@ -402,10 +403,10 @@ func TestRestartRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	if b, info, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "small"}); err != nil || string(b) != "hello" || info.Version != small.Version {
+	if b, info, err := get(t, n, object.GetRequest{Space: "sp1", Key: "small"}); err != nil || string(b) != "hello" || info.Version != small.Version {
 		t.Fatalf("small after restart: %q %v", b, err)
 	}
-	if b, _, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "big"}); err != nil || !bytes.Equal(b, bigBody) {
+	if b, _, err := get(t, n, object.GetRequest{Space: "sp1", Key: "big"}); err != nil || !bytes.Equal(b, bigBody) {
 		t.Fatalf("big after restart: %v", err)
 	}
 	next := put(t, n, "sp1", "small", []byte("again"))
@@ -420,7 +421,7 @@ func TestRestartRecovers(t *testing.T) {
 func TestConcurrentWritersOneKey(t *testing.T) {
 	n := openTestNode(t)
 	ctx := context.Background()
-	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	n.CreateSpace(ctx, "sp1", object.SpaceSettings{})
 	var (
 		mu    sync.Mutex
 		acked []uint64
@@ -432,7 +433,7 @@ func TestConcurrentWritersOneKey(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 25; i++ {
 				body := []byte(fmt.Sprintf("w%d-%d", w, i))
-				info, err := n.Put(ctx, &wire.PutRequest{Space: "sp1", Key: "hot", Size: int64(len(body))}, bytes.NewReader(body))
+				info, err := n.Put(ctx, &object.PutRequest{Space: "sp1", Key: "hot", Size: int64(len(body))}, bytes.NewReader(body))
 				if err != nil {
 					t.Errorf("put: %v", err)
 					return
@@ -444,7 +445,7 @@ func TestConcurrentWritersOneKey(t *testing.T) {
 		}(w)
 	}
 	wg.Wait()
-	vs, err := n.Versions(ctx, &wire.VersionsRequest{Space: "sp1", Key: "hot", Limit: 1000})
+	vs, err := n.Versions(ctx, &object.VersionsRequest{Space: "sp1", Key: "hot", Limit: 1000})
 	if err != nil || len(vs.Versions) != len(acked) {
 		t.Fatalf("%d versions stored, %d acknowledged (%v)", len(vs.Versions), len(acked), err)
 	}
@@ -466,23 +467,23 @@ func TestConcurrentWritersOneKey(t *testing.T) {
 func TestHostileOffsets(t *testing.T) {
 	n := openTestNode(t)
 	ctx := context.Background()
-	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	n.CreateSpace(ctx, "sp1", object.SpaceSettings{})
 	put(t, n, "sp1", "small", []byte("hello"))
-	b, _, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "small", Offset: 1, Length: math.MaxInt64})
+	b, _, err := get(t, n, object.GetRequest{Space: "sp1", Key: "small", Offset: 1, Length: math.MaxInt64})
 	if err != nil || string(b) != "ello" {
 		t.Fatalf("huge length: %q %v", b, err)
 	}
 	for _, off := range []int64{math.MaxInt64, math.MaxInt64 - 3, 5<<40 - 1, 1 << 30} {
-		_, err := n.Put(ctx, &wire.PutRequest{Space: "sp1", Key: "small", Mode: wire.PutWriteAt, Offset: off, Size: 4}, strings.NewReader("data"))
+		_, err := n.Put(ctx, &object.PutRequest{Space: "sp1", Key: "small", Mode: object.PutWriteAt, Offset: off, Size: 4}, strings.NewReader("data"))
 		if c := wire.CodeOf(err); c != wire.CodeInvalidRange && c != wire.CodeTooLarge {
 			t.Fatalf("write at %d: %v", off, err)
 		}
 	}
-	_, err = n.Put(ctx, &wire.PutRequest{Space: "sp1", Key: "small", Mode: wire.PutAppend, Size: 1, IfNoneMatch: true}, strings.NewReader("x"))
+	_, err = n.Put(ctx, &object.PutRequest{Space: "sp1", Key: "small", Mode: object.PutAppend, Size: 1, IfNoneMatch: true}, strings.NewReader("x"))
 	mustCode(t, err, wire.CodePreconditionFailed)
-	_, err = n.CreateSpace(ctx, "sp2", wire.SpaceSettings{Retention: "duration", KeepForSeconds: 18446744074})
+	_, err = n.CreateSpace(ctx, "sp2", object.SpaceSettings{Retention: "duration", KeepForSeconds: 18446744074})
 	mustCode(t, err, wire.CodeInvalidArgument)
-	if b, _, _ := get(t, n, wire.GetRequest{Space: "sp1", Key: "small"}); string(b) != "hello" {
+	if b, _, _ := get(t, n, object.GetRequest{Space: "sp1", Key: "small"}); string(b) != "hello" {
 		t.Fatalf("hostile writes changed the object: %q", b)
 	}
 }
@@ -505,11 +506,11 @@ func TestCloseWithoutServe(t *testing.T) {
 func TestDeleteSpaceWaitsForWrites(t *testing.T) {
 	n := openTestNode(t)
 	ctx := context.Background()
-	n.CreateSpace(ctx, "sp1", wire.SpaceSettings{})
+	n.CreateSpace(ctx, "sp1", object.SpaceSettings{})
 	pr, pw := io.Pipe()
 	putDone := make(chan error, 1)
 	go func() {
-		_, err := n.Put(ctx, &wire.PutRequest{Space: "sp1", Key: "k", Size: 2}, pr)
+		_, err := n.Put(ctx, &object.PutRequest{Space: "sp1", Key: "k", Size: 2}, pr)
 		putDone <- err
 	}()
 	pw.Write([]byte("a")) // returns once the Put is reading its body
@@ -522,7 +523,7 @@ func TestDeleteSpaceWaitsForWrites(t *testing.T) {
 		t.Fatalf("put: %v", err)
 	}
 	mustCode(t, <-delDone, wire.CodeSpaceNotEmpty)
-	if b, _, err := get(t, n, wire.GetRequest{Space: "sp1", Key: "k"}); err != nil || string(b) != "ab" {
+	if b, _, err := get(t, n, object.GetRequest{Space: "sp1", Key: "k"}); err != nil || string(b) != "ab" {
 		t.Fatalf("acknowledged write: %q %v", b, err)
 	}
 }
@@ -533,11 +534,11 @@ func TestDeleteSpaceWaitsForWrites(t *testing.T) {
 func TestLatestCacheFollowsWrites(t *testing.T) {
 	n := openTestNode(t)
 	ctx := context.Background()
-	if _, err := n.CreateSpace(ctx, "cached", wire.SpaceSettings{}); err != nil {
+	if _, err := n.CreateSpace(ctx, "cached", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	latest := func() (string, error) {
-		b, _, err := get(t, n, wire.GetRequest{Space: "cached", Key: "k"})
+		b, _, err := get(t, n, object.GetRequest{Space: "cached", Key: "k"})
 		return string(b), err
 	}
 	v1 := put(t, n, "cached", "k", []byte("one"))
@@ -554,10 +555,10 @@ func TestLatestCacheFollowsWrites(t *testing.T) {
 		t.Fatalf("after put: latest = %q, %v; want two", got, err)
 	}
 	// An exact read of the cached latest version.
-	if b, _, err := get(t, n, wire.GetRequest{Space: "cached", Key: "k", Version: v2.Version}); err != nil || string(b) != "two" {
+	if b, _, err := get(t, n, object.GetRequest{Space: "cached", Key: "k", Version: v2.Version}); err != nil || string(b) != "two" {
 		t.Fatalf("exact latest version: %q, %v", b, err)
 	}
-	if _, err := n.Delete(ctx, &wire.DeleteRequest{Space: "cached", Key: "k", Version: v2.Version}); err != nil {
+	if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "cached", Key: "k", Version: v2.Version}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -565,17 +566,17 @@ func TestLatestCacheFollowsWrites(t *testing.T) {
 			t.Fatalf("after removing the latest version: latest = %q, %v; want one", got, err)
 		}
 	}
-	if _, _, err := get(t, n, wire.GetRequest{Space: "cached", Key: "k", Version: v2.Version}); wire.CodeOf(err) != wire.CodeNotFound {
+	if _, _, err := get(t, n, object.GetRequest{Space: "cached", Key: "k", Version: v2.Version}); wire.CodeOf(err) != wire.CodeNotFound {
 		t.Fatalf("removed version still readable: %v", err)
 	}
-	if _, err := n.Delete(ctx, &wire.DeleteRequest{Space: "cached", Key: "k"}); err != nil {
+	if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "cached", Key: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
 		_, err := latest()
 		mustCode(t, err, wire.CodeNotFound)
 	}
-	if info, err := n.Stat(ctx, &wire.GetRequest{Space: "cached", Key: "k", Version: v1.Version}); err != nil || info.Version != v1.Version {
+	if info, err := n.Stat(ctx, &object.GetRequest{Space: "cached", Key: "k", Version: v1.Version}); err != nil || info.Version != v1.Version {
 		t.Fatalf("older version after delete: %+v, %v", info, err)
 	}
 }
@@ -585,7 +586,7 @@ func TestLatestCacheFollowsWrites(t *testing.T) {
 func TestConcurrentUploadETags(t *testing.T) {
 	n := openTestNode(t)
 	ctx := context.Background()
-	if _, err := n.CreateSpace(ctx, "etags", wire.SpaceSettings{}); err != nil {
+	if _, err := n.CreateSpace(ctx, "etags", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -595,7 +596,7 @@ func TestConcurrentUploadETags(t *testing.T) {
 			for i := range 4 {
 				body := randBytes(r, 100<<10+r.IntN(400<<10))
 				key := fmt.Sprintf("w%d-%d", g, i)
-				info, err := n.Put(ctx, &wire.PutRequest{Space: "etags", Key: key, Size: int64(len(body))}, bytes.NewReader(body))
+				info, err := n.Put(ctx, &object.PutRequest{Space: "etags", Key: key, Size: int64(len(body))}, bytes.NewReader(body))
 				if err != nil {
 					t.Error(err)
 					return

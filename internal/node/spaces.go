@@ -16,8 +16,9 @@ import (
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/placement"
 	"github.com/cairn-db/cairn/internal/replica"
-	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // space is the node's cached view of one space and its ranges.
@@ -162,7 +163,7 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 		return nil, fmt.Errorf("load ranges of space %s: %w", sp.Name, err)
 	}
 	if len(descs) == 0 {
-		place, err := n.placement(ctx, sp.Settings.Replicas)
+		place, err := n.placeRanges(ctx, sp.Settings.Replicas)
 		if err != nil {
 			return nil, err
 		}
@@ -215,9 +216,9 @@ func (n *Node) openReplica(d meta.RangeDesc) (*replica.Replica, error) {
 	return rep, err
 }
 
-// placement returns where a new range's replicas go: r (default 3) of the
-// nodes that are up, by meta.PlaceReplicas.
-func (n *Node) placement(ctx context.Context, r int) (func(uint64) []uint64, error) {
+// placeRanges returns where a new range's replicas go: r (default 3) of the
+// nodes that are up, by placement.Rank.
+func (n *Node) placeRanges(ctx context.Context, r int) (func(uint64) []uint64, error) {
 	if r == 0 {
 		r = meta.DefaultReplicas
 	}
@@ -225,27 +226,46 @@ func (n *Node) placement(ctx context.Context, r int) (func(uint64) []uint64, err
 	if err != nil {
 		return nil, fmt.Errorf("read the cluster map: %w", err)
 	}
-	up := nodes[:0]
-	for _, nd := range nodes {
-		if nd.State == meta.NodeUp {
+	var up []placement.Node
+	for _, nd := range placementNodes(nodes) {
+		if nd.State == placement.Up {
 			up = append(up, nd)
 		}
 	}
 	if len(up) == 0 {
-		up = []meta.NodeInfo{{ID: n.id.NodeID, Zone: n.cfg.Zone}}
+		up = []placement.Node{{ID: n.id.NodeID, Zone: n.cfg.Zone}}
 	}
-	return func(rangeID uint64) []uint64 { return meta.PlaceReplicas(rangeID, up, r) }, nil
+	return func(rangeID uint64) []uint64 { return placement.Rank(rangeID, up, r) }, nil
 }
 
-// splitBounds cuts a new ordered space into count ranges at evenly spaced
-// first bytes of the key.
+// keyAlphabet is what most object keys begin with: digits and lowercase
+// letters (words, paths, dates, hex and base-32 ids), in byte order.
+const keyAlphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+// splitBounds cuts a new ordered space into count ranges, the cuts spread
+// evenly over keyAlphabet and, past its length, over two-character
+// prefixes of it: cuts at whole bytes (0x40, 0x80, 0xC0) put every key
+// that starts with a letter or a digit in one range. Size and load splits
+// refine the ranges from there.
 func splitBounds(spaceID uint32, count int) [][2][]byte {
 	if count < 1 {
 		count = 1
 	}
 	cuts := [][]byte{keys.SpaceStart(spaceID)}
+	n := len(keyAlphabet)
+	var prev []byte
 	for i := 1; i < count; i++ {
-		cuts = append(cuts, keys.ObjectPrefix(spaceID, nil, []byte{byte(i * 256 / count)}))
+		// Position i/count of the way through the two-character prefixes.
+		p := i * n * n / count
+		cut := []byte{keyAlphabet[p/n], keyAlphabet[p%n]}
+		if p%n == 0 {
+			cut = cut[:1]
+		}
+		if prev != nil && string(cut) <= string(prev) {
+			continue // more ranges than prefixes: fewer cuts
+		}
+		prev = cut
+		cuts = append(cuts, keys.ObjectPrefix(spaceID, nil, cut))
 	}
 	cuts = append(cuts, keys.SpaceEnd(spaceID))
 	var b [][2][]byte
@@ -274,14 +294,14 @@ func (n *Node) acquire(ctx context.Context, name string) (s *space, release func
 	n.mu.RUnlock()
 	if s == nil {
 		if err := meta.ValidSpaceName(name); err != nil {
-			return nil, nil, wire.Errorf(wire.CodeBadSpaceName, "%v", err)
+			return nil, nil, object.Errorf(object.BadSpaceName, "%v", err)
 		}
 		sp, err := n.catalog.GetSpace(ctx, name)
 		if err != nil || sp.State != meta.SpaceActive {
 			if err != nil && !errors.Is(err, meta.ErrSpaceNotFound) {
 				return nil, nil, err
 			}
-			return nil, nil, wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist (create it with: cairn space create %s)", name, name)
+			return nil, nil, object.Errorf(object.SpaceNotFound, "space %q does not exist (create it with: cairn space create %s)", name, name)
 		}
 		if s, err = n.openSpace(ctx, sp); err != nil {
 			return nil, nil, err
@@ -290,7 +310,7 @@ func (n *Node) acquire(ctx context.Context, name string) (s *space, release func
 	s.gate.RLock()
 	if s.deleted {
 		s.gate.RUnlock()
-		return nil, nil, wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist", name)
+		return nil, nil, object.Errorf(object.SpaceNotFound, "space %q does not exist", name)
 	}
 	return s, s.gate.RUnlock, nil
 }
@@ -309,9 +329,9 @@ func (s *space) route(obj []byte) *rng {
 	return t[i-1]
 }
 
-func settingsToMeta(ws wire.SpaceSettings, defRanges int) (meta.SpaceSettings, error) {
+func settingsToMeta(ws object.SpaceSettings, defRanges int) (meta.SpaceSettings, error) {
 	if ws.KeepForSeconds > uint64(math.MaxInt64/int64(time.Second)) {
-		return meta.SpaceSettings{}, wire.Errorf(wire.CodeInvalidArgument, "keep-for of %d seconds is too long", ws.KeepForSeconds)
+		return meta.SpaceSettings{}, object.Errorf(object.InvalidArgument, "keep-for of %d seconds is too long", ws.KeepForSeconds)
 	}
 	ms := meta.SpaceSettings{
 		Retention: ws.Retention,
@@ -331,24 +351,24 @@ func settingsToMeta(ws wire.SpaceSettings, defRanges int) (meta.SpaceSettings, e
 		ms.Ranges = defRanges
 	}
 	if ms.Placement != "ordered" {
-		return ms, wire.Errorf(wire.CodeInvalidArgument, "placement %q is not available yet; use \"ordered\"", ms.Placement)
+		return ms, object.Errorf(object.InvalidArgument, "placement %q is not available yet; use \"ordered\"", ms.Placement)
 	}
 	if ws.Replicas > maxSpaceReplicas {
-		return ms, wire.Errorf(wire.CodeInvalidArgument, "replicas %d must be between 1 and %d", ws.Replicas, maxSpaceReplicas)
+		return ms, object.Errorf(object.InvalidArgument, "replicas %d must be between 1 and %d", ws.Replicas, maxSpaceReplicas)
 	}
 	if ms.Ranges < 1 || ms.Ranges > 256 {
-		return ms, wire.Errorf(wire.CodeInvalidArgument, "ranges %d must be between 1 and 256", ms.Ranges)
+		return ms, object.Errorf(object.InvalidArgument, "ranges %d must be between 1 and 256", ms.Ranges)
 	}
 	if err := ms.Validate(); err != nil {
-		return ms, wire.Errorf(wire.CodeInvalidArgument, "%v", err)
+		return ms, object.Errorf(object.InvalidArgument, "%v", err)
 	}
 	return ms, nil
 }
 
-func spaceInfo(sp meta.Space) wire.SpaceInfo {
-	return wire.SpaceInfo{
+func spaceInfo(sp meta.Space) object.SpaceInfo {
+	return object.SpaceInfo{
 		ID: sp.ID, Name: sp.Name, Created: sp.Created.UnixNano(),
-		Settings: wire.SpaceSettings{
+		Settings: object.SpaceSettings{
 			Retention:      sp.Settings.Retention,
 			KeepLast:       uint32(sp.Settings.KeepLast),
 			KeepForSeconds: uint64(sp.Settings.KeepFor / time.Second),
@@ -360,34 +380,34 @@ func spaceInfo(sp meta.Space) wire.SpaceInfo {
 }
 
 // CreateSpace implements wire.Service.
-func (n *Node) CreateSpace(ctx context.Context, name string, ws wire.SpaceSettings) (wire.SpaceInfo, error) {
+func (n *Node) CreateSpace(ctx context.Context, name string, ws object.SpaceSettings) (object.SpaceInfo, error) {
 	if err := meta.ValidNewSpaceName(name); err != nil {
-		return wire.SpaceInfo{}, wire.Errorf(wire.CodeBadSpaceName, "%v", err)
+		return object.SpaceInfo{}, object.Errorf(object.BadSpaceName, "%v", err)
 	}
 	ms, err := settingsToMeta(ws, n.cfg.DefaultRanges)
 	if err != nil {
-		return wire.SpaceInfo{}, err
+		return object.SpaceInfo{}, err
 	}
 	sp, err := n.catalog.CreateSpace(ctx, name, ms)
 	if errors.Is(err, meta.ErrSpaceExists) {
-		return wire.SpaceInfo{}, wire.Errorf(wire.CodeSpaceExists, "space %q already exists", name)
+		return object.SpaceInfo{}, object.Errorf(object.SpaceExists, "space %q already exists", name)
 	}
 	if err != nil {
-		return wire.SpaceInfo{}, err
+		return object.SpaceInfo{}, err
 	}
 	if _, err := n.openSpace(ctx, sp); err != nil {
-		return wire.SpaceInfo{}, err
+		return object.SpaceInfo{}, err
 	}
 	return spaceInfo(sp), nil
 }
 
 // ListSpaces implements wire.Service.
-func (n *Node) ListSpaces(ctx context.Context) ([]wire.SpaceInfo, error) {
+func (n *Node) ListSpaces(ctx context.Context) ([]object.SpaceInfo, error) {
 	spaces, err := n.catalog.ListSpaces(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]wire.SpaceInfo, 0, len(spaces))
+	out := make([]object.SpaceInfo, 0, len(spaces))
 	for _, sp := range spaces {
 		if sp.State == meta.SpaceDeleting {
 			continue
@@ -402,7 +422,7 @@ func (n *Node) ListSpaces(ctx context.Context) ([]wire.SpaceInfo, error) {
 // with it.
 func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 	if err := meta.ValidSpaceName(name); err != nil {
-		return wire.Errorf(wire.CodeBadSpaceName, "%v", err)
+		return object.Errorf(object.BadSpaceName, "%v", err)
 	}
 	n.mu.RLock()
 	s := n.mu.spaces[name]
@@ -411,7 +431,7 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 		// Not open here: finish a delete that stopped half-way, or open it.
 		sp, err := n.catalog.GetSpace(ctx, name)
 		if errors.Is(err, meta.ErrSpaceNotFound) {
-			return wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist", name)
+			return object.Errorf(object.SpaceNotFound, "space %q does not exist", name)
 		}
 		if err != nil {
 			return err
@@ -427,12 +447,12 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 	s.gate.Lock()
 	defer s.gate.Unlock()
 	if s.deleted {
-		return wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist", name)
+		return object.Errorf(object.SpaceNotFound, "space %q does not exist", name)
 	}
 	// Only client keys count: system keys (an S3 bucket's settings, its
 	// open multipart uploads) go with the space.
 	tab := s.table()
-	sys := keys.ObjectPrefix(s.meta.ID, nil, []byte(wire.SystemKeyPrefix))
+	sys := keys.ObjectPrefix(s.meta.ID, nil, []byte(object.SystemKeyPrefix))
 	for i, r := range tab {
 		if bytes.Compare(r.desc().Start, sys) >= 0 {
 			break
@@ -442,7 +462,7 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 			return err
 		}
 		if len(ents) > 0 {
-			return wire.Errorf(wire.CodeSpaceNotEmpty, "space %q still holds objects; delete them first", name)
+			return object.Errorf(object.SpaceNotEmpty, "space %q still holds objects; delete them first", name)
 		}
 	}
 	if err := n.catalog.SetSpaceState(ctx, name, meta.SpaceDeleting); err != nil {
@@ -487,18 +507,18 @@ func (n *Node) refreshSettings(ctx context.Context) {
 // SetRetention implements wire.RetentionService: it changes space name's
 // history policy (the retention fields of ws). Every node applies it to
 // its writes within a second; this one at once.
-func (n *Node) SetRetention(ctx context.Context, name string, ws wire.SpaceSettings) (wire.SpaceInfo, error) {
+func (n *Node) SetRetention(ctx context.Context, name string, ws object.SpaceSettings) (object.SpaceInfo, error) {
 	// Only the retention fields count: check them as a new space's.
-	ms, err := settingsToMeta(wire.SpaceSettings{Retention: ws.Retention, KeepLast: ws.KeepLast, KeepForSeconds: ws.KeepForSeconds}, 1)
+	ms, err := settingsToMeta(object.SpaceSettings{Retention: ws.Retention, KeepLast: ws.KeepLast, KeepForSeconds: ws.KeepForSeconds}, 1)
 	if err != nil {
-		return wire.SpaceInfo{}, err
+		return object.SpaceInfo{}, err
 	}
 	sp, err := n.catalog.SetRetention(ctx, name, ms)
 	if errors.Is(err, meta.ErrSpaceNotFound) {
-		return wire.SpaceInfo{}, wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist", name)
+		return object.SpaceInfo{}, object.Errorf(object.SpaceNotFound, "space %q does not exist", name)
 	}
 	if err != nil {
-		return wire.SpaceInfo{}, err
+		return object.SpaceInfo{}, err
 	}
 	n.refreshSettings(ctx)
 	return spaceInfo(sp), nil

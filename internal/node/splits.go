@@ -16,8 +16,8 @@ import (
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/replica"
-	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // Range splits.
@@ -346,7 +346,7 @@ func (s *space) rangeByID(id uint64) *rng {
 
 // errMoved is the answer for a key that left the range a request reached.
 func errMoved(rangeID uint64) error {
-	return wire.Errorf(wire.CodeRangeMoved, "range %d does not serve the key now (it split, or is merging)", rangeID)
+	return object.Errorf(object.RangeMoved, "range %d does not serve the key now (it split, or is merging)", rangeID)
 }
 
 // onRange runs op on the range of s that holds obj, and again whenever the
@@ -365,10 +365,10 @@ func (n *Node) onRange(ctx context.Context, s *space, obj []byte, op func(r *rng
 // caught up with the split yet, it asks for the table and waits a little
 // first.
 func (n *Node) retryMoved(ctx context.Context, op func() error, stale func() bool) error {
-	deadline := time.Now().Add(forwardPatience)
+	deadline := n.cfg.Clock().Add(forwardPatience)
 	for attempt := 0; ; attempt++ {
 		err := op()
-		if wire.CodeOf(err) != wire.CodeRangeMoved || time.Now().After(deadline) {
+		if object.KindOf(err) != object.RangeMoved || n.cfg.Clock().After(deadline) {
 			return err
 		}
 		if stale() {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/meta"
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // waitSplit waits until space name has at least want ranges in the range
@@ -86,7 +86,7 @@ func tablesAgree(nodes []*Node, name string, ds []meta.RangeDesc) bool {
 func TestSplitBySize(t *testing.T) {
 	ctx := context.Background()
 	nodes := threeNodes(t, func(c *Config) { c.SplitSize, c.SplitLoad = 24<<10, -1 })
-	if _, err := nodes[0].CreateSpace(ctx, "big", wire.SpaceSettings{Ranges: 1}); err != nil {
+	if _, err := nodes[0].CreateSpace(ctx, "big", object.SpaceSettings{Ranges: 1}); err != nil {
 		t.Fatal(err)
 	}
 	rnd := rand.New(rand.NewPCG(1, 2))
@@ -152,7 +152,7 @@ func listAll(t *testing.T, n *Node, space string, limit uint32) []string {
 	var listed []string
 	after := ""
 	for {
-		res, err := n.List(context.Background(), &wire.ListRequest{Space: space, StartAfter: after, Limit: limit})
+		res, err := n.List(context.Background(), &object.ListRequest{Space: space, StartAfter: after, Limit: limit})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +168,7 @@ func listAll(t *testing.T, n *Node, space string, limit uint32) []string {
 
 func mustGet(t *testing.T, n *Node, space, key string) []byte {
 	t.Helper()
-	b, _, err := getCtx(context.Background(), n, wire.GetRequest{Space: space, Key: key})
+	b, _, err := getCtx(context.Background(), n, object.GetRequest{Space: space, Key: key})
 	if err != nil {
 		for _, x := range []*Node{n} {
 			x.mu.RLock()
@@ -193,7 +193,7 @@ func mustGet(t *testing.T, n *Node, space, key string) []byte {
 func TestSplitByLoad(t *testing.T) {
 	ctx := context.Background()
 	nodes := threeNodes(t, func(c *Config) { c.SplitSize, c.SplitLoad = -1, 30 })
-	if _, err := nodes[0].CreateSpace(ctx, "hot", wire.SpaceSettings{Ranges: 1}); err != nil {
+	if _, err := nodes[0].CreateSpace(ctx, "hot", object.SpaceSettings{Ranges: 1}); err != nil {
 		t.Fatal(err)
 	}
 	var ks []string
@@ -211,7 +211,7 @@ func TestSplitByLoad(t *testing.T) {
 			defer wg.Done()
 			for i := c; !stop.Load(); i++ {
 				k := ks[i%len(ks)]
-				b, _, err := getCtx(ctx, nodes[i%3], wire.GetRequest{Space: "hot", Key: k})
+				b, _, err := getCtx(ctx, nodes[i%3], object.GetRequest{Space: "hot", Key: k})
 				if err != nil || string(b) != k {
 					errs.Add(1)
 					t.Errorf("get %s: %q, %v", k, b, err)
@@ -236,7 +236,7 @@ func TestSplitByLoad(t *testing.T) {
 func TestSplitRecordedByRepair(t *testing.T) {
 	ctx := context.Background()
 	nodes := threeNodes(t, func(c *Config) { c.SplitSize, c.SplitLoad = -1, -1 })
-	if _, err := nodes[0].CreateSpace(ctx, "rec", wire.SpaceSettings{Ranges: 1}); err != nil {
+	if _, err := nodes[0].CreateSpace(ctx, "rec", object.SpaceSettings{Ranges: 1}); err != nil {
 		t.Fatal(err)
 	}
 	ks := []string{"!a", "5b", "Lc", "zd"}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 
+	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -25,7 +26,7 @@ func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
 		rep.Nodes = append(rep.Nodes, wire.ClusterNode{ID: nd.ID, Native: nd.Native, Peer: nd.Peer, HTTP: nd.HTTP,
 			Zone: nd.Zone, State: nd.State, Capacity: nd.Capacity, Started: nd.Started})
 	}
-	rep.Oracle, _ = n.oracleLeader(ctx) // 0 between terms
+	rep.Oracle, _ = n.tso.Leader(ctx) // 0 between terms
 	if ms, ok := n.meta.(membership); ok {
 		members, err := ms.Members(ctx)
 		if err != nil {
@@ -53,9 +54,7 @@ func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
 	}
 	for _, r := range ranges {
 		cr := wire.ClusterRange{ID: r.ID, Space: names[r.SpaceID], Start: r.Start, End: r.End, Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch}
-		if local := n.ranges.Replica(r.ID); local != nil {
-			cr.Leader = local.Status().Leader
-		}
+		cr.Leader = n.rangeLeader(r, nodes)
 		for _, id := range append(slices.Clone(r.Replicas), r.Learners...) {
 			if i, ok := index[id]; ok {
 				rep.Nodes[i].Replicas++
@@ -70,3 +69,23 @@ func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
 }
 
 var _ wire.ClusterService = (*Node)(nil)
+
+// rangeLeader is the node leading range r as this node knows it: its own
+// replica's raft state; else, for a range of one voter, that voter while
+// it is up (it leads itself); else the node last found holding the lease
+// (routing's hint); 0 if none is known.
+func (n *Node) rangeLeader(r meta.RangeDesc, nodes []meta.NodeInfo) uint64 {
+	if local := n.ranges.Replica(r.ID); local != nil {
+		return local.Status().Leader
+	}
+	if len(r.Replicas) == 1 {
+		if nd, ok := nodeByID(nodes, r.Replicas[0]); ok && nd.State == meta.NodeUp {
+			return nd.ID
+		}
+		return 0
+	}
+	if _, e := n.tableEntry(r.ID); e != nil {
+		return e.hint.Load()
+	}
+	return 0
+}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/meta"
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // randReader yields n deterministic pseudo-random bytes.
@@ -78,7 +78,7 @@ func TestLargeObjectBoundedMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	n.CreateSpace(ctx, "big", wire.SpaceSettings{})
+	n.CreateSpace(ctx, "big", object.SpaceSettings{})
 	runtime.GC()
 	var base runtime.MemStats
 	runtime.ReadMemStats(&base)
@@ -86,7 +86,7 @@ func TestLargeObjectBoundedMemory(t *testing.T) {
 	stop := heapPeak()
 	src := &randReader{r: rand.NewChaCha8([32]byte{1}), n: size}
 	h := chunk.NewHasher()
-	info, err := n.Put(ctx, &wire.PutRequest{Space: "big", Key: "obj", Size: size}, io.TeeReader(src, h))
+	info, err := n.Put(ctx, &object.PutRequest{Space: "big", Key: "obj", Size: size}, io.TeeReader(src, h))
 	putPeak := stop()
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestLargeObjectBoundedMemory(t *testing.T) {
 	}
 
 	stop = heapPeak()
-	_, rc, err := n.Get(ctx, &wire.GetRequest{Space: "big", Key: "obj", Length: -1})
+	_, rc, err := n.Get(ctx, &object.GetRequest{Space: "big", Key: "obj", Length: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

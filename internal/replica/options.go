@@ -46,7 +46,8 @@ type Options struct {
 	// lasts at most the difference. Default: 500ms, or half the election
 	// timeout if that is less.
 	MaxClockOffset time.Duration
-	// Clock returns the current time; it is read only for leases.
+	// Clock returns the current time: for leases and how long a read
+	// waits for one. The ticker and the timing stats use the wall clock.
 	// Default: time.Now.
 	Clock func() time.Time
 	// NewStateMachine makes the StateMachine of a replica the Store creates

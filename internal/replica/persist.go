@@ -3,7 +3,6 @@ package replica
 import (
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/raft/v3"
@@ -78,9 +77,9 @@ func (s *Store) writer() {
 		if j.sync {
 			opt = pebble.Sync
 		}
-		t := time.Now()
+		t := startWatch()
 		j.err = j.b.Commit(opt)
-		s.stats.persistNs.Add(int64(time.Since(t)))
+		s.stats.persistNs.Add(t.ns())
 		if j.sync && j.err == nil {
 			s.stats.syncs.Add(1)
 		}

@@ -1,8 +1,6 @@
 package replica
 
 import (
-	"time"
-
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 )
@@ -141,7 +139,7 @@ func (r *Replica) wake() {
 	r.quiesced, r.idle = false, 0
 	s := r.s
 	if r.isLeader {
-		r.wokeAt.Store(time.Now().UnixNano())
+		r.wokeAt.Store(s.opts.Clock().UnixNano())
 		r.maybeRenewLease(s.opts.Clock, true)
 	} else {
 		for range min(r.silentTicks(r.leader), uint64(s.opts.ElectionTicks)) {

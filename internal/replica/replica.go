@@ -382,12 +382,12 @@ func (r *Replica) AwaitRead(ctx context.Context) error {
 		return nil
 	}
 	if errors.Is(err, errNoLease) {
-		if !r.Status().Quiesced && time.Since(time.Unix(0, r.wokeAt.Load())) > r.s.opts.electionTimeout() {
+		if !r.Status().Quiesced && r.s.opts.Clock().Sub(time.Unix(0, r.wokeAt.Load())) > r.s.opts.electionTimeout() {
 			return err // not for want of a renewal: the lease lapsed awake
 		}
 		r.s.do(func() { r.wake() })
 	}
-	deadline := time.Now().Add(r.s.opts.electionTimeout())
+	deadline := r.s.opts.Clock().Add(r.s.opts.electionTimeout())
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -397,7 +397,7 @@ func (r *Replica) AwaitRead(ctx context.Context) error {
 		case <-t.C:
 		}
 		err = r.ReadReady()
-		if err == nil || !errors.Is(err, errNoLease) && !errors.Is(err, errApplying) || time.Now().After(deadline) {
+		if err == nil || !errors.Is(err, errNoLease) && !errors.Is(err, errApplying) || r.s.opts.Clock().After(deadline) {
 			return err
 		}
 	}

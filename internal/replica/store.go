@@ -563,8 +563,8 @@ func (s *Store) cycle(tick bool) error {
 	if len(rds) == 0 {
 		return s.startPersist()
 	}
-	start := time.Now()
-	defer func() { s.stats.cycleNs.Add(int64(time.Since(start))) }()
+	start := startWatch()
+	defer func() { s.stats.cycleNs.Add(start.ns()) }()
 	s.stats.cycles.Add(1)
 
 	// Install received snapshots first: the rest of the same Ready
@@ -625,11 +625,11 @@ func (s *Store) cycle(tick bool) error {
 			case raft.LocalAppendThread:
 				s.queueAppend(x.r, x.rn, &x.rd, m)
 			case raft.LocalApplyThread:
-				t := time.Now()
+				t := startWatch()
 				if err := x.r.apply(m.GetEntries()); err != nil {
 					return fmt.Errorf("replica: range %d: apply: %w", x.r.rangeID, err)
 				}
-				s.stats.applyNs.Add(int64(time.Since(t)))
+				s.stats.applyNs.Add(t.ns())
 				s.stats.applied.Add(uint64(len(m.GetEntries())))
 				if x.live() {
 					for _, resp := range m.GetResponses() {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 const (
@@ -206,7 +206,7 @@ func readXML(q *request, v any, limit int64) *apiError {
 
 // readXMLBytes is readXML's checked read of the document.
 func readXMLBytes(q *request, limit int64) ([]byte, *apiError) {
-	body, fault, e := putBody(q, &wire.PutRequest{})
+	body, fault, e := putBody(q, &object.PutRequest{})
 	if e != nil {
 		return nil, e
 	}
@@ -233,7 +233,7 @@ func (h *Handler) createBucket(q *request) {
 			"The specified location-constraint is not valid: this store's region is " + h.cfg.Region + "."})
 		return
 	}
-	if _, err := h.cfg.Service.CreateSpace(q.r.Context(), q.bucket, wire.SpaceSettings{}); err != nil {
+	if _, err := h.cfg.Service.CreateSpace(q.r.Context(), q.bucket, object.SpaceSettings{}); err != nil {
 		h.serviceError(q, err)
 		return
 	}
@@ -243,7 +243,7 @@ func (h *Handler) createBucket(q *request) {
 
 // exists fails q with NoSuchBucket unless the bucket exists.
 func (h *Handler) exists(q *request) bool {
-	_, err := h.cfg.Service.List(q.r.Context(), &wire.ListRequest{Space: q.bucket, Limit: 1})
+	_, err := h.cfg.Service.List(q.r.Context(), &object.ListRequest{Space: q.bucket, Limit: 1})
 	if err != nil {
 		h.serviceError(q, err)
 		return false
@@ -302,7 +302,7 @@ type listBucketResult struct {
 // listing is one page of a bucket listing: keys and common prefixes in key
 // order, at most max of them together.
 type listing struct {
-	objects   []wire.ObjectInfo
+	objects   []object.Info
 	prefixes  []string
 	truncated bool
 	next      string // where the next page starts after
@@ -365,14 +365,14 @@ func (h *Handler) list(q *request, lq listQuery, after string) (listing, error) 
 	n := 0
 	after = lq.startAfter(after)
 	for {
-		res, err := h.cfg.Service.List(q.r.Context(), &wire.ListRequest{
+		res, err := h.cfg.Service.List(q.r.Context(), &object.ListRequest{
 			Space: q.bucket, Prefix: lq.prefix, StartAfter: after, Limit: maxListKeys,
 		})
 		if err != nil {
 			return l, err
 		}
 		if l.objects == nil {
-			l.objects = make([]wire.ObjectInfo, 0, min(lq.max, len(res.Objects)))
+			l.objects = make([]object.Info, 0, min(lq.max, len(res.Objects)))
 		}
 		for _, o := range res.Objects {
 			if !strings.HasPrefix(o.Key, lq.prefix) || o.Key <= after {

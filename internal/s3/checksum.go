@@ -15,7 +15,7 @@ import (
 // body in a header, or names the algorithm in x-amz-trailer and sends the
 // digest after an aws-chunked body. Either way the body is checked against
 // it before the version commits, and the value is stored with the version
-// (wire.ObjectInfo.Headers) and returned by GET and HEAD when asked for
+// (object.Info.Headers) and returned by GET and HEAD when asked for
 // with x-amz-checksum-mode: ENABLED.
 
 const checksumPrefix = "x-amz-checksum-"

@@ -9,38 +9,38 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // CopyObject and UploadPartCopy compose the target from the source's
-// chunks (wire.ComposeService): no data is copied.
+// chunks (object.Composer): no data is copied.
 
 // copySource parses x-amz-copy-source ("/bucket/key" or "bucket/key",
 // URL-encoded, with an optional ?versionId=) and looks the source up,
 // checking the x-amz-copy-source-if-* conditions.
-func (h *Handler) copySource(q *request) (wire.ObjectInfo, *apiError) {
+func (h *Handler) copySource(q *request) (object.Info, *apiError) {
 	raw := q.r.Header.Get("X-Amz-Copy-Source")
 	path, query, _ := strings.Cut(raw, "?")
 	path, err := url.PathUnescape(strings.TrimPrefix(path, "/"))
 	bucket, key, ok := strings.Cut(path, "/")
 	if err != nil || !ok || bucket == "" || key == "" {
-		return wire.ObjectInfo{}, errInvalidArgument.with("Copy Source must mention the source bucket and key: sourcebucket/sourcekey.")
+		return object.Info{}, errInvalidArgument.with("Copy Source must mention the source bucket and key: sourcebucket/sourcekey.")
 	}
 	if !h.allowed(q, bucket, PermRead) {
-		return wire.ObjectInfo{}, errAccessDenied
+		return object.Info{}, errAccessDenied
 	}
 	var v uint64
 	if query != "" {
 		qv, err := url.ParseQuery(query)
 		if err != nil {
-			return wire.ObjectInfo{}, errInvalidArgument.with("The copy source's query is malformed.")
+			return object.Info{}, errInvalidArgument.with("The copy source's query is malformed.")
 		}
 		var e *apiError
 		if v, e = h.parseVersionID(q.r.Context(), bucket, key, qv.Get("versionId")); e != nil {
-			return wire.ObjectInfo{}, e
+			return object.Info{}, e
 		}
 	}
-	info, err := h.cfg.Service.Stat(q.r.Context(), &wire.GetRequest{Space: bucket, Key: key, Version: v, Length: -1})
+	info, err := h.cfg.Service.Stat(q.r.Context(), &object.GetRequest{Space: bucket, Key: key, Version: v, Length: -1})
 	if err != nil {
 		e := fromService(err)
 		if e == errNoSuchKey && v != 0 {
@@ -74,7 +74,7 @@ func (h *Handler) copyObject(q *request) {
 		q.fail(e)
 		return
 	}
-	req := &wire.PutRequest{Space: q.bucket, Key: q.key}
+	req := &object.PutRequest{Space: q.bucket, Key: q.key}
 	switch d := r.Header.Get("X-Amz-Metadata-Directive"); d {
 	case "", "COPY":
 		if src.Space == q.bucket && src.Key == q.key {
@@ -118,7 +118,7 @@ func (h *Handler) copyObject(q *request) {
 		q.fail(e)
 		return
 	}
-	info, e := h.compose(q, req, "", wire.ComposeSource{Space: src.Space, Key: src.Key, Version: src.Version, Length: -1})
+	info, e := h.compose(q, req, "", object.ComposeSource{Space: src.Space, Key: src.Key, Version: src.Version, Length: -1})
 	if e != nil {
 		q.fail(e)
 		return
@@ -145,7 +145,7 @@ func (h *Handler) uploadPartCopy(q *request, id string, n int, alg checksumAlg, 
 		q.fail(e)
 		return
 	}
-	cs := wire.ComposeSource{Space: src.Space, Key: src.Key, Version: src.Version, Length: -1}
+	cs := object.ComposeSource{Space: src.Space, Key: src.Key, Version: src.Version, Length: -1}
 	if s := q.r.Header.Get("X-Amz-Copy-Source-Range"); s != "" {
 		br, ok := parseRange(s)
 		off, length, fits := br.resolve(src.Size)
@@ -155,7 +155,7 @@ func (h *Handler) uploadPartCopy(q *request, id string, n int, alg checksumAlg, 
 		}
 		cs.Offset, cs.Length = off, length
 	}
-	req := &wire.PutRequest{Space: q.bucket, Key: partKey(id, n)}
+	req := &object.PutRequest{Space: q.bucket, Key: partKey(id, n)}
 	var sum string
 	if sums {
 		var e *apiError
@@ -183,8 +183,8 @@ func (h *Handler) uploadPartCopy(q *request, id string, n int, alg checksumAlg, 
 }
 
 // checksumOf reads the source's bytes and returns their checksum.
-func (h *Handler) checksumOf(q *request, alg checksumAlg, cs wire.ComposeSource) (string, *apiError) {
-	_, rc, err := h.cfg.Service.Get(sysCtx(q), &wire.GetRequest{Space: cs.Space, Key: cs.Key, Version: cs.Version, Offset: cs.Offset, Length: cs.Length})
+func (h *Handler) checksumOf(q *request, alg checksumAlg, cs object.ComposeSource) (string, *apiError) {
+	_, rc, err := h.cfg.Service.Get(sysCtx(q), &object.GetRequest{Space: cs.Space, Key: cs.Key, Version: cs.Version, Offset: cs.Offset, Length: cs.Length})
 	if err != nil {
 		return "", fromService(err)
 	}
@@ -199,10 +199,10 @@ func (h *Handler) checksumOf(q *request, alg checksumAlg, cs wire.ComposeSource)
 // compose writes req from the sources, with etag ("": the MD5 of the
 // content). The context allows system keys: parts are sources and
 // targets; client keys were checked to be UTF-8 when routed.
-func (h *Handler) compose(q *request, req *wire.PutRequest, etag string, sources ...wire.ComposeSource) (wire.ObjectInfo, *apiError) {
-	cs, ok := h.cfg.Service.(wire.ComposeService)
+func (h *Handler) compose(q *request, req *object.PutRequest, etag string, sources ...object.ComposeSource) (object.Info, *apiError) {
+	cs, ok := h.cfg.Service.(object.Composer)
 	if !ok {
-		return wire.ObjectInfo{}, errNotImplemented.with("Copying and multipart uploads are not implemented by this service.")
+		return object.Info{}, errNotImplemented.with("Copying and multipart uploads are not implemented by this service.")
 	}
 	info, err := cs.Compose(sysCtx(q), req, etag, sources)
 	if err != nil {

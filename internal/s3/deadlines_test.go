@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/cairn-db/cairn/internal/node"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -70,7 +71,7 @@ func TestHTTPDeadlines(t *testing.T) {
 	if !closedWithin(nc, 3*time.Second) {
 		t.Fatal("a stalled upload's connection stayed open")
 	}
-	if _, err := n.Stat(ctx, &wire.GetRequest{Space: "slow", Key: "stalled", Length: -1}); wire.CodeOf(err) != wire.CodeNotFound {
+	if _, err := n.Stat(ctx, &object.GetRequest{Space: "slow", Key: "stalled", Length: -1}); object.KindOf(err) != object.NotFound {
 		t.Fatalf("a cut-off upload was stored: %v", err)
 	}
 
@@ -91,7 +92,7 @@ func TestHTTPDeadlines(t *testing.T) {
 	if !closedWithin(nc, 3*time.Second) {
 		t.Fatal("an idle keep-alive connection stayed open")
 	}
-	if info, err := n.Stat(ctx, &wire.GetRequest{Space: "slow", Key: "steady", Length: -1}); err != nil || info.Size != size {
+	if info, err := n.Stat(ctx, &object.GetRequest{Space: "slow", Key: "steady", Length: -1}); err != nil || info.Size != size {
 		t.Fatalf("the steady upload: %+v %v", info, err)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // apiError is an S3 error: the code clients switch on, its HTTP status and
@@ -67,39 +67,45 @@ func fromService(err error) *apiError {
 	if errors.As(err, &ae) {
 		return ae
 	}
-	var we *wire.Error
-	if !errors.As(err, &we) {
-		return errInternal
-	}
-	switch we.Code {
-	case wire.CodeNotFound, wire.CodeDeleted:
+	msg := serviceMessage(err)
+	switch object.KindOf(err) {
+	case object.NotFound, object.Deleted:
 		return errNoSuchKey
-	case wire.CodeSpaceNotFound:
+	case object.SpaceNotFound:
 		return errNoSuchBucket
-	case wire.CodeSpaceExists:
+	case object.SpaceExists:
 		return errBucketExists
-	case wire.CodeSpaceNotEmpty:
+	case object.SpaceNotEmpty:
 		return errBucketNotEmpty
-	case wire.CodeBadSpaceName:
-		return errInvalidBucketName.with(we.Message)
-	case wire.CodeKeyTooLong:
+	case object.BadSpaceName:
+		return errInvalidBucketName.with(msg)
+	case object.KeyTooLong:
 		return errKeyTooLong
-	case wire.CodePreconditionFailed:
+	case object.PreconditionFailed:
 		return errPreconditionFailed
-	case wire.CodeTruncated:
+	case object.Truncated:
 		return errIncompleteBody
-	case wire.CodeTooLarge:
-		return errEntityTooLarge.with(we.Message)
-	case wire.CodeInvalidArgument, wire.CodeMalformed:
-		return errInvalidArgument.with(we.Message)
-	case wire.CodeInvalidRange:
+	case object.TooLarge:
+		return errEntityTooLarge.with(msg)
+	case object.InvalidArgument, object.Malformed:
+		return errInvalidArgument.with(msg)
+	case object.InvalidRange:
 		return errInvalidRange
-	case wire.CodeNotLeader, wire.CodeUnavailable, wire.CodeRangeMoved:
-		return errServiceUnavailable.with(we.Message)
-	case wire.CodeCanceled:
+	case object.NotLeader, object.Unavailable, object.RangeMoved:
+		return errServiceUnavailable.with(msg)
+	case object.Canceled:
 		return errRequestTimeout
 	}
 	return errInternal
+}
+
+// serviceMessage is the message of err's *object.Error, or err's text.
+func serviceMessage(err error) string {
+	var oe *object.Error
+	if errors.As(err, &oe) {
+		return oe.Message
+	}
+	return err.Error()
 }
 
 // errorBody is S3's error document.

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // A bucket's lifecycle configuration maps onto its space's retention,
@@ -61,8 +61,8 @@ const maxLifecycleDays = 100_000
 var errNoSuchLifecycle = &apiError{"NoSuchLifecycleConfiguration", http.StatusNotFound, "The lifecycle configuration does not exist."}
 
 // retentionOfLifecycle is the space retention a configuration asks for.
-func retentionOfLifecycle(c *lifecycleConfiguration) (wire.SpaceSettings, *apiError) {
-	set := wire.SpaceSettings{Retention: "all"}
+func retentionOfLifecycle(c *lifecycleConfiguration) (object.SpaceSettings, *apiError) {
+	set := object.SpaceSettings{Retention: "all"}
 	expiring := 0
 	for _, r := range c.Rules {
 		switch {
@@ -83,7 +83,7 @@ func retentionOfLifecycle(c *lifecycleConfiguration) (wire.SpaceSettings, *apiEr
 				return set, errInvalidArgument.with("NoncurrentDays must be a positive integer of at most " + strconv.Itoa(maxLifecycleDays) + ".")
 			}
 			expiring++
-			set = wire.SpaceSettings{Retention: "duration", KeepForSeconds: uint64(days) * 86400}
+			set = object.SpaceSettings{Retention: "duration", KeepForSeconds: uint64(days) * 86400}
 		case r.AbortIncompleteMultipartUpload == nil:
 			return set, errMalformedXML.with("A rule needs an action.")
 		}
@@ -95,17 +95,17 @@ func retentionOfLifecycle(c *lifecycleConfiguration) (wire.SpaceSettings, *apiEr
 }
 
 // spaceSettings returns the settings of the space named bucket.
-func (h *Handler) spaceSettings(ctx context.Context, bucket string) (wire.SpaceSettings, error) {
+func (h *Handler) spaceSettings(ctx context.Context, bucket string) (object.SpaceSettings, error) {
 	spaces, err := h.cfg.Service.ListSpaces(ctx)
 	if err != nil {
-		return wire.SpaceSettings{}, err
+		return object.SpaceSettings{}, err
 	}
 	for _, sp := range spaces {
 		if sp.Name == bucket {
 			return sp.Settings, nil
 		}
 	}
-	return wire.SpaceSettings{}, wire.Errorf(wire.CodeSpaceNotFound, "space %q does not exist", bucket)
+	return object.SpaceSettings{}, object.Errorf(object.SpaceNotFound, "space %q does not exist", bucket)
 }
 
 // bucketLifecycle serves GET, PUT and DELETE ?lifecycle on a bucket.
@@ -114,15 +114,15 @@ func (h *Handler) bucketLifecycle(q *request) {
 		return
 	}
 	ctx := sysCtx(q)
-	rs, ok := h.cfg.Service.(wire.RetentionService)
+	rs, ok := h.cfg.Service.(object.RetentionSetter)
 	if !ok {
 		notImplemented(q, "bucket lifecycle")
 		return
 	}
 	switch q.r.Method {
 	case http.MethodGet:
-		info, rc, err := h.cfg.Service.Get(ctx, &wire.GetRequest{Space: q.bucket, Key: bucketLifecycleKey, Length: -1})
-		if wire.CodeOf(err) == wire.CodeNotFound {
+		info, rc, err := h.cfg.Service.Get(ctx, &object.GetRequest{Space: q.bucket, Key: bucketLifecycleKey, Length: -1})
+		if object.KindOf(err) == object.NotFound {
 			q.fail(errNoSuchLifecycle)
 			return
 		}
@@ -165,7 +165,7 @@ func (h *Handler) bucketLifecycle(q *request) {
 			h.serviceError(q, err)
 			return
 		}
-		if _, err := h.cfg.Service.Put(ctx, &wire.PutRequest{Space: q.bucket, Key: bucketLifecycleKey, Size: int64(len(raw)),
+		if _, err := h.cfg.Service.Put(ctx, &object.PutRequest{Space: q.bucket, Key: bucketLifecycleKey, Size: int64(len(raw)),
 			ContentType: "application/xml"}, bytes.NewReader(raw)); err != nil {
 			if _, rerr := rs.SetRetention(ctx, q.bucket, prev); rerr != nil {
 				h.cfg.Logger.Error("s3: lifecycle document not kept and the earlier retention not restored", "bucket", q.bucket, "err", rerr)
@@ -175,11 +175,11 @@ func (h *Handler) bucketLifecycle(q *request) {
 		}
 		q.w.WriteHeader(http.StatusOK)
 	case http.MethodDelete:
-		if _, err := rs.SetRetention(ctx, q.bucket, wire.SpaceSettings{Retention: "all"}); err != nil {
+		if _, err := rs.SetRetention(ctx, q.bucket, object.SpaceSettings{Retention: "all"}); err != nil {
 			h.serviceError(q, err)
 			return
 		}
-		if _, err := h.cfg.Service.Delete(ctx, &wire.DeleteRequest{Space: q.bucket, Key: bucketLifecycleKey}); err != nil && wire.CodeOf(err) != wire.CodeNotFound {
+		if _, err := h.cfg.Service.Delete(ctx, &object.DeleteRequest{Space: q.bucket, Key: bucketLifecycleKey}); err != nil && object.KindOf(err) != object.NotFound {
 			h.serviceError(q, err)
 			return
 		}

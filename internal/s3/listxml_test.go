@@ -15,8 +15,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/tstamp"
-	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // trickyKeys are keys whose escaping in a listing can go wrong.
@@ -114,11 +114,11 @@ func TestAppendISOTime(t *testing.T) {
 // listService answers List from a fixed set of versions, sorted by key
 // and newest first within one; the other methods are not implemented.
 type listService struct {
-	wire.Service
-	versions []wire.ObjectInfo
+	object.Service
+	versions []object.Info
 }
 
-func (s *listService) List(_ context.Context, req *wire.ListRequest) (wire.ListResult, error) {
+func (s *listService) List(_ context.Context, req *object.ListRequest) (object.ListResult, error) {
 	i := sort.Search(len(s.versions), func(i int) bool {
 		o := &s.versions[i]
 		if req.AllVersions && req.AfterVersion != 0 && o.Key == req.StartAfter {
@@ -126,7 +126,7 @@ func (s *listService) List(_ context.Context, req *wire.ListRequest) (wire.ListR
 		}
 		return o.Key > req.StartAfter
 	})
-	res := wire.ListResult{Objects: make([]wire.ObjectInfo, 0, min(int(req.Limit), len(s.versions)-i))}
+	res := object.ListResult{Objects: make([]object.Info, 0, min(int(req.Limit), len(s.versions)-i))}
 	for ; i < len(s.versions); i++ {
 		o := s.versions[i]
 		if !strings.HasPrefix(o.Key, req.Prefix) {
@@ -160,10 +160,10 @@ func listHandler(keys []string, now time.Time) *Handler {
 			continue
 		}
 		v := tstamp.Make(now.Add(-time.Duration(i)*time.Second).UnixMilli(), 0)
-		svc.versions = append(svc.versions, wire.ObjectInfo{Key: key, Version: v, Size: 1024,
+		svc.versions = append(svc.versions, object.Info{Key: key, Version: v, Size: 1024,
 			ETag: "9b2cf535f27731c974343645a3985328", Modified: tstamp.Time(v).UnixNano()})
 		if i%2 == 0 {
-			svc.versions = append(svc.versions, wire.ObjectInfo{Key: key, Version: v - 1, DeleteMarker: true,
+			svc.versions = append(svc.versions, object.Info{Key: key, Version: v - 1, DeleteMarker: true,
 				Modified: tstamp.Time(v - 1).UnixNano()})
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // Multipart uploads.
@@ -27,14 +27,14 @@ import (
 // (uploadKeyHeader). Each part is a version under partPrefix+ID/NNNNN,
 // stored as any object is (chunked, replicated, its checksum verified).
 // Complete composes the object from the parts' exact versions
-// (wire.ComposeService), so the parts' chunks become its manifest and no
+// (object.Composer), so the parts' chunks become its manifest and no
 // data is copied; then it removes the upload and its parts. System keys
 // are not valid UTF-8, so no client key can name them, and listings leave
 // them out. Uploads older than the expiry are aborted by SweepUploads.
 
 const (
-	mpuPrefix  = wire.SystemKeyPrefix + "mpu/" // upload records
-	partPrefix = wire.SystemKeyPrefix + "mpp/" // parts
+	mpuPrefix  = object.SystemKeyPrefix + "mpu/" // upload records
+	partPrefix = object.SystemKeyPrefix + "mpp/" // parts
 
 	maxParts    = 10000
 	minPartSize = 5 << 20
@@ -51,7 +51,7 @@ const (
 
 func uploadKey(id string) string        { return mpuPrefix + id }
 func partKey(id string, n int) string   { return partPrefix + id + "/" + fmt.Sprintf("%05d", n) }
-func sysCtx(q *request) context.Context { return wire.WithSystemKeys(q.r.Context()) }
+func sysCtx(q *request) context.Context { return object.WithSystemKeys(q.r.Context()) }
 func validUploadID(id string) bool {
 	_, err := hex.DecodeString(id)
 	return err == nil && len(id) == 32
@@ -101,13 +101,13 @@ func (h *Handler) createUpload(q *request) {
 
 // upload finds the upload of the request's uploadId, which must be for
 // the request's key.
-func (h *Handler) upload(q *request) (id string, info wire.ObjectInfo, e *apiError) {
+func (h *Handler) upload(q *request) (id string, info object.Info, e *apiError) {
 	id = q.query.Get("uploadId")
 	if !validUploadID(id) {
 		return "", info, errNoSuchUpload
 	}
-	info, err := h.cfg.Service.Stat(sysCtx(q), &wire.GetRequest{Space: q.bucket, Key: uploadKey(id), Length: -1})
-	if wire.CodeOf(err) == wire.CodeNotFound {
+	info, err := h.cfg.Service.Stat(sysCtx(q), &object.GetRequest{Space: q.bucket, Key: uploadKey(id), Length: -1})
+	if object.KindOf(err) == object.NotFound {
 		return "", info, errNoSuchUpload
 	}
 	if err != nil {
@@ -148,7 +148,7 @@ func (h *Handler) uploadPart(q *request) {
 		q.fail(errInvalidRequest.with("The upload was created with the " + strings.ToUpper(alg.name) + " checksum algorithm: every part must carry its " + alg.header() + " checksum."))
 		return
 	}
-	info, ok := h.store(sysCtx(q), q, &wire.PutRequest{Space: q.bucket, Key: partKey(id, n)})
+	info, ok := h.store(sysCtx(q), q, &object.PutRequest{Space: q.bucket, Key: partKey(id, n)})
 	if !ok {
 		return
 	}
@@ -159,16 +159,16 @@ func (h *Handler) uploadPart(q *request) {
 }
 
 // uploadParts lists an upload's parts in part number order.
-func (h *Handler) uploadParts(ctx context.Context, bucket, id string) ([]wire.ObjectInfo, error) {
+func (h *Handler) uploadParts(ctx context.Context, bucket, id string) ([]object.Info, error) {
 	return h.listAll(ctx, bucket, partPrefix+id+"/")
 }
 
 // listAll lists every live key of bucket under prefix, page by page.
-func (h *Handler) listAll(ctx context.Context, bucket, prefix string) ([]wire.ObjectInfo, error) {
-	var out []wire.ObjectInfo
+func (h *Handler) listAll(ctx context.Context, bucket, prefix string) ([]object.Info, error) {
+	var out []object.Info
 	after := ""
 	for {
-		l, err := h.cfg.Service.List(ctx, &wire.ListRequest{Space: bucket, Prefix: prefix, StartAfter: after, Limit: 1000})
+		l, err := h.cfg.Service.List(ctx, &object.ListRequest{Space: bucket, Prefix: prefix, StartAfter: after, Limit: 1000})
 		if err != nil {
 			return nil, err
 		}
@@ -224,7 +224,7 @@ func (h *Handler) completeUpload(q *request) {
 		h.serviceError(q, err)
 		return
 	}
-	byNumber := map[int]wire.ObjectInfo{}
+	byNumber := map[int]object.Info{}
 	for _, p := range stored {
 		if n, err := partNumberOf(p.Key); err == nil {
 			byNumber[n] = p
@@ -232,7 +232,7 @@ func (h *Handler) completeUpload(q *request) {
 	}
 	alg, sums := uploadAlg(up.Headers)
 	var digests [][]byte
-	sources := make([]wire.ComposeSource, 0, len(doc.Parts))
+	sources := make([]object.ComposeSource, 0, len(doc.Parts))
 	sizes := make([]int64, 0, len(doc.Parts))
 	md := md5.New()
 	for i, p := range doc.Parts {
@@ -261,7 +261,7 @@ func (h *Handler) completeUpload(q *request) {
 		}
 		sum, _ := hex.DecodeString(sp.ETag)
 		md.Write(sum)
-		sources = append(sources, wire.ComposeSource{Space: q.bucket, Key: sp.Key, Version: sp.Version, Length: -1})
+		sources = append(sources, object.ComposeSource{Space: q.bucket, Key: sp.Key, Version: sp.Version, Length: -1})
 		sizes = append(sizes, sp.Size)
 	}
 	for i, size := range sizes[:len(sizes)-1] {
@@ -287,7 +287,7 @@ func (h *Handler) completeUpload(q *request) {
 		return
 	}
 	etag := hex.EncodeToString(md.Sum(nil)) + "-" + strconv.Itoa(len(doc.Parts))
-	req := &wire.PutRequest{Space: q.bucket, Key: q.key, ContentType: up.ContentType, Meta: up.Meta, Headers: headers, Tags: up.Tags}
+	req := &object.PutRequest{Space: q.bucket, Key: q.key, ContentType: up.ContentType, Meta: up.Meta, Headers: headers, Tags: up.Tags}
 	if !h.writeConditions(q, req) {
 		return
 	}
@@ -325,13 +325,13 @@ func (h *Handler) completeUpload(q *request) {
 // removeUpload deletes an upload's record and parts (their exact
 // versions: nothing is left behind). Failures are logged: the sweep
 // removes what is left.
-func (h *Handler) removeUpload(ctx context.Context, bucket, id string, version uint64, parts []wire.ObjectInfo) {
+func (h *Handler) removeUpload(ctx context.Context, bucket, id string, version uint64, parts []object.Info) {
 	for _, p := range parts {
-		if _, err := h.cfg.Service.Delete(ctx, &wire.DeleteRequest{Space: bucket, Key: p.Key, Version: p.Version}); err != nil && wire.CodeOf(err) != wire.CodeNotFound {
+		if _, err := h.cfg.Service.Delete(ctx, &object.DeleteRequest{Space: bucket, Key: p.Key, Version: p.Version}); err != nil && object.KindOf(err) != object.NotFound {
 			h.cfg.Logger.Warn("s3: removing a part", "bucket", bucket, "upload", id, "err", err)
 		}
 	}
-	if _, err := h.cfg.Service.Delete(ctx, &wire.DeleteRequest{Space: bucket, Key: uploadKey(id), Version: version}); err != nil && wire.CodeOf(err) != wire.CodeNotFound {
+	if _, err := h.cfg.Service.Delete(ctx, &object.DeleteRequest{Space: bucket, Key: uploadKey(id), Version: version}); err != nil && object.KindOf(err) != object.NotFound {
 		h.cfg.Logger.Warn("s3: removing an upload", "bucket", bucket, "upload", id, "err", err)
 	}
 }
@@ -494,7 +494,7 @@ func (h *Handler) listUploads(q *request) {
 
 // uploadAfter reports whether upload u (id) comes after the upload
 // idMarker of the same key in ups' order.
-func uploadAfter(u wire.ObjectInfo, id string, ups []wire.ObjectInfo, idMarker string) bool {
+func uploadAfter(u object.Info, id string, ups []object.Info, idMarker string) bool {
 	for _, o := range ups {
 		if strings.TrimPrefix(o.Key, mpuPrefix) == idMarker {
 			return u.Modified > o.Modified || (u.Modified == o.Modified && id > idMarker)
@@ -504,12 +504,12 @@ func uploadAfter(u wire.ObjectInfo, id string, ups []wire.ObjectInfo, idMarker s
 }
 
 // allUploads lists a bucket's uploads in key order, then by start time.
-func (h *Handler) allUploads(ctx context.Context, bucket string) ([]wire.ObjectInfo, error) {
+func (h *Handler) allUploads(ctx context.Context, bucket string) ([]object.Info, error) {
 	ups, err := h.listAll(ctx, bucket, mpuPrefix)
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(ups, func(a, b wire.ObjectInfo) int {
+	slices.SortFunc(ups, func(a, b object.Info) int {
 		return cmp.Or(strings.Compare(a.Headers[uploadKeyHeader], b.Headers[uploadKeyHeader]),
 			cmp.Compare(a.Modified, b.Modified), strings.Compare(a.Key, b.Key))
 	})
@@ -520,7 +520,7 @@ func (h *Handler) allUploads(ctx context.Context, bucket string) ([]wire.ObjectI
 // before, and removes parts whose upload is gone (a part written while its
 // upload was aborted). It returns how many uploads it aborted.
 func (h *Handler) SweepUploads(ctx context.Context, before time.Time) (int, error) {
-	ctx = wire.WithSystemKeys(ctx)
+	ctx = object.WithSystemKeys(ctx)
 	spaces, err := h.cfg.Service.ListSpaces(ctx)
 	if err != nil {
 		return 0, err
@@ -558,7 +558,7 @@ func (h *Handler) SweepUploads(ctx context.Context, before time.Time) (int, erro
 		for _, p := range parts {
 			id, _, _ := strings.Cut(strings.TrimPrefix(p.Key, partPrefix), "/")
 			if !live[id] && time.Unix(0, p.Modified).Before(before) {
-				_, _ = h.cfg.Service.Delete(ctx, &wire.DeleteRequest{Space: sp.Name, Key: p.Key, Version: p.Version})
+				_, _ = h.cfg.Service.Delete(ctx, &object.DeleteRequest{Space: sp.Name, Key: p.Key, Version: p.Version})
 			}
 		}
 	}

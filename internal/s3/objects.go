@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/xml"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -16,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 const metaPrefix = "x-amz-meta-"
@@ -117,9 +116,9 @@ func (h *Handler) putObject(q *request) {
 // objectRequest is a write of key with what the request's headers say of
 // the object: its content type (S3's default when none), x-amz-meta-*,
 // the content headers S3 keeps, and x-amz-tagging.
-func objectRequest(q *request, key string) (*wire.PutRequest, *apiError) {
+func objectRequest(q *request, key string) (*object.PutRequest, *apiError) {
 	h := q.r.Header
-	req := &wire.PutRequest{Space: q.bucket, Key: key, ContentType: h.Get("Content-Type"), Meta: userMeta(h), Headers: contentHeaders(h)}
+	req := &object.PutRequest{Space: q.bucket, Key: key, ContentType: h.Get("Content-Type"), Meta: userMeta(h), Headers: contentHeaders(h)}
 	if req.ContentType == "" {
 		req.ContentType = "binary/octet-stream"
 	}
@@ -134,7 +133,7 @@ func objectRequest(q *request, key string) (*wire.PutRequest, *apiError) {
 // version whose ETag matched now, so a write that lands in between fails
 // the PUT with 412 as a mismatch would. S3 takes no other If-None-Match on
 // a write. It answers a failure itself.
-func (h *Handler) writeConditions(q *request, req *wire.PutRequest) bool {
+func (h *Handler) writeConditions(q *request, req *object.PutRequest) bool {
 	im, inm := q.r.Header.Get("If-Match"), q.r.Header.Get("If-None-Match")
 	switch {
 	case inm == "*":
@@ -146,7 +145,7 @@ func (h *Handler) writeConditions(q *request, req *wire.PutRequest) bool {
 	if im == "" {
 		return true
 	}
-	info, err := h.cfg.Service.Stat(q.r.Context(), &wire.GetRequest{Space: req.Space, Key: req.Key, Length: -1})
+	info, err := h.cfg.Service.Stat(q.r.Context(), &object.GetRequest{Space: req.Space, Key: req.Key, Length: -1})
 	if err != nil {
 		h.serviceError(q, err) // a missing key is NoSuchKey, as S3 answers
 		return false
@@ -162,11 +161,11 @@ func (h *Handler) writeConditions(q *request, req *wire.PutRequest) bool {
 // store writes req with the request's body, read through putBody's
 // checks. It answers a failure itself: a failed check with its own S3
 // error, not the service's account of the short body.
-func (h *Handler) store(ctx context.Context, q *request, req *wire.PutRequest) (wire.ObjectInfo, bool) {
+func (h *Handler) store(ctx context.Context, q *request, req *object.PutRequest) (object.Info, bool) {
 	body, fault, e := putBody(q, req)
 	if e != nil {
 		q.fail(e)
-		return wire.ObjectInfo{}, false
+		return object.Info{}, false
 	}
 	info, err := h.cfg.Service.Put(ctx, req, body)
 	switch {
@@ -184,7 +183,7 @@ func (h *Handler) store(ctx context.Context, q *request, req *wire.PutRequest) (
 // sets req.Size, and records the verified checksum in req.Headers (a
 // trailing one once the body is read: Put takes Headers after the body).
 // The readers report a failed check in the returned fault.
-func putBody(q *request, req *wire.PutRequest) (io.Reader, *bodyFault, *apiError) {
+func putBody(q *request, req *object.PutRequest) (io.Reader, *bodyFault, *apiError) {
 	r, payload := q.r, q.auth.payload
 	fault := &bodyFault{}
 	signed, trailer, chunked := streaming(payload)
@@ -380,7 +379,7 @@ func (br byteRange) resolve(size int64) (off, n int64, ok bool) {
 
 // checkConditions evaluates the conditional headers of a GET or HEAD
 // against the version info (RFC 9110 §13.2.2 order, as S3 does).
-func checkConditions(r *http.Request, info wire.ObjectInfo) *apiError {
+func checkConditions(r *http.Request, info object.Info) *apiError {
 	etag := `"` + info.ETag + `"`
 	mod := time.Unix(0, info.Modified).Truncate(time.Second)
 	matches := func(list string) bool {
@@ -420,7 +419,7 @@ func (h *Handler) getObject(q *request) {
 		return
 	}
 	ctx := r.Context()
-	req := &wire.GetRequest{Space: q.bucket, Key: q.key, Version: v, Length: -1}
+	req := &object.GetRequest{Space: q.bucket, Key: q.key, Version: v, Length: -1}
 	br, ranged := parseRange(r.Header.Get("Range"))
 	part := 0
 	if s := q.query.Get("partNumber"); s != "" {
@@ -435,7 +434,7 @@ func (h *Handler) getObject(q *request) {
 	}
 	// A whole-object GET opens the body in the same lookup; HEAD and
 	// ranged GETs need the size (and the conditions) first.
-	var info wire.ObjectInfo
+	var info object.Info
 	var rc io.ReadCloser
 	var err error
 	if r.Method == http.MethodGet && !ranged && part == 0 {
@@ -524,24 +523,21 @@ func (h *Handler) getObject(q *request) {
 
 // objectError answers a failed read of a key or one of its versions.
 func (h *Handler) objectError(q *request, v uint64, err error) {
-	var we *wire.Error
-	if errors.As(err, &we) {
-		switch {
-		case we.Code == wire.CodeDeleted:
-			q.w.Header().Set("x-amz-delete-marker", "true")
-			if v != 0 {
-				q.fail(errMethodNotAllowed)
-				return
-			}
-		case we.Code == wire.CodeNotFound && v != 0:
-			q.fail(errNoSuchVersion)
+	switch k := object.KindOf(err); {
+	case k == object.Deleted:
+		q.w.Header().Set("x-amz-delete-marker", "true")
+		if v != 0 {
+			q.fail(errMethodNotAllowed)
 			return
 		}
+	case k == object.NotFound && v != 0:
+		q.fail(errNoSuchVersion)
+		return
 	}
 	h.serviceError(q, err)
 }
 
-func setObjectHeaders(hd http.Header, info wire.ObjectInfo) {
+func setObjectHeaders(hd http.Header, info object.Info) {
 	hd.Set("ETag", `"`+info.ETag+`"`)
 	hd.Set("Last-Modified", time.Unix(0, info.Modified).UTC().Format(http.TimeFormat))
 	hd.Set("Accept-Ranges", "bytes")
@@ -573,9 +569,8 @@ func (h *Handler) deleteObject(q *request) {
 		return
 	}
 	info, err := h.deleteKey(q.r.Context(), q.bucket, q.key, v)
-	var we *wire.Error
 	switch {
-	case errors.As(err, &we) && we.Code == wire.CodeNotFound:
+	case object.KindOf(err) == object.NotFound:
 		// S3 answers a delete of what is not there as done.
 	case err != nil:
 		h.serviceError(q, err)
@@ -594,16 +589,16 @@ func (h *Handler) deleteObject(q *request) {
 // deleteKey deletes version v of key or, when v is 0, writes a delete
 // marker: in a bucket whose versioning is suspended, the key's null
 // version, replacing the one before.
-func (h *Handler) deleteKey(ctx context.Context, bucket, key string, v uint64) (wire.ObjectInfo, error) {
-	req := &wire.DeleteRequest{Space: bucket, Key: key, Version: v}
+func (h *Handler) deleteKey(ctx context.Context, bucket, key string, v uint64) (object.Info, error) {
+	req := &object.DeleteRequest{Space: bucket, Key: key, Version: v}
 	if v != 0 {
 		return h.cfg.Service.Delete(ctx, req)
 	}
 	status, err := h.versioning(ctx, bucket)
 	if err != nil {
-		return wire.ObjectInfo{}, err
+		return object.Info{}, err
 	}
-	ms, ok := h.cfg.Service.(wire.MarkerService)
+	ms, ok := h.cfg.Service.(object.MarkedDeleter)
 	if status != versioningSuspended || !ok {
 		return h.cfg.Service.Delete(ctx, req)
 	}
@@ -670,7 +665,7 @@ func (h *Handler) deleteObjects(q *request) {
 			continue
 		}
 		info, err := h.deleteKey(q.r.Context(), q.bucket, o.Key, v)
-		if err != nil && wire.CodeOf(err) != wire.CodeNotFound {
+		if err != nil && object.KindOf(err) != object.NotFound {
 			e := fromService(err)
 			out.Errors = append(out.Errors, failed{o.Key, o.VersionID, e.Code, e.Message})
 			continue

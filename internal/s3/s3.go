@@ -14,15 +14,14 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/cairn-db/cairn/internal/wire"
-
 	cairnauth "github.com/cairn-db/cairn/internal/auth"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // Config configures a Handler.
 type Config struct {
 	// Service is the object store the API runs on.
-	Service wire.Service
+	Service object.Service
 	// Credentials verifies signatures.
 	Credentials Credentials
 	// Region is what GetBucketLocation reports and the region a request's

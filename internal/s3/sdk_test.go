@@ -21,7 +21,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/cairn-db/cairn/internal/node"
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 const (
@@ -375,7 +375,7 @@ func TestCredentialRegion(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "AuthorizationQueryParametersError") {
 		t.Fatalf("presigned PUT for us-east-1: %d %s", resp.StatusCode, body)
 	}
-	if _, err := n.Stat(ctx, &wire.GetRequest{Space: "regional", Key: "k", Length: -1}); wire.CodeOf(err) != wire.CodeNotFound {
+	if _, err := n.Stat(ctx, &object.GetRequest{Space: "regional", Key: "k", Length: -1}); object.KindOf(err) != object.NotFound {
 		t.Fatalf("after the refused PUTs the key is there: %v", err)
 	}
 	loc, err := elsewhere.GetBucketLocation(ctx, &s3.GetBucketLocationInput{Bucket: aws.String("regional")})

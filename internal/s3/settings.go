@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // Bucket settings Cairn does not keep. Clients read them (s3cmd info,
@@ -186,7 +186,7 @@ func (h *Handler) putACL(q *request) {
 		return
 	}
 	if q.key != "" {
-		if _, err := h.cfg.Service.Stat(q.r.Context(), &wire.GetRequest{Space: q.bucket, Key: q.key, Length: -1}); err != nil {
+		if _, err := h.cfg.Service.Stat(q.r.Context(), &object.GetRequest{Space: q.bucket, Key: q.key, Length: -1}); err != nil {
 			h.serviceError(q, err)
 			return
 		}
@@ -205,7 +205,7 @@ func (h *Handler) objectACL(q *request) {
 			q.fail(e)
 			return
 		}
-		if _, err := h.cfg.Service.Stat(q.r.Context(), &wire.GetRequest{Space: q.bucket, Key: q.key, Version: v, Length: -1}); err != nil {
+		if _, err := h.cfg.Service.Stat(q.r.Context(), &object.GetRequest{Space: q.bucket, Key: q.key, Version: v, Length: -1}); err != nil {
 			h.objectError(q, v, err)
 			return
 		}

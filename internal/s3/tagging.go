@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // S3's tag limits.
@@ -107,7 +107,7 @@ func (h *Handler) objectTagging(q *request) {
 	ctx := q.r.Context()
 	switch q.r.Method {
 	case http.MethodGet:
-		info, err := h.cfg.Service.Stat(ctx, &wire.GetRequest{Space: q.bucket, Key: q.key, Version: v, Length: -1})
+		info, err := h.cfg.Service.Stat(ctx, &object.GetRequest{Space: q.bucket, Key: q.key, Version: v, Length: -1})
 		if err != nil {
 			h.objectError(q, v, err)
 			return
@@ -122,14 +122,14 @@ func (h *Handler) objectTagging(q *request) {
 				return
 			}
 		}
-		ts, ok := h.cfg.Service.(wire.TagService)
+		ts, ok := h.cfg.Service.(object.Tagger)
 		if !ok {
 			notImplemented(q, "object tagging")
 			return
 		}
-		info, err := ts.SetTags(ctx, &wire.TagRequest{Space: q.bucket, Key: q.key, Version: v, Tags: tags})
+		info, err := ts.SetTags(ctx, &object.TagRequest{Space: q.bucket, Key: q.key, Version: v, Tags: tags})
 		if err != nil {
-			if wire.CodeOf(err) == wire.CodeDeleted {
+			if object.KindOf(err) == object.Deleted {
 				q.fail(errMethodNotAllowed.with("The specified method is not allowed against a delete marker."))
 				return
 			}
@@ -151,9 +151,9 @@ func (h *Handler) objectTagging(q *request) {
 // clients cannot reach: replicated and versioned like any object, and
 // removed with the space.
 const (
-	bucketTaggingKey    = wire.SystemKeyPrefix + "cfg/tagging"
-	bucketVersioningKey = wire.SystemKeyPrefix + "cfg/versioning"
-	bucketLifecycleKey  = wire.SystemKeyPrefix + "cfg/lifecycle"
+	bucketTaggingKey    = object.SystemKeyPrefix + "cfg/tagging"
+	bucketVersioningKey = object.SystemKeyPrefix + "cfg/versioning"
+	bucketLifecycleKey  = object.SystemKeyPrefix + "cfg/lifecycle"
 )
 
 var errNoSuchTagSet = &apiError{"NoSuchTagSet", http.StatusNotFound, "The TagSet does not exist"}
@@ -167,8 +167,8 @@ func (h *Handler) bucketTagging(q *request) {
 	ctx := sysCtx(q)
 	switch q.r.Method {
 	case http.MethodGet:
-		info, err := h.cfg.Service.Stat(ctx, &wire.GetRequest{Space: q.bucket, Key: bucketTaggingKey, Length: -1})
-		if wire.CodeOf(err) == wire.CodeNotFound || (err == nil && len(info.Tags) == 0) {
+		info, err := h.cfg.Service.Stat(ctx, &object.GetRequest{Space: q.bucket, Key: bucketTaggingKey, Length: -1})
+		if object.KindOf(err) == object.NotFound || (err == nil && len(info.Tags) == 0) {
 			q.fail(errNoSuchTagSet)
 			return
 		}
@@ -183,14 +183,14 @@ func (h *Handler) bucketTagging(q *request) {
 			q.fail(e)
 			return
 		}
-		if _, err := h.cfg.Service.Put(ctx, &wire.PutRequest{Space: q.bucket, Key: bucketTaggingKey, Tags: tags}, http.NoBody); err != nil {
+		if _, err := h.cfg.Service.Put(ctx, &object.PutRequest{Space: q.bucket, Key: bucketTaggingKey, Tags: tags}, http.NoBody); err != nil {
 			h.serviceError(q, err)
 			return
 		}
 		q.w.WriteHeader(http.StatusNoContent)
 	case http.MethodDelete:
-		_, err := h.cfg.Service.Delete(ctx, &wire.DeleteRequest{Space: q.bucket, Key: bucketTaggingKey})
-		if err != nil && wire.CodeOf(err) != wire.CodeNotFound {
+		_, err := h.cfg.Service.Delete(ctx, &object.DeleteRequest{Space: q.bucket, Key: bucketTaggingKey})
+		if err != nil && object.KindOf(err) != object.NotFound {
 			h.serviceError(q, err)
 			return
 		}

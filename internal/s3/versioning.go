@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/tstamp"
-	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // Cairn keeps every version of every object, so a bucket's versioning is
@@ -55,11 +55,11 @@ func (h *Handler) versioning(ctx context.Context, bucket string) (string, error)
 		return e.status, nil
 	}
 	status := versioningEnabled
-	info, err := h.cfg.Service.Stat(wire.WithSystemKeys(ctx), &wire.GetRequest{Space: bucket, Key: bucketVersioningKey, Length: -1})
+	info, err := h.cfg.Service.Stat(object.WithSystemKeys(ctx), &object.GetRequest{Space: bucket, Key: bucketVersioningKey, Length: -1})
 	switch {
 	case err == nil && info.Meta["status"] == versioningSuspended:
 		status = versioningSuspended
-	case err != nil && wire.CodeOf(err) != wire.CodeNotFound:
+	case err != nil && object.KindOf(err) != object.NotFound:
 		return "", err
 	}
 	c.mu.Lock()
@@ -109,7 +109,7 @@ func (h *Handler) putVersioning(q *request) {
 		notImplemented(q, "MFA delete")
 		return
 	}
-	_, err := h.cfg.Service.Put(sysCtx(q), &wire.PutRequest{Space: q.bucket, Key: bucketVersioningKey,
+	_, err := h.cfg.Service.Put(sysCtx(q), &object.PutRequest{Space: q.bucket, Key: bucketVersioningKey,
 		Meta: map[string]string{"status": doc.Status}}, http.NoBody)
 	if err != nil {
 		h.serviceError(q, err)
@@ -122,10 +122,10 @@ func (h *Handler) putVersioning(q *request) {
 }
 
 // isNull reports whether a version is its key's null version.
-func isNull(o *wire.ObjectInfo) bool { return o.Headers[nullHeader] != "" }
+func isNull(o *object.Info) bool { return o.Headers[nullHeader] != "" }
 
 // versionIDOf is how S3 names a version.
-func versionIDOf(o *wire.ObjectInfo) string {
+func versionIDOf(o *object.Info) string {
 	if isNull(o) {
 		return nullVersionID
 	}
@@ -134,7 +134,7 @@ func versionIDOf(o *wire.ObjectInfo) string {
 
 // markNull makes a write in a suspended bucket its key's null version; it
 // reports whether it did (then dropNull must follow the write).
-func (h *Handler) markNull(q *request, req *wire.PutRequest) (bool, *apiError) {
+func (h *Handler) markNull(q *request, req *object.PutRequest) (bool, *apiError) {
 	status, err := h.versioning(q.r.Context(), req.Space)
 	if err != nil {
 		return false, fromService(err)
@@ -153,7 +153,7 @@ func (h *Handler) markNull(q *request, req *wire.PutRequest) (bool, *apiError) {
 // null version replaced. A failure is logged, not answered: the write
 // itself is done, and readers take the newest null version.
 func (h *Handler) dropNull(ctx context.Context, bucket, key string, keep uint64) {
-	req := wire.VersionsRequest{Space: bucket, Key: key}
+	req := object.VersionsRequest{Space: bucket, Key: key}
 	for {
 		res, err := h.cfg.Service.Versions(ctx, &req)
 		if err != nil {
@@ -163,8 +163,8 @@ func (h *Handler) dropNull(ctx context.Context, bucket, key string, keep uint64)
 		for i := range res.Versions {
 			v := &res.Versions[i]
 			if v.Version != keep && isNull(v) {
-				_, err := h.cfg.Service.Delete(ctx, &wire.DeleteRequest{Space: bucket, Key: key, Version: v.Version})
-				if err != nil && wire.CodeOf(err) != wire.CodeNotFound {
+				_, err := h.cfg.Service.Delete(ctx, &object.DeleteRequest{Space: bucket, Key: key, Version: v.Version})
+				if err != nil && object.KindOf(err) != object.NotFound {
 					h.cfg.Logger.Warn("s3: replacing the null version", "bucket", bucket, "key", key, "err", err)
 				}
 			}
@@ -178,7 +178,7 @@ func (h *Handler) dropNull(ctx context.Context, bucket, key string, keep uint64)
 
 // nullVersion finds key's null version: the newest marked one.
 func (h *Handler) nullVersion(ctx context.Context, bucket, key string) (uint64, *apiError) {
-	req := wire.VersionsRequest{Space: bucket, Key: key}
+	req := object.VersionsRequest{Space: bucket, Key: key}
 	for {
 		res, err := h.cfg.Service.Versions(ctx, &req)
 		if err != nil {

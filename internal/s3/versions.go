@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/tstamp"
-	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // versionEntry is one <Version> or <DeleteMarker> of a ListVersionsResult;
@@ -44,7 +44,7 @@ type listVersionsResult struct {
 // versionsPage is one page of ListObjectVersions: versions (newest first
 // within a key) and common prefixes, in key order, at most max together.
 type versionsPage struct {
-	versions  []wire.ObjectInfo
+	versions  []object.Info
 	latest    []bool // versions[i] is its key's newest version
 	prefixes  []string
 	truncated bool
@@ -66,7 +66,7 @@ func (h *Handler) listVersions(q *request, lq listQuery, after string, afterVers
 	// that resumes inside a history starts below its newest.
 	lastKey, lastSeen := after, afterVersion != 0
 	n := 0
-	req := wire.ListRequest{Space: q.bucket, Prefix: lq.prefix, StartAfter: after, AfterVersion: afterVersion,
+	req := object.ListRequest{Space: q.bucket, Prefix: lq.prefix, StartAfter: after, AfterVersion: afterVersion,
 		Limit: maxListKeys, AllVersions: true}
 	skipTo := "" // keys below it lie under a common prefix already listed
 	for {
@@ -76,7 +76,7 @@ func (h *Handler) listVersions(q *request, lq listQuery, after string, afterVers
 		}
 		if p.versions == nil {
 			n := min(lq.max, len(res.Objects))
-			p.versions, p.latest = make([]wire.ObjectInfo, 0, n), make([]bool, 0, n)
+			p.versions, p.latest = make([]object.Info, 0, n), make([]bool, 0, n)
 		}
 		for _, o := range res.Objects {
 			if !strings.HasPrefix(o.Key, lq.prefix) || o.Key < req.StartAfter || o.Key < skipTo {

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -679,10 +680,10 @@ func TestAccessKeyGrants(t *testing.T) {
 	if _, err := c.ListBuckets(ctx, &s3.ListBucketsInput{}); apiCode(err) != "InvalidAccessKeyId" {
 		t.Fatalf("a removed key: %v", err)
 	}
-	if _, err := n.CreateKey(ctx, wire.KeySpec{Access: testAccess, Grants: map[string]string{"*": "read"}}); wire.CodeOf(err) != wire.CodeInvalidArgument {
+	if _, err := n.CreateKey(ctx, wire.KeySpec{Access: testAccess, Grants: map[string]string{"*": "read"}}); object.KindOf(err) != object.InvalidArgument {
 		t.Fatalf("a key named as the root key: %v", err)
 	}
-	if _, err := n.CreateKey(ctx, wire.KeySpec{Grants: map[string]string{"photos": "owner"}}); wire.CodeOf(err) != wire.CodeInvalidArgument {
+	if _, err := n.CreateKey(ctx, wire.KeySpec{Grants: map[string]string{"photos": "owner"}}); object.KindOf(err) != object.InvalidArgument {
 		t.Fatalf("an unknown permission: %v", err)
 	}
 }

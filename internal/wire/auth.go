@@ -33,7 +33,7 @@ func AppendHello(b []byte, r *HelloRequest) []byte {
 
 // DecodeHello decodes a HELLO body.
 func DecodeHello(b []byte) (HelloRequest, error) {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	var r HelloRequest
 	r.Mech = d.u8("mechanism")
 	r.Access = d.str("access key")
@@ -62,7 +62,7 @@ func AppendAuthResult(b []byte, r *AuthResult) []byte {
 
 // DecodeAuthResult decodes an AUTH answer.
 func DecodeAuthResult(b []byte) (AuthResult, error) {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	var r AuthResult
 	copy(r.Proof[:], d.take(auth.ProofSize, "server proof"))
 	r.IdleTimeout = time.Duration(d.u32("idle timeout")) * time.Millisecond

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/auth"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // closed reports whether the server closes r within d (reading and
@@ -29,7 +30,7 @@ func (r *rawConn) closed(d time.Duration) bool {
 // else; failures to authenticate get one answer whatever failed, and the
 // third closes the connection. Nothing a refused request asks is done.
 func TestUnauthenticated(t *testing.T) {
-	svc := NewMemService()
+	svc := object.NewMemService()
 	addr, _ := startServer(t, svc, ServerOptions{})
 
 	r := rawDialPlain(t, addr)
@@ -37,7 +38,7 @@ func TestUnauthenticated(t *testing.T) {
 	if h, _ := r.read(); h.Flags&FlagError != 0 || h.ID != 1 {
 		t.Fatalf("PING before AUTH: %+v", h)
 	}
-	r.send(OpCreateSpace, 0, 2, AppendCreateSpace(nil, "nope", &SpaceSettings{}))
+	r.send(OpCreateSpace, 0, 2, AppendCreateSpace(nil, "nope", &object.SpaceSettings{}))
 	if _, e := r.readError(); e.Code != CodeUnauthenticated || !strings.Contains(e.Message, "authenticate first") {
 		t.Fatalf("CREATE_SPACE before AUTH: %v", e)
 	}
@@ -116,7 +117,7 @@ func TestUnauthenticated(t *testing.T) {
 // removed from the keyring stops working on open connections.
 func TestGrants(t *testing.T) {
 	ctx := context.Background()
-	svc := NewMemService()
+	svc := object.NewMemService()
 	keys := testKeys()
 	set := func(more ...auth.Key) {
 		keys.Set(append([]auth.Key{{Access: testAccess, Secret: testSecret, ClusterAdmin: true}}, more...))
@@ -126,10 +127,10 @@ func TestGrants(t *testing.T) {
 	addr, _ := startServer(t, keyedService{svc}, ServerOptions{Keys: keys})
 	admin := dial(t, addr)
 	for _, sp := range []string{"photos", "logs", "secret"} {
-		if _, err := admin.CreateSpace(ctx, sp, SpaceSettings{}); err != nil {
+		if _, err := admin.CreateSpace(ctx, sp, object.SpaceSettings{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := admin.PutBytes(ctx, &PutRequest{Space: sp, Key: "k"}, []byte(sp)); err != nil {
+		if _, err := admin.PutBytes(ctx, &object.PutRequest{Space: sp, Key: "k"}, []byte(sp)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,20 +148,20 @@ func TestGrants(t *testing.T) {
 			t.Fatalf("%s: %v, want access denied", what, err)
 		}
 	}
-	if _, b, err := c.GetBytes(ctx, &GetRequest{Space: "photos", Key: "k", Length: -1}); err != nil || string(b) != "photos" {
+	if _, b, err := c.GetBytes(ctx, &object.GetRequest{Space: "photos", Key: "k", Length: -1}); err != nil || string(b) != "photos" {
 		t.Fatalf("GET with a read grant: %q %v", b, err)
 	}
-	_, err = c.PutBytes(ctx, &PutRequest{Space: "photos", Key: "k"}, []byte("x"))
+	_, err = c.PutBytes(ctx, &object.PutRequest{Space: "photos", Key: "k"}, []byte("x"))
 	denied("PUT with a read grant", err)
-	_, err = c.Put(ctx, &PutRequest{Space: "photos", Key: "big", Size: 3 << 20}, bytes.NewReader(make([]byte, 3<<20)))
+	_, err = c.Put(ctx, &object.PutRequest{Space: "photos", Key: "big", Size: 3 << 20}, bytes.NewReader(make([]byte, 3<<20)))
 	denied("streamed PUT with a read grant", err)
-	_, err = c.Delete(ctx, &DeleteRequest{Space: "photos", Key: "k"})
+	_, err = c.Delete(ctx, &object.DeleteRequest{Space: "photos", Key: "k"})
 	denied("DELETE with a read grant", err)
-	_, err = c.Stat(ctx, &GetRequest{Space: "secret", Key: "k", Length: -1})
+	_, err = c.Stat(ctx, &object.GetRequest{Space: "secret", Key: "k", Length: -1})
 	denied("STAT without a grant", err)
-	_, err = c.List(ctx, &ListRequest{Space: "secret"})
+	_, err = c.List(ctx, &object.ListRequest{Space: "secret"})
 	denied("LIST without a grant", err)
-	_, err = c.CreateSpace(ctx, "mine", SpaceSettings{})
+	_, err = c.CreateSpace(ctx, "mine", object.SpaceSettings{})
 	denied("CREATE_SPACE without admin", err)
 	denied("DELETE_SPACE without admin", c.DeleteSpace(ctx, "logs"))
 	_, err = c.Keys(ctx, KeyList, nil)
@@ -168,7 +169,7 @@ func TestGrants(t *testing.T) {
 	_, err = c.Tokens(ctx, TokenList, nil)
 	denied("TOKENS without cluster admin", err)
 	denied("NODE without cluster admin", c.NodeAdmin(ctx, NodeDrain, 1))
-	if _, err := c.PutBytes(ctx, &PutRequest{Space: "logs", Key: "new"}, []byte("x")); err != nil {
+	if _, err := c.PutBytes(ctx, &object.PutRequest{Space: "logs", Key: "new"}, []byte("x")); err != nil {
 		t.Fatalf("PUT with a write grant: %v", err)
 	}
 	l, err := c.ListSpaces(ctx)
@@ -176,20 +177,20 @@ func TestGrants(t *testing.T) {
 		t.Fatalf("LIST_SPACES of the reader: %+v %v", l, err)
 	}
 	rs, err := c.Batch(ctx, []BatchItem{
-		{Op: BatchGet, Get: GetRequest{Space: "photos", Key: "k", Length: -1}},
-		{Op: BatchPut, Put: PutRequest{Space: "photos", Key: "b", Size: 1}, Body: []byte("b")},
-		{Op: BatchGet, Get: GetRequest{Space: "secret", Key: "k", Length: -1}},
-		{Op: BatchDelete, Delete: DeleteRequest{Space: "logs", Key: "new"}},
+		{Op: BatchGet, Get: object.GetRequest{Space: "photos", Key: "k", Length: -1}},
+		{Op: BatchPut, Put: object.PutRequest{Space: "photos", Key: "b", Size: 1}, Body: []byte("b")},
+		{Op: BatchGet, Get: object.GetRequest{Space: "secret", Key: "k", Length: -1}},
+		{Op: BatchDelete, Delete: object.DeleteRequest{Space: "logs", Key: "new"}},
 	})
 	if err != nil || rs[0].Code != CodeOK || rs[1].Code != CodeAccessDenied || rs[2].Code != CodeAccessDenied || rs[3].Code != CodeOK {
 		t.Fatalf("BATCH of mixed grants: %+v %v", rs, err)
 	}
 	for _, k := range []struct{ space, key string }{{"photos", "b"}, {"photos", "big"}} {
-		if _, err := svc.Stat(ctx, &GetRequest{Space: k.space, Key: k.key, Length: -1}); CodeOf(err) != CodeNotFound {
+		if _, err := svc.Stat(ctx, &object.GetRequest{Space: k.space, Key: k.key, Length: -1}); CodeOf(err) != CodeNotFound {
 			t.Fatalf("a refused write left %s/%s: %v", k.space, k.key, err)
 		}
 	}
-	if _, b, _ := admin.GetBytes(ctx, &GetRequest{Space: "photos", Key: "k", Length: -1}); string(b) != "photos" {
+	if _, b, _ := admin.GetBytes(ctx, &object.GetRequest{Space: "photos", Key: "k", Length: -1}); string(b) != "photos" {
 		t.Fatalf("a refused write changed photos/k: %q", b)
 	}
 	if l, _ := admin.ListSpaces(ctx); len(l) != 3 {
@@ -199,18 +200,18 @@ func TestGrants(t *testing.T) {
 	// The key removed and made again under the same id, with another
 	// secret: a connection of the old one does not become the new one.
 	set(auth.Key{Access: reader.Access, Secret: "another-secret", Grants: reader.Grants})
-	if _, err := c.Stat(ctx, &GetRequest{Space: "photos", Key: "k", Length: -1}); CodeOf(err) != CodeUnauthenticated {
+	if _, err := c.Stat(ctx, &object.GetRequest{Space: "photos", Key: "k", Length: -1}); CodeOf(err) != CodeUnauthenticated {
 		t.Fatalf("a request with a key made again: %v", err)
 	}
 	set() // the reader's key is removed
-	if _, err := c.Stat(ctx, &GetRequest{Space: "photos", Key: "k", Length: -1}); CodeOf(err) != CodeUnauthenticated {
+	if _, err := c.Stat(ctx, &object.GetRequest{Space: "photos", Key: "k", Length: -1}); CodeOf(err) != CodeUnauthenticated {
 		t.Fatalf("a request with a removed key: %v", err)
 	}
 }
 
 // keyedService is a MemService with the cluster-only operations, which
 // answer nothing useful: the test is whether they are reached.
-type keyedService struct{ *MemService }
+type keyedService struct{ *object.MemService }
 
 func (keyedService) CreateKey(context.Context, KeySpec) (KeySpec, error) { return KeySpec{}, nil }
 func (keyedService) ListKeys(context.Context) ([]KeySpec, error)         { return nil, nil }
@@ -228,7 +229,7 @@ func (keyedService) NodeAdmin(context.Context, NodeAction, uint64) error { retur
 // request is not. An upload cut off writes nothing.
 func TestDeadlines(t *testing.T) {
 	ctx := context.Background()
-	svc := NewMemService()
+	svc := object.NewMemService()
 	const idle = 300 * time.Millisecond
 	addr, srv := startServer(t, svc, ServerOptions{HandshakeTimeout: 200 * time.Millisecond, IdleTimeout: idle})
 
@@ -240,36 +241,36 @@ func TestDeadlines(t *testing.T) {
 		t.Fatal("an idle connection stayed open")
 	}
 
-	if _, err := svc.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+	if _, err := svc.CreateSpace(ctx, "s", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	// Half a frame, then nothing.
 	r = rawDial(t, addr)
-	frame := AppendFrame(nil, OpStat, 0, 5, AppendGetRequest(nil, &GetRequest{Space: "s", Key: "k", Length: -1}))
+	frame := AppendFrame(nil, OpStat, 0, 5, AppendGetRequest(nil, &object.GetRequest{Space: "s", Key: "k", Length: -1}))
 	r.write(frame[:HeaderLen+3])
 	if !r.closed(3 * time.Second) {
 		t.Fatal("a connection stopped inside a frame stayed open")
 	}
 	// An upload that stalls: the PUT fails and stores nothing.
 	r = rawDial(t, addr)
-	put := AppendPutRequest(nil, &PutRequest{Space: "s", Key: "stalled", Size: 1 << 20})
+	put := AppendPutRequest(nil, &object.PutRequest{Space: "s", Key: "stalled", Size: 1 << 20})
 	r.send(OpPut, FlagMore, 6, append(put, make([]byte, 1000)...))
 	r.send(OpData, 0, 6, make([]byte, 1000))
 	if !r.closed(3 * time.Second) {
 		t.Fatal("a connection stalled in an upload stayed open")
 	}
 	time.Sleep(50 * time.Millisecond)
-	if _, err := svc.Stat(ctx, &GetRequest{Space: "s", Key: "stalled", Length: -1}); CodeOf(err) != CodeNotFound {
+	if _, err := svc.Stat(ctx, &object.GetRequest{Space: "s", Key: "stalled", Length: -1}); CodeOf(err) != CodeNotFound {
 		t.Fatalf("a cut-off upload was stored: %v", err)
 	}
 	// A client that stops reading a large answer.
 	big := bytes.Repeat([]byte("x"), 48<<20)
-	if _, err := svc.Put(ctx, &PutRequest{Space: "s", Key: "big", Size: int64(len(big))}, bytes.NewReader(big)); err != nil {
+	if _, err := svc.Put(ctx, &object.PutRequest{Space: "s", Key: "big", Size: int64(len(big))}, bytes.NewReader(big)); err != nil {
 		t.Fatal(err)
 	}
 	cut := srv.Stats().Cut
 	r = rawDial(t, addr)
-	r.send(OpGet, 0, 7, AppendGetRequest(nil, &GetRequest{Space: "s", Key: "big", Length: -1}))
+	r.send(OpGet, 0, 7, AppendGetRequest(nil, &object.GetRequest{Space: "s", Key: "big", Length: -1}))
 	deadline := time.Now().Add(5 * time.Second)
 	for srv.Stats().Cut == cut && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
@@ -281,7 +282,7 @@ func TestDeadlines(t *testing.T) {
 	// A request that takes longer than the idle timeout is not cut.
 	slowAddr, _ := startServer(t, slowService{svc, 3 * idle}, ServerOptions{IdleTimeout: idle})
 	c := dial(t, slowAddr)
-	if _, err := c.Stat(ctx, &GetRequest{Space: "s", Key: "big", Length: -1}); err != nil {
+	if _, err := c.Stat(ctx, &object.GetRequest{Space: "s", Key: "big", Length: -1}); err != nil {
 		t.Fatalf("a slow request on a quiet connection: %v", err)
 	}
 	// The client stops using a connection before the server's timeout.
@@ -292,11 +293,11 @@ func TestDeadlines(t *testing.T) {
 }
 
 type slowService struct {
-	*MemService
+	*object.MemService
 	d time.Duration
 }
 
-func (s slowService) Stat(ctx context.Context, req *GetRequest) (ObjectInfo, error) {
+func (s slowService) Stat(ctx context.Context, req *object.GetRequest) (object.Info, error) {
 	time.Sleep(s.d)
 	return s.MemService.Stat(ctx, req)
 }
@@ -305,7 +306,7 @@ func (s slowService) Stat(ctx context.Context, req *GetRequest) (ObjectInfo, err
 // connections" and closed; the ones open go on.
 func TestMaxConns(t *testing.T) {
 	ctx := context.Background()
-	addr, srv := startServer(t, NewMemService(), ServerOptions{MaxConns: 2})
+	addr, srv := startServer(t, object.NewMemService(), ServerOptions{MaxConns: 2})
 	a, b := dial(t, addr), dial(t, addr)
 	_, err := DialConn(ctx, addr, withKey(ConnOptions{}))
 	if CodeOf(err) != CodeUnavailable || !strings.Contains(err.Error(), "too many connections") {
@@ -337,13 +338,13 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr, _ := startServer(t, NewMemService(), ServerOptions{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
+	addr, _ := startServer(t, object.NewMemService(), ServerOptions{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
 	c, err := DialConn(ctx, addr, withKey(ConnOptions{TLS: &tls.Config{RootCAs: ca.Pool()}}))
 	if err != nil {
 		t.Fatalf("TLS client: %v", err)
 	}
 	defer c.Close()
-	if _, err := c.CreateSpace(ctx, "over-tls", SpaceSettings{}); err != nil {
+	if _, err := c.CreateSpace(ctx, "over-tls", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = DialConn(ctx, addr, withKey(ConnOptions{}))
@@ -354,7 +355,7 @@ func TestTLS(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("TLS client that does not trust the server: %v", err)
 	}
-	plain, _ := startServer(t, NewMemService(), ServerOptions{})
+	plain, _ := startServer(t, object.NewMemService(), ServerOptions{})
 	_, err = DialConn(ctx, plain, withKey(ConnOptions{TLS: &tls.Config{RootCAs: ca.Pool()}}))
 	if err == nil || !strings.Contains(err.Error(), "does not speak TLS") {
 		t.Fatalf("TLS client of a plain port: %v", err)
@@ -410,14 +411,14 @@ func FuzzHandshake(f *testing.F) {
 	p := auth.ClientProof(testSecret, &tr)
 	f.Add(AppendFrame(AppendFrame(nil, OpHello, 0, 1, hello), OpAuth, 0, 2, p[:]))
 	f.Add(AppendFrame(nil, OpAuth, 0, 1, make([]byte, 32)))
-	f.Add(AppendFrame(nil, OpCreateSpace, 0, 1, AppendCreateSpace(nil, "fuzz", &SpaceSettings{})))
+	f.Add(AppendFrame(nil, OpCreateSpace, 0, 1, AppendCreateSpace(nil, "fuzz", &object.SpaceSettings{})))
 	f.Add(AppendFrame(AppendFrame(nil, OpHello, 0, 1, []byte{1, 3, 'a', 'b', 'c'}), OpPing, 0, 2, nil))
 	f.Fuzz(handshakeOnce)
 }
 
 // handshakeOnce is one run of FuzzHandshake.
 func handshakeOnce(t *testing.T, in []byte) {
-	svc := NewMemService()
+	svc := object.NewMemService()
 	s := NewServer(svc, ServerOptions{Keys: testKeys(), HandshakeTimeout: time.Second, IdleTimeout: time.Second})
 	cli, srvEnd := net.Pipe()
 	l := &oneConnListener{c: srvEnd, done: make(chan struct{})}
@@ -496,7 +497,7 @@ func (l *oneConnListener) Addr() net.Addr { return l.c.LocalAddr() }
 // TestUnauthenticatedServer: a server without keys (tests of the protocol
 // alone) answers HELLO and AUTH with an error instead of failing.
 func TestUnauthenticatedServer(t *testing.T) {
-	addr, _ := startServer(t, NewMemService(), ServerOptions{AllowUnauthenticated: true})
+	addr, _ := startServer(t, object.NewMemService(), ServerOptions{AllowUnauthenticated: true})
 	r := rawDialPlain(t, addr)
 	if _, err := r.tryLogin(testAccess, testSecret); CodeOf(err) != CodeInvalidArgument {
 		t.Fatalf("HELLO to a server without keys: %v", err)
@@ -525,7 +526,7 @@ func BenchmarkAuthentication(b *testing.B) {
 			name = "auth=on"
 		}
 		b.Run(name, func(b *testing.B) {
-			svc := NewMemService()
+			svc := object.NewMemService()
 			addr, _ := startServer(b, svc, ServerOptions{AllowUnauthenticated: !on})
 			o := ConnOptions{}
 			if on {
@@ -536,16 +537,16 @@ func BenchmarkAuthentication(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer c.Close()
-			if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+			if _, err := c.CreateSpace(ctx, "s", object.SpaceSettings{}); err != nil {
 				b.Fatal(err)
 			}
 			data := make([]byte, 1024)
-			if _, err := c.PutBytes(ctx, &PutRequest{Space: "s", Key: "k"}, data); err != nil {
+			if _, err := c.PutBytes(ctx, &object.PutRequest{Space: "s", Key: "k"}, data); err != nil {
 				b.Fatal(err)
 			}
 			b.Run("op=get", func(b *testing.B) {
 				b.ReportAllocs()
-				req := &GetRequest{Space: "s", Key: "k", Length: -1}
+				req := &object.GetRequest{Space: "s", Key: "k", Length: -1}
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						if _, got, err := c.GetBytes(ctx, req); err != nil || len(got) != 1024 {
@@ -559,7 +560,7 @@ func BenchmarkAuthentication(b *testing.B) {
 				b.ReportAllocs()
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						if _, err := c.PutBytes(ctx, &PutRequest{Space: "s", Key: "p"}, data); err != nil {
+						if _, err := c.PutBytes(ctx, &object.PutRequest{Space: "s", Key: "p"}, data); err != nil {
 							b.Error(err)
 							return
 						}

@@ -1,6 +1,10 @@
 package wire
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/cairn-db/cairn/internal/object"
+)
 
 // MaxBatchItems bounds the items of one BATCH.
 const MaxBatchItems = 4096
@@ -34,10 +38,10 @@ func (o BatchOp) String() string {
 // matching Op is used.
 type BatchItem struct {
 	Op     BatchOp
-	Put    PutRequest // BatchPut; Size must equal len(Body)
-	Body   []byte     // BatchPut
-	Get    GetRequest // BatchGet, BatchStat
-	Delete DeleteRequest
+	Put    object.PutRequest // BatchPut; Size must equal len(Body)
+	Body   []byte            // BatchPut
+	Get    object.GetRequest // BatchGet, BatchStat
+	Delete object.DeleteRequest
 }
 
 // BatchResult is the outcome of one BatchItem. Code is CodeOK on success;
@@ -46,7 +50,7 @@ type BatchResult struct {
 	Op      BatchOp
 	Code    Code
 	Message string
-	Info    ObjectInfo
+	Info    object.Info
 	Data    []byte // BatchGet
 }
 
@@ -98,20 +102,20 @@ func AppendBatchRequest(b []byte, items []BatchItem) []byte {
 
 // DecodeBatchRequest decodes a BATCH request. Item bodies alias b.
 func DecodeBatchRequest(b []byte) ([]BatchItem, error) {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	n := d.count(11, "batch count")
 	if n > MaxBatchItems {
 		return nil, Errorf(CodeTooLarge, "batch of %d items over the %d limit", n, MaxBatchItems)
 	}
 	items := make([]BatchItem, n)
-	for i := 0; i < n && d.err == nil; i++ {
+	for i := 0; i < n && d.Err() == nil; i++ {
 		it := &items[i]
 		it.Op = BatchOp(d.u8("batch op"))
 		switch it.Op {
 		case BatchPut:
 			d.putRequest(&it.Put)
 			it.Body = d.bytes("batch body")
-			if d.err == nil && it.Put.Size != int64(len(it.Body)) {
+			if d.Err() == nil && it.Put.Size != int64(len(it.Body)) {
 				d.fail("batch put size")
 			}
 		case BatchGet, BatchStat:
@@ -153,13 +157,13 @@ func AppendBatchResponse(b []byte, rs []BatchResult) []byte {
 
 // DecodeBatchResponse decodes a BATCH response. Data slices alias b.
 func DecodeBatchResponse(b []byte) ([]BatchResult, error) {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	n := d.count(4, "batch count")
 	if n > MaxBatchItems {
 		return nil, Errorf(CodeTooLarge, "batch of %d items over the %d limit", n, MaxBatchItems)
 	}
 	rs := make([]BatchResult, n)
-	for i := 0; i < n && d.err == nil; i++ {
+	for i := 0; i < n && d.Err() == nil; i++ {
 		r := &rs[i]
 		r.Op = BatchOp(d.u8("batch op"))
 		if r.Op < BatchPut || r.Op > BatchDelete {

@@ -2,7 +2,9 @@ package wire
 
 import (
 	"encoding/binary"
-	"math"
+
+	"github.com/cairn-db/cairn/internal/codec"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // Message bodies use a small hand-written binary encoding:
@@ -47,45 +49,31 @@ func appendMap(b []byte, m map[string]string) []byte {
 	return b
 }
 
-// decoder reads fields from a body. The first error sticks; later reads
-// return zero values.
-type decoder struct {
-	b   []byte
-	err *Error
+// decoder reads fields from a body (codec.Decoder). The first error
+// sticks; later reads return zero values. A failure is CodeMalformed,
+// naming the field ("bad key").
+type decoder struct{ codec.Decoder }
+
+func newDecoder(b []byte) decoder {
+	return decoder{codec.NewDecoder(b, func(msg string) error { return Errorf(CodeMalformed, "%s", msg) })}
+}
+
+// fault is the first failure as the protocol's error, or nil.
+func (d *decoder) fault() *Error {
+	if err := d.Err(); err != nil {
+		return err.(*Error)
+	}
+	return nil
 }
 
 func (d *decoder) fail(what string) {
-	if d.err == nil {
-		d.err = Errorf(CodeMalformed, "bad %s", what)
-	}
-	d.b = nil
+	d.What = what
+	d.Fail("bad %s", what)
 }
 
-func (d *decoder) uvarint(what string) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail(what)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func (d *decoder) uvarint(what string) uint64 { d.What = what; return d.Uvarint() }
 
-func (d *decoder) take(n uint64, what string) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.b)) {
-		d.fail(what)
-		return nil
-	}
-	p := d.b[:n:n]
-	d.b = d.b[n:]
-	return p
-}
+func (d *decoder) take(n uint64, what string) []byte { d.What = what; return d.Take(n) }
 
 func (d *decoder) str(what string) string {
 	n := d.uvarint(what)
@@ -97,64 +85,17 @@ func (d *decoder) bytes(what string) []byte {
 	return d.take(n, what)
 }
 
-func (d *decoder) u8(what string) uint8 {
-	p := d.take(1, what)
-	if p == nil {
-		return 0
-	}
-	return p[0]
-}
+func (d *decoder) u8(what string) uint8   { d.What = what; return d.U8() }
+func (d *decoder) u16(what string) uint16 { d.What = what; return d.U16() }
+func (d *decoder) u32(what string) uint32 { d.What = what; return d.U32() }
+func (d *decoder) u64(what string) uint64 { d.What = what; return d.U64() }
+func (d *decoder) i64(what string) int64  { return int64(d.u64(what)) }
 
-func (d *decoder) u16(what string) uint16 {
-	p := d.take(2, what)
-	if p == nil {
-		return 0
-	}
-	return binary.BigEndian.Uint16(p)
-}
-
-func (d *decoder) u32(what string) uint32 {
-	p := d.take(4, what)
-	if p == nil {
-		return 0
-	}
-	return binary.BigEndian.Uint32(p)
-}
-
-func (d *decoder) u64(what string) uint64 {
-	p := d.take(8, what)
-	if p == nil {
-		return 0
-	}
-	return binary.BigEndian.Uint64(p)
-}
-
-func (d *decoder) i64(what string) int64 { return int64(d.u64(what)) }
-
-func (d *decoder) boolean(what string) bool {
-	switch d.u8(what) {
-	case 0:
-		return false
-	case 1:
-		return true
-	}
-	d.fail(what)
-	return false
-}
+func (d *decoder) boolean(what string) bool { d.What = what; return d.Bool() }
 
 // count reads an element count and bounds it by the bytes left, given the
 // smallest encoding of one element.
-func (d *decoder) count(minElem int, what string) int {
-	n := d.uvarint(what)
-	if d.err != nil {
-		return 0
-	}
-	if n > uint64(len(d.b))/uint64(minElem) || n > math.MaxInt32 {
-		d.fail(what)
-		return 0
-	}
-	return int(n)
-}
+func (d *decoder) count(minElem int, what string) int { d.What = what; return d.Count(minElem) }
 
 func (d *decoder) strMap(what string) map[string]string {
 	n := d.count(2, what)
@@ -162,7 +103,7 @@ func (d *decoder) strMap(what string) map[string]string {
 		return nil
 	}
 	m := make(map[string]string, n)
-	for i := 0; i < n && d.err == nil; i++ {
+	for i := 0; i < n && d.Err() == nil; i++ {
 		k := d.str(what)
 		v := d.str(what)
 		if _, dup := m[k]; dup {
@@ -171,7 +112,7 @@ func (d *decoder) strMap(what string) map[string]string {
 		}
 		m[k] = v
 	}
-	if d.err != nil {
+	if d.Err() != nil {
 		return nil
 	}
 	return m
@@ -179,10 +120,8 @@ func (d *decoder) strMap(what string) map[string]string {
 
 // done fails unless every byte was consumed.
 func (d *decoder) done() *Error {
-	if d.err == nil && len(d.b) != 0 {
-		d.err = Errorf(CodeMalformed, "%d trailing bytes", len(d.b))
-	}
-	return d.err
+	_ = d.Done()
+	return d.fault()
 }
 
 // --- errors ---
@@ -195,7 +134,7 @@ func AppendError(b []byte, e *Error) []byte {
 
 // DecodeError decodes an error body.
 func DecodeError(b []byte) (*Error, error) {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	e := &Error{Code: Code(d.u16("error code")), Message: d.str("error message")}
 	if err := d.done(); err != nil {
 		return nil, err
@@ -205,7 +144,7 @@ func DecodeError(b []byte) (*Error, error) {
 
 // --- spaces ---
 
-func appendSettings(b []byte, s *SpaceSettings) []byte {
+func appendSettings(b []byte, s *object.SpaceSettings) []byte {
 	b = appendStr(b, s.Retention)
 	b = appendU32(b, s.KeepLast)
 	b = appendU64(b, s.KeepForSeconds)
@@ -214,8 +153,8 @@ func appendSettings(b []byte, s *SpaceSettings) []byte {
 	return appendU32(b, s.Replicas)
 }
 
-func (d *decoder) settings() SpaceSettings {
-	return SpaceSettings{
+func (d *decoder) settings() object.SpaceSettings {
+	return object.SpaceSettings{
 		Retention:      d.str("retention"),
 		KeepLast:       d.u32("keep last"),
 		KeepForSeconds: d.u64("keep for"),
@@ -226,48 +165,48 @@ func (d *decoder) settings() SpaceSettings {
 }
 
 // AppendCreateSpace encodes a CREATE_SPACE request.
-func AppendCreateSpace(b []byte, name string, s *SpaceSettings) []byte {
+func AppendCreateSpace(b []byte, name string, s *object.SpaceSettings) []byte {
 	b = appendStr(b, name)
 	return appendSettings(b, s)
 }
 
 // DecodeCreateSpace decodes a CREATE_SPACE request.
-func DecodeCreateSpace(b []byte) (string, SpaceSettings, error) {
-	d := decoder{b: b}
+func DecodeCreateSpace(b []byte) (string, object.SpaceSettings, error) {
+	d := newDecoder(b)
 	name := d.str("space name")
 	s := d.settings()
 	if err := d.done(); err != nil {
-		return "", SpaceSettings{}, err
+		return "", object.SpaceSettings{}, err
 	}
 	return name, s, nil
 }
 
-func appendSpaceInfo(b []byte, s *SpaceInfo) []byte {
+func appendSpaceInfo(b []byte, s *object.SpaceInfo) []byte {
 	b = appendU32(b, s.ID)
 	b = appendStr(b, s.Name)
 	b = appendI64(b, s.Created)
 	return appendSettings(b, &s.Settings)
 }
 
-func (d *decoder) spaceInfo() SpaceInfo {
-	return SpaceInfo{ID: d.u32("space id"), Name: d.str("space name"), Created: d.i64("created"), Settings: d.settings()}
+func (d *decoder) spaceInfo() object.SpaceInfo {
+	return object.SpaceInfo{ID: d.u32("space id"), Name: d.str("space name"), Created: d.i64("created"), Settings: d.settings()}
 }
 
 // AppendSpaceInfo encodes a CREATE_SPACE response.
-func AppendSpaceInfo(b []byte, s *SpaceInfo) []byte { return appendSpaceInfo(b, s) }
+func AppendSpaceInfo(b []byte, s *object.SpaceInfo) []byte { return appendSpaceInfo(b, s) }
 
 // DecodeSpaceInfo decodes a CREATE_SPACE response.
-func DecodeSpaceInfo(b []byte) (SpaceInfo, error) {
-	d := decoder{b: b}
+func DecodeSpaceInfo(b []byte) (object.SpaceInfo, error) {
+	d := newDecoder(b)
 	s := d.spaceInfo()
 	if err := d.done(); err != nil {
-		return SpaceInfo{}, err
+		return object.SpaceInfo{}, err
 	}
 	return s, nil
 }
 
 // AppendSpaceList encodes a LIST_SPACES response.
-func AppendSpaceList(b []byte, l []SpaceInfo) []byte {
+func AppendSpaceList(b []byte, l []object.SpaceInfo) []byte {
 	b = binary.AppendUvarint(b, uint64(len(l)))
 	for i := range l {
 		b = appendSpaceInfo(b, &l[i])
@@ -276,11 +215,11 @@ func AppendSpaceList(b []byte, l []SpaceInfo) []byte {
 }
 
 // DecodeSpaceList decodes a LIST_SPACES response.
-func DecodeSpaceList(b []byte) ([]SpaceInfo, error) {
-	d := decoder{b: b}
+func DecodeSpaceList(b []byte) ([]object.SpaceInfo, error) {
+	d := newDecoder(b)
 	n := d.count(4+1+8+1+4+8+4+1+4, "space count")
-	l := make([]SpaceInfo, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
+	l := make([]object.SpaceInfo, 0, n)
+	for i := 0; i < n && d.Err() == nil; i++ {
 		l = append(l, d.spaceInfo())
 	}
 	if err := d.done(); err != nil {
@@ -294,7 +233,7 @@ func AppendName(b []byte, name string) []byte { return appendStr(b, name) }
 
 // DecodeName decodes a DELETE_SPACE request.
 func DecodeName(b []byte) (string, error) {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	s := d.str("name")
 	if err := d.done(); err != nil {
 		return "", err
@@ -317,13 +256,13 @@ func mapSize(m map[string]string) int {
 
 // ObjectInfoSize is an upper bound of the encoded size of o, for sizing
 // buffers.
-func ObjectInfoSize(o *ObjectInfo) int {
+func ObjectInfoSize(o *object.Info) int {
 	return 6*10 + 5*8 + 32 + 1 + len(o.Space) + len(o.Key) + len(o.ETag) + len(o.ContentType) +
 		mapSize(o.Meta) + mapSize(o.Tags) + mapSize(o.Headers)
 }
 
 // AppendObjectInfo encodes an ObjectInfo.
-func AppendObjectInfo(b []byte, o *ObjectInfo) []byte {
+func AppendObjectInfo(b []byte, o *object.Info) []byte {
 	b = appendStr(b, o.Space)
 	b = appendStr(b, o.Key)
 	b = appendU64(b, o.Version)
@@ -339,8 +278,8 @@ func AppendObjectInfo(b []byte, o *ObjectInfo) []byte {
 	return appendMap(b, o.Headers)
 }
 
-func (d *decoder) objectInfo() ObjectInfo {
-	var o ObjectInfo
+func (d *decoder) objectInfo() object.Info {
+	var o object.Info
 	o.Space = d.str("space")
 	o.Key = d.str("key")
 	o.Version = d.u64("version")
@@ -358,29 +297,29 @@ func (d *decoder) objectInfo() ObjectInfo {
 }
 
 // DecodeObjectInfo decodes an ObjectInfo that fills b.
-func DecodeObjectInfo(b []byte) (ObjectInfo, error) {
-	d := decoder{b: b}
+func DecodeObjectInfo(b []byte) (object.Info, error) {
+	d := newDecoder(b)
 	o := d.objectInfo()
 	if err := d.done(); err != nil {
-		return ObjectInfo{}, err
+		return object.Info{}, err
 	}
 	return o, nil
 }
 
 // DecodeObjectInfoPrefix decodes an ObjectInfo at the start of b and returns
 // the bytes after it (the inline body of a GET response).
-func DecodeObjectInfoPrefix(b []byte) (ObjectInfo, []byte, error) {
-	d := decoder{b: b}
+func DecodeObjectInfoPrefix(b []byte) (object.Info, []byte, error) {
+	d := newDecoder(b)
 	o := d.objectInfo()
-	if d.err != nil {
-		return ObjectInfo{}, nil, d.err
+	if d.Err() != nil {
+		return object.Info{}, nil, d.fault()
 	}
-	return o, d.b, nil
+	return o, d.Rest(), nil
 }
 
 // AppendPutRequest encodes a PutRequest. In a PUT frame the inline body
 // bytes follow it.
-func AppendPutRequest(b []byte, r *PutRequest) []byte {
+func AppendPutRequest(b []byte, r *object.PutRequest) []byte {
 	b = appendStr(b, r.Space)
 	b = appendStr(b, r.Key)
 	b = append(b, byte(r.Mode))
@@ -394,11 +333,11 @@ func AppendPutRequest(b []byte, r *PutRequest) []byte {
 	return appendBool(b, r.IfNoneMatch)
 }
 
-func (d *decoder) putRequest(r *PutRequest) {
+func (d *decoder) putRequest(r *object.PutRequest) {
 	r.Space = d.str("space")
 	r.Key = d.str("key")
-	r.Mode = PutMode(d.u8("mode"))
-	if r.Mode > PutAppend {
+	r.Mode = object.PutMode(d.u8("mode"))
+	if r.Mode > object.PutAppend {
 		d.fail("put mode")
 	}
 	r.Offset = d.i64("offset")
@@ -416,25 +355,25 @@ func (d *decoder) putRequest(r *PutRequest) {
 
 // DecodePutRequest decodes the PutRequest at the start of a PUT frame body
 // and returns the inline body bytes after it.
-func DecodePutRequest(b []byte) (PutRequest, []byte, error) {
-	d := decoder{b: b}
-	var r PutRequest
+func DecodePutRequest(b []byte) (object.PutRequest, []byte, error) {
+	d := newDecoder(b)
+	var r object.PutRequest
 	d.putRequest(&r)
-	if d.err != nil {
-		return PutRequest{}, nil, d.err
+	if d.Err() != nil {
+		return object.PutRequest{}, nil, d.fault()
 	}
-	return r, d.b, nil
+	return r, d.Rest(), nil
 }
 
-func getRequestSize(r *GetRequest) int { return 2*10 + 4*8 + len(r.Space) + len(r.Key) }
+func getRequestSize(r *object.GetRequest) int { return 2*10 + 4*8 + len(r.Space) + len(r.Key) }
 
-func putRequestSize(r *PutRequest) int {
+func putRequestSize(r *object.PutRequest) int {
 	return 4*10 + 4*8 + 3 + len(r.Space) + len(r.Key) + len(r.ContentType) + mapSize(r.Meta) + mapSize(r.Tags) +
 		mapSize(r.Headers)
 }
 
 // AppendGetRequest encodes a GetRequest (GET and STAT).
-func AppendGetRequest(b []byte, r *GetRequest) []byte {
+func AppendGetRequest(b []byte, r *object.GetRequest) []byte {
 	b = appendStr(b, r.Space)
 	b = appendStr(b, r.Key)
 	b = appendU64(b, r.Version)
@@ -443,7 +382,7 @@ func AppendGetRequest(b []byte, r *GetRequest) []byte {
 	return appendI64(b, r.Length)
 }
 
-func (d *decoder) getRequest(r *GetRequest) {
+func (d *decoder) getRequest(r *object.GetRequest) {
 	r.Space = d.str("space")
 	r.Key = d.str("key")
 	r.Version = d.u64("version")
@@ -456,36 +395,36 @@ func (d *decoder) getRequest(r *GetRequest) {
 }
 
 // DecodeGetRequest decodes a GetRequest.
-func DecodeGetRequest(b []byte) (GetRequest, error) {
-	d := decoder{b: b}
-	var r GetRequest
+func DecodeGetRequest(b []byte) (object.GetRequest, error) {
+	d := newDecoder(b)
+	var r object.GetRequest
 	d.getRequest(&r)
 	if err := d.done(); err != nil {
-		return GetRequest{}, err
+		return object.GetRequest{}, err
 	}
 	return r, nil
 }
 
 // AppendDeleteRequest encodes a DeleteRequest.
-func AppendDeleteRequest(b []byte, r *DeleteRequest) []byte {
+func AppendDeleteRequest(b []byte, r *object.DeleteRequest) []byte {
 	b = appendStr(b, r.Space)
 	b = appendStr(b, r.Key)
 	return appendU64(b, r.Version)
 }
 
-func (d *decoder) deleteRequest(r *DeleteRequest) {
+func (d *decoder) deleteRequest(r *object.DeleteRequest) {
 	r.Space = d.str("space")
 	r.Key = d.str("key")
 	r.Version = d.u64("version")
 }
 
 // DecodeDeleteRequest decodes a DeleteRequest.
-func DecodeDeleteRequest(b []byte) (DeleteRequest, error) {
-	d := decoder{b: b}
-	var r DeleteRequest
+func DecodeDeleteRequest(b []byte) (object.DeleteRequest, error) {
+	d := newDecoder(b)
+	var r object.DeleteRequest
 	d.deleteRequest(&r)
 	if err := d.done(); err != nil {
-		return DeleteRequest{}, err
+		return object.DeleteRequest{}, err
 	}
 	return r, nil
 }
@@ -493,7 +432,7 @@ func DecodeDeleteRequest(b []byte) (DeleteRequest, error) {
 // AppendListRequest encodes a ListRequest. A listing of live keys ends
 // at as_of, as before versions listings existed; an AllVersions one adds
 // all_versions and after_version.
-func AppendListRequest(b []byte, r *ListRequest) []byte {
+func AppendListRequest(b []byte, r *object.ListRequest) []byte {
 	b = appendStr(b, r.Space)
 	b = appendStr(b, r.Prefix)
 	b = appendStr(b, r.StartAfter)
@@ -507,21 +446,21 @@ func AppendListRequest(b []byte, r *ListRequest) []byte {
 }
 
 // DecodeListRequest decodes a ListRequest.
-func DecodeListRequest(b []byte) (ListRequest, error) {
-	d := decoder{b: b}
-	r := ListRequest{Space: d.str("space"), Prefix: d.str("prefix"), StartAfter: d.str("start after"),
+func DecodeListRequest(b []byte) (object.ListRequest, error) {
+	d := newDecoder(b)
+	r := object.ListRequest{Space: d.str("space"), Prefix: d.str("prefix"), StartAfter: d.str("start after"),
 		Limit: d.u32("limit"), AsOf: d.u64("as-of")}
-	if d.err == nil && len(d.b) > 0 {
+	if d.Err() == nil && d.Len() > 0 {
 		r.AllVersions = d.boolean("all versions")
 		r.AfterVersion = d.u64("after version")
 	}
 	if err := d.done(); err != nil {
-		return ListRequest{}, err
+		return object.ListRequest{}, err
 	}
 	return r, nil
 }
 
-func appendInfos(b []byte, l []ObjectInfo) []byte {
+func appendInfos(b []byte, l []object.Info) []byte {
 	b = binary.AppendUvarint(b, uint64(len(l)))
 	for i := range l {
 		b = AppendObjectInfo(b, &l[i])
@@ -529,13 +468,13 @@ func appendInfos(b []byte, l []ObjectInfo) []byte {
 	return b
 }
 
-func (d *decoder) infos() []ObjectInfo {
+func (d *decoder) infos() []object.Info {
 	n := d.count(minObjectInfo, "object count")
 	if n == 0 {
 		return nil
 	}
-	l := make([]ObjectInfo, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
+	l := make([]object.Info, 0, n)
+	for i := 0; i < n && d.Err() == nil; i++ {
 		l = append(l, d.objectInfo())
 	}
 	return l
@@ -543,7 +482,7 @@ func (d *decoder) infos() []ObjectInfo {
 
 // AppendListResult encodes a LIST response; next_version follows only
 // when it is set (an AllVersions page that ends inside a history).
-func AppendListResult(b []byte, r *ListResult) []byte {
+func AppendListResult(b []byte, r *object.ListResult) []byte {
 	b = appendInfos(b, r.Objects)
 	b = appendBool(b, r.Truncated)
 	b = appendStr(b, r.Next)
@@ -554,20 +493,20 @@ func AppendListResult(b []byte, r *ListResult) []byte {
 }
 
 // DecodeListResult decodes a LIST response.
-func DecodeListResult(b []byte) (ListResult, error) {
-	d := decoder{b: b}
-	r := ListResult{Objects: d.infos(), Truncated: d.boolean("truncated"), Next: d.str("next")}
-	if d.err == nil && len(d.b) > 0 {
+func DecodeListResult(b []byte) (object.ListResult, error) {
+	d := newDecoder(b)
+	r := object.ListResult{Objects: d.infos(), Truncated: d.boolean("truncated"), Next: d.str("next")}
+	if d.Err() == nil && d.Len() > 0 {
 		r.NextVersion = d.u64("next version")
 	}
 	if err := d.done(); err != nil {
-		return ListResult{}, err
+		return object.ListResult{}, err
 	}
 	return r, nil
 }
 
 // AppendVersionsRequest encodes a VersionsRequest.
-func AppendVersionsRequest(b []byte, r *VersionsRequest) []byte {
+func AppendVersionsRequest(b []byte, r *object.VersionsRequest) []byte {
 	b = appendStr(b, r.Space)
 	b = appendStr(b, r.Key)
 	b = appendU64(b, r.Before)
@@ -575,27 +514,27 @@ func AppendVersionsRequest(b []byte, r *VersionsRequest) []byte {
 }
 
 // DecodeVersionsRequest decodes a VersionsRequest.
-func DecodeVersionsRequest(b []byte) (VersionsRequest, error) {
-	d := decoder{b: b}
-	r := VersionsRequest{Space: d.str("space"), Key: d.str("key"), Before: d.u64("before"), Limit: d.u32("limit")}
+func DecodeVersionsRequest(b []byte) (object.VersionsRequest, error) {
+	d := newDecoder(b)
+	r := object.VersionsRequest{Space: d.str("space"), Key: d.str("key"), Before: d.u64("before"), Limit: d.u32("limit")}
 	if err := d.done(); err != nil {
-		return VersionsRequest{}, err
+		return object.VersionsRequest{}, err
 	}
 	return r, nil
 }
 
 // AppendVersionsResult encodes a VERSIONS response.
-func AppendVersionsResult(b []byte, r *VersionsResult) []byte {
+func AppendVersionsResult(b []byte, r *object.VersionsResult) []byte {
 	b = appendInfos(b, r.Versions)
 	return appendBool(b, r.Truncated)
 }
 
 // DecodeVersionsResult decodes a VERSIONS response.
-func DecodeVersionsResult(b []byte) (VersionsResult, error) {
-	d := decoder{b: b}
-	r := VersionsResult{Versions: d.infos(), Truncated: d.boolean("truncated")}
+func DecodeVersionsResult(b []byte) (object.VersionsResult, error) {
+	d := newDecoder(b)
+	r := object.VersionsResult{Versions: d.infos(), Truncated: d.boolean("truncated")}
 	if err := d.done(); err != nil {
-		return VersionsResult{}, err
+		return object.VersionsResult{}, err
 	}
 	return r, nil
 }
@@ -615,7 +554,7 @@ func AppendPingInfo(b []byte, p PingInfo) []byte {
 
 // DecodePingInfo decodes a PING response.
 func DecodePingInfo(b []byte) (PingInfo, error) {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	p := PingInfo{MaxFrame: d.u32("max frame"), MaxInflight: d.u32("max inflight")}
 	if err := d.done(); err != nil {
 		return PingInfo{}, err

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 func TestHeaderLayout(t *testing.T) {
@@ -46,8 +48,8 @@ func randMap(r *rand.Rand) map[string]string {
 	return m
 }
 
-func randInfo(r *rand.Rand) ObjectInfo {
-	o := ObjectInfo{Space: randStr(r), Key: randStr(r), Version: r.Uint64(), Parent: r.Uint64(),
+func randInfo(r *rand.Rand) object.Info {
+	o := object.Info{Space: randStr(r), Key: randStr(r), Version: r.Uint64(), Parent: r.Uint64(),
 		Size: r.Int64() - r.Int64(), ETag: randStr(r), ContentType: randStr(r), Modified: r.Int64(),
 		DeleteMarker: r.IntN(2) == 0, Meta: randMap(r), Tags: randMap(r), Headers: randMap(r)}
 	for i := range o.Hash {
@@ -56,19 +58,19 @@ func randInfo(r *rand.Rand) ObjectInfo {
 	return o
 }
 
-func randSettings(r *rand.Rand) SpaceSettings {
-	return SpaceSettings{Retention: randStr(r), KeepLast: r.Uint32(), KeepForSeconds: r.Uint64(),
+func randSettings(r *rand.Rand) object.SpaceSettings {
+	return object.SpaceSettings{Retention: randStr(r), KeepLast: r.Uint32(), KeepForSeconds: r.Uint64(),
 		Ranges: r.Uint32(), Placement: randStr(r), Replicas: r.Uint32()}
 }
 
-func randPut(r *rand.Rand) PutRequest {
-	return PutRequest{Space: randStr(r), Key: randStr(r), Mode: PutMode(r.IntN(3)), Offset: r.Int64N(1 << 40),
+func randPut(r *rand.Rand) object.PutRequest {
+	return object.PutRequest{Space: randStr(r), Key: randStr(r), Mode: object.PutMode(r.IntN(3)), Offset: r.Int64N(1 << 40),
 		Size: r.Int64N(1<<40) - 1, ContentType: randStr(r), Meta: randMap(r), Tags: randMap(r), Headers: randMap(r),
 		IfMatch: r.Uint64(), IfNoneMatch: r.IntN(2) == 0}
 }
 
-func randGet(r *rand.Rand) GetRequest {
-	return GetRequest{Space: randStr(r), Key: randStr(r), Version: r.Uint64(), AsOf: r.Uint64(),
+func randGet(r *rand.Rand) object.GetRequest {
+	return object.GetRequest{Space: randStr(r), Key: randStr(r), Version: r.Uint64(), AsOf: r.Uint64(),
 		Offset: r.Int64N(1 << 40), Length: r.Int64N(1<<40) - 1}
 }
 
@@ -92,7 +94,7 @@ func TestMessageRoundTrip(t *testing.T) {
 		gn, gs, err := DecodeCreateSpace(AppendCreateSpace(nil, name, &st))
 		check("CreateSpace", [2]any{name, st}, [2]any{gn, gs}, err)
 
-		spaces := []SpaceInfo{{ID: r.Uint32(), Name: randStr(r), Created: r.Int64(), Settings: randSettings(r)}}
+		spaces := []object.SpaceInfo{{ID: r.Uint32(), Name: randStr(r), Created: r.Int64(), Settings: randSettings(r)}}
 		gl, err := DecodeSpaceList(AppendSpaceList(nil, spaces))
 		check("SpaceList", spaces, gl, err)
 
@@ -105,29 +107,29 @@ func TestMessageRoundTrip(t *testing.T) {
 		gg, err := DecodeGetRequest(AppendGetRequest(nil, &get))
 		check("GetRequest", get, gg, err)
 
-		del := DeleteRequest{Space: randStr(r), Key: randStr(r), Version: r.Uint64()}
+		del := object.DeleteRequest{Space: randStr(r), Key: randStr(r), Version: r.Uint64()}
 		gd, err := DecodeDeleteRequest(AppendDeleteRequest(nil, &del))
 		check("DeleteRequest", del, gd, err)
 
-		lr := ListRequest{Space: randStr(r), Prefix: randStr(r), StartAfter: randStr(r), Limit: r.Uint32(), AsOf: r.Uint64()}
+		lr := object.ListRequest{Space: randStr(r), Prefix: randStr(r), StartAfter: randStr(r), Limit: r.Uint32(), AsOf: r.Uint64()}
 		if r.IntN(2) == 0 {
 			lr.AllVersions, lr.AfterVersion = true, r.Uint64()
 		}
 		glr, err := DecodeListRequest(AppendListRequest(nil, &lr))
 		check("ListRequest", lr, glr, err)
 
-		res := ListResult{Objects: []ObjectInfo{randInfo(r), randInfo(r)}, Truncated: true, Next: randStr(r)}
+		res := object.ListResult{Objects: []object.Info{randInfo(r), randInfo(r)}, Truncated: true, Next: randStr(r)}
 		if r.IntN(2) == 0 {
 			res.NextVersion = r.Uint64() | 1
 		}
 		gres, err := DecodeListResult(AppendListResult(nil, &res))
 		check("ListResult", res, gres, err)
 
-		vr := VersionsRequest{Space: randStr(r), Key: randStr(r), Before: r.Uint64(), Limit: r.Uint32()}
+		vr := object.VersionsRequest{Space: randStr(r), Key: randStr(r), Before: r.Uint64(), Limit: r.Uint32()}
 		gvr, err := DecodeVersionsRequest(AppendVersionsRequest(nil, &vr))
 		check("VersionsRequest", vr, gvr, err)
 
-		vres := VersionsResult{Versions: []ObjectInfo{randInfo(r)}, Truncated: r.IntN(2) == 0}
+		vres := object.VersionsResult{Versions: []object.Info{randInfo(r)}, Truncated: r.IntN(2) == 0}
 		gvres, err := DecodeVersionsResult(AppendVersionsResult(nil, &vres))
 		check("VersionsResult", vres, gvres, err)
 
@@ -198,7 +200,7 @@ func FuzzDecodeMessages(f *testing.F) {
 	f.Add(uint8(0), AppendObjectInfo(nil, &info))
 	f.Add(uint8(1), AppendPutRequest(nil, &put))
 	f.Add(uint8(2), AppendGetRequest(nil, &get))
-	f.Add(uint8(9), AppendBatchRequest(nil, []BatchItem{{Op: BatchGet, Get: get}, {Op: BatchPut, Put: PutRequest{Size: 1}, Body: []byte("x")}}))
+	f.Add(uint8(9), AppendBatchRequest(nil, []BatchItem{{Op: BatchGet, Get: get}, {Op: BatchPut, Put: object.PutRequest{Size: 1}, Body: []byte("x")}}))
 	f.Add(uint8(10), AppendBatchResponse(nil, []BatchResult{{Op: BatchGet, Info: info, Data: []byte("d")}}))
 	f.Add(uint8(13), AppendRouteTable(nil, &RouteTable{Space: 3, Routes: []Route{
 		{Range: 1, Epoch: 2, Start: []byte{0, 0, 0, 3}, End: []byte{0, 0, 0, 3, 'm'}, Leaseholder: "10.0.0.1:7070", Replicas: []string{"10.0.0.1:7070", "10.0.0.2:7070"}},

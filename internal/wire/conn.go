@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/auth"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // Connection errors of the client side. Both are retryable in the sense of
@@ -186,7 +187,7 @@ func (r readConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-var _ Service = (*Conn)(nil)
+var _ object.Service = (*Conn)(nil)
 
 // call is one request in flight.
 //
@@ -637,16 +638,16 @@ func (c *Conn) Ping(ctx context.Context) (PingInfo, error) {
 }
 
 // CreateSpace implements Service.
-func (c *Conn) CreateSpace(ctx context.Context, name string, s SpaceSettings) (SpaceInfo, error) {
+func (c *Conn) CreateSpace(ctx context.Context, name string, s object.SpaceSettings) (object.SpaceInfo, error) {
 	b, err := c.Call(ctx, OpCreateSpace, AppendCreateSpace(nil, name, &s))
 	if err != nil {
-		return SpaceInfo{}, err
+		return object.SpaceInfo{}, err
 	}
 	return DecodeSpaceInfo(b)
 }
 
 // ListSpaces implements Service.
-func (c *Conn) ListSpaces(ctx context.Context) ([]SpaceInfo, error) {
+func (c *Conn) ListSpaces(ctx context.Context) ([]object.SpaceInfo, error) {
 	b, err := c.Call(ctx, OpListSpaces, nil)
 	if err != nil {
 		return nil, err
@@ -693,37 +694,37 @@ func (c *Conn) DeleteSpace(ctx context.Context, name string) error {
 }
 
 // Stat implements Service.
-func (c *Conn) Stat(ctx context.Context, req *GetRequest) (ObjectInfo, error) {
+func (c *Conn) Stat(ctx context.Context, req *object.GetRequest) (object.Info, error) {
 	b, err := c.Call(ctx, OpStat, AppendGetRequest(make([]byte, 0, getRequestSize(req)), req))
 	if err != nil {
-		return ObjectInfo{}, err
+		return object.Info{}, err
 	}
 	return DecodeObjectInfo(b)
 }
 
 // Delete implements Service.
-func (c *Conn) Delete(ctx context.Context, req *DeleteRequest) (ObjectInfo, error) {
+func (c *Conn) Delete(ctx context.Context, req *object.DeleteRequest) (object.Info, error) {
 	b, err := c.Call(ctx, OpDelete, AppendDeleteRequest(nil, req))
 	if err != nil {
-		return ObjectInfo{}, err
+		return object.Info{}, err
 	}
 	return DecodeObjectInfo(b)
 }
 
 // List implements Service.
-func (c *Conn) List(ctx context.Context, req *ListRequest) (ListResult, error) {
+func (c *Conn) List(ctx context.Context, req *object.ListRequest) (object.ListResult, error) {
 	b, err := c.Call(ctx, OpList, AppendListRequest(nil, req))
 	if err != nil {
-		return ListResult{}, err
+		return object.ListResult{}, err
 	}
 	return DecodeListResult(b)
 }
 
 // Versions implements Service.
-func (c *Conn) Versions(ctx context.Context, req *VersionsRequest) (VersionsResult, error) {
+func (c *Conn) Versions(ctx context.Context, req *object.VersionsRequest) (object.VersionsResult, error) {
 	b, err := c.Call(ctx, OpVersions, AppendVersionsRequest(nil, req))
 	if err != nil {
-		return VersionsResult{}, err
+		return object.VersionsResult{}, err
 	}
 	return DecodeVersionsResult(b)
 }
@@ -748,10 +749,10 @@ func (c *Conn) Batch(ctx context.Context, items []BatchItem) ([]BatchResult, err
 
 // Get implements Service: the reader streams the bytes as DATA frames
 // arrive. Closing it early cancels the request on the server.
-func (c *Conn) Get(ctx context.Context, req *GetRequest) (ObjectInfo, io.ReadCloser, error) {
+func (c *Conn) Get(ctx context.Context, req *object.GetRequest) (object.Info, io.ReadCloser, error) {
 	info, inline, gs, err := c.get(ctx, req)
 	if err != nil {
-		return ObjectInfo{}, nil, err
+		return object.Info{}, nil, err
 	}
 	if gs == nil {
 		return info, io.NopCloser(bytes.NewReader(inline)), nil
@@ -761,7 +762,7 @@ func (c *Conn) Get(ctx context.Context, req *GetRequest) (ObjectInfo, io.ReadClo
 
 // GetBytes reads a whole version (or range) into memory. A small object
 // comes back in the answer frame itself and is returned without a copy.
-func (c *Conn) GetBytes(ctx context.Context, req *GetRequest) (ObjectInfo, []byte, error) {
+func (c *Conn) GetBytes(ctx context.Context, req *object.GetRequest) (object.Info, []byte, error) {
 	info, inline, gs, err := c.get(ctx, req)
 	if err != nil || gs == nil {
 		return info, inline, err
@@ -773,32 +774,32 @@ func (c *Conn) GetBytes(ctx context.Context, req *GetRequest) (ObjectInfo, []byt
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, max64(min(want, 64<<20), 0)+1))
 	if _, err := buf.ReadFrom(gs); err != nil {
-		return ObjectInfo{}, nil, err
+		return object.Info{}, nil, err
 	}
 	return info, buf.Bytes(), nil
 }
 
 // get sends a GET and reads its first frame. A nil stream means the
 // inline bytes are the whole answer.
-func (c *Conn) get(ctx context.Context, req *GetRequest) (ObjectInfo, []byte, *getStream, error) {
+func (c *Conn) get(ctx context.Context, req *object.GetRequest) (object.Info, []byte, *getStream, error) {
 	cl, err := c.start(ctx, outFrame{op: OpGet, a: AppendGetRequest(make([]byte, 0, getRequestSize(req)), req)})
 	if err != nil {
-		return ObjectInfo{}, nil, nil, err
+		return object.Info{}, nil, nil, err
 	}
 	f, err := c.next(ctx, cl.id, cl)
 	if err != nil {
-		return ObjectInfo{}, nil, nil, err
+		return object.Info{}, nil, nil, err
 	}
 	if f.flags&FlagError != 0 {
 		c.recycle(cl)
-		return ObjectInfo{}, nil, nil, f.err()
+		return object.Info{}, nil, nil, f.err()
 	}
 	info, inline, err := DecodeObjectInfoPrefix(f.body)
 	if err != nil {
 		if !f.terminal() {
 			c.abandon(cl.id, cl)
 		}
-		return ObjectInfo{}, nil, nil, err
+		return object.Info{}, nil, nil, err
 	}
 	if f.terminal() {
 		c.recycle(cl)
@@ -864,28 +865,28 @@ func (g *getStream) Close() error {
 // Put implements Service. body is sent as the PUT frame's inline bytes and
 // DATA frames; with req.Size >= 0 exactly req.Size bytes are read from it.
 // At most StreamFrames frames of the upload wait in the send queue.
-func (c *Conn) Put(ctx context.Context, req *PutRequest, body io.Reader) (ObjectInfo, error) {
+func (c *Conn) Put(ctx context.Context, req *object.PutRequest, body io.Reader) (object.Info, error) {
 	return c.put(ctx, req, nil, body)
 }
 
 // PutBytes is Put from memory: data is sent without a copy (it must not
 // change until PutBytes returns).
-func (c *Conn) PutBytes(ctx context.Context, req *PutRequest, data []byte) (ObjectInfo, error) {
+func (c *Conn) PutBytes(ctx context.Context, req *object.PutRequest, data []byte) (object.Info, error) {
 	r := *req
 	r.Size = int64(len(data))
 	return c.put(ctx, &r, data, nil)
 }
 
 // put uploads data (if body is nil) or body.
-func (c *Conn) put(ctx context.Context, req *PutRequest, data []byte, body io.Reader) (ObjectInfo, error) {
+func (c *Conn) put(ctx context.Context, req *object.PutRequest, data []byte, body io.Reader) (object.Info, error) {
 	hdr := AppendPutRequest(make([]byte, 0, putRequestSize(req)), req)
 	if len(hdr) > c.sendMax/2 {
-		return ObjectInfo{}, Errorf(CodeTooLarge, "put header of %d bytes", len(hdr))
+		return object.Info{}, Errorf(CodeTooLarge, "put header of %d bytes", len(hdr))
 	}
 	if body == nil && len(hdr)+len(data) <= c.sendMax {
 		b, err := c.callOne(ctx, outFrame{op: OpPut, a: hdr, b: data})
 		if err != nil {
-			return ObjectInfo{}, err
+			return object.Info{}, err
 		}
 		return DecodeObjectInfo(b)
 	}
@@ -909,12 +910,12 @@ func (c *Conn) put(ctx context.Context, req *PutRequest, data []byte, body io.Re
 		id    uint32
 		early *inFrame
 	)
-	fail := func(err error) (ObjectInfo, error) {
+	fail := func(err error) (object.Info, error) {
 		if cl != nil {
 			c.abandon(id, cl)
 		}
 		drain()
-		return ObjectInfo{}, err
+		return object.Info{}, err
 	}
 	for first := true; ; first = false {
 		room := c.sendMax
@@ -973,7 +974,7 @@ func (c *Conn) put(ctx context.Context, req *PutRequest, data []byte, body io.Re
 			var err error
 			if cl, err = c.start(ctx, f); err != nil {
 				drain()
-				return ObjectInfo{}, err
+				return object.Info{}, err
 			}
 			id = cl.id
 		} else {
@@ -1006,14 +1007,14 @@ func (c *Conn) put(ctx context.Context, req *PutRequest, data []byte, body io.Re
 	} else {
 		var err error
 		if f, err = c.next(ctx, id, cl); err != nil {
-			return ObjectInfo{}, err
+			return object.Info{}, err
 		}
 		if f.terminal() {
 			c.recycle(cl)
 		}
 	}
 	if f.flags&FlagError != 0 {
-		return ObjectInfo{}, f.err()
+		return object.Info{}, f.err()
 	}
 	return DecodeObjectInfo(f.body)
 }

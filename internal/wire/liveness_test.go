@@ -8,6 +8,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // frozenServer accepts one connection, answers the client's first PING (so
@@ -49,7 +51,7 @@ func TestUnresponsiveServer(t *testing.T) {
 	}
 	defer c.Close()
 	start := time.Now()
-	_, err = c.Stat(context.Background(), &GetRequest{Space: "s", Key: "k"})
+	_, err = c.Stat(context.Background(), &object.GetRequest{Space: "s", Key: "k"})
 	took := time.Since(start)
 	if !errors.Is(err, ErrConnLost) || !errors.Is(c.Err(), ErrUnresponsive) {
 		t.Fatalf("request to a silent server: %v (connection: %v), want ErrConnLost / ErrUnresponsive", err, c.Err())
@@ -68,7 +70,7 @@ func TestUnresponsiveServer(t *testing.T) {
 func TestSlowServerStaysConnected(t *testing.T) {
 	const live = 200 * time.Millisecond
 	ctx := context.Background()
-	svc := NewMemService()
+	svc := object.NewMemService()
 	gate := make(chan struct{})
 	svc.Gates["slow"] = gate
 	addr, _ := startServer(t, svc, ServerOptions{})
@@ -77,15 +79,15 @@ func TestSlowServerStaysConnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+	if _, err := c.CreateSpace(ctx, "s", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.PutBytes(ctx, &PutRequest{Space: "s", Key: "slow"}, []byte("slow")); err != nil {
+	if _, err := c.PutBytes(ctx, &object.PutRequest{Space: "s", Key: "slow"}, []byte("slow")); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * live) // idle
 	time.AfterFunc(5*live, func() { close(gate) })
-	_, data, err := c.GetBytes(ctx, &GetRequest{Space: "s", Key: "slow", Length: -1})
+	_, data, err := c.GetBytes(ctx, &object.GetRequest{Space: "s", Key: "slow", Length: -1})
 	if err != nil || string(data) != "slow" {
 		t.Fatalf("slow get: %q, %v (connection: %v)", data, err, c.Err())
 	}
@@ -97,7 +99,7 @@ func TestSlowServerStaysConnected(t *testing.T) {
 func TestSlowReaderStaysConnected(t *testing.T) {
 	const live = 200 * time.Millisecond
 	ctx := context.Background()
-	svc := NewMemService()
+	svc := object.NewMemService()
 	svc.SinkSize = 16 << 20
 	addr, _ := startServer(t, svc, ServerOptions{})
 	c, err := DialConn(ctx, addr, withKey(ConnOptions{Liveness: live}))
@@ -105,10 +107,10 @@ func TestSlowReaderStaysConnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.CreateSpace(ctx, "sink", SpaceSettings{}); err != nil {
+	if _, err := c.CreateSpace(ctx, "sink", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
-	_, rc, err := c.Get(ctx, &GetRequest{Space: "sink", Key: "big", Length: -1})
+	_, rc, err := c.Get(ctx, &object.GetRequest{Space: "sink", Key: "big", Length: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

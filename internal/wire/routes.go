@@ -60,11 +60,11 @@ func AppendRouteTable(b []byte, t *RouteTable) []byte {
 
 // DecodeRouteTable decodes an AppendRouteTable encoding.
 func DecodeRouteTable(b []byte) (RouteTable, error) {
-	d := decoder{b: b}
+	d := newDecoder(b)
 	t := RouteTable{Space: d.u32("space")}
 	n := d.count(8+8+1+1+1+1+1, "routes")
 	for range n {
-		if d.err != nil {
+		if d.Err() != nil {
 			break
 		}
 		r := Route{Range: d.u64("range"), Epoch: d.u64("range epoch")}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/auth"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -143,7 +144,7 @@ type Stats struct {
 
 // Server serves the native protocol for a Service. See docs/protocol.md.
 type Server struct {
-	svc  Service
+	svc  object.Service
 	opts ServerOptions
 	log  *slog.Logger
 
@@ -179,7 +180,7 @@ func (s *Server) coarse() int64 { return s.clock.Load() }
 
 // NewServer builds a Server. It panics if o (after EnsureDefaults) fails
 // Validate; call Validate first to check options from users.
-func NewServer(svc Service, o ServerOptions) *Server {
+func NewServer(svc object.Service, o ServerOptions) *Server {
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
 		panic(err)
@@ -739,7 +740,7 @@ func (c *serverConn) start(h Header, body []byte) {
 	cctx, cancel := context.WithCancel(c.ctx)
 	r := &request{Context: cctx, cancel: cancel}
 	ctx := context.Context(r)
-	var put PutRequest
+	var put object.PutRequest
 	var putBody io.Reader
 	if h.Op == OpPut {
 		var inline []byte
@@ -822,7 +823,7 @@ func (c *serverConn) unregister(id uint32) {
 // safeHandle is handle that turns a panic in the service into a
 // CodeInternal answer (logged with its stack) instead of a crash of the
 // whole server, as net/http does for its handlers.
-func (c *serverConn) safeHandle(ctx context.Context, h Header, body []byte, put *PutRequest, putBody io.Reader) (code Code) {
+func (c *serverConn) safeHandle(ctx context.Context, h Header, body []byte, put *object.PutRequest, putBody io.Reader) (code Code) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.s.log.Error("request handler panicked", "op", h.Op, "panic", p, "stack", string(debug.Stack()))
@@ -834,7 +835,7 @@ func (c *serverConn) safeHandle(ctx context.Context, h Header, body []byte, put 
 }
 
 // handle runs one request and sends its answer. It returns the answer's code.
-func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *PutRequest, putBody io.Reader) Code {
+func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *object.PutRequest, putBody io.Reader) Code {
 	svc := c.s.svc
 	id := h.ID
 	var (
@@ -846,13 +847,13 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 	switch h.Op {
 	case OpCreateSpace:
 		var name string
-		var st SpaceSettings
+		var st object.SpaceSettings
 		if name, st, err = DecodeCreateSpace(body); err == nil {
 			if e := c.allow(name, auth.Admin); e != nil {
 				err = e
 				break
 			}
-			var info SpaceInfo
+			var info object.SpaceInfo
 			if info, err = svc.CreateSpace(ctx, name, st); err == nil {
 				resp = AppendSpaceInfo(buf, &info)
 			}
@@ -862,14 +863,14 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 			err = Errorf(CodeMalformed, "LIST_SPACES takes no body")
 			break
 		}
-		var l []SpaceInfo
+		var l []object.SpaceInfo
 		if l, err = svc.ListSpaces(ctx); err == nil {
 			// A key sees the spaces it holds a grant on.
 			if k, e := c.key(); e != nil {
 				err = e
 				break
 			} else if k != nil {
-				l = slices.DeleteFunc(l, func(sp SpaceInfo) bool { return !k.Sees(sp.Name) })
+				l = slices.DeleteFunc(l, func(sp object.SpaceInfo) bool { return !k.Sees(sp.Name) })
 			}
 			resp = AppendSpaceList(buf, l)
 		}
@@ -965,7 +966,7 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 			}
 		}
 	case OpPut:
-		var info ObjectInfo
+		var info object.Info
 		if info, err = svc.Put(ctx, put, putBody); err == nil {
 			resp = AppendObjectInfo(buf, &info)
 		}
@@ -973,49 +974,49 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *Put
 		c.s.small.Put(bp)
 		return c.get(ctx, id, body)
 	case OpStat:
-		var req GetRequest
+		var req object.GetRequest
 		if req, err = DecodeGetRequest(body); err == nil {
 			if e := c.allow(req.Space, auth.Read); e != nil {
 				err = e
 				break
 			}
-			var info ObjectInfo
+			var info object.Info
 			if info, err = svc.Stat(ctx, &req); err == nil {
 				resp = AppendObjectInfo(buf, &info)
 			}
 		}
 	case OpDelete:
-		var req DeleteRequest
+		var req object.DeleteRequest
 		if req, err = DecodeDeleteRequest(body); err == nil {
 			if e := c.allow(req.Space, auth.Write); e != nil {
 				err = e
 				break
 			}
-			var info ObjectInfo
+			var info object.Info
 			if info, err = svc.Delete(ctx, &req); err == nil {
 				resp = AppendObjectInfo(buf, &info)
 			}
 		}
 	case OpList:
-		var req ListRequest
+		var req object.ListRequest
 		if req, err = DecodeListRequest(body); err == nil {
 			if e := c.allow(req.Space, auth.Read); e != nil {
 				err = e
 				break
 			}
-			var res ListResult
+			var res object.ListResult
 			if res, err = svc.List(ctx, &req); err == nil {
 				resp = AppendListResult(buf, &res)
 			}
 		}
 	case OpVersions:
-		var req VersionsRequest
+		var req object.VersionsRequest
 		if req, err = DecodeVersionsRequest(body); err == nil {
 			if e := c.allow(req.Space, auth.Read); e != nil {
 				err = e
 				break
 			}
-			var res VersionsResult
+			var res object.VersionsResult
 			if res, err = svc.Versions(ctx, &req); err == nil {
 				resp = AppendVersionsResult(buf, &res)
 			}
@@ -1056,11 +1057,15 @@ func (c *serverConn) asError(err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	code := CodeOf(err)
+	code, msg := CodeOf(err), err.Error()
+	var oe *object.Error
+	if errors.As(err, &oe) {
+		msg = oe.Message
+	}
 	if code == CodeInternal {
 		c.s.log.Warn("wire: internal error", "err", err)
 	}
-	return &Error{Code: code, Message: err.Error()}
+	return &Error{Code: code, Message: msg}
 }
 
 // get answers a GET: a header frame with the ObjectInfo and the first bytes,
@@ -1187,7 +1192,7 @@ func (c *serverConn) batch(ctx context.Context, buf []byte, items []BatchItem) [
 	for i := range items {
 		it := &items[i]
 		r := BatchResult{Op: it.Op}
-		var info ObjectInfo
+		var info object.Info
 		var err error
 		switch it.Op {
 		case BatchPut, BatchDelete:

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/auth"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // The key the tests' servers know and their clients authenticate with:
@@ -40,7 +41,7 @@ func withKey(o ConnOptions) ConnOptions {
 
 // startServer serves svc on a fresh port. Without o.Keys the server knows
 // the test key (testKeys).
-func startServer(t testing.TB, svc Service, o ServerOptions) (string, *Server) {
+func startServer(t testing.TB, svc object.Service, o ServerOptions) (string, *Server) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -80,22 +81,22 @@ func wantCode(t *testing.T, err error, c Code) {
 
 func TestEveryOp(t *testing.T) {
 	ctx := context.Background()
-	svc := NewMemService()
+	svc := object.NewMemService()
 	addr, _ := startServer(t, svc, ServerOptions{})
 	c := dial(t, addr)
 
-	sp, err := c.CreateSpace(ctx, "photos", SpaceSettings{Retention: "last", KeepLast: 3, Placement: "hash"})
+	sp, err := c.CreateSpace(ctx, "photos", object.SpaceSettings{Retention: "last", KeepLast: 3, Placement: "hash"})
 	if err != nil || sp.Name != "photos" || sp.Settings.KeepLast != 3 || sp.Settings.Placement != "hash" {
 		t.Fatalf("CreateSpace: %+v %v", sp, err)
 	}
-	_, err = c.CreateSpace(ctx, "photos", SpaceSettings{})
+	_, err = c.CreateSpace(ctx, "photos", object.SpaceSettings{})
 	wantCode(t, err, CodeSpaceExists)
 	if !errors.Is(err, ErrSpaceExists) {
 		t.Fatalf("errors.Is(%v, ErrSpaceExists) = false", err)
 	}
-	_, err = c.CreateSpace(ctx, "bad name", SpaceSettings{})
+	_, err = c.CreateSpace(ctx, "bad name", object.SpaceSettings{})
 	wantCode(t, err, CodeBadSpaceName)
-	if _, err := c.CreateSpace(ctx, "empty", SpaceSettings{}); err != nil {
+	if _, err := c.CreateSpace(ctx, "empty", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	l, err := c.ListSpaces(ctx)
@@ -107,7 +108,7 @@ func TestEveryOp(t *testing.T) {
 	}
 	wantCode(t, c.DeleteSpace(ctx, "empty"), CodeSpaceNotFound)
 
-	put := &PutRequest{Space: "photos", Key: "a/1", ContentType: "text/plain",
+	put := &object.PutRequest{Space: "photos", Key: "a/1", ContentType: "text/plain",
 		Meta: map[string]string{"m": "1"}, Tags: map[string]string{"t": "x"}}
 	v1, err := c.PutBytes(ctx, put, []byte("hello"))
 	if err != nil || v1.Size != 5 || v1.ContentType != "text/plain" || v1.Meta["m"] != "1" || v1.Tags["t"] != "x" {
@@ -115,78 +116,78 @@ func TestEveryOp(t *testing.T) {
 	}
 	wantCode(t, c.DeleteSpace(ctx, "photos"), CodeSpaceNotEmpty)
 	// IfNoneMatch fails while a live version exists; IfMatch needs the latest.
-	_, err = c.PutBytes(ctx, &PutRequest{Space: "photos", Key: "a/1", IfNoneMatch: true}, []byte("x"))
+	_, err = c.PutBytes(ctx, &object.PutRequest{Space: "photos", Key: "a/1", IfNoneMatch: true}, []byte("x"))
 	wantCode(t, err, CodePreconditionFailed)
-	_, err = c.PutBytes(ctx, &PutRequest{Space: "photos", Key: "a/1", IfMatch: v1.Version + 100}, []byte("x"))
+	_, err = c.PutBytes(ctx, &object.PutRequest{Space: "photos", Key: "a/1", IfMatch: v1.Version + 100}, []byte("x"))
 	wantCode(t, err, CodePreconditionFailed)
-	v2, err := c.PutBytes(ctx, &PutRequest{Space: "photos", Key: "a/1", Mode: PutWriteAt, Offset: 1, IfMatch: v1.Version}, []byte("EL"))
+	v2, err := c.PutBytes(ctx, &object.PutRequest{Space: "photos", Key: "a/1", Mode: object.PutWriteAt, Offset: 1, IfMatch: v1.Version}, []byte("EL"))
 	if err != nil || v2.Parent != v1.Version {
 		t.Fatalf("WriteAt: %+v %v", v2, err)
 	}
-	v3, err := c.PutBytes(ctx, &PutRequest{Space: "photos", Key: "a/1", Mode: PutAppend}, []byte("!"))
+	v3, err := c.PutBytes(ctx, &object.PutRequest{Space: "photos", Key: "a/1", Mode: object.PutAppend}, []byte("!"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, data, err := c.GetBytes(ctx, &GetRequest{Space: "photos", Key: "a/1", Length: -1})
+	info, data, err := c.GetBytes(ctx, &object.GetRequest{Space: "photos", Key: "a/1", Length: -1})
 	if err != nil || string(data) != "hELlo!" || info.Version != v3.Version {
 		t.Fatalf("Get: %q %+v %v", data, info, err)
 	}
-	_, data, err = c.GetBytes(ctx, &GetRequest{Space: "photos", Key: "a/1", Version: v1.Version, Length: -1})
+	_, data, err = c.GetBytes(ctx, &object.GetRequest{Space: "photos", Key: "a/1", Version: v1.Version, Length: -1})
 	if err != nil || string(data) != "hello" {
 		t.Fatalf("Get version: %q %v", data, err)
 	}
-	_, data, err = c.GetBytes(ctx, &GetRequest{Space: "photos", Key: "a/1", AsOf: v2.Version, Offset: 1, Length: 3})
+	_, data, err = c.GetBytes(ctx, &object.GetRequest{Space: "photos", Key: "a/1", AsOf: v2.Version, Offset: 1, Length: 3})
 	if err != nil || string(data) != "ELl" {
 		t.Fatalf("Get as-of range: %q %v", data, err)
 	}
-	_, _, err = c.GetBytes(ctx, &GetRequest{Space: "photos", Key: "a/1", Offset: 99, Length: -1})
+	_, _, err = c.GetBytes(ctx, &object.GetRequest{Space: "photos", Key: "a/1", Offset: 99, Length: -1})
 	wantCode(t, err, CodeInvalidRange)
-	st, err := c.Stat(ctx, &GetRequest{Space: "photos", Key: "a/1", Length: -1})
+	st, err := c.Stat(ctx, &object.GetRequest{Space: "photos", Key: "a/1", Length: -1})
 	if err != nil || st.Size != 6 {
 		t.Fatalf("Stat: %+v %v", st, err)
 	}
-	_, err = c.Stat(ctx, &GetRequest{Space: "photos", Key: "nope", Length: -1})
+	_, err = c.Stat(ctx, &object.GetRequest{Space: "photos", Key: "nope", Length: -1})
 	wantCode(t, err, CodeNotFound)
-	_, err = c.Stat(ctx, &GetRequest{Space: "nospace", Key: "nope", Length: -1})
+	_, err = c.Stat(ctx, &object.GetRequest{Space: "nospace", Key: "nope", Length: -1})
 	wantCode(t, err, CodeSpaceNotFound)
 	for i := range 5 {
-		if _, err := c.PutBytes(ctx, &PutRequest{Space: "photos", Key: fmt.Sprintf("b/%d", i)}, []byte{byte(i)}); err != nil {
+		if _, err := c.PutBytes(ctx, &object.PutRequest{Space: "photos", Key: fmt.Sprintf("b/%d", i)}, []byte{byte(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	lr, err := c.List(ctx, &ListRequest{Space: "photos", Prefix: "b/", Limit: 3})
+	lr, err := c.List(ctx, &object.ListRequest{Space: "photos", Prefix: "b/", Limit: 3})
 	if err != nil || len(lr.Objects) != 3 || !lr.Truncated || lr.Next != "b/2" {
 		t.Fatalf("List: %+v %v", lr, err)
 	}
-	lr, err = c.List(ctx, &ListRequest{Space: "photos", Prefix: "b/", StartAfter: lr.Next})
+	lr, err = c.List(ctx, &object.ListRequest{Space: "photos", Prefix: "b/", StartAfter: lr.Next})
 	if err != nil || len(lr.Objects) != 2 || lr.Truncated || lr.Objects[0].Key != "b/3" {
 		t.Fatalf("List page 2: %+v %v", lr, err)
 	}
-	del, err := c.Delete(ctx, &DeleteRequest{Space: "photos", Key: "a/1"})
+	del, err := c.Delete(ctx, &object.DeleteRequest{Space: "photos", Key: "a/1"})
 	if err != nil || !del.DeleteMarker {
 		t.Fatalf("Delete: %+v %v", del, err)
 	}
-	_, _, err = c.GetBytes(ctx, &GetRequest{Space: "photos", Key: "a/1", Length: -1})
+	_, _, err = c.GetBytes(ctx, &object.GetRequest{Space: "photos", Key: "a/1", Length: -1})
 	wantCode(t, err, CodeNotFound)
-	_, _, err = c.GetBytes(ctx, &GetRequest{Space: "photos", Key: "a/1", Version: del.Version, Length: -1})
+	_, _, err = c.GetBytes(ctx, &object.GetRequest{Space: "photos", Key: "a/1", Version: del.Version, Length: -1})
 	wantCode(t, err, CodeDeleted)
-	vr, err := c.Versions(ctx, &VersionsRequest{Space: "photos", Key: "a/1", Limit: 3})
+	vr, err := c.Versions(ctx, &object.VersionsRequest{Space: "photos", Key: "a/1", Limit: 3})
 	if err != nil || len(vr.Versions) != 3 || !vr.Truncated || !vr.Versions[0].DeleteMarker || vr.Versions[2].Version != v2.Version {
 		t.Fatalf("Versions: %+v %v", vr, err)
 	}
-	if _, err := c.Delete(ctx, &DeleteRequest{Space: "photos", Key: "a/1", Version: v1.Version}); err != nil {
+	if _, err := c.Delete(ctx, &object.DeleteRequest{Space: "photos", Key: "a/1", Version: v1.Version}); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = c.GetBytes(ctx, &GetRequest{Space: "photos", Key: "a/1", Version: v1.Version, Length: -1})
+	_, _, err = c.GetBytes(ctx, &object.GetRequest{Space: "photos", Key: "a/1", Version: v1.Version, Length: -1})
 	wantCode(t, err, CodeNotFound)
 
 	// BATCH: per-item results.
 	rs, err := c.Batch(ctx, []BatchItem{
-		{Op: BatchPut, Put: PutRequest{Space: "photos", Key: "c", Size: 3}, Body: []byte("abc")},
-		{Op: BatchGet, Get: GetRequest{Space: "photos", Key: "c", Length: -1}},
-		{Op: BatchStat, Get: GetRequest{Space: "photos", Key: "missing", Length: -1}},
-		{Op: BatchDelete, Delete: DeleteRequest{Space: "photos", Key: "c"}},
-		{Op: BatchStat, Get: GetRequest{Space: "photos", Key: "b/0", Length: -1}},
+		{Op: BatchPut, Put: object.PutRequest{Space: "photos", Key: "c", Size: 3}, Body: []byte("abc")},
+		{Op: BatchGet, Get: object.GetRequest{Space: "photos", Key: "c", Length: -1}},
+		{Op: BatchStat, Get: object.GetRequest{Space: "photos", Key: "missing", Length: -1}},
+		{Op: BatchDelete, Delete: object.DeleteRequest{Space: "photos", Key: "c"}},
+		{Op: BatchStat, Get: object.GetRequest{Space: "photos", Key: "b/0", Length: -1}},
 	})
 	if err != nil || len(rs) != 5 {
 		t.Fatalf("Batch: %v %v", rs, err)
@@ -204,22 +205,22 @@ func TestEveryOp(t *testing.T) {
 // the same connection.
 func TestOutOfOrder(t *testing.T) {
 	ctx := context.Background()
-	svc := NewMemService()
+	svc := object.NewMemService()
 	gate := make(chan struct{})
 	svc.Gates["slow"] = gate
 	addr, _ := startServer(t, svc, ServerOptions{})
 	c := dial(t, addr)
-	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+	if _, err := c.CreateSpace(ctx, "s", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"slow", "fast"} {
-		if _, err := c.PutBytes(ctx, &PutRequest{Space: "s", Key: k}, []byte(k)); err != nil {
+		if _, err := c.PutBytes(ctx, &object.PutRequest{Space: "s", Key: k}, []byte(k)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	slow := make(chan error, 1)
 	go func() {
-		_, data, err := c.GetBytes(ctx, &GetRequest{Space: "s", Key: "slow", Length: -1})
+		_, data, err := c.GetBytes(ctx, &object.GetRequest{Space: "s", Key: "slow", Length: -1})
 		if err == nil && string(data) != "slow" {
 			err = fmt.Errorf("got %q", data)
 		}
@@ -229,7 +230,7 @@ func TestOutOfOrder(t *testing.T) {
 		runtime.Gosched()
 	}
 	for range 10 {
-		_, data, err := c.GetBytes(ctx, &GetRequest{Space: "s", Key: "fast", Length: -1})
+		_, data, err := c.GetBytes(ctx, &object.GetRequest{Space: "s", Key: "fast", Length: -1})
 		if err != nil || string(data) != "fast" {
 			t.Fatalf("fast: %q %v", data, err)
 		}
@@ -364,16 +365,16 @@ func (r *rawConn) ping(id uint32) {
 // 1000 requests written in one go, before any answer is read.
 func TestPipelining(t *testing.T) {
 	ctx := context.Background()
-	svc := NewMemService()
+	svc := object.NewMemService()
 	addr, _ := startServer(t, svc, ServerOptions{})
 	c := dial(t, addr)
-	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+	if _, err := c.CreateSpace(ctx, "s", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 1000
 	var frames []byte
 	for i := range n {
-		put := AppendPutRequest(nil, &PutRequest{Space: "s", Key: fmt.Sprint(i), Size: 4})
+		put := AppendPutRequest(nil, &object.PutRequest{Space: "s", Key: fmt.Sprint(i), Size: 4})
 		frames = AppendFrame(frames, OpPut, 0, uint32(i+1), append(put, fmt.Sprintf("%04d", i)...))
 	}
 	r := rawDial(t, addr)
@@ -392,7 +393,7 @@ func TestPipelining(t *testing.T) {
 	errs := make(chan error, n)
 	for i := range n {
 		wg.Go(func() {
-			_, data, err := c.GetBytes(ctx, &GetRequest{Space: "s", Key: fmt.Sprint(i), Length: -1})
+			_, data, err := c.GetBytes(ctx, &object.GetRequest{Space: "s", Key: fmt.Sprint(i), Length: -1})
 			if err == nil && string(data) != fmt.Sprintf("%04d", i) {
 				err = fmt.Errorf("key %d: got %q", i, data)
 			}
@@ -449,14 +450,14 @@ func heapWatch() (stop func() uint64) {
 func TestStreamBoundedMemory(t *testing.T) {
 	ctx := context.Background()
 	const size = 64 << 20
-	svc := NewMemService()
+	svc := object.NewMemService()
 	svc.SinkSize = size
 	svc.SinkSeen = make(chan int64, 1)
 	addr, srv := startServer(t, svc, ServerOptions{})
 	c := dial(t, addr)
 
 	stop := heapWatch()
-	info, err := c.Put(ctx, &PutRequest{Space: "sink", Key: "big", Size: size}, io.LimitReader(&PatternReader{}, size))
+	info, err := c.Put(ctx, &object.PutRequest{Space: "sink", Key: "big", Size: size}, io.LimitReader(&object.PatternReader{}, size))
 	if err != nil || info.Size != size {
 		t.Fatalf("Put: %+v %v", info, err)
 	}
@@ -464,17 +465,17 @@ func TestStreamBoundedMemory(t *testing.T) {
 		t.Fatalf("service read %d bytes", n)
 	}
 	// Unknown size: streamed to EOF.
-	if _, err := c.Put(ctx, &PutRequest{Space: "sink", Key: "big", Size: -1}, io.LimitReader(&PatternReader{}, size/4)); err != nil {
+	if _, err := c.Put(ctx, &object.PutRequest{Space: "sink", Key: "big", Size: -1}, io.LimitReader(&object.PatternReader{}, size/4)); err != nil {
 		t.Fatal(err)
 	}
 	if n := <-svc.SinkSeen; n != size/4 {
 		t.Fatalf("service read %d bytes", n)
 	}
-	info, rc, err := c.Get(ctx, &GetRequest{Space: "sink", Key: "big", Length: -1})
+	info, rc, err := c.Get(ctx, &object.GetRequest{Space: "sink", Key: "big", Length: -1})
 	if err != nil || info.Size != size {
 		t.Fatalf("Get: %+v %v", info, err)
 	}
-	want := &PatternReader{}
+	want := &object.PatternReader{}
 	buf := make([]byte, 256<<10)
 	wbuf := make([]byte, len(buf))
 	var total int64
@@ -512,11 +513,11 @@ func TestStreamBoundedMemory(t *testing.T) {
 // sees the body fail.
 func TestTruncatedUpload(t *testing.T) {
 	ctx := context.Background()
-	svc := NewMemService()
+	svc := object.NewMemService()
 	svc.PutSeen = make(chan struct{}, 10)
 	addr, srv := startServer(t, svc, ServerOptions{})
 	c := dial(t, addr)
-	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+	if _, err := c.CreateSpace(ctx, "s", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	waitIdle := func() {
@@ -527,7 +528,7 @@ func TestTruncatedUpload(t *testing.T) {
 
 	// 1. The connection closes before END.
 	r := rawDial(t, addr)
-	hdr := AppendPutRequest(nil, &PutRequest{Space: "s", Key: "k", Size: 3000})
+	hdr := AppendPutRequest(nil, &object.PutRequest{Space: "s", Key: "k", Size: 3000})
 	r.send(OpPut, FlagMore, 7, append(hdr, make([]byte, 1000)...))
 	r.send(OpData, 0, 7, make([]byte, 1000))
 	<-svc.PutSeen
@@ -546,8 +547,8 @@ func TestTruncatedUpload(t *testing.T) {
 	r.ping(10) // the connection still works
 
 	// 3. The client's body reader fails midway.
-	_, err := c.Put(ctx, &PutRequest{Space: "s", Key: "k", Size: 5 << 20}, io.MultiReader(
-		io.LimitReader(&PatternReader{}, 2<<20), iotestErrReader{}))
+	_, err := c.Put(ctx, &object.PutRequest{Space: "s", Key: "k", Size: 5 << 20}, io.MultiReader(
+		io.LimitReader(&object.PatternReader{}, 2<<20), iotestErrReader{}))
 	if err == nil {
 		t.Fatal("Put with a failing body succeeded")
 	}
@@ -563,7 +564,7 @@ func TestTruncatedUpload(t *testing.T) {
 			t.Fatalf("body error %v, want io.ErrUnexpectedEOF", err)
 		}
 	}
-	_, err = c.Stat(ctx, &GetRequest{Space: "s", Key: "k", Length: -1})
+	_, err = c.Stat(ctx, &object.GetRequest{Space: "s", Key: "k", Length: -1})
 	wantCode(t, err, CodeNotFound)
 }
 
@@ -572,7 +573,7 @@ type iotestErrReader struct{}
 func (iotestErrReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
 
 func TestMalformedFrames(t *testing.T) {
-	svc := NewMemService()
+	svc := object.NewMemService()
 	addr, _ := startServer(t, svc, ServerOptions{})
 
 	t.Run("bad version", func(t *testing.T) {
@@ -607,7 +608,7 @@ func TestMalformedFrames(t *testing.T) {
 			}
 		}
 		// Trailing bytes after a valid message are malformed too.
-		r.send(OpStat, 0, 50, append(AppendGetRequest(nil, &GetRequest{Space: "s", Key: "k", Length: -1}), 0))
+		r.send(OpStat, 0, 50, append(AppendGetRequest(nil, &object.GetRequest{Space: "s", Key: "k", Length: -1}), 0))
 		if _, e := r.readError(); e.Code != CodeMalformed {
 			t.Fatal(e)
 		}
@@ -658,15 +659,15 @@ func TestMalformedFrames(t *testing.T) {
 
 func TestShutdownWaitsForInflight(t *testing.T) {
 	ctx := context.Background()
-	svc := NewMemService()
+	svc := object.NewMemService()
 	gate := make(chan struct{})
 	svc.Gates["slow"] = gate
 	addr, srv := startServer(t, svc, ServerOptions{})
 	c := dial(t, addr)
-	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+	if _, err := c.CreateSpace(ctx, "s", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.PutBytes(ctx, &PutRequest{Space: "s", Key: "slow"}, []byte("v")); err != nil {
+	if _, err := c.PutBytes(ctx, &object.PutRequest{Space: "s", Key: "slow"}, []byte("v")); err != nil {
 		t.Fatal(err)
 	}
 	// The put's answer goes out before its handler counts itself done; wait
@@ -676,7 +677,7 @@ func TestShutdownWaitsForInflight(t *testing.T) {
 	}
 	got := make(chan error, 1)
 	go func() {
-		_, err := c.Stat(ctx, &GetRequest{Space: "s", Key: "slow", Length: -1})
+		_, err := c.Stat(ctx, &object.GetRequest{Space: "s", Key: "slow", Length: -1})
 		got <- err
 	}()
 	for srv.Stats().Inflight == 0 {
@@ -688,7 +689,7 @@ func TestShutdownWaitsForInflight(t *testing.T) {
 		runtime.Gosched()
 	}
 	// New requests are refused as retryable while draining.
-	_, err := c.Stat(ctx, &GetRequest{Space: "s", Key: "other", Length: -1})
+	_, err := c.Stat(ctx, &object.GetRequest{Space: "s", Key: "other", Length: -1})
 	wantCode(t, err, CodeUnavailable)
 	close(gate)
 	if err := <-got; err != nil {
@@ -705,15 +706,15 @@ func TestShutdownWaitsForInflight(t *testing.T) {
 
 func TestBodyLongerThanDeclared(t *testing.T) {
 	ctx := context.Background()
-	svc := NewMemService()
+	svc := object.NewMemService()
 	addr, _ := startServer(t, svc, ServerOptions{})
 	c := dial(t, addr)
-	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+	if _, err := c.CreateSpace(ctx, "s", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	r := rawDial(t, addr)
 	// Inline bytes past the declared size.
-	hdr := AppendPutRequest(nil, &PutRequest{Space: "s", Key: "k", Size: 2})
+	hdr := AppendPutRequest(nil, &object.PutRequest{Space: "s", Key: "k", Size: 2})
 	r.send(OpPut, 0, 1, append(hdr, "abc"...))
 	if _, e := r.readError(); e.Code != CodeInvalidArgument {
 		t.Fatal(e)
@@ -725,18 +726,18 @@ func TestBodyLongerThanDeclared(t *testing.T) {
 		t.Fatal(e)
 	}
 	r.ping(3)
-	_, err := c.Stat(ctx, &GetRequest{Space: "s", Key: "k", Length: -1})
+	_, err := c.Stat(ctx, &object.GetRequest{Space: "s", Key: "k", Length: -1})
 	wantCode(t, err, CodeNotFound)
 }
 
 // An error met mid-stream reaches the reader in place of the rest.
 func TestGetStreamError(t *testing.T) {
 	ctx := context.Background()
-	svc := NewMemService()
+	svc := object.NewMemService()
 	svc.SinkSize = 5 << 20
 	addr, _ := startServer(t, svc, ServerOptions{})
 	c := dial(t, addr)
-	_, rc, err := c.Get(ctx, &GetRequest{Space: "sink", Key: "corrupt", Length: -1})
+	_, rc, err := c.Get(ctx, &object.GetRequest{Space: "sink", Key: "corrupt", Length: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -746,7 +747,7 @@ func TestGetStreamError(t *testing.T) {
 		t.Fatalf("read %d bytes, then %v", n, err)
 	}
 	// Abandoning a stream midway leaves the connection usable.
-	_, rc, err = c.Get(ctx, &GetRequest{Space: "sink", Key: "x", Length: -1})
+	_, rc, err = c.Get(ctx, &object.GetRequest{Space: "sink", Key: "x", Length: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -766,17 +767,17 @@ func TestGetStreamError(t *testing.T) {
 // every request is served.
 func TestInflightLimit(t *testing.T) {
 	ctx := context.Background()
-	svc := NewMemService()
+	svc := object.NewMemService()
 	addr, _ := startServer(t, svc, ServerOptions{MaxInflightPerConn: 2})
 	c := dial(t, addr)
-	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+	if _, err := c.CreateSpace(ctx, "s", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
 	for i := range 100 {
 		wg.Go(func() {
-			if _, err := c.PutBytes(ctx, &PutRequest{Space: "s", Key: fmt.Sprint(i)}, []byte("v")); err != nil {
+			if _, err := c.PutBytes(ctx, &object.PutRequest{Space: "s", Key: fmt.Sprint(i)}, []byte("v")); err != nil {
 				errs <- err
 			}
 		})
@@ -786,7 +787,7 @@ func TestInflightLimit(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if l, err := c.List(ctx, &ListRequest{Space: "s"}); err != nil || len(l.Objects) != 100 {
+	if l, err := c.List(ctx, &object.ListRequest{Space: "s"}); err != nil || len(l.Objects) != 100 {
 		t.Fatalf("%d objects, %v", len(l.Objects), err)
 	}
 }
@@ -795,24 +796,24 @@ func TestInflightLimit(t *testing.T) {
 // smaller frames.
 func TestSmallServerFrames(t *testing.T) {
 	ctx := context.Background()
-	svc := NewMemService()
+	svc := object.NewMemService()
 	addr, _ := startServer(t, svc, ServerOptions{MaxFrame: MinMaxFrame})
 	c := dial(t, addr)
-	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+	if _, err := c.CreateSpace(ctx, "s", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
 	body := make([]byte, 1<<20+3)
-	(&PatternReader{}).Read(body)
-	if _, err := c.PutBytes(ctx, &PutRequest{Space: "s", Key: "k"}, body); err != nil {
+	(&object.PatternReader{}).Read(body)
+	if _, err := c.PutBytes(ctx, &object.PutRequest{Space: "s", Key: "k"}, body); err != nil {
 		t.Fatal(err)
 	}
-	_, got, err := c.GetBytes(ctx, &GetRequest{Space: "s", Key: "k", Length: -1})
+	_, got, err := c.GetBytes(ctx, &object.GetRequest{Space: "s", Key: "k", Length: -1})
 	if err != nil || !bytes.Equal(got, body) {
 		t.Fatalf("%d bytes, %v", len(got), err)
 	}
 	// A batch answer that would not fit one frame fails per item.
-	rs, err := c.Batch(ctx, []BatchItem{{Op: BatchGet, Get: GetRequest{Space: "s", Key: "k", Length: -1}},
-		{Op: BatchStat, Get: GetRequest{Space: "s", Key: "k", Length: -1}}})
+	rs, err := c.Batch(ctx, []BatchItem{{Op: BatchGet, Get: object.GetRequest{Space: "s", Key: "k", Length: -1}},
+		{Op: BatchStat, Get: object.GetRequest{Space: "s", Key: "k", Length: -1}}})
 	if err != nil || rs[0].Code != CodeTooLarge || rs[1].Err() != nil {
 		t.Fatalf("%+v %v", rs, err)
 	}
@@ -832,10 +833,10 @@ func (m *countMetrics) RequestDone(op Op, code Code, _ time.Duration) {
 func TestMetrics(t *testing.T) {
 	ctx := context.Background()
 	m := &countMetrics{codes: map[Op][]Code{}}
-	addr, srv := startServer(t, NewMemService(), ServerOptions{Metrics: m})
+	addr, srv := startServer(t, object.NewMemService(), ServerOptions{Metrics: m})
 	c := dial(t, addr)
-	c.CreateSpace(ctx, "s", SpaceSettings{})
-	c.Stat(ctx, &GetRequest{Space: "s", Key: "nope", Length: -1})
+	c.CreateSpace(ctx, "s", object.SpaceSettings{})
+	c.Stat(ctx, &object.GetRequest{Space: "s", Key: "nope", Length: -1})
 	c.Close()
 	srv.Close()
 	m.mu.Lock()
@@ -846,17 +847,17 @@ func TestMetrics(t *testing.T) {
 }
 
 // panicService panics in Stat.
-type panicService struct{ *MemService }
+type panicService struct{ *object.MemService }
 
-func (panicService) Stat(context.Context, *GetRequest) (ObjectInfo, error) { panic("boom") }
+func (panicService) Stat(context.Context, *object.GetRequest) (object.Info, error) { panic("boom") }
 
 // TestHandlerPanic: a panicking handler answers CodeInternal and the server
 // keeps serving the connection.
 func TestHandlerPanic(t *testing.T) {
 	ctx := context.Background()
-	addr, _ := startServer(t, panicService{NewMemService()}, ServerOptions{Logger: discardLogger()})
+	addr, _ := startServer(t, panicService{object.NewMemService()}, ServerOptions{Logger: discardLogger()})
 	c := dial(t, addr)
-	_, err := c.Stat(ctx, &GetRequest{Space: "s", Key: "k"})
+	_, err := c.Stat(ctx, &object.GetRequest{Space: "s", Key: "k"})
 	wantCode(t, err, CodeInternal)
 	if _, err := c.ListSpaces(ctx); err != nil {
 		t.Fatalf("after a panic: %v", err)
@@ -867,7 +868,7 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 
 // routed is a MemService that reports routes and says it forwarded every
 // STAT.
-type routed struct{ *MemService }
+type routed struct{ *object.MemService }
 
 func (routed) Routes(_ context.Context, space string) (RouteTable, error) {
 	if space != "s" {
@@ -876,7 +877,7 @@ func (routed) Routes(_ context.Context, space string) (RouteTable, error) {
 	return RouteTable{Space: 7, Routes: []Route{{Range: 1, Epoch: 1, Start: []byte{0, 0, 0, 7}, Leaseholder: "a:1", Replicas: []string{"a:1"}}}}, nil
 }
 
-func (r routed) Stat(ctx context.Context, req *GetRequest) (ObjectInfo, error) {
+func (r routed) Stat(ctx context.Context, req *object.GetRequest) (object.Info, error) {
 	MarkForwarded(ctx)
 	return r.MemService.Stat(ctx, req)
 }
@@ -887,11 +888,11 @@ func (r routed) Stat(ctx context.Context, req *GetRequest) (ObjectInfo, error) {
 // others do not.
 func TestRoutesAndForwarded(t *testing.T) {
 	ctx := context.Background()
-	plain, _ := startServer(t, NewMemService(), ServerOptions{})
+	plain, _ := startServer(t, object.NewMemService(), ServerOptions{})
 	if _, err := dial(t, plain).Routes(ctx, "s"); CodeOf(err) != CodeUnknownOp {
 		t.Fatalf("ROUTES from a service without routes: %v", err)
 	}
-	addr, _ := startServer(t, routed{NewMemService()}, ServerOptions{})
+	addr, _ := startServer(t, routed{object.NewMemService()}, ServerOptions{})
 	var mu sync.Mutex
 	var seen []Op
 	c, err := DialConn(ctx, addr, withKey(ConnOptions{OnForwarded: func(op Op) {
@@ -910,16 +911,16 @@ func TestRoutesAndForwarded(t *testing.T) {
 	if _, err := c.Routes(ctx, "nope"); CodeOf(err) != CodeSpaceNotFound {
 		t.Fatalf("routes of a missing space: %v", err)
 	}
-	if _, err := c.CreateSpace(ctx, "s", SpaceSettings{}); err != nil {
+	if _, err := c.CreateSpace(ctx, "s", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.PutBytes(ctx, &PutRequest{Space: "s", Key: "k", Size: 1}, []byte("x")); err != nil {
+	if _, err := c.PutBytes(ctx, &object.PutRequest{Space: "s", Key: "k", Size: 1}, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Stat(ctx, &GetRequest{Space: "s", Key: "k", Length: -1}); err != nil {
+	if _, err := c.Stat(ctx, &object.GetRequest{Space: "s", Key: "k", Length: -1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Stat(ctx, &GetRequest{Space: "s", Key: "missing", Length: -1}); CodeOf(err) != CodeNotFound {
+	if _, err := c.Stat(ctx, &object.GetRequest{Space: "s", Key: "missing", Length: -1}); CodeOf(err) != CodeNotFound {
 		t.Fatalf("stat of a missing key: %v", err)
 	}
 	mu.Lock()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // TestSessions replays scripts of raw frames against a server over TCP and
@@ -24,7 +26,7 @@ import (
 //	reconnect      open a fresh connection
 func TestSessions(t *testing.T) {
 	datadriven.Walk(t, "testdata/sessions", func(t *testing.T, path string) {
-		svc := NewMemService()
+		svc := object.NewMemService()
 		addr, _ := startServer(t, svc, ServerOptions{MaxFrame: MinMaxFrame})
 		r := rawDial(t, addr)
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
@@ -108,8 +110,8 @@ func scriptFrame(t *testing.T, line string) []byte {
 		return n
 	}
 	id := uint32(num("id", 1))
-	get := func() *GetRequest {
-		return &GetRequest{Space: args["space"], Key: args["key"], Version: uint64(num("version", 0)),
+	get := func() *object.GetRequest {
+		return &object.GetRequest{Space: args["space"], Key: args["key"], Version: uint64(num("version", 0)),
 			AsOf: uint64(num("asof", 0)), Offset: num("offset", 0), Length: num("length", -1)}
 	}
 	var op Op
@@ -128,15 +130,15 @@ func scriptFrame(t *testing.T, line string) []byte {
 	case "PING":
 		op = OpPing
 	case "CREATE_SPACE":
-		op, body = OpCreateSpace, AppendCreateSpace(nil, args["name"], &SpaceSettings{Retention: args["retention"]})
+		op, body = OpCreateSpace, AppendCreateSpace(nil, args["name"], &object.SpaceSettings{Retention: args["retention"]})
 	case "LIST_SPACES":
 		op = OpListSpaces
 	case "DELETE_SPACE":
 		op, body = OpDeleteSpace, AppendName(nil, args["name"])
 	case "PUT":
 		op = OpPut
-		body = AppendPutRequest(nil, &PutRequest{Space: args["space"], Key: args["key"], Size: num("size", -1),
-			Mode: PutMode(num("mode", 0)), Offset: num("offset", 0), IfMatch: uint64(num("ifmatch", 0)),
+		body = AppendPutRequest(nil, &object.PutRequest{Space: args["space"], Key: args["key"], Size: num("size", -1),
+			Mode: object.PutMode(num("mode", 0)), Offset: num("offset", 0), IfMatch: uint64(num("ifmatch", 0)),
 			IfNoneMatch: args["ifnonematch"] == "true"})
 		body = append(body, args["body"]...)
 	case "DATA":
@@ -148,11 +150,11 @@ func scriptFrame(t *testing.T, line string) []byte {
 	case "STAT":
 		op, body = OpStat, AppendGetRequest(nil, get())
 	case "DELETE":
-		op, body = OpDelete, AppendDeleteRequest(nil, &DeleteRequest{Space: args["space"], Key: args["key"], Version: uint64(num("version", 0))})
+		op, body = OpDelete, AppendDeleteRequest(nil, &object.DeleteRequest{Space: args["space"], Key: args["key"], Version: uint64(num("version", 0))})
 	case "LIST":
-		op, body = OpList, AppendListRequest(nil, &ListRequest{Space: args["space"], Prefix: args["prefix"], Limit: uint32(num("limit", 0))})
+		op, body = OpList, AppendListRequest(nil, &object.ListRequest{Space: args["space"], Prefix: args["prefix"], Limit: uint32(num("limit", 0))})
 	case "VERSIONS":
-		op, body = OpVersions, AppendVersionsRequest(nil, &VersionsRequest{Space: args["space"], Key: args["key"]})
+		op, body = OpVersions, AppendVersionsRequest(nil, &object.VersionsRequest{Space: args["space"], Key: args["key"]})
 	case "OP": // any opcode with a hex body
 		op = Op(num("code", 0))
 		b, err := hex.DecodeString(args["hex"])
@@ -179,7 +181,7 @@ func showFlags(fl uint16) string {
 	return strings.Join(s, ",")
 }
 
-func showInfo(o *ObjectInfo) string {
+func showInfo(o *object.Info) string {
 	s := fmt.Sprintf("%s/%s v%d parent=%d size=%d", o.Space, o.Key, o.Version, o.Parent, o.Size)
 	if o.DeleteMarker {
 		s += " delete-marker"
@@ -205,11 +207,11 @@ func showFrame(h Header, body []byte) string {
 		p, err = DecodePingInfo(body)
 		s = fmt.Sprintf("max-frame=%d max-inflight=%d", p.MaxFrame, p.MaxInflight)
 	case OpCreateSpace:
-		var sp SpaceInfo
+		var sp object.SpaceInfo
 		sp, err = DecodeSpaceInfo(body)
 		s = fmt.Sprintf("space %d %s", sp.ID, sp.Name)
 	case OpListSpaces:
-		var l []SpaceInfo
+		var l []object.SpaceInfo
 		l, err = DecodeSpaceList(body)
 		for _, sp := range l {
 			s += sp.Name + " "
@@ -217,25 +219,25 @@ func showFrame(h Header, body []byte) string {
 	case OpDeleteSpace:
 		s = fmt.Sprintf("%d bytes", len(body))
 	case OpPut, OpStat, OpDelete:
-		var o ObjectInfo
+		var o object.Info
 		o, err = DecodeObjectInfo(body)
 		s = showInfo(&o)
 	case OpGet:
-		var o ObjectInfo
+		var o object.Info
 		var rest []byte
 		o, rest, err = DecodeObjectInfoPrefix(body)
 		s = fmt.Sprintf("%s data=%q", showInfo(&o), rest)
 	case OpData:
 		s = fmt.Sprintf("%d bytes", len(body))
 	case OpList:
-		var l ListResult
+		var l object.ListResult
 		l, err = DecodeListResult(body)
 		for _, o := range l.Objects {
 			s += o.Key + " "
 		}
 		s += fmt.Sprintf("truncated=%v next=%q", l.Truncated, l.Next)
 	case OpVersions:
-		var l VersionsResult
+		var l object.VersionsResult
 		l, err = DecodeVersionsResult(body)
 		for _, o := range l.Versions {
 			s += fmt.Sprintf("v%d ", o.Version)

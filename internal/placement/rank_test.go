@@ -1,4 +1,4 @@
-package meta
+package placement
 
 import (
 	"fmt"
@@ -6,14 +6,14 @@ import (
 	"testing"
 )
 
-func TestPlaceReplicas(t *testing.T) {
-	var nodes []NodeInfo
+func TestRank(t *testing.T) {
+	var nodes []Node
 	for i := range 6 {
-		nodes = append(nodes, NodeInfo{ID: uint64(i + 1), Zone: fmt.Sprintf("z%d", i%3)})
+		nodes = append(nodes, Node{ID: uint64(i + 1), Zone: fmt.Sprintf("z%d", i%3)})
 	}
 	counts := map[uint64]int{}
 	for rangeID := uint64(1); rangeID <= 300; rangeID++ {
-		got := PlaceReplicas(rangeID, nodes, 3)
+		got := Rank(rangeID, nodes, 3)
 		if len(got) != 3 {
 			t.Fatalf("range %d: %d replicas", rangeID, len(got))
 		}
@@ -25,7 +25,7 @@ func TestPlaceReplicas(t *testing.T) {
 		if len(zones) != 3 {
 			t.Fatalf("range %d on %v shares a zone", rangeID, got)
 		}
-		if again := PlaceReplicas(rangeID, nodes, 3); !slices.Equal(got, again) {
+		if again := Rank(rangeID, nodes, 3); !slices.Equal(got, again) {
 			t.Fatalf("range %d: %v then %v", rangeID, got, again)
 		}
 	}
@@ -35,14 +35,14 @@ func TestPlaceReplicas(t *testing.T) {
 		}
 	}
 	// Fewer nodes than replicas: every node, once.
-	if got := PlaceReplicas(7, nodes[:2], 3); len(got) != 2 || got[0] == got[1] {
+	if got := Rank(7, nodes[:2], 3); len(got) != 2 || got[0] == got[1] {
 		t.Fatalf("two nodes: %v", got)
 	}
 	// Adding a node moves only ranges that now prefer it.
-	more := append(slices.Clone(nodes), NodeInfo{ID: 7, Zone: "z0"})
+	more := append(slices.Clone(nodes), Node{ID: 7, Zone: "z0"})
 	moved := 0
 	for rangeID := uint64(1); rangeID <= 300; rangeID++ {
-		before, after := PlaceReplicas(rangeID, nodes, 1), PlaceReplicas(rangeID, more, 1)
+		before, after := Rank(rangeID, nodes, 1), Rank(rangeID, more, 1)
 		if before[0] != after[0] {
 			moved++
 			if after[0] != 7 {
@@ -55,21 +55,21 @@ func TestPlaceReplicas(t *testing.T) {
 	}
 }
 
-// TestPlaceReplicasSmallIDs checks the spread where node ids differ only
+// TestRankSmallIDs checks the spread where node ids differ only
 // in their low bits and keys are arbitrary 64-bit numbers (chunk hashes):
 // every node must be first choice for about its share of keys, for every
 // pair of nodes.
-func TestPlaceReplicasSmallIDs(t *testing.T) {
-	var nodes []NodeInfo
+func TestRankSmallIDs(t *testing.T) {
+	var nodes []Node
 	for i := range 4 {
-		nodes = append(nodes, NodeInfo{ID: uint64(i + 1), Zone: "default"})
+		nodes = append(nodes, Node{ID: uint64(i + 1), Zone: "default"})
 	}
 	first := map[uint64]int{}
 	held := map[uint64]int{}
 	key := uint64(0x243f6a8885a308d3)
 	for range 4000 {
 		key = key*6364136223846793005 + 1442695040888963407
-		got := PlaceReplicas(key, nodes, 3)
+		got := Rank(key, nodes, 3)
 		first[got[0]]++
 		for _, id := range got {
 			held[id]++

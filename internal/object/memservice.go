@@ -1,4 +1,4 @@
-package wire
+package object
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ type MemService struct {
 	// SinkSize, SinkSeen: Puts to space "sink" read and count the body but
 	// store nothing (for big streams), sending the count to SinkSeen if set;
 	// reads of it generate SinkSize bytes (key "corrupt": half of them, then
-	// CodeCorrupt).
+	// Corrupt).
 	SinkSize int64
 	SinkSeen chan int64
 	PutSeen  chan struct{} // if set, gets a value once a Put starts reading
@@ -40,7 +40,7 @@ type memSpace struct {
 }
 
 type memVersion struct {
-	info ObjectInfo
+	info Info
 	data []byte
 }
 
@@ -58,12 +58,12 @@ func (m *MemService) PutErrors() []error {
 
 func (m *MemService) CreateSpace(ctx context.Context, name string, s SpaceSettings) (SpaceInfo, error) {
 	if name == "" || strings.ContainsAny(name, "/ ") {
-		return SpaceInfo{}, Errorf(CodeBadSpaceName, "%q", name)
+		return SpaceInfo{}, Errorf(BadSpaceName, "%q", name)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.mu.spaces[name]; ok {
-		return SpaceInfo{}, Errorf(CodeSpaceExists, "%q", name)
+		return SpaceInfo{}, Errorf(SpaceExists, "%q", name)
 	}
 	m.mu.nextID++
 	m.mu.clock++
@@ -89,11 +89,11 @@ func (m *MemService) DeleteSpace(ctx context.Context, name string) error {
 	defer m.mu.Unlock()
 	sp, ok := m.mu.spaces[name]
 	if !ok {
-		return Errorf(CodeSpaceNotFound, "%q", name)
+		return Errorf(SpaceNotFound, "%q", name)
 	}
 	for _, vs := range sp.objs {
 		if !vs[len(vs)-1].info.DeleteMarker {
-			return Errorf(CodeSpaceNotEmpty, "%q", name)
+			return Errorf(SpaceNotEmpty, "%q", name)
 		}
 	}
 	delete(m.mu.spaces, name)
@@ -103,14 +103,14 @@ func (m *MemService) DeleteSpace(ctx context.Context, name string) error {
 func (m *MemService) spaceLocked(name string) (*memSpace, error) {
 	sp, ok := m.mu.spaces[name]
 	if !ok {
-		return nil, Errorf(CodeSpaceNotFound, "%q", name)
+		return nil, Errorf(SpaceNotFound, "%q", name)
 	}
 	return sp, nil
 }
 
-func (m *MemService) Put(ctx context.Context, req *PutRequest, body io.Reader) (ObjectInfo, error) {
+func (m *MemService) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, error) {
 	if len(req.Key) > 1024 {
-		return ObjectInfo{}, Errorf(CodeKeyTooLong, "%d bytes", len(req.Key))
+		return Info{}, Errorf(KeyTooLong, "%d bytes", len(req.Key))
 	}
 	if m.PutSeen != nil {
 		m.PutSeen <- struct{}{}
@@ -121,28 +121,28 @@ func (m *MemService) Put(ctx context.Context, req *PutRequest, body io.Reader) (
 			m.mu.Lock()
 			m.mu.putErrs = append(m.mu.putErrs, err)
 			m.mu.Unlock()
-			return ObjectInfo{}, Errorf(CodeTruncated, "%v", err)
+			return Info{}, Errorf(Truncated, "%v", err)
 		}
 		if m.SinkSeen != nil {
 			m.SinkSeen <- n
 		}
-		return ObjectInfo{Space: req.Space, Key: req.Key, Size: n}, nil
+		return Info{Space: req.Space, Key: req.Key, Size: n}, nil
 	}
 	data, err := io.ReadAll(body)
 	if err != nil {
 		m.mu.Lock()
 		m.mu.putErrs = append(m.mu.putErrs, err)
 		m.mu.Unlock()
-		return ObjectInfo{}, Errorf(CodeTruncated, "%v", err)
+		return Info{}, Errorf(Truncated, "%v", err)
 	}
 	if req.Size >= 0 && int64(len(data)) != req.Size {
-		return ObjectInfo{}, Errorf(CodeTruncated, "got %d of %d bytes", len(data), req.Size)
+		return Info{}, Errorf(Truncated, "got %d of %d bytes", len(data), req.Size)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sp, err := m.spaceLocked(req.Space)
 	if err != nil {
-		return ObjectInfo{}, err
+		return Info{}, err
 	}
 	vs := sp.objs[req.Key]
 	var cur *memVersion
@@ -150,10 +150,10 @@ func (m *MemService) Put(ctx context.Context, req *PutRequest, body io.Reader) (
 		cur = &vs[len(vs)-1]
 	}
 	if req.IfMatch != 0 && (cur == nil || cur.info.Version != req.IfMatch) {
-		return ObjectInfo{}, Errorf(CodePreconditionFailed, "if-match %d", req.IfMatch)
+		return Info{}, Errorf(PreconditionFailed, "if-match %d", req.IfMatch)
 	}
 	if req.IfNoneMatch && cur != nil {
-		return ObjectInfo{}, Errorf(CodePreconditionFailed, "if-none-match")
+		return Info{}, Errorf(PreconditionFailed, "if-none-match")
 	}
 	var old []byte
 	if cur != nil {
@@ -171,7 +171,7 @@ func (m *MemService) Put(ctx context.Context, req *PutRequest, body io.Reader) (
 	}
 	m.mu.clock++
 	sum := md5.Sum(data)
-	info := ObjectInfo{Space: req.Space, Key: req.Key, Version: m.mu.clock, Size: int64(len(data)),
+	info := Info{Space: req.Space, Key: req.Key, Version: m.mu.clock, Size: int64(len(data)),
 		ETag: hex.EncodeToString(sum[:]), ContentType: req.ContentType, Modified: int64(m.mu.clock),
 		Meta: req.Meta, Tags: req.Tags, Headers: req.Headers}
 	if len(vs) > 0 {
@@ -207,31 +207,31 @@ func (m *MemService) find(ctx context.Context, req *GetRequest) (memVersion, err
 		}
 		if v.info.DeleteMarker {
 			if req.Version != 0 {
-				return memVersion{}, Errorf(CodeDeleted, "%d", v.info.Version)
+				return memVersion{}, Errorf(Deleted, "%d", v.info.Version)
 			}
-			return memVersion{}, Errorf(CodeNotFound, "%q", req.Key)
+			return memVersion{}, Errorf(NotFound, "%q", req.Key)
 		}
 		return v, nil
 	}
-	return memVersion{}, Errorf(CodeNotFound, "%q", req.Key)
+	return memVersion{}, Errorf(NotFound, "%q", req.Key)
 }
 
-func (m *MemService) Get(ctx context.Context, req *GetRequest) (ObjectInfo, io.ReadCloser, error) {
+func (m *MemService) Get(ctx context.Context, req *GetRequest) (Info, io.ReadCloser, error) {
 	if req.Space == "sink" {
 		var r io.Reader = io.LimitReader(&PatternReader{}, m.SinkSize)
 		if req.Key == "corrupt" {
 			// Half the bytes, then a checksum failure.
-			r = io.MultiReader(io.LimitReader(&PatternReader{}, m.SinkSize/2), errReader{Errorf(CodeCorrupt, "chunk 7")})
+			r = io.MultiReader(io.LimitReader(&PatternReader{}, m.SinkSize/2), errReader{Errorf(Corrupt, "chunk 7")})
 		}
-		return ObjectInfo{Space: "sink", Key: req.Key, Size: m.SinkSize}, io.NopCloser(r), nil
+		return Info{Space: "sink", Key: req.Key, Size: m.SinkSize}, io.NopCloser(r), nil
 	}
 	v, err := m.find(ctx, req)
 	if err != nil {
-		return ObjectInfo{}, nil, err
+		return Info{}, nil, err
 	}
 	size := int64(len(v.data))
 	if req.Offset > size {
-		return ObjectInfo{}, nil, Errorf(CodeInvalidRange, "offset %d past %d", req.Offset, size)
+		return Info{}, nil, Errorf(InvalidRange, "offset %d past %d", req.Offset, size)
 	}
 	end := size
 	if req.Length >= 0 && req.Offset+req.Length < size {
@@ -240,17 +240,17 @@ func (m *MemService) Get(ctx context.Context, req *GetRequest) (ObjectInfo, io.R
 	return v.info, io.NopCloser(bytes.NewReader(v.data[req.Offset:end])), nil
 }
 
-func (m *MemService) Stat(ctx context.Context, req *GetRequest) (ObjectInfo, error) {
+func (m *MemService) Stat(ctx context.Context, req *GetRequest) (Info, error) {
 	v, err := m.find(ctx, req)
 	return v.info, err
 }
 
-func (m *MemService) Delete(ctx context.Context, req *DeleteRequest) (ObjectInfo, error) {
+func (m *MemService) Delete(ctx context.Context, req *DeleteRequest) (Info, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sp, err := m.spaceLocked(req.Space)
 	if err != nil {
-		return ObjectInfo{}, err
+		return Info{}, err
 	}
 	vs := sp.objs[req.Key]
 	if req.Version != 0 {
@@ -260,13 +260,13 @@ func (m *MemService) Delete(ctx context.Context, req *DeleteRequest) (ObjectInfo
 				return v.info, nil
 			}
 		}
-		return ObjectInfo{}, Errorf(CodeNotFound, "version %d", req.Version)
+		return Info{}, Errorf(NotFound, "version %d", req.Version)
 	}
 	if len(vs) == 0 {
-		return ObjectInfo{}, Errorf(CodeNotFound, "%q", req.Key)
+		return Info{}, Errorf(NotFound, "%q", req.Key)
 	}
 	m.mu.clock++
-	info := ObjectInfo{Space: req.Space, Key: req.Key, Version: m.mu.clock, Parent: vs[len(vs)-1].info.Version,
+	info := Info{Space: req.Space, Key: req.Key, Version: m.mu.clock, Parent: vs[len(vs)-1].info.Version,
 		Modified: int64(m.mu.clock), DeleteMarker: true}
 	sp.objs[req.Key] = append(vs, memVersion{info: info})
 	return info, nil
