@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/testenv"
 	"github.com/cairn-db/cairn/internal/tstamp"
 )
 
@@ -86,8 +87,7 @@ func TestOracleConcurrentStrictlyIncreasing(t *testing.T) {
 // TestOracleRestartsWithClockGoingBackwards reuses one store across oracle
 // instances while the clock jumps back and forth.
 func TestOracleRestartsWithClockGoingBackwards(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := int64(testenv.Seed(t))
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	clock := newManualClock()
 	s := NewMemStore(clock.Now)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/testenv"
 	"github.com/cairn-db/cairn/internal/tstamp"
 )
 
@@ -64,8 +65,7 @@ func listed(rec *Record) *Record {
 }
 
 func TestModel(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testenv.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 1))
 
 	userKeys := []string{"a", "a/", "a/b", "a\x00", "b", "\x00", "\xff", "c"}

@@ -8,9 +8,9 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/testenv"
 )
 
 // TestChunkReaderBuffers reads ranges of chunked objects from concurrent
@@ -23,8 +23,7 @@ func TestChunkReaderBuffers(t *testing.T) {
 	if _, err := n.CreateSpace(ctx, "bufs", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testenv.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 1))
 	var bodies [][]byte
 	for i := range 4 {

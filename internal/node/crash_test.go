@@ -16,6 +16,7 @@ import (
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/testenv"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -43,8 +44,7 @@ func testConfig(fs vfs.FS, ms meta.Store) Config {
 // the last writes) when the node "crashes", reopens the node on what
 // survived, and checks that every acknowledged write reads back intact.
 func TestCrashLosesNothingAcknowledged(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testenv.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	ctx := context.Background()
 	ms := meta.NewMemStore(time.Now)

@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/testenv"
 )
 
 // TestCrash runs concurrent writers, takes a crash image of the file system
@@ -21,8 +22,7 @@ import (
 // bytes other than those written for its hash. The recovered store must
 // take writes and survive a clean reopen.
 func TestCrash(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testenv.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	iters := 30
 	if testing.Short() {

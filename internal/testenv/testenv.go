@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -54,4 +56,22 @@ func FreePort(tb testing.TB) int {
 	}
 	tb.Fatal("no free port below the ephemeral range")
 	return 0
+}
+
+// Seed returns the seed of a randomized test and logs it: the value of
+// CAIRN_TEST_SEED when set (to rerun a failure), else one drawn from the
+// clock.
+func Seed(tb testing.TB) uint64 {
+	tb.Helper()
+	if s := os.Getenv("CAIRN_TEST_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			tb.Fatalf("CAIRN_TEST_SEED=%q is not a seed: %v", s, err)
+		}
+		tb.Logf("seed %d (from CAIRN_TEST_SEED)", seed)
+		return seed
+	}
+	seed := uint64(time.Now().UnixNano())
+	tb.Logf("seed %d (rerun with CAIRN_TEST_SEED=%d)", seed, seed)
+	return seed
 }

@@ -6,9 +6,9 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/testenv"
 )
 
 func TestHeaderLayout(t *testing.T) {
@@ -76,8 +76,7 @@ func randGet(r *rand.Rand) object.GetRequest {
 
 // Every message survives encode then decode, for random values.
 func TestMessageRoundTrip(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testenv.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 0))
 	check := func(what string, want, got any, err error) {
 		t.Helper()
