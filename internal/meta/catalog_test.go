@@ -493,3 +493,58 @@ func TestCreateSpaceOutcomeUnknown(t *testing.T) {
 		t.Fatalf("a second create of the same name: %v, want ErrSpaceExists", err)
 	}
 }
+
+// TestCreateRangesOnce: nodes that open a new space at once make one set
+// of ranges between them, not overlapping sets; a creation stopped
+// half-way is finished from its claimed layout; deleting the ranges
+// deletes the layout.
+func TestCreateRangesOnce(t *testing.T) {
+	c := NewCatalog(NewMemStore(nil))
+	ctx := context.Background()
+	bounds := [][2][]byte{{{}, []byte("m")}, {[]byte("m"), nil}}
+	var wg sync.WaitGroup
+	results := make([][]RangeDesc, 8)
+	errs := make([]error, 8)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = c.CreatePlacedRanges(ctx, 3, bounds, func(uint64) []uint64 { return []uint64{uint64(i + 1)} })
+		}()
+	}
+	wg.Wait()
+	all, err := c.SpaceRanges(ctx, 3)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("ranges of the space after 8 concurrent creates: %+v, %v", all, err)
+	}
+	for i := range results {
+		if errs[i] != nil || len(results[i]) != 2 || results[i][0].ID != all[0].ID || results[i][1].ID != all[1].ID {
+			t.Fatalf("create %d: %+v, %v; the space holds %+v", i, results[i], errs[i], all)
+		}
+	}
+
+	// A creation that claimed its layout and wrote one range before it
+	// stopped: the next call writes the other.
+	if err := c.store.Delete(ctx, rangeKey(3, all[1].ID), AnyRev); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := c.store.Get(ctx, layoutKey(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := decodeLayout(kv)
+	l.Done = false
+	if _, err := c.store.Put(ctx, layoutKey(3), encodeLayout(l), kv.Rev); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.CreatePlacedRanges(ctx, 3, bounds, func(uint64) []uint64 { return []uint64{9} })
+	if err != nil || len(again) != 2 || again[1].ID != all[1].ID {
+		t.Fatalf("finishing an interrupted creation: %+v, %v", again, err)
+	}
+	if err := c.DeleteRanges(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.store.Get(ctx, layoutKey(3)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the layout outlived the space's ranges: %v", err)
+	}
+}

@@ -34,6 +34,9 @@
 //	/cairn/ranges/<space %08x>/<range %016x>
 //	                                   {"v":1,"id":"<n>","space_id":..,"start":<b64>,
 //	                                    "end":<b64>|null,"replicas":[..],"epoch":"<n>"}
+//	/cairn/layouts/<space %08x>        {"v":1,"ranges":[<range record>..],"done":true}
+//	                                   a space's first ranges, claimed in one write
+//	                                   before any is made (CreatePlacedRanges)
 //
 // IDs are allocated by compare-and-swap on the counter keys and never reused.
 // Writes that read first (state changes, ID allocation) are compare-and-swap

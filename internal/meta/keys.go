@@ -11,6 +11,7 @@ const (
 	keyLeaderPrefix  = Prefix + "leader/"
 	keySpacePrefix   = Prefix + "spaces/"
 	keyRangePrefix   = Prefix + "ranges/"
+	keyLayoutPrefix  = Prefix + "layouts/"
 	keySpaceCounter  = Prefix + "counters/space"
 	keyRangeCounter  = Prefix + "counters/range"
 	keyNodeCounter   = Prefix + "counters/node"
@@ -19,6 +20,10 @@ const (
 )
 
 func spaceKey(name string) string { return keySpacePrefix + name }
+
+// layoutKey holds the first ranges of space spaceID as claimed at its
+// creation (CreatePlacedRanges).
+func layoutKey(spaceID uint32) string { return fmt.Sprintf("%s%08x", keyLayoutPrefix, spaceID) }
 
 // spaceRangePrefix is the prefix of one space's range descriptors; the fixed
 // width hex keeps them in space-id, then range-id order.

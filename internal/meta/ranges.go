@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 )
 
 // RangeDesc describes one range of a space's object keys.
@@ -237,13 +238,20 @@ func validBounds(bounds [][2][]byte) error {
 // CreateRanges records one range per bound ([Start, End), sorted, not
 // overlapping, a nil End only in the last) for space spaceID, each on the
 // given replicas at epoch 1. Range IDs come from a counter and are never
-// reused. The descriptors are written one by one: on an error some may exist.
+// reused. See CreatePlacedRanges: a space's ranges are made once.
 func (c *Catalog) CreateRanges(ctx context.Context, spaceID uint32, bounds [][2][]byte, replicas []uint64) ([]RangeDesc, error) {
 	return c.CreatePlacedRanges(ctx, spaceID, bounds, func(uint64) []uint64 { return replicas })
 }
 
 // CreatePlacedRanges is CreateRanges with each range's replicas chosen by
 // place from the range's id.
+//
+// It creates a space's ranges once, whoever asks and however often: the
+// whole set is claimed with one conditional write (the space's layout key)
+// before any range is written, so two nodes opening a new space at once
+// make one set of ranges, not two that overlap; and a creation that
+// stopped half-way is finished from the claimed layout by the next call.
+// It returns the ranges of the claimed layout.
 func (c *Catalog) CreatePlacedRanges(ctx context.Context, spaceID uint32, bounds [][2][]byte, place func(rangeID uint64) []uint64) ([]RangeDesc, error) {
 	if err := validBounds(bounds); err != nil {
 		return nil, err
@@ -251,28 +259,108 @@ func (c *Catalog) CreatePlacedRanges(ctx context.Context, spaceID uint32, bounds
 	if len(place(0)) == 0 {
 		return nil, errors.New("meta: a range needs at least one replica")
 	}
-	first, err := c.allocIDs(ctx, keyRangeCounter, uint64(len(bounds)), ^uint64(0))
-	if err != nil {
-		return nil, err
+	var mine []RangeDesc // the layout this call would claim
+	deadline := time.Now().Add(counterRetry)
+	for {
+		kv, err := c.store.Get(ctx, layoutKey(spaceID))
+		if err == nil {
+			l, err := decodeLayout(kv)
+			if err != nil {
+				return nil, err
+			}
+			return c.finishLayout(ctx, spaceID, l, kv.Rev)
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		if mine == nil {
+			first, err := c.allocIDs(ctx, keyRangeCounter, uint64(len(bounds)), ^uint64(0))
+			if err != nil {
+				return nil, err
+			}
+			for i, b := range bounds {
+				r := RangeDesc{
+					ID:       first + uint64(i),
+					SpaceID:  spaceID,
+					Start:    append([]byte{}, b[0]...),
+					Replicas: append([]uint64(nil), place(first+uint64(i))...),
+					Epoch:    1,
+				}
+				if b[1] != nil {
+					r.End = append([]byte{}, b[1]...)
+				}
+				mine = append(mine, r)
+			}
+		}
+		_, err = c.store.Put(ctx, layoutKey(spaceID), encodeLayout(layout{Ranges: mine}), 0)
+		if err == nil || errors.Is(err, ErrConflict) {
+			continue // read what was claimed: this layout or another's
+		}
+		if retry, werr := againAfterUnknown(ctx, err, deadline); werr != nil {
+			return nil, werr
+		} else if !retry {
+			return nil, err
+		}
 	}
-	out := make([]RangeDesc, 0, len(bounds))
-	for i, b := range bounds {
-		r := RangeDesc{
-			ID:       first + uint64(i),
-			SpaceID:  spaceID,
-			Start:    append([]byte{}, b[0]...),
-			Replicas: append([]uint64(nil), place(first+uint64(i))...),
-			Epoch:    1,
+}
+
+// finishLayout writes the ranges of a claimed layout that are not written
+// yet, marks it done, and returns them.
+func (c *Catalog) finishLayout(ctx context.Context, spaceID uint32, l layout, rev int64) ([]RangeDesc, error) {
+	if !l.Done {
+		for _, r := range l.Ranges {
+			if _, err := c.store.Put(ctx, rangeKey(spaceID, r.ID), encodeRange(r), 0); err != nil && !errors.Is(err, ErrConflict) {
+				return nil, fmt.Errorf("meta: create range %d: %w", r.ID, err)
+			}
 		}
-		if b[1] != nil {
-			r.End = append([]byte{}, b[1]...)
+		l.Done = true
+		if _, err := c.store.Put(ctx, layoutKey(spaceID), encodeLayout(l), rev); err != nil && !errors.Is(err, ErrConflict) {
+			return nil, fmt.Errorf("meta: record the ranges of space %d as made: %w", spaceID, err)
 		}
-		if _, err := c.store.Put(ctx, rangeKey(spaceID, r.ID), encodeRange(r), 0); err != nil {
-			return out, fmt.Errorf("meta: create range %d: %w", r.ID, err)
-		}
-		out = append(out, r)
 	}
-	return out, nil
+	return c.SpaceRanges(ctx, spaceID)
+}
+
+// layout is a space's first ranges as claimed at its creation.
+type layout struct {
+	Ranges []RangeDesc
+	Done   bool // every range was written
+}
+
+type layoutRecord struct {
+	V      int           `json:"v"`
+	Ranges []rangeRecord `json:"ranges"`
+	Done   bool          `json:"done,omitempty"`
+}
+
+func encodeLayout(l layout) []byte {
+	rec := layoutRecord{V: formatVersionOne, Done: l.Done}
+	for _, r := range l.Ranges {
+		rec.Ranges = append(rec.Ranges, rangeRecord{V: formatVersionOne, ID: r.ID, SpaceID: r.SpaceID,
+			Start: r.Start, End: r.End, Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch, Parent: r.Parent})
+	}
+	b, _ := json.Marshal(rec)
+	return b
+}
+
+func decodeLayout(kv KV) (layout, error) {
+	var rec layoutRecord
+	if err := json.Unmarshal(kv.Value, &rec); err != nil {
+		return layout{}, fmt.Errorf("meta: decode %s: %w", kv.Key, err)
+	}
+	if rec.V != formatVersionOne {
+		return layout{}, fmt.Errorf("meta: %s has format version %d, want %d", kv.Key, rec.V, formatVersionOne)
+	}
+	l := layout{Done: rec.Done}
+	for _, r := range rec.Ranges {
+		start := r.Start
+		if start == nil {
+			start = []byte{}
+		}
+		l.Ranges = append(l.Ranges, RangeDesc{ID: r.ID, SpaceID: r.SpaceID, Start: start, End: r.End,
+			Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch, Parent: r.Parent})
+	}
+	return l, nil
 }
 
 // ListRanges returns every range of every space, ordered by space ID, then
@@ -312,6 +400,9 @@ func (c *Catalog) DeleteRanges(ctx context.Context, spaceID uint32) error {
 	kvs, err := c.store.List(ctx, spaceRangePrefix(spaceID))
 	if err != nil {
 		return err
+	}
+	if err := c.store.Delete(ctx, layoutKey(spaceID), AnyRev); err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("meta: delete the layout of space %d: %w", spaceID, err)
 	}
 	for _, kv := range kvs {
 		if err := c.store.Delete(ctx, kv.Key, AnyRev); err != nil && !errors.Is(err, ErrNotFound) {

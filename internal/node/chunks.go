@@ -160,6 +160,7 @@ func (n *Node) putChunk(ctx context.Context, data []byte, r int) (chunk.Hash, *c
 		r = meta.DefaultReplicas
 	}
 	p := &chunkPut{}
+	wanted := min(r, 255) // recorded with every copy, for the repairer
 	nodes := n.peers.view()
 	ranked := n.chunkRanking(h, nodes)
 	if least := n.minCopies(r, nodes); len(ranked) < least {
@@ -169,16 +170,19 @@ func (n *Node) putChunk(ctx context.Context, data []byte, r int) (chunk.Hash, *c
 	r = min(r, len(ranked))
 	if r == 1 && ranked[0] == n.id.NodeID {
 		p.local = n.chunks.PutAsyncHashed(h, data)
+		n.raiseCopies(h, wanted)
 		return h, p
 	}
-	// Remote copies share one request frame: the hash, then the data.
-	frame := make([]byte, 0, chunk.HashSize+len(data))
-	frame = append(append(frame, h[:]...), data...)
+	// Remote copies share one request frame (PutCopies): the copies
+	// wanted, the hash, then the data.
+	frame := make([]byte, 0, 1+chunk.HashSize+len(data))
+	frame = append(append(append(frame, byte(wanted)), h[:]...), data...)
 	spares := &spareNodes{ids: ranked[r:]}
 	p.errs = make(chan error, r)
 	for _, id := range ranked[:r] {
 		if id == n.id.NodeID {
 			p.local = n.chunks.PutAsyncHashed(h, data)
+			n.raiseCopies(h, wanted)
 			continue
 		}
 		p.remote++
@@ -212,11 +216,9 @@ func (n *Node) sendChunk(ctx context.Context, id uint64, frame []byte, spares *s
 	for {
 		var err error
 		if id == n.id.NodeID {
-			var h chunk.Hash
-			copy(h[:], frame)
-			err = n.chunks.Put(ctx, h, frame[chunk.HashSize:])
+			_, err = n.handleChunkPutCopies(ctx, frame)
 		} else {
-			_, err = n.callNode(ctx, id, chunkService, "Put", frame, chunkTimeout(len(frame)))
+			err = n.putCopy(ctx, id, frame)
 		}
 		if err == nil {
 			return nil
@@ -231,6 +233,26 @@ func (n *Node) sendChunk(ctx context.Context, id uint64, frame []byte, spares *s
 		}
 		id = next
 	}
+}
+
+// raiseCopies records the copies the cluster wants of chunk h. The record
+// guides the repairer only, so a failure to write it fails no write.
+func (n *Node) raiseCopies(h chunk.Hash, r int) {
+	if err := n.chunks.RaiseCopies(h, r); err != nil {
+		n.log.Warn("could not record the copies wanted of a chunk; the repairer will use its default", "chunk", h, "err", err)
+	}
+}
+
+// putCopy stores a copy of a chunk on node id: frame is a PutCopies
+// request (the copies wanted, the hash, the data). A node of an earlier
+// version, which has no PutCopies, takes the chunk through Put, without
+// the count.
+func (n *Node) putCopy(ctx context.Context, id uint64, frame []byte) error {
+	_, err := n.callNode(ctx, id, chunkService, "PutCopies", frame, chunkTimeout(len(frame)))
+	if errors.Is(err, transport.ErrUnknownMethod) {
+		_, err = n.callNode(ctx, id, chunkService, "Put", frame[1:], chunkTimeout(len(frame)))
+	}
+	return err
 }
 
 // chunkTimeout bounds one chunk transfer: 5s plus the time at 8 MiB/s.
@@ -336,6 +358,21 @@ func (n *Node) handleChunkPut(ctx context.Context, req []byte) ([]byte, error) {
 		return nil, fmt.Errorf("chunk put %s: %w", h, err)
 	}
 	return nil, nil
+}
+
+// handleChunkPutCopies stores a chunk for another node and records the
+// copies the cluster wants of it: the request is that count (a byte), the
+// hash, then the data; the answer comes once the chunk is durable.
+func (n *Node) handleChunkPutCopies(ctx context.Context, req []byte) ([]byte, error) {
+	if len(req) < 1+chunk.HashSize || req[0] == 0 {
+		return nil, fmt.Errorf("chunk put: a %d-byte request is not a count, a hash and data", len(req))
+	}
+	if _, err := n.handleChunkPut(ctx, req[1:]); err != nil {
+		return nil, err
+	}
+	var h chunk.Hash
+	copy(h[:], req[1:])
+	return nil, n.chunks.RaiseCopies(h, int(req[0]))
 }
 
 // handleChunkGet serves a chunk to another node: the request is its hash.

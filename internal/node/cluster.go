@@ -93,9 +93,10 @@ func (n *Node) newPeerServer() {
 		"Merge":    n.rangeMethod(false, n.handleMerge),
 	})
 	transport.RegisterUnary(p.srv, chunkService, map[string]transport.Unary{
-		"Put": n.handleChunkPut,
-		"Get": n.handleChunkGet,
-		"Has": n.handleChunkHas,
+		"Put":       n.handleChunkPut,
+		"PutCopies": n.handleChunkPutCopies,
+		"Get":       n.handleChunkGet,
+		"Has":       n.handleChunkHas,
 	})
 }
 

@@ -252,7 +252,7 @@ func (n *Node) resumeMerge(ctx context.Context, s *space, r *rng, rep *replica.R
 	ms := rep.MergeState()
 	switch ms.Phase {
 	case replica.MergePending:
-		return true, n.runMerge(ctx, s, r, rep, ms.Right, ms.Token)
+		return true, n.startMerge(ctx, s, r, rep, ms.Right, ms.Token)
 	case replica.MergeAborted:
 		return true, n.thaw(ctx, s, rep, ms.Right, ms.Token)
 	}
@@ -320,7 +320,7 @@ func (n *Node) maybeMerge(ctx context.Context, s *space, r *rng, rep *replica.Re
 				return err
 			}
 			n.log.Info("merging a range", "range", d.RangeID, "right", rd.ID, "bytes", size+x.bytes, "token", fmt.Sprintf("%x", token))
-			return n.runMerge(ctx, s, r, rep, rd.ID, token)
+			return n.startMerge(ctx, s, r, rep, rd.ID, token)
 		}
 	}
 	return nil
@@ -368,6 +368,27 @@ func (n *Node) passColocation(ctx context.Context, r *rng, learners []uint64) {
 			n.log.Debug("could not pass on an ask to colocate", "range", r.desc().ID, "node", l, "err", err)
 		}
 	}
+}
+
+// startMerge runs merge token of range right into r (runMerge) in the
+// background, one merge per range at a time: a merge waits up to
+// mergeWait for every replica of right to freeze, and the repair loop,
+// which steps every range this node leads, must not wait with it. The
+// merge stays pending in the replica, so the range's next repair pass
+// starts it again if this run ends without an outcome.
+func (n *Node) startMerge(ctx context.Context, s *space, r *rng, rep *replica.Replica, right, token uint64) error {
+	if !r.merging.CompareAndSwap(false, true) {
+		return nil // the run under way goes on
+	}
+	n.bg.Add(1) // the repair loop is one of bg's: bg.Wait has not returned
+	go func() {
+		defer n.bg.Done()
+		defer r.merging.Store(false)
+		if err := n.runMerge(ctx, s, r, rep, right, token); err != nil && ctx.Err() == nil {
+			n.log.Info("merge step failed; the range's next repair pass goes on with it", "range", r.desc().ID, "right", right, "err", err)
+		}
+	}()
+	return nil
 }
 
 // runMerge takes merge token of range right into r (local replica rep,

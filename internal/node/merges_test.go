@@ -132,3 +132,48 @@ func waitMerged(t *testing.T, nodes []*Node, name string, want int) []meta.Range
 	t.Helper()
 	return waitTable(t, nodes, name, fmt.Sprintf("at most %d", want), func(n int) bool { return n <= want }, nil)
 }
+
+// TestMergeDoesNotHoldRepair: a merge that cannot finish (its right-hand
+// range answers nowhere) waits up to mergeWait for it in the background;
+// the range's repair step, and so the repair loop over every other range
+// this node leads, goes on at once. The merge then aborts and the range
+// takes merges again.
+func TestMergeDoesNotHoldRepair(t *testing.T) {
+	ctx := context.Background()
+	n := openNode(t, clusterConfig(t, ""))
+	if _, err := n.CreateSpace(ctx, "held", object.SpaceSettings{Ranges: 2}); err != nil {
+		t.Fatal(err)
+	}
+	n.mu.RLock()
+	s := n.mu.spaces["held"]
+	n.mu.RUnlock()
+	r := s.table()[0]
+	deadline := time.Now().Add(10 * time.Second)
+	for !r.leads() {
+		if time.Now().After(deadline) {
+			t.Fatal("the range has no leader here")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rep := r.replica()
+	const noSuchRange, token = 1 << 40, 0xfeed
+	if err := rep.BeginMerge(ctx, noSuchRange, token); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if err := n.repairRange(ctx, s, r, n.peers.view()); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took > mergeWait/5 {
+		t.Fatalf("the repair step took %v with a merge that cannot finish (mergeWait %v)", took, mergeWait)
+	}
+	if !r.merging.Load() {
+		t.Fatal("no merge runs in the background")
+	}
+	for deadline := time.Now().Add(3 * mergeWait); r.merging.Load() || rep.MergeState().Phase == replica.MergePending; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the merge never ended: %+v", rep.MergeState())
+		}
+	}
+	t.Logf("the merge ended after %v in phase %v", time.Since(began).Round(time.Millisecond), rep.MergeState().Phase)
+}

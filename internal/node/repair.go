@@ -120,10 +120,19 @@ func (n *Node) repairChunks(ctx context.Context, nodes []meta.NodeInfo) (repairS
 		after = &batch[len(batch)-1]
 		// Which wanted nodes to ask about which chunks.
 		wants := make([][]uint64, len(batch))
+		copies := make([]int, len(batch))
 		ask := map[uint64][]int{}
 		for i, h := range batch {
+			// The copies the chunk's writers wanted; a chunk written
+			// before they were recorded (or whose record a crash lost)
+			// gets the largest replication factor of any space.
+			c, err := n.chunks.Copies(h)
+			if err != nil || c == 0 {
+				c = r
+			}
+			copies[i] = c
 			ranked := n.repairRanking(h, nodes)
-			wants[i] = ranked[:min(r, len(ranked))]
+			wants[i] = ranked[:min(c, len(ranked))]
 			for _, id := range wants[i] {
 				if id != n.id.NodeID && state[id] == meta.NodeUp {
 					ask[id] = append(ask[id], i)
@@ -176,7 +185,7 @@ func (n *Node) repairChunks(ctx context.Context, nodes []meta.NodeInfo) (repairS
 				}
 			}
 			if len(to) > 0 {
-				cp.copy(ctx, h, to)
+				cp.copy(ctx, h, copies[i], to)
 			}
 		}
 		cp.wait()
@@ -202,8 +211,8 @@ type copier struct {
 }
 
 // copy reads chunk h once and puts it on every node of to, in the
-// background.
-func (c *copier) copy(ctx context.Context, h chunk.Hash, to []uint64) {
+// background, with the copies the cluster wants of it.
+func (c *copier) copy(ctx context.Context, h chunk.Hash, copies int, to []uint64) {
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -220,9 +229,10 @@ func (c *copier) copy(ctx context.Context, h chunk.Hash, to []uint64) {
 			c.n.log.Warn("chunk repair: cannot read the local copy", "chunk", h, "err", err)
 			return
 		}
-		frame := append(append(make([]byte, 0, chunk.HashSize+len(data)), h[:]...), data...)
+		frame := make([]byte, 0, 1+chunk.HashSize+len(data))
+		frame = append(append(append(frame, byte(min(copies, 255))), h[:]...), data...)
 		for _, id := range to {
-			_, err := c.n.callNode(ctx, id, chunkService, "Put", frame, chunkTimeout(len(frame)))
+			err := c.n.putCopy(ctx, id, frame)
 			c.mu.Lock()
 			if err != nil {
 				c.st.Failed++
@@ -245,7 +255,8 @@ func (c *copier) copy(ctx context.Context, h chunk.Hash, to []uint64) {
 
 func (c *copier) wait() { c.wg.Wait() }
 
-// maxReplicas is the largest replication factor of any space.
+// maxReplicas is the largest replication factor of any space: the copies
+// of a chunk with none recorded.
 func (n *Node) maxReplicas(ctx context.Context) (int, error) {
 	spaces, err := n.catalog.ListSpaces(ctx)
 	if err != nil {

@@ -111,3 +111,38 @@ func copies(among []*Node, h chunk.Hash) int {
 	}
 	return c
 }
+
+// TestRepairKeepsSpaceCopies: the repairer keeps each chunk at the copies
+// of the space that wrote it, not at the largest replication factor of any
+// space: a space of one replica stays at one copy per chunk beside a space
+// of three.
+func TestRepairKeepsSpaceCopies(t *testing.T) {
+	ctx := context.Background()
+	nodes := threeNodes(t)
+	if _, err := nodes[0].CreateSpace(ctx, "three", object.SpaceSettings{Ranges: 1, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodes[0].CreateSpace(ctx, "one", object.SpaceSettings{Ranges: 1, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(21, 22))
+	one := writeAny(t, nodes, "one", "single", string(randBytes(rnd, 1<<20)))
+	three := writeAny(t, nodes, "three", "triple", string(randBytes(rnd, 1<<20)))
+	// A full repair pass on every node (as after any change of the
+	// cluster map).
+	for _, n := range nodes {
+		if st, err := n.repairChunks(ctx, n.peers.view()); err != nil || st.Failed > 0 {
+			t.Fatalf("repair pass on node %d: %+v, %v", n.NodeID(), st, err)
+		}
+	}
+	for _, ref := range manifest(t, nodes[0], "one", "single", one.Version).Chunks {
+		if c := copies(nodes, ref.Hash); c != 1 {
+			t.Fatalf("a chunk of the space of one replica has %d copies", c)
+		}
+	}
+	for _, ref := range manifest(t, nodes[0], "three", "triple", three.Version).Chunks {
+		if c := copies(nodes, ref.Hash); c != 3 {
+			t.Fatalf("a chunk of the space of three replicas has %d copies", c)
+		}
+	}
+}

@@ -81,6 +81,8 @@ type rng struct {
 	colocate atomic.Pointer[colocation]
 	// sized is the range's last counted size (merges.go rangeSize).
 	sized atomic.Pointer[sizeMemo]
+	// merging is set while a merge into this range runs (startMerge).
+	merging atomic.Bool
 }
 
 type rngState struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -336,6 +337,16 @@ func TestAddReplicaBySnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the learner to catch up", func() bool { return checkSM(t, e.DB(), 1) == 40 })
+	// The snapshot's SSTs were built in files on the leader's disk, not in
+	// memory, and the files went once it was sent.
+	if net.snaps.Load() == 0 {
+		t.Fatal("the learner caught up without a snapshot")
+	}
+	waitFor(t, "the outgoing snapshot's files to go", func() bool {
+		fs := leader.engine.FS()
+		names, err := fs.List(fs.PathJoin(leader.engine.Dir(), snapshotDir))
+		return err == nil && !slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "out-") })
+	})
 	waitFor(t, "the leader to see the learner's progress", func() bool {
 		st := leader.rep.Status()
 		return slices.Contains(st.Learners, 4) && st.Match[4] >= 40

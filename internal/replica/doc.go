@@ -63,9 +63,10 @@
 // answers raft's MsgSnap in the send step of a cycle, before that cycle's
 // apply, so a pebble snapshot taken there holds exactly the applied state;
 // the message's metadata is rewritten to that applied index, its term and
-// the ConfState as of it. The SSTs are built from the pebble snapshot and
-// sent off the loop (SnapshotTransport); the outcome goes back to raft with
-// ReportSnapshot.
+// the ConfState as of it. The SSTs are built from the pebble snapshot into
+// files under the engine's directory (never whole in memory) and streamed
+// from them off the loop (SnapshotTransport, SnapshotSST); the outcome goes
+// back to raft with ReportSnapshot, and the files go.
 //
 // The receiver (ReceiveSnapshot) writes the SSTs to files under the
 // engine's directory, reads them through (block checksums, every key a set
@@ -152,9 +153,6 @@
 //   - A scheduler with a worker pool: one goroutine applies every
 //     replica's entries, one writes every replica's log; an I/O error
 //     stops the loop (Close returns it).
-//   - Snapshot SSTs are built in memory on the sender (ranges hold object
-//     metadata only, and split before they grow large); the receiver
-//     streams them to disk.
 //   - Merge. A snapshot that shrinks a replica's bounds (it missed a
 //     split) leaves the keys it no longer covers on the node until the
 //     new range's snapshot replaces them.

@@ -16,6 +16,7 @@ import (
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -281,8 +282,54 @@ func (n *memNet) Send(msgs []Message) {
 	}
 }
 
+// buildTestSSTs builds the SSTs of a snapshot of spans on s, as an
+// outgoing snapshot's are, and returns their bytes.
+func buildTestSSTs(t *testing.T, s *Store, rd pebble.Reader, spans []Span, format sstable.TableFormat) [][]byte {
+	t.Helper()
+	token := s.nextID.Add(1)
+	var paths []string
+	for i := range spans {
+		paths = append(paths, s.outSnapPath(0, token, i))
+	}
+	defer s.removeFiles(paths)
+	ssts, err := s.buildSSTs(rd, spans, paths, format)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := readSSTs(ssts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// readSSTs reads an outgoing snapshot's SSTs into memory.
+func readSSTs(ssts []SnapshotSST) ([][]byte, error) {
+	var out [][]byte
+	for _, sst := range ssts {
+		rc, err := sst.Open()
+		if err != nil {
+			return nil, err
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(b)) != sst.Size {
+			return nil, fmt.Errorf("SST of %d bytes read as %d", sst.Size, len(b))
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
 // SendSnapshot implements SnapshotTransport.
-func (n *memNet) SendSnapshot(ctx context.Context, m Message, ssts [][]byte) error {
+func (n *memNet) SendSnapshot(ctx context.Context, m Message, files []SnapshotSST) error {
+	ssts, err := readSSTs(files)
+	if err != nil {
+		return err
+	}
 	n.mu.Lock()
 	s := n.stores[m.Msg.GetTo()]
 	cut := n.cut[m.Msg.GetTo()] || n.cut[m.Msg.GetFrom()]
@@ -297,7 +344,7 @@ func (n *memNet) SendSnapshot(ctx context.Context, m Message, ssts [][]byte) err
 		sizes = append(sizes, int64(len(b)))
 		all = append(all, b...)
 	}
-	err := s.ReceiveSnapshot(ctx, Message{RangeID: m.RangeID, Msg: proto.CloneOf(m.Msg)}, sizes, bytes.NewReader(all))
+	err = s.ReceiveSnapshot(ctx, Message{RangeID: m.RangeID, Msg: proto.CloneOf(m.Msg)}, sizes, bytes.NewReader(all))
 	if errors.Is(err, ErrSnapshotDeclined) {
 		n.declined.Add(1)
 	}

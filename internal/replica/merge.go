@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
 
 	"github.com/cairn-db/cairn/internal/keys"
 )
@@ -373,35 +374,43 @@ func (s *Store) dropMerged(id uint64) {
 	s.unlink(id, fmt.Errorf("%w: range %d was merged into its left-hand neighbour", ErrRangeFrozen, id))
 }
 
-// subsume drops the replicas here that are frozen for a merge into range
-// left and that the bounds [start, end) of left's newly installed snapshot
-// cover: the snapshot holds their keys, so the merge they wait for is
-// done. Their raft state goes, with a tombstone. Loop-owned.
-func (s *Store) subsume(left uint64, start, end []byte) error {
+// subsumable returns the replicas here that are frozen for a merge into
+// range left and that the bounds [start, end) of left's snapshot being
+// installed cover: the snapshot holds their keys, so the merge they wait
+// for is done. Loop-owned.
+func (s *Store) subsumable(left uint64, start, end []byte) []uint64 {
 	s.mu.Lock()
 	reps := s.mu.replicas
 	s.mu.Unlock()
-	b := s.db.NewBatch()
-	defer b.Close()
 	var gone []uint64
 	for id, r := range reps {
 		d := r.Descriptor()
-		if id == left || r.st.merge.FrozenFor != left || !overlaps(d.Start, d.End, start, end) {
-			continue
+		if id != left && r.st.merge.FrozenFor == left && overlaps(d.Start, d.End, start, end) {
+			gone = append(gone, id)
 		}
-		prefix := rangePrefix(id)
-		if err := errors.Join(b.DeleteRange(prefix, keys.PrefixEnd(prefix), nil),
-			b.Set(stateKey(prefix, suffixTombstone), encodeUint64s(left), nil)); err != nil {
-			return err
-		}
-		gone = append(gone, id)
 	}
-	if len(gone) == 0 {
-		return nil
+	slices.Sort(gone)
+	return gone
+}
+
+// subsumeSST is an SST that drops range id's raft state and leaves its
+// tombstone (merged into left); the snapshot of left that subsumes it
+// ingests it with its own.
+func subsumeSST(id, left uint64, format sstable.TableFormat) ([]byte, error) {
+	w := &memWritable{}
+	sw := sstable.NewWriter(w, sstable.WriterOptions{TableFormat: format})
+	prefix := rangePrefix(id)
+	err := errors.Join(sw.DeleteRange(prefix, keys.PrefixEnd(prefix)),
+		sw.Set(stateKey(prefix, suffixTombstone), encodeUint64s(left)), sw.Close())
+	if err != nil {
+		return nil, fmt.Errorf("replica: SST dropping range %d: %w", id, err)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("replica: drop the ranges a snapshot of range %d subsumed: %w", left, err)
-	}
+	return w.buf, nil
+}
+
+// subsumed unlinks the replicas a snapshot of left subsumed (their state
+// went in its ingestion). Loop-owned.
+func (s *Store) subsumed(left uint64, start, end []byte, gone []uint64) {
 	for _, id := range gone {
 		s.dropMerged(id)
 		s.log.Info("a snapshot subsumed a frozen range", "range", left, "subsumed", id)
@@ -409,7 +418,6 @@ func (s *Store) subsume(left uint64, start, end []byte) error {
 			s.opts.OnMerge(Descriptor{RangeID: left, Start: start, End: end}, Descriptor{RangeID: id})
 		}
 	}
-	return nil
 }
 
 // encodeSnapData frames what a snapshot carries besides the SSTs: the

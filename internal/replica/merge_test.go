@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 )
 
@@ -250,12 +252,31 @@ func TestMergeFollowerBehindTruncation(t *testing.T) {
 	if lag.store.Replica(2) == nil {
 		t.Fatal("the cut-off follower lost its frozen range")
 	}
+	// The frozen range goes in the snapshot's own ingestion: at the
+	// moment that ends (a crash could come next), its raft state is gone
+	// from the disk and its tombstone is there.
+	var atIngest atomic.Value
+	lag.store.afterIngest = func() {
+		_, found, err := loadRaftStorage(lag.engine.DB(), 2)
+		v, closer, terr := lag.engine.DB().Get(stateKey(rangePrefix(2), suffixTombstone))
+		if terr == nil {
+			defer closer.Close()
+		}
+		if found || err != nil || terr != nil || len(v) == 0 {
+			atIngest.Store(fmt.Sprintf("raft state found %v (%v), tombstone %v", found, err, terr))
+		} else {
+			atIngest.Store("")
+		}
+	}
 	net.partition(lag.id, false)
 	waitFor(t, "the follower to take the merged range's snapshot", func() bool {
 		r := lag.store.Replica(1)
 		return lag.store.Replica(2) == nil && r != nil && bytes.Equal(r.Descriptor().End, []byte("z")) &&
 			counter(lag.engine.DB(), "x") == writes && counter(lag.engine.DB(), "m") == 2
 	})
+	if got, ok := atIngest.Load().(string); !ok || got != "" {
+		t.Fatalf("right after the snapshot's ingestion (ingested: %v), the subsumed range: %s", ok, got)
+	}
 	if _, err := lag.store.AddReplica(Descriptor{RangeID: 2, Start: []byte("m"), End: []byte("z"), Peers: []uint64{1, 2, 3}}, &keySM{}); !errors.Is(err, ErrRangeMerged) {
 		t.Fatalf("the subsumed range again: %v, want ErrRangeMerged", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -45,7 +46,17 @@ type SnapshotTransport interface {
 	// has called Store.ReceiveSnapshot and it returned. It is called off
 	// the loop, one call per (range, peer) at a time (raft sends a peer no
 	// other snapshot until this one is reported).
-	SendSnapshot(ctx context.Context, m Message, ssts [][]byte) error
+	SendSnapshot(ctx context.Context, m Message, ssts []SnapshotSST) error
+}
+
+// SnapshotSST is one SST of an outgoing snapshot. It is built into a file
+// on the sender's disk, not in memory, so sending a big range costs a
+// stream's buffers: Size is its length in bytes, and Open reads it from
+// the start (the caller closes the reader). The file goes once
+// SendSnapshot has returned.
+type SnapshotSST struct {
+	Size int64
+	Open func() (io.ReadCloser, error)
 }
 
 // MaxSnapshotBytes bounds the SSTs of one incoming snapshot.
@@ -106,10 +117,16 @@ func (s *Store) startSnapshot(r *Replica, m *raftpb.Message) bool {
 	spans := sp.Spans(d)
 	snap := s.db.NewSnapshot()
 	format := s.db.FormatMajorVersion().MaxTableFormat()
+	token := s.nextID.Add(1)
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		ssts, err := buildSSTs(snap, spans, format)
+		var paths []string
+		for i := range spans {
+			paths = append(paths, s.outSnapPath(r.rangeID, token, i))
+		}
+		defer s.removeFiles(paths)
+		ssts, err := s.buildSSTs(snap, spans, paths, format)
 		_ = snap.Close()
 		if err == nil {
 			err = tr.SendSnapshot(s.ctx, Message{RangeID: r.rangeID, Msg: out}, ssts)
@@ -128,14 +145,26 @@ func (s *Store) startSnapshot(r *Replica, m *raftpb.Message) bool {
 	return true
 }
 
-// buildSSTs writes one SST per span: a range deletion of the whole span
-// (the receiver's old state there goes) and every key in it as of rd.
-func buildSSTs(rd pebble.Reader, spans []Span, format sstable.TableFormat) ([][]byte, error) {
-	out := make([][]byte, 0, len(spans))
-	for _, sp := range spans {
-		w := &memWritable{}
-		sw := sstable.NewWriter(w, sstable.WriterOptions{TableFormat: format})
-		err := sw.DeleteRange(sp.Start, sp.End)
+// buildSSTs writes one SST per span into the file at the same index of
+// paths: a range deletion of the whole span (the receiver's old state
+// there goes) and every key in it as of rd.
+func (s *Store) buildSSTs(rd pebble.Reader, spans []Span, paths []string, format sstable.TableFormat) ([]SnapshotSST, error) {
+	fs := s.opts.Engine.FS()
+	if len(paths) > 0 {
+		if err := fs.MkdirAll(fs.PathDir(paths[0]), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]SnapshotSST, 0, len(spans))
+	for i, sp := range spans {
+		f, err := fs.Create(paths[i], "")
+		if err != nil {
+			return nil, err
+		}
+		// The writer owns f from here: Close finishes (syncs and closes)
+		// it, or aborts it on an error.
+		sw := sstable.NewWriter(objstorageprovider.NewFileWritable(f), sstable.WriterOptions{TableFormat: format})
+		err = sw.DeleteRange(sp.Start, sp.End)
 		if err == nil {
 			err = copySpan(rd, sp, sw)
 		}
@@ -145,7 +174,12 @@ func buildSSTs(rd pebble.Reader, spans []Span, format sstable.TableFormat) ([][]
 		if err != nil {
 			return nil, fmt.Errorf("replica: build snapshot SST of [%x, %x): %w", sp.Start, sp.End, err)
 		}
-		out = append(out, w.buf)
+		st, err := fs.Stat(paths[i])
+		if err != nil {
+			return nil, err
+		}
+		path := paths[i]
+		out = append(out, SnapshotSST{Size: st.Size(), Open: func() (io.ReadCloser, error) { return fs.Open(path) }})
 	}
 	return out, nil
 }
@@ -168,13 +202,6 @@ func copySpan(rd pebble.Reader, sp Span, w *sstable.Writer) error {
 	}
 	return it.Close()
 }
-
-// memWritable is an objstorage.Writable into memory.
-type memWritable struct{ buf []byte }
-
-func (w *memWritable) Write(p []byte) error { w.buf = append(w.buf, p...); return nil }
-func (w *memWritable) Finish() error        { return nil }
-func (w *memWritable) Abort()               {}
 
 // The receiving side.
 
@@ -262,6 +289,13 @@ func (s *Store) ReceiveSnapshot(ctx context.Context, m Message, sizes []int64, s
 		s.mu.Unlock()
 		return ErrClosed
 	}
+}
+
+// outSnapPath is where SST i of an outgoing snapshot of range rangeID is
+// built; NewStore empties the directory of any left by a crash.
+func (s *Store) outSnapPath(rangeID, token uint64, i int) string {
+	fs := s.opts.Engine.FS()
+	return fs.PathJoin(s.opts.Engine.Dir(), snapshotDir, fmt.Sprintf("out-r%d-%016x-%d.sst", rangeID, token, i))
 }
 
 func (s *Store) snapPath(rangeID, token uint64, i int) string {
@@ -384,13 +418,42 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 		hs = proto.CloneOf(r.st.hs)
 		hs.Commit = new(max(hs.GetCommit(), idx))
 	}
-	state, err := r.st.stateSST(hs, md.GetConfState(), idx, term, p, s.db.FormatMajorVersion().MaxTableFormat())
-	if err == nil {
-		path := s.snapPath(r.rangeID, token, len(p.paths))
-		if err = s.writeFile(path, bytes.NewReader(state), int64(len(state))); err == nil {
-			err = s.db.Ingest(s.ctx, append([]string{path}, p.paths...))
+	format := s.db.FormatMajorVersion().MaxTableFormat()
+	// The frozen replicas here that the snapshot's bounds cover go in the
+	// same ingestion as the snapshot (their raft state deleted, a
+	// tombstone left): a crash between the two would leave a replica
+	// frozen for a merge that is done.
+	var gone []uint64
+	if p.bounded() {
+		gone = s.subsumable(r.rangeID, p.start, p.end)
+	}
+	var ssts [][]byte
+	state, err := r.st.stateSST(hs, md.GetConfState(), idx, term, p, format)
+	ssts = append(ssts, state)
+	for _, id := range gone {
+		if err != nil {
+			break
 		}
-		s.removeFiles([]string{path})
+		var sst []byte
+		sst, err = subsumeSST(id, r.rangeID, format)
+		ssts = append(ssts, sst)
+	}
+	if err == nil {
+		var paths []string
+		for i, sst := range ssts {
+			path := s.snapPath(r.rangeID, token, len(p.paths)+i)
+			paths = append(paths, path)
+			if err = s.writeFile(path, bytes.NewReader(sst), int64(len(sst))); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = s.db.Ingest(s.ctx, append(paths, p.paths...))
+		}
+		s.removeFiles(paths)
+	}
+	if err == nil && s.afterIngest != nil {
+		s.afterIngest() // tests: a crash here
 	}
 	if err != nil {
 		err = fmt.Errorf("replica: range %d: install snapshot at %d: %w", r.rangeID, idx, err)
@@ -420,12 +483,7 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 		}
 	}
 	s.log.Info("installed a snapshot", "range", r.rangeID, "index", idx, "term", term)
-	if p.bounded() {
-		if err := s.subsume(r.rangeID, p.start, p.end); err != nil {
-			p.done <- err
-			return err
-		}
-	}
+	s.subsumed(r.rangeID, p.start, p.end, gone)
 	p.done <- nil
 	return nil
 }
@@ -448,6 +506,14 @@ func (s *Store) failSnapshot(token uint64, err error) {
 		p.done <- err
 	}
 }
+
+// memWritable is an objstorage.Writable into memory, for the raft-state
+// SST of an installed snapshot (a handful of keys).
+type memWritable struct{ buf []byte }
+
+func (w *memWritable) Write(p []byte) error { w.buf = append(w.buf, p...); return nil }
+func (w *memWritable) Finish() error        { return nil }
+func (w *memWritable) Abort()               {}
 
 // stateSST is an SST that replaces all of the range's raft state with a
 // log truncated at (idx, term), applied up to idx.

@@ -34,17 +34,10 @@ func TestReceiveSnapshotRefusesBadSSTs(t *testing.T) {
 		if err := b.Commit(pebble.NoSync); err != nil {
 			t.Fatal(err)
 		}
-		ssts, err := buildSSTs(e.DB(), []Span{{Start: []byte("a"), End: []byte("zz")}}, format)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ssts[0]
+		return buildTestSSTs(t, s, e.DB(), []Span{{Start: []byte("a"), End: []byte("zz")}}, format)[0]
 	}
 	outside := build([]byte("b-outside"))
-	good, err := buildSSTs(e.DB(), []Span{span}, format)
-	if err != nil {
-		t.Fatal(err)
-	}
+	good := buildTestSSTs(t, s, e.DB(), []Span{span}, format)
 	damaged := bytes.Clone(good[0])
 	damaged[len(damaged)/3] ^= 0x40
 	msg := Message{RangeID: 1, Msg: &raftpb.Message{

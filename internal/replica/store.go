@@ -39,6 +39,10 @@ type Store struct {
 	cancel    context.CancelFunc
 	bg        sync.WaitGroup // goroutines sending snapshots
 
+	// afterIngest, if set (tests), runs on the loop right after a
+	// snapshot's ingestion, before anything else of its install.
+	afterIngest func()
+
 	stats loopStats
 	p     persister // the log writer (persist.go)
 	hold  holder    // commit-only appends waiting to go (hold.go); loop-owned

@@ -106,7 +106,11 @@
 //	"\x02s" segment(8) -> ver(1)=1 | state(1: 1 open, 2 sealed) | size(8) | records(8)
 //
 // where size is the length of the synced, indexed prefix (for a sealed
-// segment, the file length).
+// segment, the file length). The copies of each chunk the cluster wants
+// (the largest replication factor of the spaces that wrote it; see
+// RaiseCopies) are under storage.PrefixChunkWant:
+//
+//	"\x02w" hash(32) -> ver(1)=1 | copies(1)
 //
 // # Not yet
 //

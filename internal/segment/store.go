@@ -105,6 +105,9 @@ type Store struct {
 	fs  vfs.FS
 	log *slog.Logger
 
+	// copiesMu serializes RaiseCopies' read and write (copies.go).
+	copiesMu sync.Mutex
+
 	// files holds an open handle for every segment, for ReadAt. The writer
 	// adds to it on rotation; Close empties it.
 	files struct {

@@ -963,3 +963,37 @@ func TestRecoveryTornHeaderBlock(t *testing.T) {
 		t.Fatalf("first record at %s:%d", segmentName(loc.seg), loc.off)
 	}
 }
+
+// TestCopies: a chunk's wanted copies only rise, and read back after a
+// reopen; a chunk with none recorded reads 0.
+func TestCopies(t *testing.T) {
+	fs := vfs.NewMem()
+	n := openNode(t, fs, 0)
+	s := n.st
+	h := chunk.Sum([]byte("wanted"))
+	if r, err := s.Copies(h); err != nil || r != 0 {
+		t.Fatalf("copies before any: %d, %v", r, err)
+	}
+	for _, r := range []int{1, 3, 2} {
+		if err := s.RaiseCopies(h, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := s.Copies(h); err != nil || r != 3 {
+		t.Fatalf("copies after 1, 3, 2: %d, %v", r, err)
+	}
+	for _, bad := range []int{0, -1, 256} {
+		if err := s.RaiseCopies(h, bad); err == nil {
+			t.Fatalf("%d copies taken", bad)
+		}
+	}
+	if err := n.eng.DB().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	n.close(t)
+	n = openNode(t, fs, 0)
+	defer n.close(t)
+	if r, err := n.st.Copies(h); err != nil || r != 3 {
+		t.Fatalf("copies after a reopen: %d, %v", r, err)
+	}
+}

@@ -12,6 +12,7 @@
 //	0x01 'r' rangeID(8, BE) suffix   replica: raft log, hard state, applied index
 //	0x02 'c' hash(32)                 segment: chunk index (hash -> segment, offset, length)
 //	0x02 's' ...                      segment: segment-store bookkeeping
+//	0x02 'w' hash(32)                 segment: copies wanted of the chunk in the cluster
 //	0x03 ...                          node-local: identity, format version
 //	'l'  object-key                   mvcc: transaction locks (intents)
 //	'v'  object-key ^ts               mvcc: version records

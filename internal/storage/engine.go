@@ -15,6 +15,7 @@ import (
 const (
 	PrefixRangeLocal = "\x01r"
 	PrefixChunkIndex = "\x02c"
+	PrefixChunkWant  = "\x02w" // copies wanted of each chunk (segment.RaiseCopies)
 	PrefixSegment    = "\x02s"
 	PrefixNodeLocal  = "\x03"
 )

@@ -35,7 +35,7 @@ const (
 var snapStream = &grpc.StreamDesc{StreamName: "Snapshot", ClientStreams: true}
 
 // SendSnapshot implements replica.SnapshotTransport.
-func (t *Transport) SendSnapshot(ctx context.Context, m replica.Message, ssts [][]byte) error {
+func (t *Transport) SendSnapshot(ctx context.Context, m replica.Message, ssts []replica.SnapshotSST) error {
 	to := m.Msg.GetTo()
 	if !t.reachable(to) {
 		return fmt.Errorf("transport: node %d is unreachable", to)
@@ -62,13 +62,11 @@ func (t *Transport) SendSnapshot(ctx context.Context, m replica.Message, ssts []
 	if err := stream.SendMsg(&frame{b: hdr}); err != nil {
 		return fmt.Errorf("transport: snapshot to node %d: %w", to, err)
 	}
-	for _, sst := range ssts {
-		for len(sst) > 0 {
-			n := min(len(sst), snapChunk)
-			if err := stream.SendMsg(&frame{b: sst[:n]}); err != nil {
-				return fmt.Errorf("transport: snapshot to node %d: %w", to, err)
-			}
-			sst = sst[n:]
+	// The SSTs stream from their files in snapChunk frames: a range's
+	// snapshot is never in memory whole.
+	for i, sst := range ssts {
+		if err := sendSST(stream, sst); err != nil {
+			return fmt.Errorf("transport: snapshot to node %d: SST %d: %w", to, i, err)
 		}
 	}
 	if err := stream.CloseSend(); err != nil {
@@ -127,7 +125,31 @@ func (r *streamReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func appendSnapHeader(b []byte, m replica.Message, ssts [][]byte) ([]byte, error) {
+// sendSST sends sst's file, exactly Size bytes, in frames of at most
+// snapChunk bytes. Each frame has its own buffer: gRPC writes a frame's
+// bytes after SendMsg returns (the raw codec does not copy them).
+func sendSST(stream grpc.ClientStream, sst replica.SnapshotSST) error {
+	rc, err := sst.Open()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	left := sst.Size
+	for left > 0 {
+		buf := make([]byte, min(snapChunk, left))
+		n, err := io.ReadFull(rc, buf)
+		if err != nil {
+			return fmt.Errorf("read the SST file: %w", err)
+		}
+		if err := stream.SendMsg(&frame{b: buf}); err != nil {
+			return err
+		}
+		left -= int64(n)
+	}
+	return nil
+}
+
+func appendSnapHeader(b []byte, m replica.Message, ssts []replica.SnapshotSST) ([]byte, error) {
 	b = append(b, frameMagic, frameVersion)
 	b = binary.AppendUvarint(b, m.RangeID)
 	b = binary.AppendUvarint(b, uint64(proto.Size(m.Msg)))
@@ -137,7 +159,7 @@ func appendSnapHeader(b []byte, m replica.Message, ssts [][]byte) ([]byte, error
 	}
 	b = binary.AppendUvarint(b, uint64(len(ssts)))
 	for _, s := range ssts {
-		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = binary.AppendUvarint(b, uint64(s.Size))
 	}
 	return b, nil
 }

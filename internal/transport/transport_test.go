@@ -219,7 +219,7 @@ func TestSnapshotOverGRPC(t *testing.T) {
 func TestSnapHeaderRoundTrip(t *testing.T) {
 	m := replica.Message{RangeID: 9, Msg: &raftpb.Message{Type: raftpb.MsgSnap.Enum(), To: proto.Uint64(2), From: proto.Uint64(1),
 		Snapshot: &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: proto.Uint64(77), Term: proto.Uint64(3)}}}}
-	b, err := appendSnapHeader(nil, m, [][]byte{make([]byte, 10), make([]byte, 3)})
+	b, err := appendSnapHeader(nil, m, []replica.SnapshotSST{{Size: 10}, {Size: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestSnapHeaderRoundTrip(t *testing.T) {
 }
 
 func FuzzDecodeSnapHeader(f *testing.F) {
-	b, _ := appendSnapHeader(nil, replica.Message{RangeID: 1, Msg: &raftpb.Message{Type: raftpb.MsgSnap.Enum()}}, [][]byte{{1}})
+	b, _ := appendSnapHeader(nil, replica.Message{RangeID: 1, Msg: &raftpb.Message{Type: raftpb.MsgSnap.Enum()}}, []replica.SnapshotSST{{Size: 1}})
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, sizes, err := decodeSnapHeader(b)

@@ -83,6 +83,9 @@ var (
 	// ErrDenied: the node refused the caller (not a member, a wrong join
 	// token).
 	ErrDenied = errors.New("denied")
+	// ErrUnknownMethod: the node does not serve the method (a node of an
+	// earlier version); nothing was done.
+	ErrUnknownMethod = errors.New("unknown method")
 )
 
 // Call invokes service/method on the node at addr, waiting for the
@@ -140,6 +143,8 @@ func (c *Caller) invoke(ctx context.Context, addr, service, method string, req [
 				return nil, fmt.Errorf("%s/%s on %s: %w: %s", service, method, addr, ErrBusy, st.Message())
 			case codes.PermissionDenied:
 				return nil, fmt.Errorf("%s/%s on %s: %w: %s", service, method, addr, ErrDenied, st.Message())
+			case codes.Unimplemented:
+				return nil, fmt.Errorf("%s/%s on %s: %w: %s", service, method, addr, ErrUnknownMethod, st.Message())
 			case codes.Unavailable:
 				if !wait && strings.Contains(st.Message(), "while dialing") {
 					// Failed fast on a connection that could not be made:
