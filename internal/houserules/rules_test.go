@@ -252,35 +252,14 @@ func TestClockIsAnInput(t *testing.T) {
 		if !ok {
 			continue
 		}
-		fset := token.NewFileSet()
-		for _, file := range p.files {
+		eachCall(t, p, []string{"time"}, func(file, fn string, line int) {
 			if _, ok := allowed[filepath.Base(file)]; ok {
-				continue
+				return
 			}
-			f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
-			if err != nil {
-				t.Fatal(err)
+			if fn == "Now" || fn == "Since" || fn == "Until" {
+				t.Errorf("%s:%d: time.%s in %s: read the time from the clock in the options, so tests can drive it", rel(p, file), line, fn, p.rel)
 			}
-			name := importName(f, "time")
-			if name == "" {
-				continue
-			}
-			ast.Inspect(f, func(n ast.Node) bool {
-				call, ok := n.(*ast.CallExpr)
-				if !ok {
-					return true
-				}
-				sel, ok := call.Fun.(*ast.SelectorExpr)
-				if !ok {
-					return true
-				}
-				if x, ok := sel.X.(*ast.Ident); ok && x.Name == name && (sel.Sel.Name == "Now" || sel.Sel.Name == "Since" || sel.Sel.Name == "Until") {
-					pos := fset.Position(sel.Pos())
-					t.Errorf("%s:%d: time.%s in %s: read the time from the clock in the options, so tests can drive it", rel(p, pos.Filename), pos.Line, sel.Sel.Name, p.rel)
-				}
-				return true
-			})
-		}
+		})
 	}
 }
 
@@ -292,35 +271,11 @@ func TestGlobalRandomness(t *testing.T) {
 		if !strings.HasPrefix(p.rel, "internal/") || testOnly[p.rel] {
 			continue
 		}
-		fset := token.NewFileSet()
-		for _, file := range p.files {
-			f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
-			if err != nil {
-				t.Fatal(err)
+		eachCall(t, p, []string{"math/rand", "math/rand/v2"}, func(file, fn string, line int) {
+			if !randConstructors[fn] {
+				t.Errorf("%s:%d: rand.%s uses math/rand's global source: take a seeded *rand.Rand from the component's options", rel(p, file), line, fn)
 			}
-			randName := importName(f, "math/rand")
-			if randName == "" {
-				randName = importName(f, "math/rand/v2")
-			}
-			if randName == "" {
-				continue
-			}
-			ast.Inspect(f, func(n ast.Node) bool {
-				call, ok := n.(*ast.CallExpr)
-				if !ok {
-					return true
-				}
-				sel, ok := call.Fun.(*ast.SelectorExpr)
-				if !ok {
-					return true
-				}
-				if x, ok := sel.X.(*ast.Ident); ok && x.Name == randName && !randConstructors[sel.Sel.Name] {
-					pos := fset.Position(sel.Pos())
-					t.Errorf("%s:%d: rand.%s uses math/rand's global source: take a seeded *rand.Rand from the component's options", rel(p, pos.Filename), pos.Line, sel.Sel.Name)
-				}
-				return true
-			})
-		}
+		})
 	}
 }
 
@@ -330,32 +285,46 @@ func TestGlobalRandomness(t *testing.T) {
 // fields.
 func TestTypedAtomics(t *testing.T) {
 	for _, p := range loadPackages(t) {
-		fset := token.NewFileSet()
-		for _, file := range p.files {
-			f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
-			if err != nil {
-				t.Fatal(err)
-			}
-			name := importName(f, "sync/atomic")
-			if name == "" {
-				continue
-			}
-			ast.Inspect(f, func(n ast.Node) bool {
-				call, ok := n.(*ast.CallExpr)
-				if !ok {
-					return true
-				}
-				sel, ok := call.Fun.(*ast.SelectorExpr)
-				if !ok {
-					return true
-				}
-				if x, ok := sel.X.(*ast.Ident); ok && x.Name == name {
-					pos := fset.Position(sel.Pos())
-					t.Errorf("%s:%d: atomic.%s over a plain field: use sync/atomic's typed values", rel(p, pos.Filename), pos.Line, sel.Sel.Name)
-				}
-				return true
-			})
+		eachCall(t, p, []string{"sync/atomic"}, func(file, fn string, line int) {
+			t.Errorf("%s:%d: atomic.%s over a plain field: use sync/atomic's typed values", rel(p, file), line, fn)
+		})
+	}
+}
+
+// eachCall calls found for every call of a package-level function of one
+// of the import paths in p's non-test files: the file, the function's name
+// and the line.
+func eachCall(t *testing.T, p pkg, paths []string, found func(file, fn string, line int)) {
+	t.Helper()
+	fset := token.NewFileSet()
+	for _, file := range p.files {
+		f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
 		}
+		names := map[string]bool{}
+		for _, path := range paths {
+			if n := importName(f, path); n != "" {
+				names[n] = true
+			}
+		}
+		if len(names) == 0 {
+			continue
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && names[x.Name] {
+				found(file, sel.Sel.Name, fset.Position(sel.Pos()).Line)
+			}
+			return true
+		})
 	}
 }
 

@@ -47,9 +47,25 @@ type rangeRecord struct {
 	Parent   uint64   `json:"parent,string,omitempty"`
 }
 
+// record is r as the meta service stores it.
+func (r RangeDesc) record() rangeRecord {
+	return rangeRecord{V: formatVersionOne, ID: r.ID, SpaceID: r.SpaceID,
+		Start: r.Start, End: r.End, Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch, Parent: r.Parent}
+}
+
+// desc is the descriptor a stored record holds (a nil Start read as
+// empty: the beginning of the space).
+func (r rangeRecord) desc() RangeDesc {
+	start := r.Start
+	if start == nil {
+		start = []byte{}
+	}
+	return RangeDesc{ID: r.ID, SpaceID: r.SpaceID, Start: start, End: r.End,
+		Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch, Parent: r.Parent}
+}
+
 func encodeRange(r RangeDesc) []byte {
-	b, _ := json.Marshal(rangeRecord{V: formatVersionOne, ID: r.ID, SpaceID: r.SpaceID,
-		Start: r.Start, End: r.End, Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch, Parent: r.Parent})
+	b, _ := json.Marshal(r.record())
 	return b
 }
 
@@ -61,12 +77,7 @@ func decodeRange(kv KV) (RangeDesc, error) {
 	if r.V != formatVersionOne {
 		return RangeDesc{}, fmt.Errorf("meta: %s has format version %d, want %d", kv.Key, r.V, formatVersionOne)
 	}
-	start := r.Start
-	if start == nil {
-		start = []byte{}
-	}
-	return RangeDesc{ID: r.ID, SpaceID: r.SpaceID, Start: start, End: r.End,
-		Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch, Parent: r.Parent}, nil
+	return r.desc(), nil
 }
 
 // NewRangeID allocates a range id (never reused).
@@ -336,8 +347,7 @@ type layoutRecord struct {
 func encodeLayout(l layout) []byte {
 	rec := layoutRecord{V: formatVersionOne, Done: l.Done}
 	for _, r := range l.Ranges {
-		rec.Ranges = append(rec.Ranges, rangeRecord{V: formatVersionOne, ID: r.ID, SpaceID: r.SpaceID,
-			Start: r.Start, End: r.End, Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch, Parent: r.Parent})
+		rec.Ranges = append(rec.Ranges, r.record())
 	}
 	b, _ := json.Marshal(rec)
 	return b
@@ -353,12 +363,7 @@ func decodeLayout(kv KV) (layout, error) {
 	}
 	l := layout{Done: rec.Done}
 	for _, r := range rec.Ranges {
-		start := r.Start
-		if start == nil {
-			start = []byte{}
-		}
-		l.Ranges = append(l.Ranges, RangeDesc{ID: r.ID, SpaceID: r.SpaceID, Start: start, End: r.End,
-			Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch, Parent: r.Parent})
+		l.Ranges = append(l.Ranges, r.desc())
 	}
 	return l, nil
 }

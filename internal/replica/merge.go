@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/sstable"
 
 	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/placement"
 )
 
 // Merges.
@@ -292,7 +293,7 @@ func (r *Replica) applyMerge(b *pebble.Batch, cmd []byte, out *[]*pendingMerge) 
 			return refuse("merge %x of range %d is not pending", arg, right.RangeID)
 		case d.End == nil || !bytes.Equal(d.End, right.Start):
 			return refuse("it ends at %x, range %d starts at %x", d.End, right.RangeID, right.Start)
-		case r.membershipChanging() || !sameVoters(r.st.cs.GetVoters(), right.Peers):
+		case r.membershipChanging() || !placement.SameMembers(r.st.cs.GetVoters(), right.Peers):
 			return refuse("its voters %v are not range %d's %v", r.st.cs.GetVoters(), right.RangeID, right.Peers)
 		}
 		if rr := r.s.replicaByID(right.RangeID); rr != nil && rr.st.merge.FrozenToken != arg {
@@ -335,19 +336,6 @@ func (r *Replica) applyMerge(b *pebble.Batch, cmd []byte, out *[]*pendingMerge) 
 	}
 	r.st.merge = ms
 	return val, nil
-}
-
-// sameVoters reports whether a and b hold the same ids.
-func sameVoters(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			return false
-		}
-	}
-	return true
 }
 
 // replicaByID returns the replica of range id here, or nil.
