@@ -12,6 +12,10 @@ import (
 const (
 	SpaceActive   = "active"
 	SpaceDeleting = "deleting"
+	// SpaceFencing: a delete is stopping writes on every node before it
+	// checks that the space is empty; it moves on to deleting, or back
+	// to active.
+	SpaceFencing = "fencing"
 )
 
 // Retention policies and placements.
@@ -104,7 +108,8 @@ type Space struct {
 	Name     string
 	Created  time.Time
 	Settings SpaceSettings
-	State    string // SpaceActive or SpaceDeleting
+	State    string    // SpaceActive, SpaceFencing or SpaceDeleting
+	Since    time.Time // when State last changed (zero: never recorded)
 }
 
 // Catalog is the space catalog and range table, kept in a Store. Its methods
@@ -127,11 +132,17 @@ type spaceRecord struct {
 	Created  time.Time     `json:"created"`
 	Settings SpaceSettings `json:"settings"`
 	State    string        `json:"state"`
+	Since    *time.Time    `json:"state_since,omitempty"`
 }
 
 func encodeSpace(sp Space) []byte {
-	b, _ := json.Marshal(spaceRecord{V: formatVersionOne, ID: sp.ID, Name: sp.Name,
-		Created: sp.Created.UTC(), Settings: sp.Settings, State: sp.State})
+	rec := spaceRecord{V: formatVersionOne, ID: sp.ID, Name: sp.Name,
+		Created: sp.Created.UTC(), Settings: sp.Settings, State: sp.State}
+	if !sp.Since.IsZero() {
+		since := sp.Since.UTC()
+		rec.Since = &since
+	}
+	b, _ := json.Marshal(rec)
 	return b
 }
 
@@ -143,7 +154,11 @@ func decodeSpace(kv KV) (Space, error) {
 	if r.V != formatVersionOne {
 		return Space{}, fmt.Errorf("meta: %s has format version %d, want %d", kv.Key, r.V, formatVersionOne)
 	}
-	return Space{ID: r.ID, Name: r.Name, Created: r.Created, Settings: r.Settings, State: r.State}, nil
+	sp := Space{ID: r.ID, Name: r.Name, Created: r.Created, Settings: r.Settings, State: r.State}
+	if r.Since != nil {
+		sp.Since = *r.Since
+	}
+	return sp, nil
 }
 
 // CreateSpace adds an active space. Zero settings take their defaults. It
@@ -225,10 +240,41 @@ func (c *Catalog) ListSpaces(ctx context.Context) ([]Space, error) {
 	return out, nil
 }
 
-// SetSpaceState moves space name to state (SpaceActive or SpaceDeleting).
+// ErrSpaceState is returned by MoveSpaceState when the space is not in
+// the state the move starts from.
+var ErrSpaceState = errors.New("meta: the space is not in the expected state")
+
+// MoveSpaceState moves space name from state from to state to, and
+// records when; ErrSpaceState (with the state it is in) if it is not in
+// from, ErrSpaceNotFound if it does not exist.
+func (c *Catalog) MoveSpaceState(ctx context.Context, name, from, to string) error {
+	if !validSpaceState(from) || !validSpaceState(to) {
+		return fmt.Errorf("meta: space state %q or %q is not one of %q, %q, %q", from, to, SpaceActive, SpaceFencing, SpaceDeleting)
+	}
+	for {
+		sp, rev, err := c.getSpace(ctx, name)
+		if err != nil {
+			return err
+		}
+		if sp.State != from {
+			return fmt.Errorf("%w: space %q is %s, not %s", ErrSpaceState, name, sp.State, from)
+		}
+		sp.State, sp.Since = to, c.clock().UTC()
+		_, err = c.store.Put(ctx, spaceKey(name), encodeSpace(sp), rev)
+		if !errors.Is(err, ErrConflict) {
+			return err
+		}
+	}
+}
+
+func validSpaceState(s string) bool {
+	return s == SpaceActive || s == SpaceFencing || s == SpaceDeleting
+}
+
+// SetSpaceState moves space name to state, from any.
 func (c *Catalog) SetSpaceState(ctx context.Context, name, state string) error {
-	if state != SpaceActive && state != SpaceDeleting {
-		return fmt.Errorf("meta: space state %q is not %q or %q", state, SpaceActive, SpaceDeleting)
+	if !validSpaceState(state) {
+		return fmt.Errorf("meta: space state %q is not %q, %q or %q", state, SpaceActive, SpaceFencing, SpaceDeleting)
 	}
 	for {
 		sp, rev, err := c.getSpace(ctx, name)
@@ -238,7 +284,7 @@ func (c *Catalog) SetSpaceState(ctx context.Context, name, state string) error {
 		if sp.State == state {
 			return nil
 		}
-		sp.State = state
+		sp.State, sp.Since = state, c.clock().UTC()
 		_, err = c.store.Put(ctx, spaceKey(name), encodeSpace(sp), rev)
 		if !errors.Is(err, ErrConflict) {
 			return err

@@ -26,7 +26,8 @@
 //	                                    "meta_peer_url":..,"zone":..,"capacity":"<n>",
 //	                                    "state":"up"|..,"started":..} the cluster map
 //	/cairn/spaces/<name>               {"v":1,"id":..,"name":..,"created":..,
-//	                                    "settings":{..},"state":"active"|"deleting"}
+//	                                    "settings":{..},"state":"active"|"fencing"|"deleting",
+//	                                    "state_since":..}
 //	/cairn/rootkey                     {"v":1,"access":..,"secret":..} the S3 root
 //	                                   key, when the configuration gives none
 //	/cairn/keys/<access key id>        {"v":1,"access":..,"secret":..,"grants":{<space>|"*":

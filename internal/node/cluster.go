@@ -84,6 +84,7 @@ func (n *Node) newPeerServer() {
 		"Timestamp":     n.handleTimestamp,
 		"Drained":       n.handleDrained,
 		"ClusterKeys":   n.handleClusterKeys,
+		"FenceSpace":    n.handleFenceSpace,
 	})
 	transport.RegisterUnary(p.srv, rangeService, map[string]transport.Unary{
 		"Propose":  n.rangeMethod(false, n.handlePropose),

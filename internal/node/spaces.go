@@ -37,6 +37,7 @@ type space struct {
 	// and removes it, so no write can land in a space after the check.
 	gate    sync.RWMutex
 	deleted bool // guarded by gate
+	fenced  bool // guarded by gate: a delete is checking the space (fence.go)
 }
 
 // replicas is how many nodes hold each of the space's chunks (and ranges):
@@ -174,7 +175,8 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 			return nil, fmt.Errorf("create ranges of space %s: %w", sp.Name, err)
 		}
 	}
-	s := &space{meta: sp}
+	// A space a delete is checking opens fenced (fence.go).
+	s := &space{meta: sp, fenced: sp.State == meta.SpaceFencing}
 	ret := retentionOf(sp.Settings)
 	s.retention.Store(&ret)
 	var tab []*rng
@@ -299,6 +301,9 @@ func (n *Node) acquire(ctx context.Context, name string) (s *space, release func
 			return nil, nil, object.Errorf(object.BadSpaceName, "%v", err)
 		}
 		sp, err := n.catalog.GetSpace(ctx, name)
+		if err == nil && sp.State == meta.SpaceFencing {
+			return nil, nil, errFenced(name)
+		}
 		if err != nil || sp.State != meta.SpaceActive {
 			if err != nil && !errors.Is(err, meta.ErrSpaceNotFound) {
 				return nil, nil, err
@@ -313,6 +318,10 @@ func (n *Node) acquire(ctx context.Context, name string) (s *space, release func
 	if s.deleted {
 		s.gate.RUnlock()
 		return nil, nil, object.Errorf(object.SpaceNotFound, "space %q does not exist", name)
+	}
+	if s.fenced {
+		s.gate.RUnlock()
+		return nil, nil, errFenced(name)
 	}
 	return s, s.gate.RUnlock, nil
 }
@@ -445,11 +454,30 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	// Wait for in-flight operations and hold new ones back while checking.
-	s.gate.Lock()
-	defer s.gate.Unlock()
-	if s.deleted {
+	// Stop writes to the space on every node before checking it is
+	// empty (fence.go); undo that unless the space goes.
+	switch err := n.catalog.MoveSpaceState(ctx, name, meta.SpaceActive, meta.SpaceFencing); {
+	case errors.Is(err, meta.ErrSpaceNotFound):
 		return object.Errorf(object.SpaceNotFound, "space %q does not exist", name)
+	case errors.Is(err, meta.ErrSpaceState):
+		return object.Errorf(object.Unavailable, "space %q is being deleted by another request: %v", name, err)
+	case err != nil:
+		return err
+	}
+	deleting := false
+	defer func() {
+		if deleting {
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.Background(), fenceWait)
+		defer cancel()
+		if err := n.catalog.MoveSpaceState(rctx, name, meta.SpaceFencing, meta.SpaceActive); err != nil {
+			n.log.Warn("could not take a space back to active after a delete that did not happen; it is after a while", "space", name, "err", err)
+		}
+		n.unfenceEverywhere(name)
+	}()
+	if err := n.fenceEverywhere(ctx, name); err != nil {
+		return object.Errorf(object.Unavailable, "space %q was not deleted: writes to it could not be stopped on every node: %v", name, err)
 	}
 	// Only client keys count: system keys (an S3 bucket's settings, its
 	// open multipart uploads) go with the space.
@@ -467,10 +495,13 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 			return object.Errorf(object.SpaceNotEmpty, "space %q still holds objects; delete them first", name)
 		}
 	}
-	if err := n.catalog.SetSpaceState(ctx, name, meta.SpaceDeleting); err != nil {
+	if err := n.catalog.MoveSpaceState(ctx, name, meta.SpaceFencing, meta.SpaceDeleting); err != nil {
 		return err
 	}
+	deleting = true
+	s.gate.Lock()
 	s.deleted = true
+	s.gate.Unlock()
 	n.mu.Lock()
 	if n.mu.spaces[name] == s {
 		delete(n.mu.spaces, name)
@@ -487,11 +518,38 @@ func (n *Node) finishDeleteSpace(ctx context.Context, sp meta.Space) error {
 }
 
 // refreshSettings takes changes of the open spaces' settings from the
-// catalog: today their history policy (SetRetention).
+// catalog: their history policy (SetRetention) and fence (fence.go); and
+// it drops the open spaces the catalog no longer has (deleted through
+// another node, or deleted and made again under a new id).
 func (n *Node) refreshSettings(ctx context.Context) {
 	spaces, err := n.catalog.ListSpaces(ctx)
 	if err != nil {
 		return
+	}
+	live := make(map[string]uint32, len(spaces))
+	for _, sp := range spaces {
+		if sp.State != meta.SpaceDeleting {
+			live[sp.Name] = sp.ID
+		}
+	}
+	var gone []*space
+	n.mu.RLock()
+	for name, s := range n.mu.spaces {
+		if id, ok := live[name]; !ok || id != s.meta.ID {
+			gone = append(gone, s)
+		}
+	}
+	n.mu.RUnlock()
+	for _, s := range gone {
+		s.gate.Lock() // waits for its operations in flight
+		s.deleted = true
+		s.gate.Unlock()
+		n.mu.Lock()
+		if n.mu.spaces[s.meta.Name] == s {
+			delete(n.mu.spaces, s.meta.Name)
+		}
+		n.mu.Unlock()
+		n.log.Info("dropped a space deleted through another node", "space", s.meta.Name, "id", s.meta.ID)
 	}
 	for _, sp := range spaces {
 		n.mu.RLock()
@@ -503,6 +561,7 @@ func (n *Node) refreshSettings(ctx context.Context) {
 		if ret := retentionOf(sp.Settings); ret != *s.retention.Load() {
 			s.retention.Store(&ret)
 		}
+		n.liftStaleFence(ctx, sp, s)
 	}
 }
 
