@@ -357,6 +357,11 @@ func leaderChanging(err error) bool {
 	return hasEtcdError(err, rpctypes.ErrLeaderChanged, rpctypes.ErrNoLeader, rpctypes.ErrTimeoutDueToLeaderFail)
 }
 
+// Unsettled reports whether err says the meta service could not settle a
+// request because it was between leaders or timed out waiting: a read
+// may be tried again, and a write's outcome is unknown.
+func Unsettled(err error) bool { return unsettled(err) }
+
 // unsettled reports whether the meta service could not settle a request
 // because it was between leaders or timed out waiting: a read may be
 // tried again, and a write's outcome is unknown (it may have applied).

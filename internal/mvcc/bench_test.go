@@ -92,3 +92,18 @@ func BenchmarkListVersions(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkUnmarshal: decoding one version record (every read of an
+// object's latest version does it once).
+func BenchmarkUnmarshal(b *testing.B) {
+	rec := &Record{Version: 1 << 50, Size: 1 << 20, ContentType: "image/jpeg",
+		Meta: map[string]string{"camera": "x100", "owner": "ana"}}
+	enc := rec.Marshal()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(enc)))
+	for b.Loop() {
+		if _, err := Unmarshal(enc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

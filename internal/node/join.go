@@ -297,10 +297,20 @@ func (n *Node) admit(ctx context.Context, ms membership, req *joinRequest, pub *
 	member := len(members) < n.cfg.MetaMembers
 	if member {
 		var learner uint64
-		if learner, members, err = ms.AddLearner(ctx, req.MetaPeerURL); err != nil {
-			if strings.Contains(err.Error(), "unhealthy cluster") {
+		// A member change waits for the meta service's leader; one that
+		// is changing (a promotion just made, an election) answers late
+		// or not at all: the joiner is told to come back, well within
+		// its own wait.
+		actx, cancel := context.WithTimeout(ctx, addLearnerWait)
+		learner, members, err = ms.AddLearner(actx, req.MetaPeerURL)
+		cancel()
+		if err != nil {
+			if strings.Contains(err.Error(), "unhealthy cluster") || meta.Unsettled(err) ||
+				errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 				// etcd refuses a member change until the members have
-				// been connected a few seconds after the last one.
+				// been connected a few seconds after the last one; or
+				// it had no leader to take it (if it took it all the
+				// same, the joiner's next try replaces the member).
 				return nil, fmt.Errorf("%v: %w", err, transport.ErrBusy)
 			}
 			return nil, err
@@ -352,6 +362,10 @@ func parseNodeKey(der []byte) (*ecdsa.PublicKey, error) {
 func (n *Node) admissionLock(ctx context.Context) (release func(), err error) {
 	return n.clusterLock(ctx, "join", 30*time.Second)
 }
+
+// addLearnerWait bounds adding a joiner's meta member; the joiner waits
+// 30 s for its whole admission.
+const addLearnerWait = 10 * time.Second
 
 func memberName(id uint64) string { return fmt.Sprintf("node-%d", id) }
 
@@ -437,7 +451,10 @@ func (n *Node) join(ctx context.Context) (*joinResponse, error) {
 		if errors.Is(err, transport.ErrDenied) {
 			return nil, fmt.Errorf("join the cluster at %s: refused: %w", n.cfg.Join, err)
 		}
-		if !errors.Is(err, transport.ErrBusy) || n.cfg.Clock().After(deadline) {
+		// Busy, or an attempt that ran out of time (the admitting node
+		// waited on the meta service): the admission is tried again.
+		retry := errors.Is(err, transport.ErrBusy) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+		if !retry || n.cfg.Clock().After(deadline) {
 			return nil, fmt.Errorf("join the cluster at %s: %w (is a cairn node listening there on its peer port?)", n.cfg.Join, err)
 		}
 		n.log.Info("another node is joining; waiting to join", "retry", backoff)
