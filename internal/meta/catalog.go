@@ -248,6 +248,13 @@ var ErrSpaceState = errors.New("meta: the space is not in the expected state")
 // records when; ErrSpaceState (with the state it is in) if it is not in
 // from, ErrSpaceNotFound if it does not exist.
 func (c *Catalog) MoveSpaceState(ctx context.Context, name, from, to string) error {
+	return c.MoveSpaceStateSince(ctx, name, from, to, time.Time{})
+}
+
+// MoveSpaceStateSince is MoveSpaceState that also requires the state to
+// have last changed at since (unless since is zero): a move decided on a
+// read does not undo a change made after it.
+func (c *Catalog) MoveSpaceStateSince(ctx context.Context, name, from, to string, since time.Time) error {
 	if !validSpaceState(from) || !validSpaceState(to) {
 		return fmt.Errorf("meta: space state %q or %q is not one of %q, %q, %q", from, to, SpaceActive, SpaceFencing, SpaceDeleting)
 	}
@@ -256,8 +263,8 @@ func (c *Catalog) MoveSpaceState(ctx context.Context, name, from, to string) err
 		if err != nil {
 			return err
 		}
-		if sp.State != from {
-			return fmt.Errorf("%w: space %q is %s, not %s", ErrSpaceState, name, sp.State, from)
+		if sp.State != from || !since.IsZero() && !sp.Since.Equal(since) {
+			return fmt.Errorf("%w: space %q is %s (since %v), not %s", ErrSpaceState, name, sp.State, sp.Since, from)
 		}
 		sp.State, sp.Since = to, c.clock().UTC()
 		_, err = c.store.Put(ctx, spaceKey(name), encodeSpace(sp), rev)

@@ -58,6 +58,8 @@ func (s *EtcdStore) AddLearner(ctx context.Context, peerURL string) (uint64, []M
 	if err != nil {
 		return 0, nil, s.mapErr("add learner "+peerURL, err)
 	}
+	// The id comes back with an error too: the member was added, and a
+	// caller that gives up removes it.
 	ms, err := s.Members(ctx)
 	return resp.Member.ID, ms, err
 }

@@ -406,13 +406,15 @@ func (c *Catalog) DeleteRanges(ctx context.Context, spaceID uint32) error {
 	if err != nil {
 		return err
 	}
-	if err := c.store.Delete(ctx, layoutKey(spaceID), AnyRev); err != nil && !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("meta: delete the layout of space %d: %w", spaceID, err)
-	}
 	for _, kv := range kvs {
 		if err := c.store.Delete(ctx, kv.Key, AnyRev); err != nil && !errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("meta: delete range %s: %w", kv.Key, err)
 		}
+	}
+	// The layout goes last: while it is there (done), no open of the
+	// space makes its ranges again.
+	if err := c.store.Delete(ctx, layoutKey(spaceID), AnyRev); err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("meta: delete the layout of space %d: %w", spaceID, err)
 	}
 	return nil
 }

@@ -72,6 +72,8 @@ func (n *Node) fenceOn(ctx context.Context, id uint64, name string, on bool) err
 		req[0] = 1
 	}
 	if id == n.id.NodeID {
+		ctx, cancel := context.WithTimeout(ctx, fenceWait)
+		defer cancel()
 		_, err := n.handleFenceSpace(ctx, req)
 		return err
 	}
@@ -119,23 +121,34 @@ func (n *Node) handleFenceSpace(ctx context.Context, req []byte) ([]byte, error)
 // liftStaleFence, for space sp as the catalog has it and s as this node
 // has it open, lifts s's fence when the catalog says the space is active,
 // and takes a space fencing for longer than staleFence back to active.
+//
+// sp may be older than a delete that began since: the decision is taken
+// on a fresh read, made while holding the gate, which a fence takes too
+// (and a delete moves the catalog to fencing before it fences).
 func (n *Node) liftStaleFence(ctx context.Context, sp meta.Space, s *space) {
-	if sp.State == meta.SpaceFencing && !sp.Since.IsZero() && n.cfg.Clock().Sub(sp.Since) > staleFence {
-		if err := n.catalog.MoveSpaceState(ctx, sp.Name, meta.SpaceFencing, meta.SpaceActive); err == nil {
-			n.log.Warn("a space's delete stopped half-way; the space takes writes again", "space", sp.Name)
-			sp.State = meta.SpaceActive
-		}
-	}
-	if sp.State != meta.SpaceActive {
-		return
-	}
 	s.gate.RLock()
 	fenced := s.fenced
 	s.gate.RUnlock()
-	if fenced {
-		s.gate.Lock()
+	if !fenced && sp.State != meta.SpaceFencing {
+		return
+	}
+	if sp.State == meta.SpaceFencing {
+		cur, err := n.catalog.GetSpace(ctx, sp.Name)
+		if err == nil && cur.ID == sp.ID && cur.State == meta.SpaceFencing && cur.Since.Equal(sp.Since) &&
+			!cur.Since.IsZero() && n.cfg.Clock().Sub(cur.Since) > staleFence {
+			if err := n.catalog.MoveSpaceStateSince(ctx, sp.Name, meta.SpaceFencing, meta.SpaceActive, cur.Since); err == nil {
+				n.log.Warn("a space's delete stopped half-way; the space takes writes again", "space", sp.Name)
+			}
+		}
+	}
+	if !fenced {
+		return
+	}
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	cur, err := n.catalog.GetSpace(ctx, sp.Name)
+	if err == nil && cur.ID == s.meta.ID && cur.State == meta.SpaceActive {
 		s.fenced = false
-		s.gate.Unlock()
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
 )
 
@@ -131,5 +132,40 @@ func TestDeleteSpaceNeedsEveryNode(t *testing.T) {
 	cut.Store(0)
 	for _, n := range nodes {
 		writeAny(t, []*Node{n}, "kept", fmt.Sprintf("after-%d", n.NodeID()), "still here")
+	}
+}
+
+// TestStaleReadKeepsFence: a settings refresh that read the catalog before
+// a delete began (the space still active) does not lift the fence the
+// delete set since; once the catalog says active again, it does.
+func TestStaleReadKeepsFence(t *testing.T) {
+	ctx := context.Background()
+	n := openNode(t, clusterConfig(t, ""))
+	if _, err := n.CreateSpace(ctx, "kept", object.SpaceSettings{Ranges: 1}); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := n.catalog.GetSpace(ctx, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.mu.RLock()
+	s := n.mu.spaces["kept"]
+	n.mu.RUnlock()
+	if err := n.catalog.MoveSpaceState(ctx, "kept", meta.SpaceActive, meta.SpaceFencing); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.fenceOn(ctx, n.NodeID(), "kept", true); err != nil {
+		t.Fatal(err)
+	}
+	n.liftStaleFence(ctx, stale, s) // read before the delete began
+	if _, err := n.Put(ctx, &object.PutRequest{Space: "kept", Key: "k", Size: 1}, strings.NewReader("x")); !errors.Is(err, object.ErrUnavailable) {
+		t.Fatalf("a write after a stale refresh during a delete: %v, want unavailable", err)
+	}
+	if err := n.catalog.MoveSpaceState(ctx, "kept", meta.SpaceFencing, meta.SpaceActive); err != nil {
+		t.Fatal(err)
+	}
+	n.liftStaleFence(ctx, stale, s)
+	if _, err := n.Put(ctx, &object.PutRequest{Space: "kept", Key: "k", Size: 1}, strings.NewReader("x")); err != nil {
+		t.Fatalf("a write once the space is active again: %v", err)
 	}
 }

@@ -304,6 +304,15 @@ func (n *Node) admit(ctx context.Context, ms membership, req *joinRequest, pub *
 		actx, cancel := context.WithTimeout(ctx, addLearnerWait)
 		learner, members, err = ms.AddLearner(actx, req.MetaPeerURL)
 		cancel()
+		if err != nil && learner != 0 {
+			// Added, but the members could not be listed after: the
+			// member goes, or it would hold every later admission.
+			rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if rerr := ms.RemoveMember(rctx, learner); rerr != nil {
+				n.log.Warn("could not remove the meta member of a failed admission", "err", rerr)
+			}
+			rcancel()
+		}
 		if err != nil {
 			if strings.Contains(err.Error(), "unhealthy cluster") || meta.Unsettled(err) ||
 				errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {

@@ -472,7 +472,11 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 		rctx, cancel := context.WithTimeout(context.Background(), fenceWait)
 		defer cancel()
 		if err := n.catalog.MoveSpaceState(rctx, name, meta.SpaceFencing, meta.SpaceActive); err != nil {
+			// The fences stay: the space may be deleting after all (an
+			// answer lost); if it is not, it goes back to active after
+			// staleFence and the nodes lift their fences then.
 			n.log.Warn("could not take a space back to active after a delete that did not happen; it is after a while", "space", name, "err", err)
+			return
 		}
 		n.unfenceEverywhere(name)
 	}()

@@ -145,6 +145,8 @@ func (c *Caller) invoke(ctx context.Context, addr, service, method string, req [
 				return nil, fmt.Errorf("%s/%s on %s: %w: %s", service, method, addr, ErrDenied, st.Message())
 			case codes.Unimplemented:
 				return nil, fmt.Errorf("%s/%s on %s: %w: %s", service, method, addr, ErrUnknownMethod, st.Message())
+			case codes.DeadlineExceeded:
+				return nil, fmt.Errorf("%s/%s on %s: %w: %s", service, method, addr, context.DeadlineExceeded, st.Message())
 			case codes.Unavailable:
 				if !wait && strings.Contains(st.Message(), "while dialing") {
 					// Failed fast on a connection that could not be made:
