@@ -3,6 +3,7 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/raft/v3"
@@ -432,11 +433,15 @@ func (c *entryCache) append(ents []*raftpb.Entry) {
 	}
 }
 
+// get returns entries [lo, hi) if the cache holds them all. The slice is
+// a copy: raft hands it on in messages that the transport encodes on its
+// own goroutine, while append truncates, overwrites and evicts the
+// cache's own slots (the entries themselves are never modified).
 func (c *entryCache) get(lo, hi uint64) ([]*raftpb.Entry, bool) {
 	if len(c.ents) == 0 || lo < c.first || hi > c.first+uint64(len(c.ents)) {
 		return nil, false
 	}
-	return c.ents[lo-c.first : hi-c.first], true
+	return slices.Clone(c.ents[lo-c.first : hi-c.first]), true
 }
 
 func (c *entryCache) term(i uint64) (uint64, bool) {
