@@ -169,3 +169,30 @@ func TestStaleReadKeepsFence(t *testing.T) {
 		t.Fatalf("a write once the space is active again: %v", err)
 	}
 }
+
+// TestStaleListKeepsNewSpace: a settings refresh whose catalog list was
+// read before a space was made here does not drop that space.
+func TestStaleListKeepsNewSpace(t *testing.T) {
+	ctx := context.Background()
+	n := openNode(t, clusterConfig(t, ""))
+	before, err := n.catalog.ListSpaces(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.CreateSpace(ctx, "fresh", object.SpaceSettings{Ranges: 1}); err != nil {
+		t.Fatal(err)
+	}
+	n.mu.RLock()
+	s := n.mu.spaces["fresh"]
+	n.mu.RUnlock()
+	if s == nil {
+		t.Fatal("the new space is not open here")
+	}
+	n.applySettings(ctx, before)
+	n.mu.RLock()
+	kept := n.mu.spaces["fresh"] == s
+	n.mu.RUnlock()
+	if !kept {
+		t.Fatal("a refresh on a list read before the space was made dropped it")
+	}
+}

@@ -530,6 +530,12 @@ func (n *Node) refreshSettings(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	n.applySettings(ctx, spaces)
+}
+
+// applySettings is refreshSettings for spaces, the catalog as read a
+// moment ago.
+func (n *Node) applySettings(ctx context.Context, spaces []meta.Space) {
 	live := make(map[string]uint32, len(spaces))
 	for _, sp := range spaces {
 		if sp.State != meta.SpaceDeleting {
@@ -545,6 +551,12 @@ func (n *Node) refreshSettings(ctx context.Context) {
 	}
 	n.mu.RUnlock()
 	for _, s := range gone {
+		// The list may predate a space made since (here, just now): only
+		// a fresh read drops one.
+		cur, err := n.catalog.GetSpace(ctx, s.meta.Name)
+		if err == nil && cur.ID == s.meta.ID && cur.State != meta.SpaceDeleting || err != nil && !errors.Is(err, meta.ErrSpaceNotFound) {
+			continue
+		}
 		s.gate.Lock() // waits for its operations in flight
 		s.deleted = true
 		s.gate.Unlock()
