@@ -278,28 +278,6 @@ func validSpaceState(s string) bool {
 	return s == SpaceActive || s == SpaceFencing || s == SpaceDeleting
 }
 
-// SetSpaceState moves space name to state, from any.
-func (c *Catalog) SetSpaceState(ctx context.Context, name, state string) error {
-	if !validSpaceState(state) {
-		return fmt.Errorf("meta: space state %q is not %q, %q or %q", state, SpaceActive, SpaceFencing, SpaceDeleting)
-	}
-	for {
-		sp, rev, err := c.getSpace(ctx, name)
-		if err != nil {
-			return err
-		}
-		if sp.State == state {
-			return nil
-		}
-		sp.State, sp.Since = state, c.clock().UTC()
-		_, err = c.store.Put(ctx, spaceKey(name), encodeSpace(sp), rev)
-		if !errors.Is(err, ErrConflict) {
-			return err
-		}
-		// Lost a race with another writer (or a delete): read again.
-	}
-}
-
 // SetRetention changes the history policy of space name (the Retention,
 // KeepLast and KeepFor of its settings; the rest stay) and returns the
 // space as changed. Writes take the new policy once their node has read

@@ -158,17 +158,20 @@ func testCatalog(t *testing.T, s Store) {
 		t.Fatalf("ListSpaces = %+v, %v", list, err)
 	}
 
-	if err := c.SetSpaceState(ctx, "photos", SpaceDeleting); err != nil {
+	if err := c.MoveSpaceState(ctx, "photos", SpaceActive, SpaceDeleting); err != nil {
 		t.Fatal(err)
 	}
 	if sp, _ := c.GetSpace(ctx, "photos"); sp.State != SpaceDeleting || sp.ID != a.ID {
-		t.Fatalf("after SetSpaceState: %+v", sp)
+		t.Fatalf("after MoveSpaceState: %+v", sp)
 	}
-	if err := c.SetSpaceState(ctx, "photos", "gone"); err == nil {
-		t.Fatal("SetSpaceState accepted an unknown state")
+	if err := c.MoveSpaceState(ctx, "photos", SpaceDeleting, "gone"); err == nil {
+		t.Fatal("MoveSpaceState accepted an unknown state")
 	}
-	if err := c.SetSpaceState(ctx, "nope", SpaceActive); !errors.Is(err, ErrSpaceNotFound) {
-		t.Fatalf("SetSpaceState of a missing space: %v", err)
+	if err := c.MoveSpaceState(ctx, "photos", SpaceActive, SpaceFencing); !errors.Is(err, ErrSpaceState) {
+		t.Fatalf("MoveSpaceState from a state the space is not in: %v", err)
+	}
+	if err := c.MoveSpaceState(ctx, "nope", SpaceActive, SpaceFencing); !errors.Is(err, ErrSpaceNotFound) {
+		t.Fatalf("MoveSpaceState of a missing space: %v", err)
 	}
 	if err := c.DeleteSpace(ctx, "photos"); err != nil {
 		t.Fatal(err)

@@ -118,12 +118,12 @@ func (n *Node) handleFenceSpace(ctx context.Context, req []byte) ([]byte, error)
 	return nil, nil
 }
 
-// liftStaleFence, for space sp as the catalog has it and s as this node
+// liftStaleFence, for space sp as the catalog had it and s as this node
 // has it open, lifts s's fence when the catalog says the space is active,
 // and takes a space fencing for longer than staleFence back to active.
 //
 // sp may be older than a delete that began since: the decision is taken
-// on a fresh read, made while holding the gate, which a fence takes too
+// on one fresh read, made while holding the gate, which a fence takes too
 // (and a delete moves the catalog to fencing before it fences).
 func (n *Node) liftStaleFence(ctx context.Context, sp meta.Space, s *space) {
 	s.gate.RLock()
@@ -132,22 +132,22 @@ func (n *Node) liftStaleFence(ctx context.Context, sp meta.Space, s *space) {
 	if !fenced && sp.State != meta.SpaceFencing {
 		return
 	}
-	if sp.State == meta.SpaceFencing {
-		cur, err := n.catalog.GetSpace(ctx, sp.Name)
-		if err == nil && cur.ID == sp.ID && cur.State == meta.SpaceFencing && cur.Since.Equal(sp.Since) &&
-			!cur.Since.IsZero() && n.cfg.Clock().Sub(cur.Since) > staleFence {
-			if err := n.catalog.MoveSpaceStateSince(ctx, sp.Name, meta.SpaceFencing, meta.SpaceActive, cur.Since); err == nil {
-				n.log.Warn("a space's delete stopped half-way; the space takes writes again", "space", sp.Name)
-			}
-		}
+	if fenced {
+		s.gate.Lock()
+		defer s.gate.Unlock()
 	}
-	if !fenced {
+	cur, err := n.catalog.GetSpace(ctx, sp.Name)
+	if err != nil || cur.ID != s.meta.ID {
 		return
 	}
-	s.gate.Lock()
-	defer s.gate.Unlock()
-	cur, err := n.catalog.GetSpace(ctx, sp.Name)
-	if err == nil && cur.ID == s.meta.ID && cur.State == meta.SpaceActive {
+	if cur.State == meta.SpaceFencing && !cur.Since.IsZero() && n.cfg.Clock().Sub(cur.Since) > staleFence {
+		// Only if no delete moved it since this read.
+		if err := n.catalog.MoveSpaceStateSince(ctx, sp.Name, meta.SpaceFencing, meta.SpaceActive, cur.Since); err == nil {
+			n.log.Warn("a space's delete stopped half-way; the space takes writes again", "space", sp.Name)
+			cur.State = meta.SpaceActive
+		}
+	}
+	if fenced && cur.State == meta.SpaceActive {
 		s.fenced = false
 	}
 }

@@ -52,9 +52,20 @@ func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, unavailable("meta service", err)
 	}
+	// The node last found holding each range's lease (routing's hint).
+	hints := map[uint64]uint64{}
+	n.mu.RLock()
+	for _, sp := range n.mu.spaces {
+		for _, r := range sp.table() {
+			if h := r.hint.Load(); h != 0 {
+				hints[r.desc().ID] = h
+			}
+		}
+	}
+	n.mu.RUnlock()
 	for _, r := range ranges {
 		cr := wire.ClusterRange{ID: r.ID, Space: names[r.SpaceID], Start: r.Start, End: r.End, Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch}
-		cr.Leader = n.rangeLeader(r, nodes)
+		cr.Leader = n.rangeLeader(r, nodes, hints)
 		for _, id := range append(slices.Clone(r.Replicas), r.Learners...) {
 			if i, ok := index[id]; ok {
 				rep.Nodes[i].Replicas++
@@ -73,8 +84,8 @@ var _ wire.ClusterService = (*Node)(nil)
 // rangeLeader is the node leading range r as this node knows it: its own
 // replica's raft state; else, for a range of one voter, that voter while
 // it is up (it leads itself); else the node last found holding the lease
-// (routing's hint); 0 if none is known.
-func (n *Node) rangeLeader(r meta.RangeDesc, nodes []meta.NodeInfo) uint64 {
+// (hints); 0 if none is known.
+func (n *Node) rangeLeader(r meta.RangeDesc, nodes []meta.NodeInfo, hints map[uint64]uint64) uint64 {
 	if local := n.ranges.Replica(r.ID); local != nil {
 		return local.Status().Leader
 	}
@@ -84,8 +95,5 @@ func (n *Node) rangeLeader(r meta.RangeDesc, nodes []meta.NodeInfo) uint64 {
 		}
 		return 0
 	}
-	if _, e := n.tableEntry(r.ID); e != nil {
-		return e.hint.Load()
-	}
-	return 0
+	return hints[r.ID]
 }
