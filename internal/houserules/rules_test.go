@@ -47,6 +47,9 @@ var layers = map[string]int{
 	// Clients of the services below: the timestamp oracle's.
 	"internal/tso": 50,
 
+	// The range client: routes range operations to their leaseholders.
+	"internal/rangeclient": 60,
+
 	// The object service's contract (and, to come, its implementation).
 	"internal/object": 70,
 

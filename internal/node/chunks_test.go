@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/meta"
-	"github.com/cairn-db/cairn/internal/wire"
-
 	"github.com/cairn-db/cairn/internal/object"
-	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // threeNodes starts a three-node cluster (see clusterOf).

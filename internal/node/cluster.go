@@ -16,6 +16,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/placement"
+	"github.com/cairn-db/cairn/internal/rangeclient"
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/transport"
 )
@@ -86,13 +87,13 @@ func (n *Node) newPeerServer() {
 		"ClusterKeys":   n.handleClusterKeys,
 		"FenceSpace":    n.handleFenceSpace,
 	})
-	transport.RegisterUnary(p.srv, rangeService, map[string]transport.Unary{
-		"Propose":  n.rangeMethod(false, n.handlePropose),
-		"Read":     n.rangeMethod(true, n.handleRead),
-		"List":     n.rangeMethod(true, n.handleList),
-		"Versions": n.rangeMethod(true, n.handleVersions),
-		"Merge":    n.rangeMethod(false, n.handleMerge),
-	})
+	// The range client's methods exist once the node's replicas do
+	// (Open sets rangeMethods before the server serves).
+	ranges := map[string]transport.Unary{}
+	for _, m := range []string{"Propose", "Read", "List", "Versions", "Merge"} {
+		ranges[m] = func(ctx context.Context, req []byte) ([]byte, error) { return n.rangeMethods[m](ctx, req) }
+	}
+	transport.RegisterUnary(p.srv, rangeclient.Service, ranges)
 	transport.RegisterUnary(p.srv, chunkService, map[string]transport.Unary{
 		"Put":       n.handleChunkPut,
 		"PutCopies": n.handleChunkPutCopies,

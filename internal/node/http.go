@@ -194,13 +194,13 @@ func (n *Node) healthz(w http.ResponseWriter, _ *http.Request) {
 	problems := []rangeProblem{} // [] rather than null when there are none
 	n.mu.RLock()
 	for name, s := range n.mu.spaces {
-		for _, r := range s.table() {
-			rep := r.replica()
+		for _, r := range s.tab.Ranges() {
+			rep := r.Replica()
 			if rep == nil {
 				continue // held by other nodes
 			}
 			if err := rangeHealth(rep); err != nil {
-				problems = append(problems, rangeProblem{name, r.desc().ID, err.Error()})
+				problems = append(problems, rangeProblem{name, r.Desc().ID, err.Error()})
 			}
 		}
 	}

@@ -289,14 +289,14 @@ func TestReplicatedRange(t *testing.T) {
 			if sp == nil {
 				t.Fatalf("follower %d has not opened the space", n.NodeID())
 			}
-			r := sp.table()[0]
-			r.hint.Store(0) // set again only by a read forwarded to the leaseholder
+			r := sp.tab.Ranges()[0]
+			r.SetHint(0) // set again only by a read forwarded to the leaseholder
 			b, info, err := get(t, n, object.GetRequest{Space: "replicated", Key: "k"})
 			if err != nil || string(b) != "replicated body" || info.Version != v.Version {
 				t.Fatalf("read through follower %d: %q %+v %v", n.NodeID(), b, info, err)
 			}
-			if r.leads() || r.hint.Load() != lh.NodeID() {
-				t.Fatalf("follower %d did not read through the leaseholder %d (lease here %v, hint %d)", n.NodeID(), lh.NodeID(), r.leads(), r.hint.Load())
+			if r.Leads() || r.Hint() != lh.NodeID() {
+				t.Fatalf("follower %d did not read through the leaseholder %d (lease here %v, hint %d)", n.NodeID(), lh.NodeID(), r.Leads(), r.Hint())
 			}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/placement"
+	"github.com/cairn-db/cairn/internal/rangeclient"
 	"github.com/cairn-db/cairn/internal/replica"
 )
 
@@ -81,8 +82,8 @@ type colocation struct {
 
 // colocation returns the voters the range was asked to colocate on, if
 // the ask still holds at now.
-func (r *rng) colocation(now time.Time) []uint64 {
-	if c := r.colocate.Load(); c != nil && now.Before(c.until) {
+func (e *rangeExt) colocation(now time.Time) []uint64 {
+	if c := e.colocate.Load(); c != nil && now.Before(c.until) {
 		return c.voters
 	}
 	return nil
@@ -102,7 +103,7 @@ type mergeStatus struct {
 // handleMerge serves the "Merge" method: a merge coordinator's status
 // query, freeze or thaw of the local replica of r.
 func (n *Node) handleMerge(ctx context.Context, r *rng, req []byte) ([]byte, error) {
-	rep := r.replica()
+	rep := r.Replica()
 	if len(req) < 1 {
 		return nil, object.Errorf(object.Malformed, "empty merge request")
 	}
@@ -122,7 +123,7 @@ func (n *Node) handleMerge(ctx context.Context, r *rng, req []byte) ([]byte, err
 		}
 		var quiet time.Duration
 		if rep.Leads() {
-			quiet = r.load.quietFor(n.cfg.Clock())
+			quiet = ext(r).load.quietFor(n.cfg.Clock())
 		}
 		ms := rep.MergeState()
 		b := binary.BigEndian.AppendUint64(nil, ms.FrozenFor)
@@ -130,8 +131,8 @@ func (n *Node) handleMerge(ctx context.Context, r *rng, req []byte) ([]byte, err
 		b = append(b, boolByte(st.IsLeader), boolByte(len(st.Voters) > 0), byte(ms.Phase))
 		b = binary.BigEndian.AppendUint64(b, size)
 		b = binary.BigEndian.AppendUint64(b, uint64(quiet))
-		b = appendBytes(b, d.Start)
-		b = appendOptBytes(b, d.End)
+		b = rangeclient.AppendBytes(b, d.Start)
+		b = rangeclient.AppendOptBytes(b, d.End)
 		b = binary.BigEndian.AppendUint32(b, uint32(len(st.Voters)))
 		for _, v := range st.Voters {
 			b = binary.BigEndian.AppendUint64(b, v)
@@ -147,7 +148,7 @@ func (n *Node) handleMerge(ctx context.Context, r *rng, req []byte) ([]byte, err
 		for b := args[8:]; len(b) > 0; b = b[8:] {
 			voters = append(voters, binary.BigEndian.Uint64(b))
 		}
-		r.colocate.Store(&colocation{voters: voters, until: n.cfg.Clock().Add(hold)})
+		ext(r).colocate.Store(&colocation{voters: voters, until: n.cfg.Clock().Add(hold)})
 		return nil, nil
 	}
 	return nil, object.Errorf(object.Malformed, "merge request %q of %d bytes", op, len(req))
@@ -183,15 +184,15 @@ func (n *Node) mergeCall(ctx context.Context, id, rangeID uint64, req []byte) ([
 	var b []byte
 	var err error
 	if id == n.id.NodeID {
-		b, err = n.rangeMethod(false, n.handleMerge)(ctx, msg)
+		b, err = n.rangeMethods["Merge"](ctx, msg)
 	} else {
-		b, err = n.callNode(ctx, id, rangeService, "Merge", msg, forwardTimeout)
+		b, err = n.callNode(ctx, id, rangeclient.Service, "Merge", msg, rangeclient.CallTimeout)
 	}
 	if err != nil {
 		return nil, err
 	}
-	payload, _, err := decodeReply(b)
-	return payload, err
+	payload, _, err := n.rc.DecodeReply(b)
+	return payload, rangeErr(err)
 }
 
 // mergeStatuses asks every node of voters for its replica of range
@@ -227,12 +228,12 @@ func (n *Node) mergeStatuses(ctx context.Context, rangeID uint64, voters []uint6
 }
 
 func decodeMergeStatus(id uint64, b []byte) (mergeStatus, error) {
-	d := newDecoder(b)
+	d := rangeclient.NewDecoder(b)
 	st := mergeStatus{node: id}
 	st.merge.FrozenFor, st.merge.FrozenToken = d.U64(), d.U64()
 	st.leader, st.hasState, st.merge.Phase = d.U8() == 1, d.U8() == 1, replica.MergePhase(d.U8())
 	st.bytes, st.quiet = d.U64(), time.Duration(d.U64())
-	st.desc.Start, st.desc.End = d.bytes(), d.optBytes()
+	st.desc.Start, st.desc.End = d.Bytes(), d.OptBytes()
 	for range d.U32() {
 		if d.Err() != nil {
 			break
@@ -257,16 +258,16 @@ func (n *Node) resumeMerge(ctx context.Context, s *space, r *rng, rep *replica.R
 		return true, n.thaw(ctx, s, rep, ms.Right, ms.Token)
 	}
 	d := rep.Descriptor()
-	for _, x := range s.table() {
-		if d.End == nil || !bytes.Equal(x.desc().Start, d.End) {
+	for _, x := range s.tab.Ranges() {
+		if d.End == nil || !bytes.Equal(x.Desc().Start, d.End) {
 			continue
 		}
-		if rr := x.replica(); rr != nil {
+		if rr := x.Replica(); rr != nil {
 			// (Not under r's own token: that one is pending or aborted,
 			// handled above, or committed, and must never be thawed.)
 			if fs := rr.MergeState(); fs.FrozenFor == d.RangeID && fs.FrozenToken != ms.Token {
-				n.log.Info("thawing a neighbour frozen for a merge that is not pending", "range", d.RangeID, "right", x.desc().ID, "token", fmt.Sprintf("%x", fs.FrozenToken))
-				return true, n.sendThaw(ctx, s, rep, x.desc().ID, fs.FrozenToken)
+				n.log.Info("thawing a neighbour frozen for a merge that is not pending", "range", d.RangeID, "right", x.Desc().ID, "token", fmt.Sprintf("%x", fs.FrozenToken))
+				return true, n.sendThaw(ctx, s, rep, x.Desc().ID, fs.FrozenToken)
 			}
 		}
 	}
@@ -279,28 +280,28 @@ func (n *Node) resumeMerge(ctx context.Context, s *space, r *rng, rep *replica.R
 func (n *Node) maybeMerge(ctx context.Context, s *space, r *rng, rep *replica.Replica) error {
 	ms := rep.MergeState()
 	if n.cfg.MergeSize <= 0 || ms.Frozen() || ms.Phase == replica.MergePending || ms.Phase == replica.MergeAborted ||
-		r.load.quietFor(n.cfg.Clock()) < n.cfg.MergeAfter {
+		ext(r).load.quietFor(n.cfg.Clock()) < n.cfg.MergeAfter {
 		return nil
 	}
 	d := rep.Descriptor()
-	if d.End == nil || !bytes.Equal(d.End, r.desc().End) {
+	if d.End == nil || !bytes.Equal(d.End, r.Desc().End) {
 		return nil // the last range, or the table has not caught up
 	}
 	var right *rng
-	for _, x := range s.table() {
-		if bytes.Equal(x.desc().Start, d.End) {
+	for _, x := range s.tab.Ranges() {
+		if bytes.Equal(x.Desc().Start, d.End) {
 			right = x
 		}
 	}
 	st := rep.Status()
-	if right == nil || len(right.desc().Learners) > 0 {
+	if right == nil || len(right.Desc().Learners) > 0 {
 		return nil
 	}
 	size, err := n.rangeSize(r, st.Applied, d, n.cfg.MergeSize)
 	if err != nil || size >= uint64(n.cfg.MergeSize) {
 		return err
 	}
-	rd := *right.desc()
+	rd := *right.Desc()
 	sts, missing := n.mergeStatuses(ctx, rd.ID, rd.Replicas, mergeOpSized)
 	if len(missing) > 0 {
 		return nil
@@ -355,7 +356,7 @@ func colocateRequest(hold time.Duration, voters []uint64) []byte {
 // to its learners (nodes it is moving to, which L has not asked), for
 // what is left of it: one of them may take the lease before L asks again.
 func (n *Node) passColocation(ctx context.Context, r *rng, learners []uint64) {
-	c := r.colocate.Load()
+	c := ext(r).colocate.Load()
 	if c == nil {
 		return
 	}
@@ -364,8 +365,8 @@ func (n *Node) passColocation(ctx context.Context, r *rng, learners []uint64) {
 		return
 	}
 	for _, l := range learners {
-		if _, err := n.mergeCall(ctx, l, r.desc().ID, colocateRequest(left, c.voters)); err != nil {
-			n.log.Debug("could not pass on an ask to colocate", "range", r.desc().ID, "node", l, "err", err)
+		if _, err := n.mergeCall(ctx, l, r.Desc().ID, colocateRequest(left, c.voters)); err != nil {
+			n.log.Debug("could not pass on an ask to colocate", "range", r.Desc().ID, "node", l, "err", err)
 		}
 	}
 }
@@ -377,15 +378,15 @@ func (n *Node) passColocation(ctx context.Context, r *rng, learners []uint64) {
 // merge stays pending in the replica, so the range's next repair pass
 // starts it again if this run ends without an outcome.
 func (n *Node) startMerge(ctx context.Context, s *space, r *rng, rep *replica.Replica, right, token uint64) error {
-	if !r.merging.CompareAndSwap(false, true) {
+	if !ext(r).merging.CompareAndSwap(false, true) {
 		return nil // the run under way goes on
 	}
 	n.bg.Add(1) // the repair loop is one of bg's: bg.Wait has not returned
 	go func() {
 		defer n.bg.Done()
-		defer r.merging.Store(false)
+		defer ext(r).merging.Store(false)
 		if err := n.runMerge(ctx, s, r, rep, right, token); err != nil && ctx.Err() == nil {
-			n.log.Info("merge step failed; the range's next repair pass goes on with it", "range", r.desc().ID, "right", right, "err", err)
+			n.log.Info("merge step failed; the range's next repair pass goes on with it", "range", r.Desc().ID, "right", right, "err", err)
 		}
 	}()
 	return nil
@@ -397,7 +398,7 @@ func (n *Node) startMerge(ctx context.Context, s *space, r *rng, rep *replica.Re
 // everywhere within mergeWait.
 func (n *Node) runMerge(ctx context.Context, s *space, r *rng, rep *replica.Replica, right, token uint64) error {
 	voters := rightVoters(s, rep, right)
-	freeze := binary.BigEndian.AppendUint64([]byte{mergeOpFreeze}, r.desc().ID)
+	freeze := binary.BigEndian.AppendUint64([]byte{mergeOpFreeze}, r.Desc().ID)
 	freeze = binary.BigEndian.AppendUint64(freeze, token)
 	deadline := n.cfg.Clock().Add(mergeWait)
 	for {
@@ -417,7 +418,7 @@ func (n *Node) runMerge(ctx context.Context, s *space, r *rng, rep *replica.Repl
 			}
 		}
 		if all && frozen != nil && len(frozen.desc.Peers) > 0 {
-			if x := s.rangeByID(right); x == nil || !bytes.Equal(x.desc().End, frozen.desc.End) {
+			if x := s.tab.ByID(right); x == nil || !bytes.Equal(x.Desc().End, frozen.desc.End) {
 				// It split after the merge began, and the table does
 				// not show that yet: merging it now would lose the
 				// split's record.
@@ -504,15 +505,15 @@ func (n *Node) sendThaw(ctx context.Context, s *space, rep *replica.Replica, rig
 // merge; mergeStatuses asks each once).
 func rightVoters(s *space, rep *replica.Replica, right uint64) []uint64 {
 	voters := rep.Status().Voters
-	if x := s.rangeByID(right); x != nil {
-		voters = append(slices.Clone(x.desc().Replicas), voters...)
+	if x := s.tab.ByID(right); x != nil {
+		voters = append(slices.Clone(x.Desc().Replicas), voters...)
 	}
 	return voters
 }
 
 // recordMerge writes a merge that applied here into the range table.
 func (n *Node) recordMerge(ctx context.Context, s *space, r *rng, right replica.Descriptor) error {
-	left, err := n.catalog.MergeRange(ctx, s.meta.ID, r.desc().ID, right.RangeID, right.Start, right.End)
+	left, err := n.catalog.MergeRange(ctx, s.meta.ID, r.Desc().ID, right.RangeID, right.Start, right.End)
 	if err != nil {
 		return err
 	}
@@ -537,17 +538,17 @@ func (n *Node) adoptMerge(s *space, left *meta.RangeDesc, right uint64) {
 	n.openMu.Lock()
 	defer n.openMu.Unlock()
 	if left != nil {
-		if l := s.rangeByID(left.ID); l != nil {
-			l.adoptDesc(*left)
+		if l := s.tab.ByID(left.ID); l != nil {
+			l.AdoptDesc(*left)
 		}
 	}
-	t := s.table()
-	i := slices.IndexFunc(t, func(x *rng) bool { return x.desc().ID == right })
+	t := s.tab.Ranges()
+	i := slices.IndexFunc(t, func(x *rng) bool { return x.Desc().ID == right })
 	if i < 0 {
 		return
 	}
-	t[i].gone.Store(true)
-	s.setTable(slices.Delete(slices.Clone(t), i, i+1))
+	t[i].MarkGone()
+	s.tab.Set(slices.Delete(slices.Clone(t), i, i+1))
 }
 
 // rangeSize is the size of the range's versions and locks: pebble's
@@ -561,7 +562,7 @@ func (n *Node) rangeSize(r *rng, applied uint64, d replica.Descriptor, limit int
 	if err != nil || est >= uint64(limit) {
 		return est, err
 	}
-	if m := r.sized.Load(); m != nil && m.applied == applied && m.limit == limit &&
+	if m := ext(r).sized.Load(); m != nil && m.applied == applied && m.limit == limit &&
 		bytes.Equal(m.start, d.Start) && bytes.Equal(m.end, d.End) {
 		return max(m.sum, est), nil
 	}
@@ -578,7 +579,7 @@ func (n *Node) rangeSize(r *rng, applied uint64, d replica.Descriptor, limit int
 		}
 		sum += b
 	}
-	r.sized.Store(&sizeMemo{start: slices.Clone(d.Start), end: slices.Clone(d.End), applied: applied, limit: limit, sum: sum})
+	ext(r).sized.Store(&sizeMemo{start: slices.Clone(d.Start), end: slices.Clone(d.End), applied: applied, limit: limit, sum: sum})
 	return max(sum, est), nil
 }
 

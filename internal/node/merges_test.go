@@ -147,15 +147,15 @@ func TestMergeDoesNotHoldRepair(t *testing.T) {
 	n.mu.RLock()
 	s := n.mu.spaces["held"]
 	n.mu.RUnlock()
-	r := s.table()[0]
+	r := s.tab.Ranges()[0]
 	deadline := time.Now().Add(10 * time.Second)
-	for !r.leads() {
+	for !r.Leads() {
 		if time.Now().After(deadline) {
 			t.Fatal("the range has no leader here")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	rep := r.replica()
+	rep := r.Replica()
 	const noSuchRange, token = 1 << 40, 0xfeed
 	if err := rep.BeginMerge(ctx, noSuchRange, token); err != nil {
 		t.Fatal(err)
@@ -167,10 +167,10 @@ func TestMergeDoesNotHoldRepair(t *testing.T) {
 	if took := time.Since(began); took > mergeWait/5 {
 		t.Fatalf("the repair step took %v with a merge that cannot finish (mergeWait %v)", took, mergeWait)
 	}
-	if !r.merging.Load() {
+	if !ext(r).merging.Load() {
 		t.Fatal("no merge runs in the background")
 	}
-	for deadline := time.Now().Add(3 * mergeWait); r.merging.Load() || rep.MergeState().Phase == replica.MergePending; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * mergeWait); ext(r).merging.Load() || rep.MergeState().Phase == replica.MergePending; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the merge never ended: %+v", rep.MergeState())
 		}

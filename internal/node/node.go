@@ -26,10 +26,12 @@ import (
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/rangeclient"
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/s3"
 	"github.com/cairn-db/cairn/internal/segment"
 	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cairn-db/cairn/internal/transport"
 	"github.com/cairn-db/cairn/internal/tso"
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -413,6 +415,10 @@ type Node struct {
 	metrics   *metrics
 	cache     *kv.Cache // latest records; nil when disabled
 	peers     *peers
+	rc        *rangeclient.Client // routes range operations to leaseholders (route.go)
+	// rangeMethods serve the peer service rangeclient.Service; set in
+	// Open before the peer server serves.
+	rangeMethods map[string]transport.Unary
 	// metaPeerURL is the embedded etcd member's peer URL ("" with cfg.Meta).
 	metaPeerURL string
 	// member is the node's own etcd member when it is not n.meta itself (a
@@ -611,6 +617,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.metrics = newMetrics(n)
+	n.rc = n.newRangeClient()
+	n.rangeMethods = n.rc.Methods()
+	n.rangeMethods["Merge"] = n.rc.Method(false, n.handleMerge)
 	if err := n.loadSpaces(ctx); err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/rangeclient"
 	"github.com/cairn-db/cairn/internal/tstamp"
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -128,7 +129,7 @@ func (n *Node) commit(ctx context.Context, s *space, obj []byte, spaceName, key 
 		}
 		c.Obj, c.Rec.Version, c.Rec.StartTS, c.Retention = obj, ts, ts, *s.retention.Load()
 		res, err := n.propose(ctx, s, obj, c.Encode())
-		if errors.Is(err, mvcc.ErrStaleVersion) {
+		if errors.Is(err, rangeclient.ErrConflict) {
 			if attempt < maxPlanRetries {
 				continue
 			}
@@ -423,60 +424,6 @@ func (n *Node) summarize(ctx context.Context, m chunk.Manifest, replicas int) (*
 	return rec, nil
 }
 
-// readLocal reads the selected version of obj from the local replica of its
-// range, which must hold the lease. version != 0 selects an exact version; asOf != 0 the
-// newest at or before it; otherwise the latest. A delete marker as the
-// latest (or as-of) version reads as CodeNotFound; an exact delete marker as
-// CodeDeleted (with the marker's record).
-func (n *Node) readLocal(obj []byte, version, asOf uint64) (*mvcc.Record, error) {
-	rd := kv.Reader{R: n.eng.DB()}
-	var (
-		rec *mvcc.Record
-		err error
-	)
-	// The cache holds the latest committed version: it answers reads of the
-	// latest, and of an exact version that is the latest.
-	var (
-		cached *mvcc.Record
-		tok    kv.CacheToken
-	)
-	if asOf == 0 {
-		cached, tok = n.cache.Get(obj)
-	}
-	switch {
-	case cached != nil && (version == 0 || version == cached.Version):
-		rec = cached
-		n.metrics.cacheHits.Inc()
-	case version != 0:
-		rec, err = mvcc.Exact(rd, obj, version)
-	case asOf != 0:
-		rec, err = mvcc.At(rd, obj, asOf)
-	default:
-		rec, err = mvcc.Latest(rd, obj)
-		n.metrics.cacheMiss.Inc()
-		if err == nil {
-			n.cache.Fill(obj, rec, tok)
-		}
-	}
-	if errors.Is(err, mvcc.ErrNotFound) {
-		return nil, object.Errorf(object.NotFound, "no such object or version")
-	}
-	if errors.Is(err, mvcc.ErrCorrupt) {
-		n.metrics.corrupt.Inc()
-		return nil, object.Errorf(object.Corrupt, "version record: %v", err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if rec.DeleteMarker {
-		if version != 0 {
-			return rec, object.Errorf(object.Deleted, "version %s is a delete marker", tstamp.String(rec.Version))
-		}
-		return nil, object.Errorf(object.NotFound, "the object is deleted")
-	}
-	return rec, nil
-}
-
 func objectInfo(spaceName, key string, rec *mvcc.Record) object.Info {
 	return object.Info{
 		Space: spaceName, Key: key, Version: rec.Version, Parent: rec.Parent,
@@ -728,23 +675,23 @@ func (n *Node) List(ctx context.Context, req *object.ListRequest) (object.ListRe
 // listOnce lists [lower, upper) after after, range by range in key order.
 func (n *Node) listOnce(ctx context.Context, s *space, req *object.ListRequest, lower, upper, after []byte, limit int) (object.ListResult, error) {
 	var out object.ListResult
-	tab := s.table()
+	tab := s.tab.Ranges()
 	for i, r := range tab {
 		// Each entry lists from its start to the next one's, as keys are
 		// routed (an entry's own end may be newer or older than the
 		// table it is in; a range that no longer holds its part answers
 		// RANGE_MOVED and the listing starts again).
-		end := tableEnd(tab, i, s.meta.ID)
+		end := rangeclient.End(tab, i, s.meta.ID)
 		if bytes.Compare(end, lower) <= 0 {
 			continue
 		}
-		if upper != nil && bytes.Compare(r.desc().Start, upper) >= 0 {
+		if upper != nil && bytes.Compare(r.Desc().Start, upper) >= 0 {
 			break
 		}
 		if after != nil && bytes.Compare(end, after) <= 0 {
 			continue
 		}
-		lo, hi := maxBytes(lower, r.desc().Start), minBytes(upper, end)
+		lo, hi := maxBytes(lower, r.Desc().Start), minBytes(upper, end)
 		if len(out.Objects) >= limit {
 			// The page is full; it is truncated if any later range of the
 			// span holds a live key.
@@ -791,24 +738,6 @@ func listOptions(req *object.ListRequest, lower, upper, after []byte, limit int)
 		AllVersions: req.AllVersions, AfterVersion: req.AfterVersion}
 }
 
-// tableEnd is where entry i of table tab ends as keys are routed: at the
-// next entry's start, or at the end of the space.
-func tableEnd(tab []*rng, i int, spaceID uint32) []byte {
-	if i+1 < len(tab) {
-		return tab[i+1].desc().Start
-	}
-	return keys.SpaceEnd(spaceID)
-}
-
-// listLocal lists from the local replica, which must hold the lease.
-func (n *Node) listLocal(o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
-	ents, more, err := mvcc.List(kv.Reader{R: n.eng.DB()}, o)
-	if errors.Is(err, mvcc.ErrCorrupt) {
-		return nil, false, object.Errorf(object.Corrupt, "%v", err)
-	}
-	return ents, more, err
-}
-
 // Versions implements wire.Service.
 func (n *Node) Versions(ctx context.Context, req *object.VersionsRequest) (object.VersionsResult, error) {
 	s, obj, release, err := n.target(ctx, req.Space, req.Key)
@@ -832,17 +761,6 @@ func (n *Node) Versions(ctx context.Context, req *object.VersionsRequest) (objec
 		out.Versions = append(out.Versions, objectInfo(req.Space, req.Key, rec))
 	}
 	return out, nil
-}
-
-// versionsLocal lists obj's versions from the local replica, which must
-// hold the lease.
-func (n *Node) versionsLocal(obj []byte, before uint64, limit int) ([]*mvcc.Record, bool, error) {
-	recs, more, err := mvcc.Versions(kv.Reader{R: n.eng.DB()}, obj, before, limit)
-	if errors.Is(err, mvcc.ErrCorrupt) {
-		n.metrics.corrupt.Inc()
-		return nil, false, object.Errorf(object.Corrupt, "%v", err)
-	}
-	return recs, more, err
 }
 
 func maxBytes(a, b []byte) []byte {

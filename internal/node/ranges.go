@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"slices"
 
+	"go.etcd.io/raft/v3/raftpb"
+
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/placement"
 	"github.com/cairn-db/cairn/internal/replica"
-	"go.etcd.io/raft/v3/raftpb"
 )
 
 // Range membership.
@@ -115,10 +116,10 @@ func (n *Node) syncOpenRanges(ctx context.Context, descs []meta.RangeDesc) map[u
 // gone from it dropped, except one a split here made, which the range
 // table has not listed yet (its leaseholder records it, see repairRange).
 func (n *Node) syncTable(ctx context.Context, s *space, ds []meta.RangeDesc) {
-	cur := s.table()
+	cur := s.tab.Ranges()
 	byID := make(map[uint64]*rng, len(cur))
 	for _, r := range cur {
-		byID[r.desc().ID] = r
+		byID[r.Desc().ID] = r
 	}
 	changed := false
 	next := make([]*rng, 0, len(ds))
@@ -128,7 +129,7 @@ func (n *Node) syncTable(ctx context.Context, s *space, ds []meta.RangeDesc) {
 		if _, ok := n.merged.Load(d.ID); ok {
 			// Merged away here; the table follows soon.
 			if r := byID[d.ID]; r != nil {
-				r.gone.Store(true)
+				r.MarkGone()
 				changed = true
 			}
 			continue
@@ -145,36 +146,36 @@ func (n *Node) syncTable(ctx context.Context, s *space, ds []meta.RangeDesc) {
 			}
 			r, changed = newRng(d, rep), true
 		} else {
-			start := r.desc().Start
+			start := r.Desc().Start
 			n.syncRange(ctx, r, d)
-			r.unlisted = false
-			changed = changed || !bytes.Equal(start, r.desc().Start)
+			ext(r).unlisted = false
+			changed = changed || !bytes.Equal(start, r.Desc().Start)
 		}
 		next = append(next, r)
 	}
 	for _, r := range cur {
-		if listed[r.desc().ID] {
+		if listed[r.Desc().ID] {
 			continue
 		}
-		if r.unlisted {
+		if ext(r).unlisted {
 			next = append(next, r)
 			continue
 		}
-		r.gone.Store(true)
+		r.MarkGone()
 		changed = true
 	}
 	if changed {
-		s.setTable(next)
+		s.tab.Set(next)
 	}
 }
 
 // syncRange applies descriptor d of an open range r.
 func (n *Node) syncRange(ctx context.Context, r *rng, d meta.RangeDesc) {
-	cur := r.cur.Load()
-	if d.Epoch < cur.desc.Epoch {
+	curDesc, curRep := r.State()
+	if d.Epoch < curDesc.Epoch {
 		return // an older read than what the repairer stored
 	}
-	rep := cur.rep
+	rep := curRep
 	switch {
 	case d.Holds(n.id.NodeID) && rep == nil:
 		var err error
@@ -192,8 +193,8 @@ func (n *Node) syncRange(ctx context.Context, r *rng, d meta.RangeDesc) {
 		}
 		rep = nil
 	}
-	if d.Epoch != cur.desc.Epoch || rep != cur.rep {
-		r.cur.Store(&rngState{desc: d, rep: rep})
+	if d.Epoch != curDesc.Epoch || rep != curRep {
+		r.SetState(d, rep)
 	}
 }
 
@@ -212,8 +213,8 @@ func (n *Node) repairRanges(ctx context.Context) {
 	var work []leased
 	n.mu.RLock()
 	for _, s := range n.mu.spaces {
-		for _, r := range s.table() {
-			if r.leads() {
+		for _, r := range s.tab.Ranges() {
+			if r.Leads() {
 				work = append(work, leased{s, r})
 			}
 		}
@@ -221,14 +222,14 @@ func (n *Node) repairRanges(ctx context.Context) {
 	n.mu.RUnlock()
 	moving := int64(0)
 	for _, w := range work {
-		if rep := w.r.replica(); rep != nil && len(rep.Status().Learners) > 0 {
+		if rep := w.r.Replica(); rep != nil && len(rep.Status().Learners) > 0 {
 			moving++
 		}
 	}
 	n.moving.Store(moving)
 	failed := make(map[uint64]string, len(n.repairLog))
 	for _, w := range work {
-		id := w.r.desc().ID
+		id := w.r.Desc().ID
 		if err := n.repairRange(ctx, w.s, w.r, nodes); err != nil && ctx.Err() == nil {
 			// A step that cannot succeed until the cluster changes (the
 			// only node drains, say) fails every second: it is logged
@@ -245,12 +246,12 @@ func (n *Node) repairRanges(ctx context.Context) {
 
 // repairRange takes at most one step for range r, whose lease is here.
 func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.NodeInfo) error {
-	rep := r.replica()
+	rep := r.Replica()
 	if rep == nil {
 		return nil
 	}
 	st := rep.Status()
-	d := *r.desc()
+	d := *r.Desc()
 	if st.Joint || len(st.Voters) == 0 {
 		return nil // raft leaves a joint configuration by itself
 	}
@@ -282,7 +283,7 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 		if err != nil {
 			return err
 		}
-		r.cur.Store(&rngState{desc: nd, rep: rep})
+		r.SetState(nd, rep)
 		n.log.Info("range table updated", "range", d.ID, "voters", st.Voters, "learners", st.Learners, "epoch", nd.Epoch)
 		return nil
 	}
@@ -297,7 +298,7 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 		}
 	}
 	p := placement.NewRangePlan(n.id.NodeID, s.replicas(), placementNodes(nodes), st.Voters, st.Learners, n.cfg.Clock(), n.cfg.RebalanceAfter)
-	p.Colocate(r.colocation(n.cfg.Clock()))
+	p.Colocate(ext(r).colocation(n.cfg.Clock()))
 	me := n.id.NodeID
 
 	// A leaving node hands its leases away first.
@@ -388,7 +389,7 @@ func (n *Node) addLearner(ctx context.Context, r *rng, rep *replica.Replica, d m
 	if err != nil {
 		return err
 	}
-	r.cur.Store(&rngState{desc: nd, rep: rep})
+	r.SetState(nd, rep)
 	n.log.Info(why, "range", d.ID, "node", t, "voters", voters)
 	return rep.ChangeReplicas(ctx, change(raftpb.ConfChangeAddLearnerNode, t))
 }

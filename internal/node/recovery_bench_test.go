@@ -139,7 +139,7 @@ func BenchmarkRecovery(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			id := s.route(obj).desc().ID
+			id := s.tab.Route(obj).Desc().ID
 			release()
 			if slices.Contains(led, id) && probe[id] == "" {
 				probe[id] = key

@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/kv"
-	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/rangeclient"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -193,53 +192,20 @@ func putErr(n *Node, space, key, body string, req *object.PutRequest) error {
 	return err
 }
 
-// TestPeerCodec round-trips the cairn.Range encodings.
-func TestPeerCodec(t *testing.T) {
-	res := &kv.Result{
-		Rec:    &mvcc.Record{Version: 7, Parent: 3, Size: 2, Inline: []byte("hi"), ETag: "e", Meta: map[string]string{"a": "b"}},
-		Pruned: []*mvcc.Record{{Version: 3, DeleteMarker: true}},
-	}
-	got, err := decodeResult(encodeResult(res))
-	if err != nil || got.Rec.Version != 7 || string(got.Rec.Inline) != "hi" || got.Rec.Meta["a"] != "b" ||
-		len(got.Pruned) != 1 || got.Pruned[0].Version != 3 || !got.Pruned[0].DeleteMarker {
-		t.Fatalf("result round trip: %+v %v", got, err)
-	}
-	b := errReply(wire.Errorf(wire.CodeDeleted, "gone"), 4, appendRecord(nil, res.Rec))
-	payload, lead, err := decodeReply(b)
-	if wire.CodeOf(err) != wire.CodeDeleted || lead != 4 || err.(*wire.Error).Message != "gone" {
-		t.Fatalf("error reply: lead %d, %v", lead, err)
-	}
-	d := newDecoder(payload)
-	if rec := d.record(); d.Done() != nil || rec.Version != 7 {
-		t.Fatalf("payload of an error reply: %+v %v", rec, d.Err())
-	}
-	if _, _, err := decodeReply(errReply(mvcc.ErrStaleVersion, 0, nil)); !errors.Is(err, mvcc.ErrStaleVersion) {
-		t.Fatalf("stale reply: %v", err)
-	}
-	var opt []byte
-	opt = appendOptBytes(appendOptBytes(appendOptBytes(opt, nil), []byte{}), []byte("x"))
-	d = newDecoder(opt)
-	if a, e, x := d.optBytes(), d.optBytes(), d.optBytes(); a != nil || e == nil || len(e) != 0 || string(x) != "x" || d.Done() != nil {
-		t.Fatalf("optional bytes: %q %q %q %v", a, e, x, d.Err())
-	}
-}
-
-// FuzzPeerDecode feeds arbitrary bytes to the cairn.Range decoders: they
-// return an error or a value, never panic or allocate beyond the input.
-func FuzzPeerDecode(f *testing.F) {
-	f.Add(encodeResult(&kv.Result{Rec: &mvcc.Record{Version: 1, Size: 1, Inline: []byte("x")}}))
-	f.Add(errReply(wire.Errorf(wire.CodeNotLeader, "elsewhere"), 2, nil))
-	f.Add([]byte{1, 0, 0, 0, 9})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _, _ = decodeReply(b)
-		_, _ = decodeResult(b)
-		d := newDecoder(b)
-		_ = d.U8()
-		for range d.Count32(12) {
-			_ = d.bytes()
-			_ = d.record()
+// TestRangeKinds: the range client's codes are the native protocol's
+// numbers for the same failures (so peers of every version read a reply
+// alike), and rangeKinds maps each to the kind that code stands for.
+func TestRangeKinds(t *testing.T) {
+	for c, k := range rangeKinds {
+		if got := wire.CodeOf(object.Errorf(k, "m")); got != wire.Code(c) {
+			t.Errorf("range code %d maps to kind %v, whose native code is %d", c, k, got)
 		}
-		_ = d.optBytes()
-		_ = d.Done()
-	})
+		err := rangeErr(&rangeclient.Error{Code: c, Msg: "m"})
+		if object.KindOf(err) != k || err.(*object.Error).Message != "m" {
+			t.Errorf("rangeErr(code %d) = %v", c, err)
+		}
+	}
+	if err := rangeErr(rangeclient.ErrConflict); !errors.Is(err, rangeclient.ErrConflict) {
+		t.Errorf("a conflict does not stay one: %v", err)
+	}
 }

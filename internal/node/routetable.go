@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 
+	"github.com/cairn-db/cairn/internal/rangeclient"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -21,17 +22,16 @@ func (n *Node) Routes(ctx context.Context, name string) (wire.RouteTable, error)
 	for _, nd := range n.peers.view() {
 		native[nd.ID] = nd.Native
 	}
-	tab := s.table()
+	tab := s.tab.Ranges()
 	for i, r := range tab {
-		st := r.cur.Load() // descriptor and replica from one snapshot
-		d := &st.desc
-		lead := r.hint.Load()
-		if st.rep != nil {
-			lead = st.rep.Status().Leader
+		d, rep := r.State() // descriptor and replica from one snapshot
+		lead := r.Hint()
+		if rep != nil {
+			lead = rep.Status().Leader
 		}
 		// Each route ends where the next starts, as keys are routed (an
 		// entry's own end may lag a split).
-		rt := wire.Route{Range: d.ID, Epoch: d.Epoch, Start: d.Start, End: tableEnd(tab, i, s.meta.ID), Leaseholder: native[lead]}
+		rt := wire.Route{Range: d.ID, Epoch: d.Epoch, Start: d.Start, End: rangeclient.End(tab, i, s.meta.ID), Leaseholder: native[lead]}
 		for _, id := range d.Replicas {
 			if a := native[id]; a != "" {
 				rt.Replicas = append(rt.Replicas, a)

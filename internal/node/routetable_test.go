@@ -96,11 +96,11 @@ func TestClientRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := s.table()[2]
+	r := s.tab.Ranges()[2]
 	release()
 	var from, to *Node
 	for _, n := range nodes {
-		if rep := n.ranges.Replica(r.desc().ID); rep != nil && rep.Status().Leader == n.NodeID() {
+		if rep := n.ranges.Replica(r.Desc().ID); rep != nil && rep.Status().Leader == n.NodeID() {
 			from = n
 		}
 	}
@@ -116,17 +116,17 @@ func TestClientRoutes(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		// A transfer starts only toward a node heard from just now
 		// (replica.TransferLeadership): ask until it has.
-		from.ranges.Replica(r.desc().ID).TransferLeadership(to.NodeID())
-		if rep := to.ranges.Replica(r.desc().ID); rep != nil && rep.Leads() {
+		from.ranges.Replica(r.Desc().ID).TransferLeadership(to.NodeID())
+		if rep := to.ranges.Replica(r.Desc().ID); rep != nil && rep.Leads() {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the lease of range %d did not move to node %d", r.desc().ID, to.NodeID())
+			t.Fatalf("the lease of range %d did not move to node %d", r.Desc().ID, to.NodeID())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	settled(fmt.Sprintf("lease of range %d moved from node %d to %d", r.desc().ID, from.NodeID(), to.NodeID()))
-	if rep := to.ranges.Replica(r.desc().ID); rep == nil || !rep.Leads() {
-		t.Fatalf("the lease of range %d left node %d while the client settled: the check above proved nothing", r.desc().ID, to.NodeID())
+	settled(fmt.Sprintf("lease of range %d moved from node %d to %d", r.Desc().ID, from.NodeID(), to.NodeID()))
+	if rep := to.ranges.Replica(r.Desc().ID); rep == nil || !rep.Leads() {
+		t.Fatalf("the lease of range %d left node %d while the client settled: the check above proved nothing", r.Desc().ID, to.NodeID())
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/placement"
+	"github.com/cairn-db/cairn/internal/rangeclient"
 	"github.com/cairn-db/cairn/internal/replica"
 )
 
@@ -27,10 +26,8 @@ type space struct {
 	// retention is the space's history policy, replaced when its
 	// settings change (refreshSettings).
 	retention atomic.Pointer[mvcc.Retention]
-	// tab holds the space's ranges sorted by start key; together they
-	// cover the space. Replaced whole (copy-on-write) when the range
-	// table changes: see table and splits.go.
-	tab atomic.Pointer[[]*rng]
+	// tab holds the space's ranges (see splits.go for how it changes).
+	tab rangeclient.Table
 
 	// gate is held shared by every object operation for its duration and
 	// exclusively by DeleteSpace while it checks that the space is empty
@@ -44,39 +41,18 @@ type space struct {
 // its setting, or meta.DefaultReplicas.
 func (s *space) replicas() int { return cmp.Or(s.meta.Settings.Replicas, meta.DefaultReplicas) }
 
-// table returns the space's ranges, sorted by start key. Shared: do not
-// modify.
-func (s *space) table() []*rng {
-	if t := s.tab.Load(); t != nil {
-		return *t
-	}
-	return nil
-}
+// rng is one range of a space with its local replica (the range
+// client's table entry), carrying rangeExt.
+type rng = rangeclient.Range
 
-// setTable replaces the space's ranges with t, sorted here by start key.
-func (s *space) setTable(t []*rng) {
-	sort.SliceStable(t, func(i, j int) bool { return bytes.Compare(t[i].desc().Start, t[j].desc().Start) < 0 })
-	s.tab.Store(&t)
-}
-
-// rng is one range of a space with its local replica. Its descriptor and
-// replica change together when the range's membership changes (see
-// syncRanges); readers take both from one snapshot.
-type rng struct {
-	cur atomic.Pointer[rngState]
-	// hint is the node last found holding the range's lease (see forward).
-	hint atomic.Uint64
+// rangeExt is the node's own state for a range entry: what splits,
+// merges and the table sync keep about it.
+type rangeExt struct {
+	load splitLoad
 	// unlisted marks an entry a split applied here made before the range
 	// table listed it; the table sync keeps it until then (syncTable).
 	// Guarded by Node.openMu.
 	unlisted bool
-	// gone is set when the entry left the table (its range merged away,
-	// or was dropped by the table sync): a request holding it routes
-	// again (forward).
-	gone atomic.Bool
-	// load counts requests served as leaseholder since the last split
-	// check, with a sample of their keys (see splits.go).
-	load loadStats
 	// colocate is where the left-hand neighbour's leaseholder asked this
 	// range's replicas to go so that the two can merge (merges.go).
 	colocate atomic.Pointer[colocation]
@@ -86,52 +62,15 @@ type rng struct {
 	merging atomic.Bool
 }
 
-type rngState struct {
-	desc meta.RangeDesc
-	rep  *replica.Replica // nil when this node holds no replica of the range
-}
-
 func newRng(d meta.RangeDesc, rep *replica.Replica) *rng {
-	r := &rng{}
-	// The load sampler's choices are a function of the range alone, so a
-	// test that replays a range's requests samples the same keys.
-	r.load.rnd = rand.New(rand.NewPCG(d.ID, uint64(d.SpaceID)))
-	r.cur.Store(&rngState{desc: d, rep: rep})
-	return r
+	return rangeclient.NewRange(d, rep, &rangeExt{})
 }
 
-// desc returns the range's descriptor as this node last read it. Shared:
-// do not modify.
-func (r *rng) desc() *meta.RangeDesc { return &r.cur.Load().desc }
-
-// adoptDesc stores d, a descriptor the range table recorded, if it is
-// newer than the entry's; the replica stays.
-func (r *rng) adoptDesc(d meta.RangeDesc) {
-	if cur := r.cur.Load(); d.Epoch > cur.desc.Epoch {
-		r.cur.Store(&rngState{desc: d, rep: cur.rep})
-	}
-}
-
-// replica returns the local replica, or nil.
-func (r *rng) replica() *replica.Replica { return r.cur.Load().rep }
+// ext returns the node's state for r.
+func ext(r *rng) *rangeExt { return r.Ext().(*rangeExt) }
 
 // maxSpaceReplicas is the largest replication factor a space may have.
 const maxSpaceReplicas = 7
-
-// leaseHere reports whether this node holds r's lease, to serve a read:
-// if it leads a quiesced group, it first renews the lease (see
-// replica.AwaitRead).
-func (r *rng) leaseHere(ctx context.Context) bool {
-	rep := r.replica()
-	return rep != nil && rep.AwaitRead(ctx) == nil
-}
-
-// leads reports whether this node leads r, to coordinate it (splits,
-// merges, repair, rebalancing).
-func (r *rng) leads() bool {
-	rep := r.replica()
-	return rep != nil && rep.Leads()
-}
 
 // loadSpaces opens a replica for every range of every space, creating the
 // ranges of a space whose creation was interrupted before they existed.
@@ -177,6 +116,7 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 	}
 	// A space a delete is checking opens fenced (fence.go).
 	s := &space{meta: sp, fenced: sp.State == meta.SpaceFencing}
+	s.tab.Space = sp.ID
 	ret := retentionOf(sp.Settings)
 	s.retention.Store(&ret)
 	var tab []*rng
@@ -189,7 +129,7 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 		}
 		tab = append(tab, newRng(d, rep))
 	}
-	s.setTable(tab)
+	s.tab.Set(tab)
 	n.mu.Lock()
 	n.mu.spaces[sp.Name] = s
 	n.mu.Unlock()
@@ -324,20 +264,6 @@ func (n *Node) acquire(ctx context.Context, name string) (s *space, release func
 		return nil, nil, errFenced(name)
 	}
 	return s, s.gate.RUnlock, nil
-}
-
-// route returns the range of s that holds object key obj: the one with
-// the greatest start at or below it (while a split is being recorded the
-// old, wider entry and the new one overlap; the new one starts later).
-func (s *space) route(obj []byte) *rng {
-	t := s.table()
-	i := sort.Search(len(t), func(i int) bool {
-		return bytes.Compare(t[i].desc().Start, obj) > 0
-	})
-	if i == 0 {
-		return t[0]
-	}
-	return t[i-1]
 }
 
 func settingsToMeta(ws object.SpaceSettings, defRanges int) (meta.SpaceSettings, error) {
@@ -485,13 +411,13 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 	}
 	// Only client keys count: system keys (an S3 bucket's settings, its
 	// open multipart uploads) go with the space.
-	tab := s.table()
+	tab := s.tab.Ranges()
 	sys := keys.ObjectPrefix(s.meta.ID, nil, []byte(object.SystemKeyPrefix))
 	for i, r := range tab {
-		if bytes.Compare(r.desc().Start, sys) >= 0 {
+		if bytes.Compare(r.Desc().Start, sys) >= 0 {
 			break
 		}
-		ents, _, err := n.listRange(ctx, r, mvcc.ListOptions{Lower: r.desc().Start, Upper: minBytes(tableEnd(tab, i, s.meta.ID), sys), Limit: 1})
+		ents, _, err := n.listRange(ctx, r, mvcc.ListOptions{Lower: r.Desc().Start, Upper: minBytes(rangeclient.End(tab, i, s.meta.ID), sys), Limit: 1})
 		if err != nil {
 			return err
 		}

@@ -5,9 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,7 +14,6 @@ import (
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/meta"
-	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/replica"
 )
 
@@ -47,19 +44,11 @@ import (
 // Config.SplitLoad before it splits by load.
 const splitLoadChecks = 5
 
-// loadSampleSize is how many keys a range's load sample keeps.
-const loadSampleSize = 32
-
-// loadStats counts the requests a range served as leaseholder, and
-// samples their keys (one in every loadSampleEvery).
-type loadStats struct {
-	ops  atomic.Int64
-	hot  int // consecutive checks over the load threshold (repairRanges only)
-	mu   sync.Mutex
-	seen int
-	rnd  *rand.Rand // under mu; seeded per range (newRng)
-	keys [][]byte
-	last time.Time // when the count was last reset (repairRanges only)
+// splitLoad is the split and merge decisions' view of a range's load
+// (its counting is the range entry's: rangeclient.Load).
+type splitLoad struct {
+	hot  int       // consecutive checks over the load threshold (repairRanges only)
+	last time.Time // when the count was last taken (repairRanges only)
 	// noKeyAt is the applied index at which the range, over the size
 	// threshold, had no key to split at (one object); the search waits
 	// for new writes (repairRanges only).
@@ -70,7 +59,7 @@ type loadStats struct {
 }
 
 // quietFor returns how long the range has been quiet (see quietSince).
-func (l *loadStats) quietFor(now time.Time) time.Duration {
+func (l *splitLoad) quietFor(now time.Time) time.Duration {
 	if q := l.quietSince.Load(); q != 0 {
 		return now.Sub(time.Unix(0, q))
 	}
@@ -78,7 +67,7 @@ func (l *loadStats) quietFor(now time.Time) time.Duration {
 }
 
 // noteRate records a measured request rate against the merge threshold.
-func (l *loadStats) noteRate(now time.Time, rate float64, splitLoad int) {
+func (l *splitLoad) noteRate(now time.Time, rate float64, splitLoad int) {
 	if splitLoad > 0 && rate >= float64(splitLoad)/4 {
 		l.quietSince.Store(0)
 	} else if l.quietSince.Load() == 0 {
@@ -86,38 +75,16 @@ func (l *loadStats) noteRate(now time.Time, rate float64, splitLoad int) {
 	}
 }
 
-const loadSampleEvery = 8
-
-// note counts one request on obj (reservoir-sampling its key).
-func (l *loadStats) note(obj []byte) {
-	n := l.ops.Add(1)
-	if n%loadSampleEvery != 0 {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.seen++
-	if len(l.keys) < loadSampleSize {
-		l.keys = append(l.keys, slices.Clone(obj))
-	} else if i := l.rnd.IntN(l.seen); i < loadSampleSize {
-		l.keys[i] = slices.Clone(obj)
-	}
-}
-
-// take returns the requests per second since the last call and the
+// take returns r's requests per second since the last call and the
 // sampled keys, sorted, and starts counting again; ok is false on the
 // first call (nothing measured).
-func (l *loadStats) take(now time.Time) (rate float64, sample [][]byte, ok bool) {
-	ops := l.ops.Swap(0)
-	l.mu.Lock()
-	sample, l.keys, l.seen = l.keys, nil, 0
-	l.mu.Unlock()
+func (l *splitLoad) take(r *rng, now time.Time) (rate float64, sample [][]byte, ok bool) {
+	ops, sample := r.Load.Take()
 	last := l.last
 	l.last = now
 	if last.IsZero() || !now.After(last) {
 		return 0, nil, false
 	}
-	slices.SortFunc(sample, bytes.Compare)
 	return float64(ops) / now.Sub(last).Seconds(), sample, true
 }
 
@@ -126,18 +93,19 @@ func (l *loadStats) take(now time.Time) (rate float64, sample [][]byte, ok bool)
 func (n *Node) maybeSplit(ctx context.Context, s *space, r *rng, rep *replica.Replica) error {
 	d := rep.Descriptor()
 	now := n.cfg.Clock()
-	rate, sample, measured := r.load.take(now)
+	l := &ext(r).load
+	rate, sample, measured := l.take(r, now)
 	if measured {
-		r.load.noteRate(now, rate, n.cfg.SplitLoad)
+		l.noteRate(now, rate, n.cfg.SplitLoad)
 	}
 	var key []byte
 	why := ""
 	if n.cfg.SplitLoad > 0 && rate > float64(n.cfg.SplitLoad) {
-		r.load.hot++
+		l.hot++
 	} else {
-		r.load.hot = 0
+		l.hot = 0
 	}
-	if r.load.hot >= splitLoadChecks && len(sample) > 0 {
+	if l.hot >= splitLoadChecks && len(sample) > 0 {
 		if k := sample[len(sample)/2]; bytes.Compare(k, d.Start) > 0 && rep.Contains(k) {
 			key, why = k, fmt.Sprintf("load %.0f requests/s", rate)
 		}
@@ -147,12 +115,12 @@ func (n *Node) maybeSplit(ctx context.Context, s *space, r *rng, rep *replica.Re
 		if err != nil {
 			return err
 		}
-		if applied := rep.Status().Applied; size > uint64(n.cfg.SplitSize) && applied != r.load.noKeyAt {
+		if applied := rep.Status().Applied; size > uint64(n.cfg.SplitSize) && applied != l.noKeyAt {
 			if key, err = n.splitKey(d); err != nil {
 				return err
 			}
 			if key == nil {
-				r.load.noKeyAt = applied
+				l.noKeyAt = applied
 			}
 			why = fmt.Sprintf("size %d bytes", size)
 		}
@@ -160,8 +128,8 @@ func (n *Node) maybeSplit(ctx context.Context, s *space, r *rng, rep *replica.Re
 	if key == nil {
 		return nil
 	}
-	r.load.hot = 0
-	r.load.quietSince.Store(0) // both halves wait MergeAfter before a merge
+	l.hot = 0
+	l.quietSince.Store(0) // both halves wait MergeAfter before a merge
 	return n.splitRange(ctx, s, r, rep, key, why)
 }
 
@@ -246,13 +214,13 @@ func (n *Node) splitRange(ctx context.Context, s *space, r *rng, rep *replica.Re
 		return fmt.Errorf("split range %d: %w", rep.Descriptor().RangeID, err)
 	}
 	n.metrics.rangeOps.WithLabelValues("split").Inc()
-	n.log.Info("split a range", "range", r.desc().ID, "new", rightID, "why", why)
+	n.log.Info("split a range", "range", r.Desc().ID, "new", rightID, "why", why)
 	return n.recordSplit(ctx, s, r, rd)
 }
 
 // recordSplit writes a split that applied here into the range table.
 func (n *Node) recordSplit(ctx context.Context, s *space, r *rng, right replica.Descriptor) error {
-	left, nr, err := n.catalog.SplitRange(ctx, s.meta.ID, r.desc().ID, right.Start, right.End, right.RangeID, right.Peers)
+	left, nr, err := n.catalog.SplitRange(ctx, s.meta.ID, r.Desc().ID, right.Start, right.End, right.RangeID, right.Peers)
 	if err != nil {
 		return err
 	}
@@ -308,17 +276,17 @@ func (n *Node) adoptSplit(s *space, left *meta.RangeDesc, right meta.RangeDesc) 
 	n.openMu.Lock()
 	defer n.openMu.Unlock()
 	if left != nil {
-		if l := s.rangeByID(left.ID); l != nil {
-			l.adoptDesc(*left)
+		if l := s.tab.ByID(left.ID); l != nil {
+			l.AdoptDesc(*left)
 		}
 	}
-	if r := s.rangeByID(right.ID); r != nil {
-		r.adoptDesc(right)
+	if r := s.tab.ByID(right.ID); r != nil {
+		r.AdoptDesc(right)
 		return
 	}
 	nr := newRng(right, n.ranges.Replica(right.ID))
-	nr.unlisted = true
-	s.setTable(append(slices.Clone(s.table()), nr))
+	ext(nr).unlisted = true
+	s.tab.Set(append(slices.Clone(s.tab.Ranges()), nr))
 }
 
 // tableEntry returns the open space holding range id and its entry in
@@ -327,7 +295,7 @@ func (n *Node) tableEntry(id uint64) (*space, *rng) {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	for _, s := range n.mu.spaces {
-		if r := s.rangeByID(id); r != nil {
+		if r := s.tab.ByID(id); r != nil {
 			return s, r
 		}
 	}
@@ -336,48 +304,12 @@ func (n *Node) tableEntry(id uint64) (*space, *rng) {
 
 // rangeByID returns s's range id, or nil.
 func (s *space) rangeByID(id uint64) *rng {
-	for _, r := range s.table() {
-		if r.desc().ID == id {
+	for _, r := range s.tab.Ranges() {
+		if r.Desc().ID == id {
 			return r
 		}
 	}
 	return nil
-}
-
-// errMoved is the answer for a key that left the range a request reached.
-func errMoved(rangeID uint64) error {
-	return object.Errorf(object.RangeMoved, "range %d does not serve the key now (it split, or is merging)", rangeID)
-}
-
-// onRange runs op on the range of s that holds obj, and again whenever the
-// key turns out to have moved to another range (a split: op did nothing),
-// until forwardPatience runs out.
-func (n *Node) onRange(ctx context.Context, s *space, obj []byte, op func(r *rng) error) error {
-	var r *rng
-	return n.retryMoved(ctx, func() error {
-		r = s.route(obj)
-		return op(r)
-	}, func() bool { return s.route(obj) == r })
-}
-
-// retryMoved runs op again while it fails with CodeRangeMoved, until
-// forwardPatience runs out; when stale says the node's table has not
-// caught up with the split yet, it asks for the table and waits a little
-// first.
-func (n *Node) retryMoved(ctx context.Context, op func() error, stale func() bool) error {
-	deadline := n.cfg.Clock().Add(forwardPatience)
-	for attempt := 0; ; attempt++ {
-		err := op()
-		if object.KindOf(err) != object.RangeMoved || n.cfg.Clock().After(deadline) {
-			return err
-		}
-		if stale() {
-			n.kickSync()
-			if err := sleep(ctx, time.Duration(min(attempt+1, 10))*20*time.Millisecond); err != nil {
-				return err
-			}
-		}
-	}
 }
 
 // kickSync asks the table sync to run now.

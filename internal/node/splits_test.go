@@ -65,12 +65,12 @@ func tablesAgree(nodes []*Node, name string, ds []meta.RangeDesc) bool {
 		if s == nil {
 			continue
 		}
-		tab := s.table()
+		tab := s.tab.Ranges()
 		if len(tab) != len(ds) {
 			return false
 		}
 		for i, r := range tab {
-			d := r.desc()
+			d := r.Desc()
 			if d.ID != ds[i].ID || !bytes.Equal(d.Start, ds[i].Start) || !bytes.Equal(d.End, ds[i].End) {
 				return false
 			}
@@ -174,13 +174,13 @@ func mustGet(t *testing.T, n *Node, space, key string) []byte {
 			x.mu.RLock()
 			sp := x.mu.spaces[space]
 			x.mu.RUnlock()
-			for _, r := range sp.table() {
-				rep := r.replica()
+			for _, r := range sp.tab.Ranges() {
+				rep := r.Replica()
 				st := ""
 				if rep != nil {
-					st = fmt.Sprintf("%+v ready=%v store=%p rep=%p", rep.Status(), rep.ReadReady(), x.ranges.Replica(r.desc().ID), rep)
+					st = fmt.Sprintf("%+v ready=%v store=%p rep=%p", rep.Status(), rep.ReadReady(), x.ranges.Replica(r.Desc().ID), rep)
 				}
-				t.Logf("node %d range %d [%x,%x) epoch %d: %s", x.NodeID(), r.desc().ID, r.desc().Start, r.desc().End, r.desc().Epoch, st)
+				t.Logf("node %d range %d [%x,%x) epoch %d: %s", x.NodeID(), r.Desc().ID, r.Desc().Start, r.Desc().End, r.Desc().Epoch, st)
 			}
 		}
 		t.Fatalf("get %s/%s from node %d: %v", space, key, n.NodeID(), err)

@@ -56,9 +56,9 @@ func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
 	hints := map[uint64]uint64{}
 	n.mu.RLock()
 	for _, sp := range n.mu.spaces {
-		for _, r := range sp.table() {
-			if h := r.hint.Load(); h != 0 {
-				hints[r.desc().ID] = h
+		for _, r := range sp.tab.Ranges() {
+			if h := r.Hint(); h != 0 {
+				hints[r.Desc().ID] = h
 			}
 		}
 	}

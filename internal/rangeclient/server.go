@@ -1,0 +1,218 @@
+package rangeclient
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+
+	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/transport"
+	"github.com/cairn-db/cairn/internal/tstamp"
+)
+
+// Handler serves one cairn.Range method on r, a range with a local
+// replica, with the request after its range id.
+type Handler func(ctx context.Context, r *Range, req []byte) ([]byte, error)
+
+// Methods returns the cairn.Range methods this package serves, for the
+// peer server: Propose, Read, List and Versions.
+func (c *Client) Methods() map[string]transport.Unary {
+	return map[string]transport.Unary{
+		"Propose":  c.Method(false, c.handlePropose),
+		"Read":     c.Method(true, c.handleRead),
+		"List":     c.Method(true, c.handleList),
+		"Versions": c.Method(true, c.handleVersions),
+	}
+}
+
+// Method adapts a cairn.Range handler: its error becomes the reply
+// envelope. With lease, the handler runs only while the local replica
+// holds the range's lease (reads); without, raft decides (proposals).
+func (c *Client) Method(lease bool, h Handler) transport.Unary {
+	return func(ctx context.Context, req []byte) ([]byte, error) {
+		r, rest, err := c.entry(req)
+		if err != nil {
+			return c.errReply(err, 0, nil), nil
+		}
+		if lease {
+			if err := r.Replica().AwaitRead(ctx); err != nil {
+				return c.errReply(errorf(CodeNotLeader, "range %d: %v", r.Desc().ID, err), r.Replica().Status().Leader, nil), nil
+			}
+		}
+		out, err := h(ctx, r, rest)
+		if err != nil {
+			return c.errReply(err, r.Replica().Status().Leader, out), nil
+		}
+		return okReply(out), nil
+	}
+}
+
+// entry finds the local range a cairn.Range request names.
+func (c *Client) entry(req []byte) (*Range, []byte, error) {
+	if len(req) < 8 {
+		return nil, nil, errorf(CodeMalformed, "range request of %d bytes", len(req))
+	}
+	id := binary.BigEndian.Uint64(req)
+	rep := c.cfg.Replicas.Replica(id)
+	if rep == nil {
+		return nil, nil, errorf(CodeNotLeader, "node %d holds no replica of range %d", c.cfg.Self, id)
+	}
+	return c.cfg.Entry(id, rep), req[8:], nil
+}
+
+func (c *Client) handlePropose(ctx context.Context, r *Range, cmd []byte) ([]byte, error) {
+	res, err := c.proposeLocal(ctx, r, r.Replica(), nil, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return encodeResult(res), nil
+}
+
+func (c *Client) handleRead(_ context.Context, r *Range, req []byte) ([]byte, error) {
+	if len(req) < 16 {
+		return nil, errorf(CodeMalformed, "read request of %d bytes", len(req))
+	}
+	rec, err := c.readOwned(r, req[16:], binary.BigEndian.Uint64(req), binary.BigEndian.Uint64(req[8:]))
+	var out []byte
+	if rec != nil {
+		out = AppendRecord(nil, rec)
+	}
+	return out, err
+}
+
+func (c *Client) handleList(_ context.Context, r *Range, req []byte) ([]byte, error) {
+	d := NewDecoder(req)
+	o := mvcc.ListOptions{AsOf: d.U64(), Limit: int(d.U32())}
+	o.Lower, o.Upper, o.StartAfter = d.OptBytes(), d.OptBytes(), d.OptBytes()
+	if d.Err() == nil && d.Len() > 0 {
+		// An AllVersions listing: a flag byte and the version to resume after.
+		o.AllVersions, o.AfterVersion = d.U8() == 1, d.U64()
+	}
+	if err := d.Done(); err != nil {
+		return nil, err
+	}
+	ents, more, err := c.listOwned(r, o)
+	if err != nil {
+		return nil, err
+	}
+	out := appendPage(nil, more, len(ents))
+	for _, e := range ents {
+		out = AppendBytes(out, e.Obj)
+		out = AppendRecord(out, e.Rec)
+	}
+	return out, nil
+}
+
+func (c *Client) handleVersions(_ context.Context, r *Range, req []byte) ([]byte, error) {
+	if len(req) < 12 {
+		return nil, errorf(CodeMalformed, "versions request of %d bytes", len(req))
+	}
+	recs, more, err := c.versionsOwned(r, req[12:], binary.BigEndian.Uint64(req), int(binary.BigEndian.Uint32(req[8:])))
+	if err != nil {
+		return nil, err
+	}
+	out := appendPage(nil, more, len(recs))
+	for _, rec := range recs {
+		out = AppendRecord(out, rec)
+	}
+	return out, nil
+}
+
+// readOwned is readLocal for a key the local replica of r must still
+// hold (after a split it may not).
+func (c *Client) readOwned(r *Range, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
+	rep := r.Replica()
+	if !rep.Contains(obj) {
+		return nil, errMoved(rep.Descriptor().RangeID)
+	}
+	r.Load.Note(obj)
+	return c.readLocal(obj, version, asOf)
+}
+
+// listOwned is listLocal for a span the local replica of r must still
+// hold.
+func (c *Client) listOwned(r *Range, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
+	rep := r.Replica()
+	if !rep.ContainsSpan(o.Lower, o.Upper) {
+		return nil, false, errMoved(rep.Descriptor().RangeID)
+	}
+	r.Load.Add()
+	ents, more, err := mvcc.List(kv.Reader{R: c.cfg.DB}, o)
+	return ents, more, c.corrupt(err)
+}
+
+// versionsOwned is versionsLocal for a key the local replica of r must
+// still hold.
+func (c *Client) versionsOwned(r *Range, obj []byte, before uint64, limit int) ([]*mvcc.Record, bool, error) {
+	rep := r.Replica()
+	if !rep.Contains(obj) {
+		return nil, false, errMoved(rep.Descriptor().RangeID)
+	}
+	r.Load.Note(obj)
+	recs, more, err := mvcc.Versions(kv.Reader{R: c.cfg.DB}, obj, before, limit)
+	return recs, more, c.corrupt(err)
+}
+
+// corrupt classes a record that failed its checksum, and counts it.
+func (c *Client) corrupt(err error) error {
+	if errors.Is(err, mvcc.ErrCorrupt) {
+		c.cfg.Metrics.Corrupt.Inc()
+		return errorf(CodeCorrupt, "%v", err)
+	}
+	return err
+}
+
+// readLocal reads the selected version of obj from the local replica of
+// its range, which must hold the lease. version != 0 selects an exact
+// version; asOf != 0 the newest at or before it; otherwise the latest. A
+// delete marker as the latest (or as-of) version reads as ErrNotFound; an
+// exact delete marker as ErrDeleted (with the marker's record).
+func (c *Client) readLocal(obj []byte, version, asOf uint64) (*mvcc.Record, error) {
+	rd := kv.Reader{R: c.cfg.DB}
+	var (
+		rec *mvcc.Record
+		err error
+	)
+	// The cache holds the latest committed version: it answers reads of the
+	// latest, and of an exact version that is the latest.
+	var (
+		cached *mvcc.Record
+		tok    kv.CacheToken
+	)
+	if asOf == 0 {
+		cached, tok = c.cfg.Cache.Get(obj)
+	}
+	switch {
+	case cached != nil && (version == 0 || version == cached.Version):
+		rec = cached
+		c.cfg.Metrics.CacheHits.Inc()
+	case version != 0:
+		rec, err = mvcc.Exact(rd, obj, version)
+	case asOf != 0:
+		rec, err = mvcc.At(rd, obj, asOf)
+	default:
+		rec, err = mvcc.Latest(rd, obj)
+		c.cfg.Metrics.CacheMisses.Inc()
+		if err == nil {
+			c.cfg.Cache.Fill(obj, rec, tok)
+		}
+	}
+	if errors.Is(err, mvcc.ErrNotFound) {
+		return nil, errorf(CodeNotFound, "no such object or version")
+	}
+	if errors.Is(err, mvcc.ErrCorrupt) {
+		c.cfg.Metrics.Corrupt.Inc()
+		return nil, errorf(CodeCorrupt, "version record: %v", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if rec.DeleteMarker {
+		if version != 0 {
+			return rec, errorf(CodeDeleted, "version %s is a delete marker", tstamp.String(rec.Version))
+		}
+		return nil, errorf(CodeNotFound, "the object is deleted")
+	}
+	return rec, nil
+}
