@@ -28,6 +28,7 @@ var layers = map[string]int{
 	"internal/auth":      10,
 	"internal/placement": 10,
 	"internal/codec":     10,
+	"internal/clock":     10,
 
 	// Storage, and the pure rules over it.
 	"internal/storage": 20,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/clock"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/placement"
@@ -270,7 +271,7 @@ func (n *Node) callNode(ctx context.Context, id uint64, service, method string, 
 	if n.cfg.Link != nil && !n.cfg.Link(n.id.NodeID, id) {
 		// An injected network fault: wait as a dial to a cut-off host
 		// would, then fail.
-		if err := sleep(ctx, min(timeout, cutDialWait)); err != nil {
+		if err := clock.Sleep(ctx, min(timeout, cutDialWait)); err != nil {
 			return nil, err
 		}
 		return nil, fmt.Errorf("node %d is unreachable: %w", id, transport.ErrNotSent)

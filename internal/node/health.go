@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/clock"
 	"github.com/cairn-db/cairn/internal/meta"
 )
 
@@ -28,7 +29,7 @@ func (n *Node) keepBeating(ctx context.Context) {
 				return
 			}
 			n.log.Warn("heartbeat: cannot take the lease", "err", err, "retry", backoff)
-			if sleep(ctx, backoff) != nil {
+			if clock.Sleep(ctx, backoff) != nil {
 				return
 			}
 			backoff = min(2*backoff, 2*time.Second)

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/auth"
+	"github.com/cairn-db/cairn/internal/clock"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/transport"
 )
@@ -467,7 +468,7 @@ func (n *Node) join(ctx context.Context) (*joinResponse, error) {
 			return nil, fmt.Errorf("join the cluster at %s: %w (is a cairn node listening there on its peer port?)", n.cfg.Join, err)
 		}
 		n.log.Info("another node is joining; waiting to join", "retry", backoff)
-		if err := sleep(ctx, backoff); err != nil {
+		if err := clock.Sleep(ctx, backoff); err != nil {
 			return nil, err
 		}
 	}

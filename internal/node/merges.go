@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/clock"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
@@ -437,7 +438,7 @@ func (n *Node) runMerge(ctx context.Context, s *space, r *rng, rep *replica.Repl
 		if n.cfg.Clock().After(deadline) {
 			return n.abortMerge(ctx, s, rep, right, token, fmt.Sprintf("range %d is not frozen on every replica after %v (no answer from %v)", right, mergeWait, missing))
 		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+		if err := clock.Sleep(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
 	}

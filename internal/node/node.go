@@ -714,18 +714,6 @@ func (n *Node) writeIdentity(id identity) error {
 	return n.eng.DB().Set(identityKey, b, pebble.Sync)
 }
 
-// sleep waits for d, or returns ctx's error if ctx ends first.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // every runs fn every d until ctx ends.
 func every(ctx context.Context, d time.Duration, fn func(context.Context)) {
 	everyOrKick(ctx, d, nil, fn)

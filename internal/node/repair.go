@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/clock"
 	"github.com/cairn-db/cairn/internal/meta"
 )
 
@@ -246,7 +247,7 @@ func (c *copier) copy(ctx context.Context, h chunk.Hash, copies int, to []uint64
 			// while it sleeps.
 			d := c.n.repairPace.reserve(len(data), c.n.cfg.Clock())
 			c.mu.Unlock()
-			if d > 0 && sleep(ctx, d) != nil {
+			if d > 0 && clock.Sleep(ctx, d) != nil {
 				return
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/clock"
 	"github.com/cairn-db/cairn/internal/object"
 )
 
@@ -96,7 +97,7 @@ func TestPacer(t *testing.T) {
 	cctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	slow := pacer{rate: 1}
-	if err := sleep(cctx, slow.reserve(1<<20, now)); err == nil {
+	if err := clock.Sleep(cctx, slow.reserve(1<<20, now)); err == nil {
 		t.Fatal("a canceled wait returned nil")
 	}
 }

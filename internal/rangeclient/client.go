@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cairn-db/cairn/internal/clock"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/replica"
@@ -113,7 +114,7 @@ func (c *Client) forward(ctx context.Context, r *Range, method string, req []byt
 			if c.cfg.Clock().After(deadline) {
 				return nil, errorf(CodeUnavailable, "range %d: this node leads it but has no lease yet", r.Desc().ID)
 			}
-			if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			if err := clock.Sleep(ctx, 20*time.Millisecond); err != nil {
 				return nil, err
 			}
 			continue
@@ -170,7 +171,7 @@ func (c *Client) forward(ctx context.Context, r *Range, method string, req []byt
 			return nil, errorf(CodeUnavailable, "range %d: no replica of %v holds its lease: %v", r.Desc().ID, r.Desc().Replicas, last)
 		}
 		// Leadership is moving: wait a little and ask again.
-		if err := sleep(ctx, time.Duration(min(round+1, 10))*50*time.Millisecond); err != nil {
+		if err := clock.Sleep(ctx, time.Duration(min(round+1, 10))*50*time.Millisecond); err != nil {
 			return nil, err
 		}
 	}
@@ -200,7 +201,7 @@ func (c *Client) RetryMoved(ctx context.Context, op func() error, stale func() b
 		}
 		if stale() {
 			c.cfg.Stale()
-			if err := sleep(ctx, time.Duration(min(attempt+1, 10))*20*time.Millisecond); err != nil {
+			if err := clock.Sleep(ctx, time.Duration(min(attempt+1, 10))*20*time.Millisecond); err != nil {
 				return err
 			}
 		}
@@ -358,16 +359,4 @@ func (c *Client) Versions(ctx context.Context, t *Table, obj []byte, before uint
 		return d.Done()
 	})
 	return recs, more, err
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/clock"
 	"github.com/cairn-db/cairn/internal/meta"
 )
 
@@ -147,7 +148,7 @@ func (c *Client) campaign(ctx context.Context) {
 				return
 			}
 			c.o.Logger.Warn("timestamp oracle campaign failed", "err", err, "retry", backoff)
-			if sleep(ctx, backoff) != nil {
+			if clock.Sleep(ctx, backoff) != nil {
 				return
 			}
 			backoff = min(2*backoff, 5*time.Second)
@@ -229,7 +230,7 @@ func (c *Client) fetch(ctx context.Context, k int) (uint64, error) {
 		if ctx.Err() != nil {
 			return 0, err
 		}
-		if cached == 0 && sleep(ctx, 50*time.Millisecond) != nil {
+		if cached == 0 && clock.Sleep(ctx, 50*time.Millisecond) != nil {
 			return 0, err // the meta service's choice failed too: wait before asking again
 		}
 	}
@@ -277,7 +278,7 @@ func callUnlessMoved(ctx context.Context, id uint64, leader func(context.Context
 				cancel(errMoved)
 				return
 			}
-			if sleep(cctx, recheck) != nil {
+			if clock.Sleep(cctx, recheck) != nil {
 				return
 			}
 		}
@@ -288,16 +289,4 @@ func callUnlessMoved(ctx context.Context, id uint64, leader func(context.Context
 		return errMoved
 	}
 	return err
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
