@@ -65,6 +65,10 @@ type Options struct {
 	OnMerge func(left, right Descriptor)
 	// Logger receives the Store's and raft's messages. Default: slog.Default().
 	Logger *slog.Logger
+
+	// ticks, if set (tests), replaces the ticker: the test harness ticks
+	// the loop by hand.
+	ticks <-chan time.Time
 }
 
 // EnsureDefaults fills in zero fields.

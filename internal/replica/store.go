@@ -378,8 +378,12 @@ func (s *Store) run() {
 	defer close(s.done)
 	defer s.stopWriter()
 	defer s.hold.timer.Stop()
-	ticker := time.NewTicker(s.opts.TickInterval)
-	defer ticker.Stop()
+	ticks := s.opts.ticks
+	if ticks == nil {
+		ticker := time.NewTicker(s.opts.TickInterval)
+		defer ticker.Stop()
+		ticks = ticker.C
+	}
 	for {
 		tick := false
 		var err error
@@ -387,7 +391,7 @@ func (s *Store) run() {
 		case <-s.ctx.Done():
 			s.shutdown(ErrClosed)
 			return
-		case <-ticker.C:
+		case <-ticks:
 			tick = true
 		case <-s.wake:
 		case j := <-s.p.done:
