@@ -35,7 +35,7 @@ const drainSettle = 5 * time.Second
 func (n *Node) NodeAdmin(ctx context.Context, action wire.NodeAction, id uint64) error {
 	nodes, err := n.catalog.Nodes(ctx)
 	if err != nil {
-		return unavailable("meta service", err)
+		return object.Unreachable("meta service", err)
 	}
 	nd, ok := nodeByID(nodes, id)
 	if !ok {
@@ -62,7 +62,7 @@ func (n *Node) drainNode(ctx context.Context, nd meta.NodeInfo) error {
 		}
 		ok, err := n.catalog.SetNodeState(ctx, nd.ID, nd.State, meta.NodeDraining, n.cfg.Clock())
 		if err != nil {
-			return unavailable("meta service", err)
+			return object.Unreachable("meta service", err)
 		}
 		if ok {
 			n.log.Info("node draining", "node", nd.ID, "was", nd.State)
@@ -72,7 +72,7 @@ func (n *Node) drainNode(ctx context.Context, nd meta.NodeInfo) error {
 		// Its state changed meanwhile: read it again.
 		nodes, err := n.catalog.Nodes(ctx)
 		if err != nil {
-			return unavailable("meta service", err)
+			return object.Unreachable("meta service", err)
 		}
 		if x, ok := nodeByID(nodes, nd.ID); ok {
 			nd = x
@@ -94,7 +94,7 @@ func (n *Node) undrainNode(ctx context.Context, nd meta.NodeInfo) error {
 	}
 	ok, err := n.catalog.SetNodeState(ctx, nd.ID, meta.NodeDraining, meta.NodeUp, n.cfg.Clock())
 	if err != nil {
-		return unavailable("meta service", err)
+		return object.Unreachable("meta service", err)
 	}
 	if !ok {
 		return object.Errorf(object.Unavailable, "node %d changed state meanwhile; try again", nd.ID)
@@ -115,14 +115,14 @@ func (n *Node) removeNode(ctx context.Context, nd meta.NodeInfo) error {
 	}
 	ranges, err := n.catalog.ListRanges(ctx)
 	if err != nil {
-		return unavailable("meta service", err)
+		return object.Unreachable("meta service", err)
 	}
 	if held := heldRanges(ranges, nd.ID); len(held) > 0 {
 		return object.Errorf(object.NotDrained, "node %d still holds %d range replicas (ranges %v); they are moving to other nodes", nd.ID, len(held), held)
 	}
 	live, err := n.catalog.LiveNodes(ctx)
 	if err != nil {
-		return unavailable("meta service", err)
+		return object.Unreachable("meta service", err)
 	}
 	if live[nd.ID] {
 		// Alive: its chunks are safe only once it has copied them away.
@@ -140,12 +140,12 @@ func (n *Node) removeNode(ctx context.Context, nd meta.NodeInfo) error {
 	if ms, ok := n.meta.(membership); ok && nd.MetaPeerURL != "" {
 		members, err := ms.Members(ctx)
 		if err != nil {
-			return unavailable("meta service", err)
+			return object.Unreachable("meta service", err)
 		}
 		for _, m := range members {
 			if slices.Contains(m.PeerURLs, nd.MetaPeerURL) {
 				if err := ms.RemoveMember(ctx, m.ID); err != nil {
-					return unavailable("meta service", fmt.Errorf("remove the meta member of node %d: %w", nd.ID, err))
+					return object.Unreachable("meta service", fmt.Errorf("remove the meta member of node %d: %w", nd.ID, err))
 				}
 				n.log.Info("meta service member removed", "node", nd.ID, "member", m.Name)
 			}
@@ -153,7 +153,7 @@ func (n *Node) removeNode(ctx context.Context, nd meta.NodeInfo) error {
 	}
 	ok, err := n.catalog.SetNodeState(ctx, nd.ID, nd.State, meta.NodeRemoved, n.cfg.Clock())
 	if err != nil {
-		return unavailable("meta service", err)
+		return object.Unreachable("meta service", err)
 	}
 	if !ok {
 		return object.Errorf(object.Unavailable, "node %d changed state meanwhile; try again", nd.ID)

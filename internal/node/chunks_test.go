@@ -15,7 +15,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -87,7 +89,7 @@ func TestReplicatedChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []*Node{nodes[0], nodes[2]} {
-		b, err := n.getChunk(ctx, h, nil, 3)
+		b, err := n.plane.GetChunk(ctx, h, nil, 3)
 		if err != nil || !bytes.Equal(b, lone) {
 			t.Fatalf("node %d reading a chunk held only by node %d: %d bytes, %v", n.NodeID(), nodes[1].NodeID(), len(b), err)
 		}
@@ -103,17 +105,17 @@ func TestReplicatedChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	corruptSegments(t, fresh[1])
-	if _, err := fresh[0].getChunk(ctx, h2, nil, 3); wire.CodeOf(err) != wire.CodeCorrupt {
+	if _, err := fresh[0].plane.GetChunk(ctx, h2, nil, 3); wire.CodeOf(err) != wire.CodeCorrupt {
 		t.Fatalf("reading a chunk whose only copy is corrupt: %v, want CORRUPT", err)
 	}
 	if err := fresh[2].chunks.Put(ctx, h2, lone2); err != nil {
 		t.Fatal(err)
 	}
-	b, err := fresh[0].getChunk(ctx, h2, nil, 3)
+	b, err := fresh[0].plane.GetChunk(ctx, h2, nil, 3)
 	if err != nil || !bytes.Equal(b, lone2) {
 		t.Fatalf("reading past a corrupt copy to a good one: %d bytes, %v", len(b), err)
 	}
-	if b, err := fresh[1].getChunk(ctx, h2, nil, 3); err != nil || !bytes.Equal(b, lone2) {
+	if b, err := fresh[1].plane.GetChunk(ctx, h2, nil, 3); err != nil || !bytes.Equal(b, lone2) {
 		t.Fatalf("a node whose own copy is corrupt reads another: %d bytes, %v", len(b), err)
 	}
 }
@@ -150,13 +152,7 @@ func corruptSegments(t *testing.T, n *Node) {
 // through n (which forwards to the leaseholder if need be).
 func manifest(t testing.TB, n *Node, space, key string, version uint64) chunk.Manifest {
 	t.Helper()
-	ctx := context.Background()
-	s, obj, release, err := n.target(ctx, space, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
-	rec, err := n.readRecord(ctx, s, obj, version, 0)
+	rec, err := recordOf(n, space, key, version)
 	if err != nil {
 		t.Fatalf("read %s/%s through node %d: %v", space, key, n.NodeID(), err)
 	}
@@ -165,6 +161,19 @@ func manifest(t testing.TB, n *Node, space, key string, version uint64) chunk.Ma
 		t.Fatal(err)
 	}
 	return m
+}
+
+// recordOf reads the version record of space/key (version 0: the
+// latest) through n, from the range's leaseholder.
+func recordOf(n *Node, space, key string, version uint64) (*mvcc.Record, error) {
+	ctx := context.Background()
+	s, release, err := n.acquire(ctx, space)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	rec, err := n.rc.Read(ctx, &s.tab, keys.Object(s.meta.ID, nil, []byte(key)), version, 0)
+	return rec, object.FromRange(err)
 }
 
 // TestDrainedNodeRefusesChunkedWrites: with its only node draining, a
@@ -226,8 +235,17 @@ func TestMinCopies(t *testing.T) {
 	if _, err := nodes[0].Stat(ctx, &object.GetRequest{Space: "copies", Key: "big", Length: -1}); wire.CodeOf(err) != wire.CodeNotFound {
 		t.Fatalf("after the refused PUT: %v, want not found", err)
 	}
-	nodes[0].cfg.MinCopies = 1 // as --min-copies 1 would
-	if _, err := nodes[0].Put(ctx, &object.PutRequest{Space: "copies", Key: "big", Size: int64(len(body))}, bytes.NewReader(body)); err != nil {
+	// Restarted with --min-copies 1, the node takes the write.
+	cfg := restartConfig(nodes[0])
+	cfg.MinCopies = 1
+	nodes[0].Close()
+	again, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Serve()
+	t.Cleanup(func() { again.Close() })
+	if _, err := again.Put(ctx, &object.PutRequest{Space: "copies", Key: "big", Size: int64(len(body))}, bytes.NewReader(body)); err != nil {
 		t.Fatalf("chunked PUT with --min-copies 1: %v", err)
 	}
 }

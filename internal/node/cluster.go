@@ -14,7 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
+	"github.com/cairn-db/cairn/internal/clock"
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/placement"
 	"github.com/cairn-db/cairn/internal/rangeclient"
 	"github.com/cairn-db/cairn/internal/replica"
@@ -94,10 +96,12 @@ func (n *Node) newPeerServer() {
 		ranges[m] = func(ctx context.Context, req []byte) ([]byte, error) { return n.rangeMethods[m](ctx, req) }
 	}
 	transport.RegisterUnary(p.srv, rangeclient.Service, ranges)
-	transport.RegisterUnary(p.srv, chunkService, map[string]transport.Unary{
-		"Put":       n.handleChunkPut,
-		"PutCopies": n.handleChunkPutCopies,
-		"Get":       n.handleChunkGet,
+	// The chunk plane exists once the node's segments do (Open sets
+	// n.plane before the server serves).
+	transport.RegisterUnary(p.srv, object.ChunkService, map[string]transport.Unary{
+		"Put":       func(ctx context.Context, req []byte) ([]byte, error) { return n.plane.HandlePut(ctx, req) },
+		"PutCopies": func(ctx context.Context, req []byte) ([]byte, error) { return n.plane.HandlePutCopies(ctx, req) },
+		"Get":       func(ctx context.Context, req []byte) ([]byte, error) { return n.plane.HandleGet(ctx, req) },
 		"Has":       n.handleChunkHas,
 	})
 }
@@ -237,4 +241,47 @@ func placementState(s string) placement.State {
 		return placement.Removed
 	}
 	return 0
+}
+
+// callNode makes a unary call to node id that fails at once if the node
+// cannot be reached, with at most timeout.
+func (n *Node) callNode(ctx context.Context, id uint64, service, method string, req []byte, timeout time.Duration) ([]byte, error) {
+	addr, ok := n.peers.resolve(id)
+	if !ok {
+		return nil, fmt.Errorf("node %d is not in the cluster map: %w", id, transport.ErrNotSent)
+	}
+	if n.cfg.Link != nil && !n.cfg.Link(n.id.NodeID, id) {
+		// An injected network fault: wait as a dial to a cut-off host
+		// would, then fail.
+		if err := clock.Sleep(ctx, min(timeout, cutDialWait)); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("node %d is unreachable: %w", id, transport.ErrNotSent)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	inflight := n.peers.load(id)
+	inflight.Add(1)
+	defer inflight.Add(-1)
+	b, err := n.peers.caller.Try(ctx, addr, service, method, req)
+	if err != nil && !errors.Is(err, transport.ErrNotFound) && !errors.Is(err, transport.ErrCorrupt) {
+		n.peers.forget()
+	}
+	return b, err
+}
+
+// load is the number of calls in flight to node id, for choosing the least
+// loaded copy.
+func (p *peers) load(id uint64) *atomic.Int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.inflight[id]
+	if c == nil {
+		if p.inflight == nil {
+			p.inflight = map[uint64]*atomic.Int64{}
+		}
+		c = new(atomic.Int64)
+		p.inflight[id] = c
+	}
+	return c
 }

@@ -193,7 +193,7 @@ func (n *Node) mergeCall(ctx context.Context, id, rangeID uint64, req []byte) ([
 		return nil, err
 	}
 	payload, _, err := n.rc.DecodeReply(b)
-	return payload, rangeErr(err)
+	return payload, object.FromRange(err)
 }
 
 // mergeStatuses asks every node of voters for its replica of range

@@ -26,6 +26,7 @@ import (
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/rangeclient"
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/s3"
@@ -384,8 +385,10 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Node is one running Cairn node.
+// Node is one running Cairn node. It serves the object service (the
+// embedded Store) and the space operations.
 type Node struct {
+	*object.Store
 	cfg     Config
 	log     *slog.Logger
 	eng     *storage.Engine
@@ -416,6 +419,7 @@ type Node struct {
 	cache     *kv.Cache // latest records; nil when disabled
 	peers     *peers
 	rc        *rangeclient.Client // routes range operations to leaseholders (route.go)
+	plane     *object.ChunkPlane  // stores and reads chunks on their nodes
 	// rangeMethods serve the peer service rangeclient.Service; set in
 	// Open before the peer server serves.
 	rangeMethods map[string]transport.Unary
@@ -617,9 +621,18 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.metrics = newMetrics(n)
+	n.plane = object.NewChunkPlane(object.ChunkConfig{
+		Self: n.id.NodeID, Zone: cfg.Zone, Local: n.chunks, Nodes: n.peers.view, Call: n.callNode,
+		Inflight: n.peers.load, MinCopies: cfg.MinCopies, Logger: n.log, Corrupt: n.metrics.corrupt,
+	})
 	n.rc = n.newRangeClient()
 	n.rangeMethods = n.rc.Methods()
 	n.rangeMethods["Merge"] = n.rc.Method(false, n.handleMerge)
+	n.Store = object.NewStore(object.StoreConfig{
+		Spaces: spaceOpener{n}, Ranges: n.rc, Timestamps: n.tso, Chunks: n.plane,
+		InlineThreshold: cfg.InlineThreshold, MaxObjectSize: cfg.MaxObjectSize, MaxRangeWrite: cfg.MaxRangeWrite,
+		Chunking: cfg.Chunking, ChunkBytes: n.metrics.chunkBytes,
+	})
 	if err := n.loadSpaces(ctx); err != nil {
 		return nil, err
 	}

@@ -297,7 +297,7 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 			return nil
 		}
 	}
-	p := placement.NewRangePlan(n.id.NodeID, s.replicas(), placementNodes(nodes), st.Voters, st.Learners, n.cfg.Clock(), n.cfg.RebalanceAfter)
+	p := placement.NewRangePlan(n.id.NodeID, s.Replicas(), placementNodes(nodes), st.Voters, st.Learners, n.cfg.Clock(), n.cfg.RebalanceAfter)
 	p.Colocate(ext(r).colocation(n.cfg.Clock()))
 	me := n.id.NodeID
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
 )
@@ -135,11 +136,11 @@ func BenchmarkRecovery(b *testing.B) {
 		probe := map[uint64]string{}
 		for i := 0; len(probe) < most && i < 10000; i++ {
 			key := fmt.Sprintf("probe-%d", i)
-			s, obj, release, err := front.target(ctx, "recovery", key)
+			s, release, err := front.acquire(ctx, "recovery")
 			if err != nil {
 				b.Fatal(err)
 			}
-			id := s.tab.Route(obj).Desc().ID
+			id := s.tab.Route(keys.Object(s.meta.ID, nil, []byte(key))).Desc().ID
 			release()
 			if slices.Contains(led, id) && probe[id] == "" {
 				probe[id] = key
@@ -188,7 +189,7 @@ func BenchmarkRecovery(b *testing.B) {
 		wg.Wait()
 		var bytes int64
 		for _, h := range lost {
-			d, err := rest[0].getChunk(ctx, h, nil, 3)
+			d, err := rest[0].plane.GetChunk(ctx, h, nil, 3)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/clock"
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
 )
 
 // The chunk repairer restores every chunk's copies to the first R nodes of
@@ -87,7 +88,7 @@ func mapSignature(nodes []meta.NodeInfo) string {
 // repairRanking ranks the nodes that may hold a chunk for repair: those
 // neither down nor draining.
 func (n *Node) repairRanking(h chunk.Hash, nodes []meta.NodeInfo) []uint64 {
-	return n.rank(h, nodes, func(nd meta.NodeInfo) bool {
+	return n.plane.Rank(h, nodes, func(nd meta.NodeInfo) bool {
 		return nd.State != meta.NodeDown && nd.State != meta.NodeDraining && nd.State != meta.NodeRemoved
 	})
 }
@@ -146,7 +147,7 @@ func (n *Node) repairChunks(ctx context.Context, nodes []meta.NodeInfo) (repairS
 			for _, i := range idx {
 				req = append(req, batch[i][:]...)
 			}
-			resp, err := n.callNode(ctx, id, chunkService, "Has", req, 30*time.Second)
+			resp, err := n.callNode(ctx, id, object.ChunkService, "Has", req, 30*time.Second)
 			if err != nil || len(resp) != len(idx) {
 				// Unknown: do not copy to it now; the pass is retried.
 				st.Failed += len(idx)
@@ -233,7 +234,7 @@ func (c *copier) copy(ctx context.Context, h chunk.Hash, copies int, to []uint64
 		frame := make([]byte, 0, 1+chunk.HashSize+len(data))
 		frame = append(append(append(frame, byte(min(copies, 255))), h[:]...), data...)
 		for _, id := range to {
-			err := c.n.putCopy(ctx, id, frame)
+			err := c.n.plane.PutCopy(ctx, id, frame)
 			c.mu.Lock()
 			if err != nil {
 				c.st.Failed++

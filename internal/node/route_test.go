@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/object"
-	"github.com/cairn-db/cairn/internal/rangeclient"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -190,22 +188,4 @@ func putErr(n *Node, space, key, body string, req *object.PutRequest) error {
 	req.Space, req.Key, req.Size = space, key, int64(len(body))
 	_, err := n.Put(context.Background(), req, strings.NewReader(body))
 	return err
-}
-
-// TestRangeKinds: the range client's codes are the native protocol's
-// numbers for the same failures (so peers of every version read a reply
-// alike), and rangeKinds maps each to the kind that code stands for.
-func TestRangeKinds(t *testing.T) {
-	for c, k := range rangeKinds {
-		if got := wire.CodeOf(object.Errorf(k, "m")); got != wire.Code(c) {
-			t.Errorf("range code %d maps to kind %v, whose native code is %d", c, k, got)
-		}
-		err := rangeErr(&rangeclient.Error{Code: c, Msg: "m"})
-		if object.KindOf(err) != k || err.(*object.Error).Message != "m" {
-			t.Errorf("rangeErr(code %d) = %v", c, err)
-		}
-	}
-	if err := rangeErr(rangeclient.ErrConflict); !errors.Is(err, rangeclient.ErrConflict) {
-		t.Errorf("a conflict does not stay one: %v", err)
-	}
 }

@@ -354,7 +354,7 @@ func (n *Node) RotateClusterKey(ctx context.Context) (wire.ClusterKeyRotation, e
 	defer admissions()
 	nodes, err := n.catalog.Nodes(ctx)
 	if err != nil {
-		return wire.ClusterKeyRotation{}, unavailable("meta service", err)
+		return wire.ClusterKeyRotation{}, object.Unreachable("meta service", err)
 	}
 	var others []uint64
 	for _, nd := range nodes {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/auth"
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/transport"
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -103,7 +104,7 @@ func TestMembersOnly(t *testing.T) {
 		defer c.Close()
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		_, err := c.Call(cctx, n.PeerAddr(), chunkService, "Has", make([]byte, 32))
+		_, err := c.Call(cctx, n.PeerAddr(), object.ChunkService, "Has", make([]byte, 32))
 		return err
 	}
 	err := call(&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})

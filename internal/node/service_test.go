@@ -308,13 +308,17 @@ func manifestOfVersion(t *testing.T, n *Node, v uint64) chunk.Manifest {
 
 func manifestOfKey(t *testing.T, n *Node, space, key string, v uint64) chunk.Manifest {
 	t.Helper()
-	s, obj, release, _ := n.target(context.Background(), space, key)
-	defer release()
-	rec, err := n.readRecord(context.Background(), s, obj, v, 0)
+	rec, err := recordOf(n, space, key, v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := n.manifestOf(context.Background(), rec, 1)
+	if rec.Manifest == nil && len(rec.Inline) == 0 {
+		return chunk.Manifest{}
+	}
+	if rec.Manifest == nil { // inline: the one chunk a write into it makes
+		return chunk.Manifest{Chunks: []chunk.Ref{{Hash: chunk.Sum(rec.Inline), Size: uint32(len(rec.Inline))}}}
+	}
+	m, err := chunk.UnmarshalManifest(rec.Manifest)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,9 +37,18 @@ type space struct {
 	fenced  bool // guarded by gate: a delete is checking the space (fence.go)
 }
 
-// replicas is how many nodes hold each of the space's chunks (and ranges):
+// Replicas is how many nodes hold each of the space's chunks (and ranges):
 // its setting, or meta.DefaultReplicas.
-func (s *space) replicas() int { return cmp.Or(s.meta.Settings.Replicas, meta.DefaultReplicas) }
+func (s *space) Replicas() int { return cmp.Or(s.meta.Settings.Replicas, meta.DefaultReplicas) }
+
+// ID implements object.OpenSpace.
+func (s *space) ID() uint32 { return s.meta.ID }
+
+// Retention implements object.OpenSpace.
+func (s *space) Retention() mvcc.Retention { return *s.retention.Load() }
+
+// Table implements object.OpenSpace.
+func (s *space) Table() *rangeclient.Table { return &s.tab }
 
 // rng is one range of a space with its local replica (the range
 // client's table entry), carrying rangeExt.
@@ -227,6 +236,17 @@ func retentionOf(s meta.SpaceSettings) mvcc.Retention {
 		return mvcc.Retention{Mode: mvcc.KeepFor, KeepFor: s.KeepFor}
 	}
 	return mvcc.Retention{Mode: mvcc.KeepAll}
+}
+
+// spaceOpener opens spaces for the object service (object.Spaces).
+type spaceOpener struct{ n *Node }
+
+func (o spaceOpener) Acquire(ctx context.Context, name string) (object.OpenSpace, func(), error) {
+	s, release, err := o.n.acquire(ctx, name)
+	if err != nil {
+		return nil, nil, err // not a nil *space in an interface
+	}
+	return s, release, nil
 }
 
 // acquire returns the space, held shared (see space.gate) until release is
@@ -417,7 +437,11 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 		if bytes.Compare(r.Desc().Start, sys) >= 0 {
 			break
 		}
-		ents, _, err := n.listRange(ctx, r, mvcc.ListOptions{Lower: r.Desc().Start, Upper: minBytes(rangeclient.End(tab, i, s.meta.ID), sys), Limit: 1})
+		upper := rangeclient.End(tab, i, s.meta.ID)
+		if bytes.Compare(sys, upper) < 0 {
+			upper = sys
+		}
+		ents, _, err := n.listRange(ctx, r, mvcc.ListOptions{Lower: r.Desc().Start, Upper: upper, Limit: 1})
 		if err != nil {
 			return err
 		}

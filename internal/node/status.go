@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -14,11 +15,11 @@ func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
 	rep := wire.ClusterReport{Cluster: n.id.Cluster, Node: n.id.NodeID}
 	var err error
 	if rep.Epoch, err = n.catalog.MapEpoch(ctx); err != nil {
-		return nil, unavailable("meta service", err)
+		return nil, object.Unreachable("meta service", err)
 	}
 	nodes, err := n.catalog.Nodes(ctx)
 	if err != nil {
-		return nil, unavailable("meta service", err)
+		return nil, object.Unreachable("meta service", err)
 	}
 	index := map[uint64]int{}
 	for i, nd := range nodes {
@@ -30,7 +31,7 @@ func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
 	if ms, ok := n.meta.(membership); ok {
 		members, err := ms.Members(ctx)
 		if err != nil {
-			return nil, unavailable("meta service", err)
+			return nil, object.Unreachable("meta service", err)
 		}
 		for _, m := range members {
 			cm := wire.ClusterMember{Name: m.Name, Voter: !m.Learner}
@@ -42,7 +43,7 @@ func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
 	}
 	spaces, err := n.catalog.ListSpaces(ctx)
 	if err != nil {
-		return nil, unavailable("meta service", err)
+		return nil, object.Unreachable("meta service", err)
 	}
 	names := map[uint32]string{}
 	for _, sp := range spaces {
@@ -50,7 +51,7 @@ func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
 	}
 	ranges, err := n.catalog.ListRanges(ctx)
 	if err != nil {
-		return nil, unavailable("meta service", err)
+		return nil, object.Unreachable("meta service", err)
 	}
 	// The node last found holding each range's lease (routing's hint).
 	hints := map[uint64]uint64{}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/tso"
 )
 
@@ -61,7 +62,7 @@ func (n *Node) oracleOffMetaLeader(ctx context.Context) {
 		if nd.ID == n.id.NodeID || nd.State != meta.NodeUp {
 			continue
 		}
-		if _, err := n.callNode(ctx, nd.ID, chunkService, "Has", nil, 300*time.Millisecond); err != nil {
+		if _, err := n.callNode(ctx, nd.ID, object.ChunkService, "Has", nil, 300*time.Millisecond); err != nil {
 			continue
 		}
 		mctx, cancel := context.WithTimeout(ctx, time.Second)

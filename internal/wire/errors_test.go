@@ -45,3 +45,14 @@ func TestKindCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestRangeCodes: the range client's codes, which cross the peer reply
+// envelope, are this protocol's numbers for the kinds the object service
+// maps them to (so peers of every version read a reply alike).
+func TestRangeCodes(t *testing.T) {
+	for c, k := range object.RangeCodes() {
+		if kindCodes[k] != Code(c) {
+			t.Errorf("range code %d maps to kind %v, whose code is %d", c, k, kindCodes[k])
+		}
+	}
+}

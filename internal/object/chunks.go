@@ -1,28 +1,29 @@
-package node
+package object
 
 import (
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cairn-db/cairn/internal/chunk"
-	"github.com/cairn-db/cairn/internal/clock"
 	"github.com/cairn-db/cairn/internal/meta"
-	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/placement"
 	"github.com/cairn-db/cairn/internal/segment"
 	"github.com/cairn-db/cairn/internal/transport"
 )
 
-// chunkService is the peer gRPC service that stores and serves chunks for
+// ChunkService is the peer gRPC service that stores and serves chunks for
 // other nodes.
-const chunkService = "cairn.Chunk"
+const ChunkService = "cairn.Chunk"
 
 // A chunk is stored on r nodes: the first r of the live nodes ranked by
 // rendezvous hashing of the chunk's hash (one per zone first; see
@@ -33,31 +34,72 @@ const chunkService = "cairn.Chunk"
 // ranked nodes least loaded first, then every other node, and verify the
 // hash of whatever they get.
 
+// ChunkPlane stores chunks on their nodes and reads them back, verified
+// (Chunks), and serves other nodes' chunk calls (HandlePut, HandlePutCopies,
+// HandleGet on ChunkService).
+type ChunkPlane struct {
+	cfg ChunkConfig
+}
+
+// ChunkConfig configures a ChunkPlane. Every field is required unless it
+// says.
+type ChunkConfig struct {
+	// Self is this node's id; Zone its failure domain.
+	Self uint64
+	Zone string
+	// Local is this node's chunk store.
+	Local *segment.Store
+	// Nodes returns the cluster map as last read. Shared: not modified.
+	Nodes func() []meta.NodeInfo
+	// Call calls method of service on node id, bounded by timeout.
+	Call func(ctx context.Context, id uint64, service, method string, req []byte, timeout time.Duration) ([]byte, error)
+	// Inflight counts the calls in flight to node id (reads go to the
+	// least loaded copy).
+	Inflight func(id uint64) *atomic.Int64
+	// MinCopies: see node.Config.MinCopies (0: the default rule).
+	MinCopies int
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Corrupt, if set, counts chunks that failed their checksum.
+	Corrupt prometheus.Counter
+}
+
+// NewChunkPlane returns a chunk plane over cfg.
+func NewChunkPlane(cfg ChunkConfig) *ChunkPlane {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Corrupt == nil {
+		cfg.Corrupt = prometheus.NewCounter(prometheus.CounterOpts{Name: "unregistered"})
+	}
+	return &ChunkPlane{cfg: cfg}
+}
+
 // chunkRanking returns the nodes a new copy of a chunk may go to, best
 // first: the nodes of the cluster map that are up (this node always counts
 // as up).
-func (n *Node) chunkRanking(h chunk.Hash, nodes []meta.NodeInfo) []uint64 {
-	return n.rank(h, nodes, func(nd meta.NodeInfo) bool {
+func (cp *ChunkPlane) chunkRanking(h chunk.Hash, nodes []meta.NodeInfo) []uint64 {
+	return cp.Rank(h, nodes, func(nd meta.NodeInfo) bool {
 		// This node is alive whatever the cached map says, unless it is
 		// leaving.
-		return nd.State == meta.NodeUp || (nd.ID == n.id.NodeID && nd.State != meta.NodeDraining && nd.State != meta.NodeRemoved)
+		return nd.State == meta.NodeUp || (nd.ID == cp.cfg.Self && nd.State != meta.NodeDraining && nd.State != meta.NodeRemoved)
 	})
 }
 
 // rank orders the nodes of the map that pass eligible by rendezvous hashing
 // of h (placement.Rank), best first. This node counts when the map does
 // not list it yet.
-func (n *Node) rank(h chunk.Hash, nodes []meta.NodeInfo, eligible func(meta.NodeInfo) bool) []uint64 {
+func (cp *ChunkPlane) Rank(h chunk.Hash, nodes []meta.NodeInfo, eligible func(meta.NodeInfo) bool) []uint64 {
 	cands := make([]placement.Node, 0, len(nodes)+1)
 	listed := false
 	for _, nd := range nodes {
-		listed = listed || nd.ID == n.id.NodeID
+		listed = listed || nd.ID == cp.cfg.Self
 		if eligible(nd) {
 			cands = append(cands, placement.Node{ID: nd.ID, Zone: nd.Zone})
 		}
 	}
 	if !listed {
-		cands = append(cands, placement.Node{ID: n.id.NodeID, Zone: n.cfg.Zone})
+		cands = append(cands, placement.Node{ID: cp.cfg.Self, Zone: cp.cfg.Zone})
 	}
 	if len(cands) == 1 {
 		return []uint64{cands[0].ID}
@@ -111,14 +153,14 @@ var ErrNoChunkNodes = errors.New("no node can take chunks")
 // else 2 when r >= 2 and the cluster has two nodes or more (not counting
 // removed ones), so that no acknowledged chunk lives on one disk while
 // another could hold it; else 1.
-func (n *Node) minCopies(r int, nodes []meta.NodeInfo) int {
-	if n.cfg.MinCopies > 0 {
-		return min(n.cfg.MinCopies, r)
+func (cp *ChunkPlane) minCopies(r int, nodes []meta.NodeInfo) int {
+	if cp.cfg.MinCopies > 0 {
+		return min(cp.cfg.MinCopies, r)
 	}
 	members := 0
 	listed := false
 	for _, nd := range nodes {
-		listed = listed || nd.ID == n.id.NodeID
+		listed = listed || nd.ID == cp.cfg.Self
 		if nd.State != meta.NodeRemoved {
 			members++
 		}
@@ -145,33 +187,33 @@ func noChunkNodes(want, have int, nodes []meta.NodeInfo) error {
 	if want == 1 {
 		copies = "copy"
 	}
-	return object.Errorf(object.Unavailable, "%v: a write needs %d durable %s of each chunk and %d node(s) can hold one (%s); nothing was written. Undrain a node (cairn node undrain ID), bring one back up or add one",
+	return Errorf(Unavailable, "%v: a write needs %d durable %s of each chunk and %d node(s) can hold one (%s); nothing was written. Undrain a node (cairn node undrain ID), bring one back up or add one",
 		ErrNoChunkNodes, want, copies, have, strings.Join(states, ", "))
 }
 
-// putChunk starts storing data on r nodes and returns its hash. It hashes
+// PutChunk starts storing data on r nodes and returns its hash. It hashes
 // data once: the local copy is stored with that hash without hashing
 // again (a remote node checks what it receives). data is not retained
-// after putChunk returns. The copies are min(r, the nodes that can take
+// after PutChunk returns. The copies are min(r, the nodes that can take
 // one), and at least minCopies: with fewer nodes the put fails (in Wait)
 // with ErrNoChunkNodes and stores nothing.
-func (n *Node) putChunk(ctx context.Context, data []byte, r int) (chunk.Hash, *chunkPut) {
+func (cp *ChunkPlane) PutChunk(ctx context.Context, data []byte, r int) (chunk.Hash, ChunkPut) {
 	h := chunk.Sum(data)
 	if r <= 0 {
 		r = meta.DefaultReplicas
 	}
 	p := &chunkPut{}
 	wanted := min(r, 255) // recorded with every copy, for the repairer
-	nodes := n.peers.view()
-	ranked := n.chunkRanking(h, nodes)
-	if least := n.minCopies(r, nodes); len(ranked) < least {
+	nodes := cp.cfg.Nodes()
+	ranked := cp.chunkRanking(h, nodes)
+	if least := cp.minCopies(r, nodes); len(ranked) < least {
 		p.err = noChunkNodes(least, len(ranked), nodes)
 		return h, p
 	}
 	r = min(r, len(ranked))
-	if r == 1 && ranked[0] == n.id.NodeID {
-		p.local = n.chunks.PutAsyncHashed(h, data)
-		n.raiseCopies(h, wanted)
+	if r == 1 && ranked[0] == cp.cfg.Self {
+		p.local = cp.cfg.Local.PutAsyncHashed(h, data)
+		cp.raiseCopies(h, wanted)
 		return h, p
 	}
 	// Remote copies share one request frame (PutCopies): the copies
@@ -181,13 +223,13 @@ func (n *Node) putChunk(ctx context.Context, data []byte, r int) (chunk.Hash, *c
 	spares := &spareNodes{ids: ranked[r:]}
 	p.errs = make(chan error, r)
 	for _, id := range ranked[:r] {
-		if id == n.id.NodeID {
-			p.local = n.chunks.PutAsyncHashed(h, data)
-			n.raiseCopies(h, wanted)
+		if id == cp.cfg.Self {
+			p.local = cp.cfg.Local.PutAsyncHashed(h, data)
+			cp.raiseCopies(h, wanted)
 			continue
 		}
 		p.remote++
-		go func() { p.errs <- n.sendChunk(ctx, id, frame, spares) }()
+		go func() { p.errs <- cp.sendChunk(ctx, id, frame, spares) }()
 	}
 	return h, p
 }
@@ -212,14 +254,14 @@ func (s *spareNodes) next() (uint64, bool) {
 
 // sendChunk stores one copy of a chunk on node id, or on the next spare
 // node when id fails.
-func (n *Node) sendChunk(ctx context.Context, id uint64, frame []byte, spares *spareNodes) error {
+func (cp *ChunkPlane) sendChunk(ctx context.Context, id uint64, frame []byte, spares *spareNodes) error {
 	var errs []error
 	for {
 		var err error
-		if id == n.id.NodeID {
-			_, err = n.handleChunkPutCopies(ctx, frame)
+		if id == cp.cfg.Self {
+			_, err = cp.HandlePutCopies(ctx, frame)
 		} else {
-			err = n.putCopy(ctx, id, frame)
+			err = cp.PutCopy(ctx, id, frame)
 		}
 		if err == nil {
 			return nil
@@ -230,7 +272,7 @@ func (n *Node) sendChunk(ctx context.Context, id uint64, frame []byte, spares *s
 		errs = append(errs, fmt.Errorf("node %d: %w", id, err))
 		next, ok := spares.next()
 		if !ok {
-			return object.Errorf(object.Unavailable, "too few nodes could store a copy of chunk %x: %v", frame[:8], errors.Join(errs...))
+			return Errorf(Unavailable, "too few nodes could store a copy of chunk %x: %v", frame[:8], errors.Join(errs...))
 		}
 		id = next
 	}
@@ -238,20 +280,20 @@ func (n *Node) sendChunk(ctx context.Context, id uint64, frame []byte, spares *s
 
 // raiseCopies records the copies the cluster wants of chunk h. The record
 // guides the repairer only, so a failure to write it fails no write.
-func (n *Node) raiseCopies(h chunk.Hash, r int) {
-	if err := n.chunks.RaiseCopies(h, r); err != nil {
-		n.log.Warn("could not record the copies wanted of a chunk; the repairer will use its default", "chunk", h, "err", err)
+func (cp *ChunkPlane) raiseCopies(h chunk.Hash, r int) {
+	if err := cp.cfg.Local.RaiseCopies(h, r); err != nil {
+		cp.cfg.Logger.Warn("could not record the copies wanted of a chunk; the repairer will use its default", "chunk", h, "err", err)
 	}
 }
 
-// putCopy stores a copy of a chunk on node id: frame is a PutCopies
+// PutCopy stores a copy of a chunk on node id: frame is a PutCopies
 // request (the copies wanted, the hash, the data). A node of an earlier
 // version, which has no PutCopies, takes the chunk through Put, without
 // the count.
-func (n *Node) putCopy(ctx context.Context, id uint64, frame []byte) error {
-	_, err := n.callNode(ctx, id, chunkService, "PutCopies", frame, chunkTimeout(len(frame)))
+func (cp *ChunkPlane) PutCopy(ctx context.Context, id uint64, frame []byte) error {
+	_, err := cp.cfg.Call(ctx, id, ChunkService, "PutCopies", frame, chunkTimeout(len(frame)))
 	if errors.Is(err, transport.ErrUnknownMethod) {
-		_, err = n.callNode(ctx, id, chunkService, "Put", frame[1:], chunkTimeout(len(frame)))
+		_, err = cp.cfg.Call(ctx, id, ChunkService, "Put", frame[1:], chunkTimeout(len(frame)))
 	}
 	return err
 }
@@ -261,152 +303,109 @@ func chunkTimeout(size int) time.Duration {
 	return 5*time.Second + time.Duration(size)*time.Second/(8<<20)
 }
 
-// callNode makes a unary call to node id that fails at once if the node
-// cannot be reached, with at most timeout.
-func (n *Node) callNode(ctx context.Context, id uint64, service, method string, req []byte, timeout time.Duration) ([]byte, error) {
-	addr, ok := n.peers.resolve(id)
-	if !ok {
-		return nil, fmt.Errorf("node %d is not in the cluster map: %w", id, transport.ErrNotSent)
-	}
-	if n.cfg.Link != nil && !n.cfg.Link(n.id.NodeID, id) {
-		// An injected network fault: wait as a dial to a cut-off host
-		// would, then fail.
-		if err := clock.Sleep(ctx, min(timeout, cutDialWait)); err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("node %d is unreachable: %w", id, transport.ErrNotSent)
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	inflight := n.peers.load(id)
-	inflight.Add(1)
-	defer inflight.Add(-1)
-	b, err := n.peers.caller.Try(ctx, addr, service, method, req)
-	if err != nil && !errors.Is(err, transport.ErrNotFound) && !errors.Is(err, transport.ErrCorrupt) {
-		n.peers.forget()
-	}
-	return b, err
-}
-
-// getChunk returns the chunk with hash h, verified: from the local store if
+// GetChunk returns the chunk with hash h, verified: from the local store if
 // it holds a good copy, else from another node (see the comment at the top
 // of this file). r is the replication factor of the object's space, a hint
 // for which nodes are most likely to hold it.
-func (n *Node) getChunk(ctx context.Context, h chunk.Hash, dst []byte, r int) ([]byte, error) {
-	b, err := n.chunks.Get(ctx, h, dst)
+func (cp *ChunkPlane) GetChunk(ctx context.Context, h chunk.Hash, dst []byte, r int) ([]byte, error) {
+	b, err := cp.cfg.Local.Get(ctx, h, dst)
 	if err == nil {
 		return b, nil
 	}
 	corrupt := errors.Is(err, segment.ErrCorrupt)
 	if corrupt {
-		n.metrics.corrupt.Inc()
-		n.log.Error("chunk failed its checksum; reading another copy", "chunk", h, "err", err)
+		cp.cfg.Corrupt.Inc()
+		cp.cfg.Logger.Error("chunk failed its checksum; reading another copy", "chunk", h, "err", err)
 	} else if !errors.Is(err, segment.ErrNotFound) {
 		return nil, err
 	}
-	for _, id := range n.chunkSources(h, r) {
-		b, rerr := n.callNode(ctx, id, chunkService, "Get", h[:], chunkTimeout(chunk.MaxChunkSize))
+	for _, id := range cp.chunkSources(h, r) {
+		b, rerr := cp.cfg.Call(ctx, id, ChunkService, "Get", h[:], chunkTimeout(chunk.MaxChunkSize))
 		switch {
 		case rerr == nil && chunk.Sum(b) == h:
 			return b, nil
 		case rerr == nil:
-			n.metrics.corrupt.Inc()
-			n.log.Error("chunk from another node does not match its hash", "chunk", h, "node", id)
+			cp.cfg.Corrupt.Inc()
+			cp.cfg.Logger.Error("chunk from another node does not match its hash", "chunk", h, "node", id)
 		case errors.Is(rerr, transport.ErrCorrupt):
-			n.metrics.corrupt.Inc()
+			cp.cfg.Corrupt.Inc()
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 	}
 	if corrupt {
-		return nil, object.Errorf(object.Corrupt, "chunk %s failed its checksum and no other node has a good copy", h)
+		return nil, Errorf(Corrupt, "chunk %s failed its checksum and no other node has a good copy", h)
 	}
-	return nil, object.Errorf(object.Corrupt, "chunk %s is missing on every node that could hold it", h)
+	return nil, Errorf(Corrupt, "chunk %s is missing on every node that could hold it", h)
 }
 
 // chunkSources lists the other nodes to ask for chunk h, in order: its
 // first r ranked nodes, least loaded first, then the rest of the ranking,
 // then nodes that are not up but not known down (they may still answer).
-func (n *Node) chunkSources(h chunk.Hash, r int) []uint64 {
+func (cp *ChunkPlane) chunkSources(h chunk.Hash, r int) []uint64 {
 	if r <= 0 {
 		r = meta.DefaultReplicas
 	}
-	nodes := n.peers.view()
-	ranked := n.chunkRanking(h, nodes)
-	ranked = slices.DeleteFunc(slices.Clone(ranked), func(id uint64) bool { return id == n.id.NodeID })
+	nodes := cp.cfg.Nodes()
+	ranked := cp.chunkRanking(h, nodes)
+	ranked = slices.DeleteFunc(slices.Clone(ranked), func(id uint64) bool { return id == cp.cfg.Self })
 	head := ranked[:min(r, len(ranked))]
 	slices.SortStableFunc(head, func(a, b uint64) int {
-		return int(n.peers.load(a).Load() - n.peers.load(b).Load())
+		return int(cp.cfg.Inflight(a).Load() - cp.cfg.Inflight(b).Load())
 	})
 	for _, nd := range nodes {
-		if nd.State != meta.NodeUp && nd.State != meta.NodeDown && nd.State != meta.NodeRemoved && nd.ID != n.id.NodeID {
+		if nd.State != meta.NodeUp && nd.State != meta.NodeDown && nd.State != meta.NodeRemoved && nd.ID != cp.cfg.Self {
 			ranked = append(ranked, nd.ID)
 		}
 	}
 	return ranked
 }
 
-// handleChunkPut stores a chunk for another node: the request is the hash
+// HandlePut stores a chunk for another node: the request is the hash
 // followed by the data; the answer comes once the chunk is durable.
-func (n *Node) handleChunkPut(ctx context.Context, req []byte) ([]byte, error) {
+func (cp *ChunkPlane) HandlePut(ctx context.Context, req []byte) ([]byte, error) {
 	if len(req) < chunk.HashSize {
 		return nil, fmt.Errorf("chunk put: %d-byte request is shorter than a hash", len(req))
 	}
 	var h chunk.Hash
 	copy(h[:], req)
-	if err := n.chunks.Put(ctx, h, req[chunk.HashSize:]); err != nil {
+	if err := cp.cfg.Local.Put(ctx, h, req[chunk.HashSize:]); err != nil {
 		return nil, fmt.Errorf("chunk put %s: %w", h, err)
 	}
 	return nil, nil
 }
 
-// handleChunkPutCopies stores a chunk for another node and records the
+// HandlePutCopies stores a chunk for another node and records the
 // copies the cluster wants of it: the request is that count (a byte), the
 // hash, then the data; the answer comes once the chunk is durable.
-func (n *Node) handleChunkPutCopies(ctx context.Context, req []byte) ([]byte, error) {
+func (cp *ChunkPlane) HandlePutCopies(ctx context.Context, req []byte) ([]byte, error) {
 	if len(req) < 1+chunk.HashSize || req[0] == 0 {
 		return nil, fmt.Errorf("chunk put: a %d-byte request is not a count, a hash and data", len(req))
 	}
-	if _, err := n.handleChunkPut(ctx, req[1:]); err != nil {
+	if _, err := cp.HandlePut(ctx, req[1:]); err != nil {
 		return nil, err
 	}
 	var h chunk.Hash
 	copy(h[:], req[1:])
-	return nil, n.chunks.RaiseCopies(h, int(req[0]))
+	return nil, cp.cfg.Local.RaiseCopies(h, int(req[0]))
 }
 
-// handleChunkGet serves a chunk to another node: the request is its hash.
-func (n *Node) handleChunkGet(ctx context.Context, req []byte) ([]byte, error) {
+// HandleGet serves a chunk to another node: the request is its hash.
+func (cp *ChunkPlane) HandleGet(ctx context.Context, req []byte) ([]byte, error) {
 	if len(req) != chunk.HashSize {
 		return nil, fmt.Errorf("chunk get: a %d-byte request is not a hash", len(req))
 	}
 	var h chunk.Hash
 	copy(h[:], req)
-	b, err := n.chunks.Get(ctx, h, nil)
+	b, err := cp.cfg.Local.Get(ctx, h, nil)
 	switch {
 	case errors.Is(err, segment.ErrNotFound):
 		return nil, fmt.Errorf("chunk %s: %w", h, transport.ErrNotFound)
 	case errors.Is(err, segment.ErrCorrupt):
-		n.metrics.corrupt.Inc()
-		n.log.Error("chunk failed its checksum", "chunk", h, "err", err)
+		cp.cfg.Corrupt.Inc()
+		cp.cfg.Logger.Error("chunk failed its checksum", "chunk", h, "err", err)
 		return nil, fmt.Errorf("chunk %s: %w", h, transport.ErrCorrupt)
 	}
 	return b, err
-}
-
-// load is the number of calls in flight to node id, for choosing the least
-// loaded copy.
-func (p *peers) load(id uint64) *atomic.Int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c := p.inflight[id]
-	if c == nil {
-		if p.inflight == nil {
-			p.inflight = map[uint64]*atomic.Int64{}
-		}
-		c = new(atomic.Int64)
-		p.inflight[id] = c
-	}
-	return c
 }

@@ -1,4 +1,4 @@
-package node
+package object
 
 import (
 	"context"
@@ -7,63 +7,62 @@ import (
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/mvcc"
-	"github.com/cairn-db/cairn/internal/object"
 )
 
-// Compose implements wire.ComposeService: the new version's manifest is
+// Compose implements Composer: the new version's manifest is
 // the sources' chunks, so no data is copied, except where a source range
 // starts or ends inside a chunk (that chunk's part is stored as a new
 // chunk) and for inline sources (their bytes become a chunk). The
 // version's BLAKE3 hash (and its MD5 ETag, when etag is not given) are of
 // the whole content, so unless the version is a whole copy of one source
 // the content is read once, through verified chunk reads.
-func (n *Node) Compose(ctx context.Context, req *object.PutRequest, etag string, sources []object.ComposeSource) (object.Info, error) {
-	s, obj, release, err := n.target(ctx, req.Space, req.Key)
+func (st *Store) Compose(ctx context.Context, req *PutRequest, etag string, sources []ComposeSource) (Info, error) {
+	s, obj, release, err := st.target(ctx, req.Space, req.Key)
 	if err != nil {
-		return object.Info{}, err
+		return Info{}, err
 	}
 	defer release()
 	if err := validMeta(req.Meta, req.Tags, req.Headers); err != nil {
-		return object.Info{}, err
+		return Info{}, err
 	}
 	var m chunk.Manifest
-	var whole *object.Info // the one source, copied whole
+	var whole *Info // the one source, copied whole
 	for i, src := range sources {
-		sm, info, full, err := n.sourceChunks(ctx, src, s.replicas())
+		sm, info, full, err := st.sourceChunks(ctx, src, s.Replicas())
 		if err != nil {
-			return object.Info{}, err
+			return Info{}, err
 		}
 		if len(sources) == 1 && full {
 			whole = &info
 		}
 		m.Chunks = append(m.Chunks, sm.Chunks...)
-		if m.Size() > n.cfg.MaxObjectSize {
-			return object.Info{}, object.Errorf(object.TooLarge, "the sources up to %d are over the %d byte object limit", i, n.cfg.MaxObjectSize)
+		if m.Size() > st.cfg.MaxObjectSize {
+			return Info{}, Errorf(TooLarge, "the sources up to %d are over the %d byte object limit", i, st.cfg.MaxObjectSize)
 		}
 	}
-	r, err := n.composeRecord(ctx, m, whole, s.replicas())
+	r, err := st.composeRecord(ctx, m, whole, s.Replicas())
 	if err != nil {
-		return object.Info{}, err
+		return Info{}, err
 	}
 	if etag != "" {
 		r.ETag = etag
 	}
 	r.ContentType, r.Meta, r.Tags, r.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
-	return n.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: r, IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch})
+	return st.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: r, IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch})
 }
 
 // sourceChunks reads one source version and returns the chunks of its
 // range (storing new chunks for a range's partial first and last chunks),
 // its info, and whether the range is the whole body.
-func (n *Node) sourceChunks(ctx context.Context, src object.ComposeSource, replicas int) (chunk.Manifest, object.Info, bool, error) {
-	ss, sobj, release, err := n.target(ctx, src.Space, src.Key)
+func (st *Store) sourceChunks(ctx context.Context, src ComposeSource, replicas int) (chunk.Manifest, Info, bool, error) {
+	ss, sobj, release, err := st.target(ctx, src.Space, src.Key)
 	if err != nil {
-		return chunk.Manifest{}, object.Info{}, false, err
+		return chunk.Manifest{}, Info{}, false, err
 	}
 	defer release()
-	rec, err := n.readRecord(ctx, ss, sobj, src.Version, 0)
+	rec, err := st.readRecord(ctx, ss, sobj, src.Version, 0)
 	if err != nil {
-		return chunk.Manifest{}, object.Info{}, false, err
+		return chunk.Manifest{}, Info{}, false, err
 	}
 	info := objectInfo(src.Space, src.Key, rec)
 	off, length := src.Offset, src.Length
@@ -71,13 +70,13 @@ func (n *Node) sourceChunks(ctx context.Context, src object.ComposeSource, repli
 		length = rec.Size - off
 	}
 	if off < 0 || length < 0 || off > rec.Size || length > rec.Size-off {
-		return chunk.Manifest{}, info, false, object.Errorf(object.InvalidRange, "range %d+%d is outside %q, %d bytes", off, length, src.Key, rec.Size)
+		return chunk.Manifest{}, info, false, Errorf(InvalidRange, "range %d+%d is outside %q, %d bytes", off, length, src.Key, rec.Size)
 	}
 	full := off == 0 && length == rec.Size
 	if length == 0 {
 		return chunk.Manifest{}, info, full, nil
 	}
-	pm, err := n.manifestOf(ctx, rec, ss.replicas())
+	pm, err := st.manifestOf(ctx, rec, ss.Replicas())
 	if err != nil {
 		return chunk.Manifest{}, info, full, err
 	}
@@ -87,11 +86,11 @@ func (n *Node) sourceChunks(ctx context.Context, src object.ComposeSource, repli
 			out.Chunks = append(out.Chunks, p.Ref)
 			continue
 		}
-		b, err := n.getChunk(ctx, p.Hash, nil, ss.replicas())
+		b, err := st.cfg.Chunks.GetChunk(ctx, p.Hash, nil, ss.Replicas())
 		if err != nil {
 			return chunk.Manifest{}, info, full, err
 		}
-		ref, err := n.storeChunk(ctx, replicas)(b[p.Off : p.Off+p.Len])
+		ref, err := st.storeChunk(ctx, replicas)(b[p.Off : p.Off+p.Len])
 		if err != nil {
 			return chunk.Manifest{}, info, full, err
 		}
@@ -103,9 +102,9 @@ func (n *Node) sourceChunks(ctx context.Context, src object.ComposeSource, repli
 // composeRecord is the record of a composed body: a whole copy of one
 // source keeps its hash and ETag (if that is the MD5 of the content, not
 // a multipart upload's); anything else is summarized.
-func (n *Node) composeRecord(ctx context.Context, m chunk.Manifest, whole *object.Info, replicas int) (*mvcc.Record, error) {
-	if whole != nil && m.Size() > int64(n.cfg.InlineThreshold) && !strings.Contains(whole.ETag, "-") {
+func (st *Store) composeRecord(ctx context.Context, m chunk.Manifest, whole *Info, replicas int) (*mvcc.Record, error) {
+	if whole != nil && m.Size() > int64(st.cfg.InlineThreshold) && !strings.Contains(whole.ETag, "-") {
 		return &mvcc.Record{Size: m.Size(), Hash: whole.Hash, ETag: whole.ETag, Manifest: m.Marshal()}, nil
 	}
-	return n.summarize(ctx, m, replicas)
+	return st.summarize(ctx, m, replicas)
 }

@@ -1,4 +1,4 @@
-package node
+package object
 
 import (
 	"bytes"
@@ -11,15 +11,15 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cairn-db/cairn/internal/bufpool"
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/mvcc"
-	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/rangeclient"
 	"github.com/cairn-db/cairn/internal/tstamp"
-	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // Limits on object metadata, as S3 has them.
@@ -35,17 +35,92 @@ const (
 	maxPlanRetries = 16
 )
 
+// Store is the object service: objects of open spaces (Spaces) whose
+// version records live in the ranges (reached through the range client)
+// and whose bodies live inline in the records or in chunks (Chunks).
+type Store struct {
+	cfg StoreConfig
+}
+
+// StoreConfig configures a Store. Every field is required unless it says.
+type StoreConfig struct {
+	// Spaces opens the spaces objects are in.
+	Spaces Spaces
+	// Ranges routes the records' commands and reads to leaseholders.
+	Ranges *rangeclient.Client
+	// Timestamps stamps new versions.
+	Timestamps interface {
+		Next(ctx context.Context) (uint64, error)
+	}
+	// Chunks stores and fetches bodies' chunks on the cluster's nodes.
+	Chunks Chunks
+	// InlineThreshold: bodies up to this many bytes live in the record.
+	InlineThreshold int
+	// MaxObjectSize bounds one object; MaxRangeWrite one byte-range
+	// write or append (held in memory while its chunks are re-cut).
+	MaxObjectSize, MaxRangeWrite int64
+	// Chunking cuts bodies into content-defined chunks.
+	Chunking chunk.Options
+	// ChunkBytes, if set, counts the bytes of bodies stored as chunks.
+	ChunkBytes prometheus.Counter
+}
+
+// Spaces opens spaces for the object service.
+type Spaces interface {
+	// Acquire returns the open space name, held until release is called
+	// (a space being deleted waits for its holders), or a SpaceNotFound
+	// error.
+	Acquire(ctx context.Context, name string) (s OpenSpace, release func(), err error)
+}
+
+// OpenSpace is a space as the object service uses it.
+type OpenSpace interface {
+	// ID is the space's id (the first part of its object keys).
+	ID() uint32
+	// Replicas is how many nodes keep each of its chunks.
+	Replicas() int
+	// Retention is the space's history policy now.
+	Retention() mvcc.Retention
+	// Table is the space's range table.
+	Table() *rangeclient.Table
+}
+
+// Chunks stores and fetches chunks on the nodes of the cluster.
+type Chunks interface {
+	// PutChunk starts storing data on the nodes that should hold it (r
+	// copies) and returns its hash; data is not retained after it
+	// returns. The put's Wait returns once every copy is durable.
+	PutChunk(ctx context.Context, data []byte, r int) (chunk.Hash, ChunkPut)
+	// GetChunk returns the chunk with hash h, verified, read into dst if
+	// it fits; r is the space's replication factor, a hint of where
+	// copies are.
+	GetChunk(ctx context.Context, h chunk.Hash, dst []byte, r int) ([]byte, error)
+}
+
+// ChunkPut is a chunk being stored.
+type ChunkPut interface {
+	Wait(ctx context.Context) error
+}
+
+// NewStore returns the object service over cfg.
+func NewStore(cfg StoreConfig) *Store {
+	if cfg.ChunkBytes == nil {
+		cfg.ChunkBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "unregistered"})
+	}
+	return &Store{cfg: cfg}
+}
+
 // validKey checks a key: UTF-8, or a system key when ctx allows them.
 func validKey(ctx context.Context, key string) error {
 	switch {
-	case strings.HasPrefix(key, object.SystemKeyPrefix) && object.SystemKeys(ctx) && len(key) <= keys.MaxKeyLen:
+	case strings.HasPrefix(key, SystemKeyPrefix) && SystemKeys(ctx) && len(key) <= keys.MaxKeyLen:
 		return nil
 	case key == "":
-		return object.Errorf(object.InvalidArgument, "object key is empty")
+		return Errorf(InvalidArgument, "object key is empty")
 	case len(key) > keys.MaxKeyLen:
-		return object.Errorf(object.KeyTooLong, "object key is %d bytes; the limit is %d", len(key), keys.MaxKeyLen)
+		return Errorf(KeyTooLong, "object key is %d bytes; the limit is %d", len(key), keys.MaxKeyLen)
 	case !utf8.ValidString(key):
-		return object.Errorf(object.InvalidArgument, "object key is not valid UTF-8")
+		return Errorf(InvalidArgument, "object key is not valid UTF-8")
 	}
 	return nil
 }
@@ -57,20 +132,20 @@ func validMeta(m, tags, headers map[string]string) error {
 	for _, mm := range []map[string]string{m, headers} {
 		for k, v := range mm {
 			if k == "" {
-				return object.Errorf(object.InvalidArgument, "metadata or header name is empty")
+				return Errorf(InvalidArgument, "metadata or header name is empty")
 			}
 			size += len(k) + len(v)
 		}
 	}
 	if size > maxMetaBytes {
-		return object.Errorf(object.TooLarge, "user metadata and content headers are %d bytes; the limit is %d", size, maxMetaBytes)
+		return Errorf(TooLarge, "user metadata and content headers are %d bytes; the limit is %d", size, maxMetaBytes)
 	}
 	if len(tags) > maxTags {
-		return object.Errorf(object.TooLarge, "%d tags; the limit is %d", len(tags), maxTags)
+		return Errorf(TooLarge, "%d tags; the limit is %d", len(tags), maxTags)
 	}
 	for k, v := range tags {
 		if k == "" || len(k) > maxTagKey || len(v) > maxTagValue {
-			return object.Errorf(object.InvalidArgument, "tag %q: keys are 1-%d bytes and values up to %d", k, maxTagKey, maxTagValue)
+			return Errorf(InvalidArgument, "tag %q: keys are 1-%d bytes and values up to %d", k, maxTagKey, maxTagValue)
 		}
 	}
 	return nil
@@ -78,82 +153,84 @@ func validMeta(m, tags, headers map[string]string) error {
 
 // target resolves space and key to the object key. The
 // space is held (see acquire) until release is called.
-func (n *Node) target(ctx context.Context, spaceName, key string) (s *space, obj []byte, release func(), err error) {
+func (st *Store) target(ctx context.Context, spaceName, key string) (s OpenSpace, obj []byte, release func(), err error) {
 	if err := validKey(ctx, key); err != nil {
 		return nil, nil, nil, err
 	}
-	s, release, err = n.acquire(ctx, spaceName)
+	s, release, err = st.cfg.Spaces.Acquire(ctx, spaceName)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	obj = keys.Object(s.meta.ID, nil, []byte(key))
+	obj = keys.Object(s.ID(), nil, []byte(key))
 	return s, obj, release, nil
 }
 
-// Put implements wire.Service.
-func (n *Node) Put(ctx context.Context, req *object.PutRequest, body io.Reader) (object.Info, error) {
-	s, obj, release, err := n.target(ctx, req.Space, req.Key)
+// Put implements Service.
+func (st *Store) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, error) {
+	s, obj, release, err := st.target(ctx, req.Space, req.Key)
 	if err != nil {
-		return object.Info{}, err
+		return Info{}, err
 	}
 	defer release()
 	if err := validMeta(req.Meta, req.Tags, req.Headers); err != nil {
-		return object.Info{}, err
+		return Info{}, err
 	}
-	if req.Size > n.cfg.MaxObjectSize {
-		return object.Info{}, object.Errorf(object.TooLarge, "object of %d bytes is over the %d byte limit", req.Size, n.cfg.MaxObjectSize)
+	if req.Size > st.cfg.MaxObjectSize {
+		return Info{}, Errorf(TooLarge, "object of %d bytes is over the %d byte limit", req.Size, st.cfg.MaxObjectSize)
 	}
 	switch req.Mode {
-	case object.PutReplace:
-		rec, err := n.writeBody(ctx, body, req.Size, s.replicas())
+	case PutReplace:
+		rec, err := st.writeBody(ctx, body, req.Size, s.Replicas())
 		if err != nil {
-			return object.Info{}, err
+			return Info{}, err
 		}
 		rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
-		return n.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: rec, IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch})
-	case object.PutWriteAt, object.PutAppend:
-		return n.rangeWrite(ctx, s, obj, req, body)
+		return st.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: rec, IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch})
+	case PutWriteAt, PutAppend:
+		return st.rangeWrite(ctx, s, obj, req, body)
 	}
-	return object.Info{}, object.Errorf(object.InvalidArgument, "unknown put mode %d", req.Mode)
+	return Info{}, Errorf(InvalidArgument, "unknown put mode %d", req.Mode)
 }
 
 // commit stamps the version with a fresh timestamp and proposes it. If a
 // concurrent write with a later timestamp was applied first, the version
 // would land below the latest one; the apply step refuses that, and commit
 // retries with a new timestamp (the body is already stored).
-func (n *Node) commit(ctx context.Context, s *space, obj []byte, spaceName, key string, c *kv.PutCmd) (object.Info, error) {
+func (st *Store) commit(ctx context.Context, s OpenSpace, obj []byte, spaceName, key string, c *kv.PutCmd) (Info, error) {
 	for attempt := 0; ; attempt++ {
-		ts, err := n.tso.Next(ctx)
+		ts, err := st.cfg.Timestamps.Next(ctx)
 		if err != nil {
-			return object.Info{}, unavailable("timestamp oracle", err)
+			return Info{}, Unreachable("timestamp oracle", err)
 		}
-		c.Obj, c.Rec.Version, c.Rec.StartTS, c.Retention = obj, ts, ts, *s.retention.Load()
-		res, err := n.propose(ctx, s, obj, c.Encode())
+		c.Obj, c.Rec.Version, c.Rec.StartTS, c.Retention = obj, ts, ts, s.Retention()
+		res, err := st.propose(ctx, s, obj, c.Encode())
 		if errors.Is(err, rangeclient.ErrConflict) {
 			if attempt < maxPlanRetries {
 				continue
 			}
-			return object.Info{}, object.Errorf(object.Unavailable, "concurrent writes to %q kept winning; retry", key)
+			return Info{}, Errorf(Unavailable, "concurrent writes to %q kept winning; retry", key)
 		}
 		if err != nil {
-			return object.Info{}, err
+			return Info{}, err
 		}
 		return objectInfo(spaceName, key, res.Rec), nil
 	}
 }
 
-func unavailable(what string, err error) error {
+// Unreachable classes err, a failure to reach what a request needs
+// (what), as Unavailable; the caller's own cancellation stays itself.
+func Unreachable(what string, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return object.Errorf(object.Unavailable, "%s: %v", what, err)
+	return Errorf(Unavailable, "%s: %v", what, err)
 }
 
 // writeBody stores a body: inline if it fits the threshold, otherwise as
 // content-defined chunks in the segment store. The returned record has Size,
 // Hash, ETag and Inline or Manifest set. size < 0 means "until EOF"; a body
 // that ends before size bytes is CodeTruncated.
-func (n *Node) writeBody(ctx context.Context, body io.Reader, size int64, replicas int) (*mvcc.Record, error) {
+func (st *Store) writeBody(ctx context.Context, body io.Reader, size int64, replicas int) (*mvcc.Record, error) {
 	if body == nil {
 		body = bytes.NewReader(nil)
 	}
@@ -161,12 +238,12 @@ func (n *Node) writeBody(ctx context.Context, body io.Reader, size int64, replic
 	if size >= 0 {
 		src = &exactReader{r: body, left: size}
 	} else {
-		src = io.LimitReader(body, n.cfg.MaxObjectSize+1)
+		src = io.LimitReader(body, st.cfg.MaxObjectSize+1)
 	}
 	// Read up to the threshold + 1: if the body ends within it, it is inline.
 	// A body of known small size allocates only its own length.
-	headLen := n.cfg.InlineThreshold + 1
-	if size >= 0 && size <= int64(n.cfg.InlineThreshold) {
+	headLen := st.cfg.InlineThreshold + 1
+	if size >= 0 && size <= int64(st.cfg.InlineThreshold) {
 		headLen = int(size)
 	}
 	head := make([]byte, headLen)
@@ -175,31 +252,31 @@ func (n *Node) writeBody(ctx context.Context, body io.Reader, size int64, replic
 		return nil, bodyErr(err)
 	}
 	head = head[:hn]
-	if hn <= n.cfg.InlineThreshold {
+	if hn <= st.cfg.InlineThreshold {
 		if size >= 0 && int64(hn) != size {
-			return nil, object.Errorf(object.Truncated, "body ended after %d of %d bytes", hn, size)
+			return nil, Errorf(Truncated, "body ended after %d of %d bytes", hn, size)
 		}
 		sum := md5.Sum(head)
 		return &mvcc.Record{
 			Size: int64(hn), Hash: chunk.Sum(head), ETag: hex.EncodeToString(sum[:]), Inline: head,
 		}, nil
 	}
-	return n.writeChunks(ctx, io.MultiReader(bytes.NewReader(head), src), size, replicas)
+	return st.writeChunks(ctx, io.MultiReader(bytes.NewReader(head), src), size, replicas)
 }
 
 // writeChunks cuts r into content-defined chunks and stores them; at most a
 // few chunks are in flight, so memory stays bounded whatever the size.
-func (n *Node) writeChunks(ctx context.Context, r io.Reader, size int64, replicas int) (*mvcc.Record, error) {
+func (st *Store) writeChunks(ctx context.Context, r io.Reader, size int64, replicas int) (*mvcc.Record, error) {
 	const inflight = 4
 	md := md5.New()
 	bh := chunk.NewHasher()
-	ch := chunk.NewChunker(io.TeeReader(r, bh), n.cfg.Chunking)
+	ch := chunk.NewChunker(io.TeeReader(r, bh), st.cfg.Chunking)
 	// Every chunk is copied (segment record, ETag hasher, peer frame)
 	// before the next is cut, so the buffer is free on return.
 	defer ch.Close()
 	var (
 		m       chunk.Manifest
-		pending []*chunkPut
+		pending []ChunkPut
 		total   int64
 	)
 	wait := func(keep int) error {
@@ -223,10 +300,10 @@ func (n *Node) writeChunks(ctx context.Context, r io.Reader, size int64, replica
 		// The ETag's MD5 takes whole chunks (the stream's bytes, in order)
 		// rather than the reads the tee sees.
 		md.Write(c)
-		if total > n.cfg.MaxObjectSize {
-			return nil, object.Errorf(object.TooLarge, "object is over the %d byte limit", n.cfg.MaxObjectSize)
+		if total > st.cfg.MaxObjectSize {
+			return nil, Errorf(TooLarge, "object is over the %d byte limit", st.cfg.MaxObjectSize)
 		}
-		h, p := n.putChunk(ctx, c, replicas)
+		h, p := st.cfg.Chunks.PutChunk(ctx, c, replicas)
 		m.Chunks = append(m.Chunks, chunk.Ref{Hash: h, Size: uint32(len(c))})
 		pending = append(pending, p)
 		if err := wait(inflight); err != nil {
@@ -237,9 +314,9 @@ func (n *Node) writeChunks(ctx context.Context, r io.Reader, size int64, replica
 		return nil, err
 	}
 	if size >= 0 && total != size {
-		return nil, object.Errorf(object.Truncated, "body ended after %d of %d bytes", total, size)
+		return nil, Errorf(Truncated, "body ended after %d of %d bytes", total, size)
 	}
-	n.metrics.chunkBytes.Add(float64(total))
+	st.cfg.ChunkBytes.Add(float64(total))
 	return &mvcc.Record{
 		Size: total, Hash: bh.Sum(), ETag: hex.EncodeToString(md.Sum(nil)), Manifest: m.Marshal(),
 	}, nil
@@ -271,73 +348,73 @@ func (e *exactReader) Read(p []byte) (int, error) {
 
 func bodyErr(err error) error {
 	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return object.Errorf(object.Truncated, "the body ended before its declared size")
+		return Errorf(Truncated, "the body ended before its declared size")
 	}
-	var we *wire.Error
-	if errors.As(err, &we) {
+	var k Kinded // a protocol's own failure of the body stream
+	if errors.As(err, &k) {
 		return err
 	}
-	return object.Errorf(object.Truncated, "reading the body: %v", err)
+	return Errorf(Truncated, "reading the body: %v", err)
 }
 
 // rangeWrite writes a byte range into (or appends to) the latest version,
 // producing a new version that shares every untouched chunk. It plans
 // against the current latest version and commits with IfMatch on it, so a
 // concurrent writer makes it re-plan rather than lose an update.
-func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, req *object.PutRequest, body io.Reader) (object.Info, error) {
+func (st *Store) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *PutRequest, body io.Reader) (Info, error) {
 	if req.Size < 0 {
-		return object.Info{}, object.Errorf(object.InvalidArgument, "a byte-range write or append needs a declared size")
+		return Info{}, Errorf(InvalidArgument, "a byte-range write or append needs a declared size")
 	}
-	if req.Size > n.cfg.MaxRangeWrite {
-		return object.Info{}, object.Errorf(object.TooLarge, "a byte-range write or append of %d bytes is over the %d byte limit; split it", req.Size, n.cfg.MaxRangeWrite)
+	if req.Size > st.cfg.MaxRangeWrite {
+		return Info{}, Errorf(TooLarge, "a byte-range write or append of %d bytes is over the %d byte limit; split it", req.Size, st.cfg.MaxRangeWrite)
 	}
-	if req.Mode == object.PutWriteAt && req.Offset < 0 {
-		return object.Info{}, object.Errorf(object.InvalidRange, "negative offset %d", req.Offset)
+	if req.Mode == PutWriteAt && req.Offset < 0 {
+		return Info{}, Errorf(InvalidRange, "negative offset %d", req.Offset)
 	}
 	data := make([]byte, req.Size)
 	if _, err := io.ReadFull(body, data); err != nil {
-		return object.Info{}, bodyErr(err)
+		return Info{}, bodyErr(err)
 	}
 	for attempt := 0; ; attempt++ {
-		parent, err := n.readRecord(ctx, s, obj, 0, 0)
-		if err != nil && object.KindOf(err) != object.NotFound {
-			return object.Info{}, err
+		parent, err := st.readRecord(ctx, s, obj, 0, 0)
+		if err != nil && KindOf(err) != NotFound {
+			return Info{}, err
 		}
 		var pm chunk.Manifest
 		var pver uint64
 		if err == nil {
 			pver = parent.Version
 			if req.IfMatch != 0 && req.IfMatch != pver {
-				return object.Info{}, object.Errorf(object.PreconditionFailed, "latest version is %s, not %s", tstamp.String(pver), tstamp.String(req.IfMatch))
+				return Info{}, Errorf(PreconditionFailed, "latest version is %s, not %s", tstamp.String(pver), tstamp.String(req.IfMatch))
 			}
-			if pm, err = n.manifestOf(ctx, parent, s.replicas()); err != nil {
-				return object.Info{}, err
+			if pm, err = st.manifestOf(ctx, parent, s.Replicas()); err != nil {
+				return Info{}, err
 			}
 		} else if req.IfMatch != 0 {
-			return object.Info{}, object.Errorf(object.PreconditionFailed, "the object does not exist")
+			return Info{}, Errorf(PreconditionFailed, "the object does not exist")
 		}
 		if req.IfNoneMatch && parent != nil {
-			return object.Info{}, object.Errorf(object.PreconditionFailed, "the object exists")
+			return Info{}, Errorf(PreconditionFailed, "the object exists")
 		}
 		off := req.Offset
-		if req.Mode == object.PutAppend {
+		if req.Mode == PutAppend {
 			off = pm.Size()
 		}
 		// A write may leave a hole (read as zeros) of at most MaxRangeWrite
 		// past the end; the checks avoid off+len, which may overflow.
-		if off > pm.Size() && off-pm.Size() > n.cfg.MaxRangeWrite {
-			return object.Info{}, object.Errorf(object.InvalidRange, "offset %d is more than %d bytes past the end (%d)", off, n.cfg.MaxRangeWrite, pm.Size())
+		if off > pm.Size() && off-pm.Size() > st.cfg.MaxRangeWrite {
+			return Info{}, Errorf(InvalidRange, "offset %d is more than %d bytes past the end (%d)", off, st.cfg.MaxRangeWrite, pm.Size())
 		}
-		if off > n.cfg.MaxObjectSize-int64(len(data)) {
-			return object.Info{}, object.Errorf(object.TooLarge, "the object would be over the %d byte limit", n.cfg.MaxObjectSize)
+		if off > st.cfg.MaxObjectSize-int64(len(data)) {
+			return Info{}, Errorf(TooLarge, "the object would be over the %d byte limit", st.cfg.MaxObjectSize)
 		}
-		nm, err := chunk.WriteAt(pm, off, data, 0, n.loadChunk(ctx, s.replicas()), n.storeChunk(ctx, s.replicas()))
+		nm, err := chunk.WriteAt(pm, off, data, 0, st.loadChunk(ctx, s.Replicas()), st.storeChunk(ctx, s.Replicas()))
 		if err != nil {
-			return object.Info{}, err
+			return Info{}, err
 		}
-		rec, err := n.summarize(ctx, nm, s.replicas())
+		rec, err := st.summarize(ctx, nm, s.Replicas())
 		if err != nil {
-			return object.Info{}, err
+			return Info{}, err
 		}
 		rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
 		if parent != nil {
@@ -354,8 +431,8 @@ func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, req *object
 				rec.Headers = parent.Headers
 			}
 		}
-		info, err := n.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: rec, IfMatch: pver, IfAbsent: pver == 0})
-		if object.KindOf(err) == object.PreconditionFailed && req.IfMatch == 0 && attempt < maxPlanRetries {
+		info, err := st.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: rec, IfMatch: pver, IfAbsent: pver == 0})
+		if KindOf(err) == PreconditionFailed && req.IfMatch == 0 && attempt < maxPlanRetries {
 			continue // a concurrent write changed the parent: plan again
 		}
 		return info, err
@@ -364,28 +441,28 @@ func (n *Node) rangeWrite(ctx context.Context, s *space, obj []byte, req *object
 
 // manifestOf returns rec's content as a manifest, moving inline bytes into a
 // chunk when needed.
-func (n *Node) manifestOf(ctx context.Context, rec *mvcc.Record, replicas int) (chunk.Manifest, error) {
+func (st *Store) manifestOf(ctx context.Context, rec *mvcc.Record, replicas int) (chunk.Manifest, error) {
 	if rec.Manifest != nil {
 		m, err := chunk.UnmarshalManifest(rec.Manifest)
 		if err != nil {
-			return m, object.Errorf(object.Corrupt, "manifest of version %s: %v", tstamp.String(rec.Version), err)
+			return m, Errorf(Corrupt, "manifest of version %s: %v", tstamp.String(rec.Version), err)
 		}
 		return m, nil
 	}
 	if len(rec.Inline) == 0 {
 		return chunk.Manifest{}, nil
 	}
-	ref, err := n.storeChunk(ctx, replicas)(rec.Inline)
+	ref, err := st.storeChunk(ctx, replicas)(rec.Inline)
 	return chunk.Manifest{Chunks: []chunk.Ref{ref}}, err
 }
 
-func (n *Node) loadChunk(ctx context.Context, replicas int) func(chunk.Ref) ([]byte, error) {
-	return func(ref chunk.Ref) ([]byte, error) { return n.getChunk(ctx, ref.Hash, nil, replicas) }
+func (st *Store) loadChunk(ctx context.Context, replicas int) func(chunk.Ref) ([]byte, error) {
+	return func(ref chunk.Ref) ([]byte, error) { return st.cfg.Chunks.GetChunk(ctx, ref.Hash, nil, replicas) }
 }
 
-func (n *Node) storeChunk(ctx context.Context, replicas int) func([]byte) (chunk.Ref, error) {
+func (st *Store) storeChunk(ctx context.Context, replicas int) func([]byte) (chunk.Ref, error) {
 	return func(b []byte) (chunk.Ref, error) {
-		h, p := n.putChunk(ctx, b, replicas)
+		h, p := st.cfg.Chunks.PutChunk(ctx, b, replicas)
 		if err := p.Wait(ctx); err != nil {
 			return chunk.Ref{}, err
 		}
@@ -396,13 +473,13 @@ func (n *Node) storeChunk(ctx context.Context, replicas int) func([]byte) (chunk
 // summarize computes a record for the content m describes: size, BLAKE3
 // and MD5 of the whole content (read back through verified chunks), and
 // the manifest itself; small content is stored inline instead.
-func (n *Node) summarize(ctx context.Context, m chunk.Manifest, replicas int) (*mvcc.Record, error) {
+func (st *Store) summarize(ctx context.Context, m chunk.Manifest, replicas int) (*mvcc.Record, error) {
 	md := md5.New()
 	bh := chunk.NewHasher()
 	var inline []byte
-	small := m.Size() <= int64(n.cfg.InlineThreshold)
+	small := m.Size() <= int64(st.cfg.InlineThreshold)
 	for _, ref := range m.Chunks {
-		b, err := n.getChunk(ctx, ref.Hash, nil, replicas)
+		b, err := st.cfg.Chunks.GetChunk(ctx, ref.Hash, nil, replicas)
 		if err != nil {
 			return nil, err
 		}
@@ -424,8 +501,8 @@ func (n *Node) summarize(ctx context.Context, m chunk.Manifest, replicas int) (*
 	return rec, nil
 }
 
-func objectInfo(spaceName, key string, rec *mvcc.Record) object.Info {
-	return object.Info{
+func objectInfo(spaceName, key string, rec *mvcc.Record) Info {
+	return Info{
 		Space: spaceName, Key: key, Version: rec.Version, Parent: rec.Parent,
 		Size: rec.Size, ETag: rec.ETag, Hash: rec.Hash, ContentType: rec.ContentType,
 		Modified: tstamp.Time(rec.Version).UnixNano(), DeleteMarker: rec.DeleteMarker,
@@ -433,41 +510,41 @@ func objectInfo(spaceName, key string, rec *mvcc.Record) object.Info {
 	}
 }
 
-// Stat implements wire.Service.
-func (n *Node) Stat(ctx context.Context, req *object.GetRequest) (object.Info, error) {
-	s, obj, release, err := n.target(ctx, req.Space, req.Key)
+// Stat implements Service.
+func (st *Store) Stat(ctx context.Context, req *GetRequest) (Info, error) {
+	s, obj, release, err := st.target(ctx, req.Space, req.Key)
 	if err != nil {
-		return object.Info{}, err
+		return Info{}, err
 	}
 	defer release()
-	rec, err := n.readRecord(ctx, s, obj, req.Version, req.AsOf)
+	rec, err := st.readRecord(ctx, s, obj, req.Version, req.AsOf)
 	if err != nil {
 		if rec != nil {
 			return objectInfo(req.Space, req.Key, rec), err
 		}
-		return object.Info{}, err
+		return Info{}, err
 	}
 	return objectInfo(req.Space, req.Key, rec), nil
 }
 
-// Get implements wire.Service.
-func (n *Node) Get(ctx context.Context, req *object.GetRequest) (object.Info, io.ReadCloser, error) {
-	s, obj, release, err := n.target(ctx, req.Space, req.Key)
+// Get implements Service.
+func (st *Store) Get(ctx context.Context, req *GetRequest) (Info, io.ReadCloser, error) {
+	s, obj, release, err := st.target(ctx, req.Space, req.Key)
 	if err != nil {
-		return object.Info{}, nil, err
+		return Info{}, nil, err
 	}
 	defer release()
-	rec, err := n.readRecord(ctx, s, obj, req.Version, req.AsOf)
+	rec, err := st.readRecord(ctx, s, obj, req.Version, req.AsOf)
 	if err != nil {
 		if rec != nil {
 			return objectInfo(req.Space, req.Key, rec), nil, err
 		}
-		return object.Info{}, nil, err
+		return Info{}, nil, err
 	}
 	info := objectInfo(req.Space, req.Key, rec)
 	off, length := req.Offset, req.Length
 	if off < 0 || off > rec.Size {
-		return info, nil, object.Errorf(object.InvalidRange, "offset %d is outside the object's %d bytes", off, rec.Size)
+		return info, nil, Errorf(InvalidRange, "offset %d is outside the object's %d bytes", off, rec.Size)
 	}
 	if length < 0 || length > rec.Size-off { // no off+length: it may overflow
 		length = rec.Size - off
@@ -477,9 +554,9 @@ func (n *Node) Get(ctx context.Context, req *object.GetRequest) (object.Info, io
 	}
 	m, err := chunk.UnmarshalManifest(rec.Manifest)
 	if err != nil {
-		return info, nil, object.Errorf(object.Corrupt, "manifest of version %s: %v", tstamp.String(rec.Version), err)
+		return info, nil, Errorf(Corrupt, "manifest of version %s: %v", tstamp.String(rec.Version), err)
 	}
-	return info, newChunkReader(ctx, n, m.Span(off, length), s.replicas()), nil
+	return info, newChunkReader(ctx, st, m.Span(off, length), s.Replicas()), nil
 }
 
 // chunkReader streams pieces of chunks, each verified by the segment store,
@@ -488,7 +565,7 @@ func (n *Node) Get(ctx context.Context, req *object.GetRequest) (object.Info, io
 // goes back to the pool once Read has moved past its chunk or Close runs.
 type chunkReader struct {
 	ctx    context.Context
-	n      *Node
+	st     *Store
 	pieces []chunk.Piece
 	r      int // the space's replication factor
 	cur    []byte
@@ -503,8 +580,8 @@ type fetched struct {
 	err error
 }
 
-func newChunkReader(ctx context.Context, n *Node, pieces []chunk.Piece, r int) *chunkReader {
-	cr := &chunkReader{ctx: ctx, n: n, pieces: pieces, r: r}
+func newChunkReader(ctx context.Context, st *Store, pieces []chunk.Piece, r int) *chunkReader {
+	cr := &chunkReader{ctx: ctx, st: st, pieces: pieces, r: r}
 	cr.prefetch()
 	return cr
 }
@@ -520,13 +597,13 @@ func (cr *chunkReader) prefetch() {
 	cr.next = ch
 	buf := bufpool.Get(int(p.Size))
 	go func() {
-		b, err := cr.n.getChunk(cr.ctx, p.Hash, (*buf)[:0], cr.r)
+		b, err := cr.st.cfg.Chunks.GetChunk(cr.ctx, p.Hash, (*buf)[:0], cr.r)
 		switch {
 		case err != nil:
 		case p.Off < 0 || p.Len < 0 || p.Off+p.Len > int64(len(b)):
 			// b may be a slice of a larger pooled buffer: never slice
 			// past its length.
-			b, err = nil, object.Errorf(object.Corrupt, "chunk %s has %d bytes; the manifest reads %d at %d", p.Hash, len(b), p.Len, p.Off)
+			b, err = nil, Errorf(Corrupt, "chunk %s has %d bytes; the manifest reads %d at %d", p.Hash, len(b), p.Len, p.Off)
 		default:
 			b = b[p.Off : p.Off+p.Len]
 		}
@@ -575,72 +652,72 @@ func (cr *chunkReader) Close() error {
 	return nil
 }
 
-// Delete implements wire.Service.
-func (n *Node) Delete(ctx context.Context, req *object.DeleteRequest) (object.Info, error) {
-	s, obj, release, err := n.target(ctx, req.Space, req.Key)
+// Delete implements Service.
+func (st *Store) Delete(ctx context.Context, req *DeleteRequest) (Info, error) {
+	s, obj, release, err := st.target(ctx, req.Space, req.Key)
 	if err != nil {
-		return object.Info{}, err
+		return Info{}, err
 	}
 	defer release()
 	if req.Version != 0 {
-		res, err := n.propose(ctx, s, obj, (&kv.DeleteVersionCmd{Obj: obj, Version: req.Version}).Encode())
+		res, err := st.propose(ctx, s, obj, (&kv.DeleteVersionCmd{Obj: obj, Version: req.Version}).Encode())
 		if err != nil {
-			return object.Info{}, err
+			return Info{}, err
 		}
 		return objectInfo(req.Space, req.Key, res.Rec), nil
 	}
-	return n.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: &mvcc.Record{DeleteMarker: true}})
+	return st.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: &mvcc.Record{DeleteMarker: true}})
 }
 
-// DeleteMarked implements wire.MarkerService.
-func (n *Node) DeleteMarked(ctx context.Context, req *object.DeleteRequest, headers map[string]string) (object.Info, error) {
+// DeleteMarked implements MarkedDeleter.
+func (st *Store) DeleteMarked(ctx context.Context, req *DeleteRequest, headers map[string]string) (Info, error) {
 	if req.Version != 0 {
-		return object.Info{}, object.Errorf(object.InvalidArgument, "a marked delete writes a delete marker: no version")
+		return Info{}, Errorf(InvalidArgument, "a marked delete writes a delete marker: no version")
 	}
 	if err := validMeta(nil, nil, headers); err != nil {
-		return object.Info{}, err
+		return Info{}, err
 	}
-	s, obj, release, err := n.target(ctx, req.Space, req.Key)
+	s, obj, release, err := st.target(ctx, req.Space, req.Key)
 	if err != nil {
-		return object.Info{}, err
+		return Info{}, err
 	}
 	defer release()
-	return n.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: &mvcc.Record{DeleteMarker: true, Headers: headers}})
+	return st.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: &mvcc.Record{DeleteMarker: true, Headers: headers}})
 }
 
-// SetTags implements wire.TagService.
-func (n *Node) SetTags(ctx context.Context, req *object.TagRequest) (object.Info, error) {
+// SetTags implements Tagger.
+func (st *Store) SetTags(ctx context.Context, req *TagRequest) (Info, error) {
 	if err := validMeta(nil, req.Tags, nil); err != nil {
-		return object.Info{}, err
+		return Info{}, err
 	}
-	s, obj, release, err := n.target(ctx, req.Space, req.Key)
+	s, obj, release, err := st.target(ctx, req.Space, req.Key)
 	if err != nil {
-		return object.Info{}, err
+		return Info{}, err
 	}
 	defer release()
 	v := req.Version
 	if v == 0 {
-		rec, err := n.readRecord(ctx, s, obj, 0, 0)
+		rec, err := st.readRecord(ctx, s, obj, 0, 0)
 		if err != nil {
-			return object.Info{}, err
+			return Info{}, err
 		}
 		if rec.DeleteMarker {
-			return object.Info{}, object.Errorf(object.NotFound, "%q is deleted", req.Key)
+			return Info{}, Errorf(NotFound, "%q is deleted", req.Key)
 		}
 		v = rec.Version
 	}
-	res, err := n.propose(ctx, s, obj, (&kv.SetTagsCmd{Obj: obj, Version: v, Tags: req.Tags}).Encode())
+	res, err := st.propose(ctx, s, obj, (&kv.SetTagsCmd{Obj: obj, Version: v, Tags: req.Tags}).Encode())
 	if err != nil {
-		return object.Info{}, err
+		return Info{}, err
 	}
 	return objectInfo(req.Space, req.Key, res.Rec), nil
 }
 
-// List implements wire.Service.
-func (n *Node) List(ctx context.Context, req *object.ListRequest) (object.ListResult, error) {
-	s, release, err := n.acquire(ctx, req.Space)
+// List implements Service.
+func (st *Store) List(ctx context.Context, req *ListRequest) (ListResult, error) {
+	s, release, err := st.cfg.Spaces.Acquire(ctx, req.Space)
 	if err != nil {
-		return object.ListResult{}, err
+		return ListResult{}, err
 	}
 	defer release()
 	limit := int(req.Limit)
@@ -651,37 +728,37 @@ func (n *Node) List(ctx context.Context, req *object.ListRequest) (object.ListRe
 		limit = listMax
 	}
 	if len(req.Prefix) > keys.MaxKeyLen || len(req.StartAfter) > keys.MaxKeyLen {
-		return object.ListResult{}, object.Errorf(object.KeyTooLong, "prefix or start-after is over %d bytes", keys.MaxKeyLen)
+		return ListResult{}, Errorf(KeyTooLong, "prefix or start-after is over %d bytes", keys.MaxKeyLen)
 	}
-	lower := keys.ObjectPrefix(s.meta.ID, nil, []byte(req.Prefix))
+	lower := keys.ObjectPrefix(s.ID(), nil, []byte(req.Prefix))
 	upper := keys.PrefixEnd(lower)
-	if !strings.HasPrefix(req.Prefix, object.SystemKeyPrefix) || !object.SystemKeys(ctx) {
+	if !strings.HasPrefix(req.Prefix, SystemKeyPrefix) || !SystemKeys(ctx) {
 		// System keys sort after every UTF-8 key: end the span before them.
-		upper = minBytes(upper, keys.ObjectPrefix(s.meta.ID, nil, []byte(object.SystemKeyPrefix)))
+		upper = minBytes(upper, keys.ObjectPrefix(s.ID(), nil, []byte(SystemKeyPrefix)))
 	}
 	var after []byte
 	if req.StartAfter != "" {
-		after = keys.Object(s.meta.ID, nil, []byte(req.StartAfter))
+		after = keys.Object(s.ID(), nil, []byte(req.StartAfter))
 	}
 	// A range that split under the listing: read the table again.
-	var out object.ListResult
-	err = n.retryMoved(ctx, func() (err error) {
-		out, err = n.listOnce(ctx, s, req, lower, upper, after, limit)
+	var out ListResult
+	err = st.retryMoved(ctx, func() (err error) {
+		out, err = st.listOnce(ctx, s, req, lower, upper, after, limit)
 		return err
 	}, func() bool { return true })
 	return out, err
 }
 
 // listOnce lists [lower, upper) after after, range by range in key order.
-func (n *Node) listOnce(ctx context.Context, s *space, req *object.ListRequest, lower, upper, after []byte, limit int) (object.ListResult, error) {
-	var out object.ListResult
-	tab := s.tab.Ranges()
+func (st *Store) listOnce(ctx context.Context, s OpenSpace, req *ListRequest, lower, upper, after []byte, limit int) (ListResult, error) {
+	var out ListResult
+	tab := s.Table().Ranges()
 	for i, r := range tab {
 		// Each entry lists from its start to the next one's, as keys are
 		// routed (an entry's own end may be newer or older than the
 		// table it is in; a range that no longer holds its part answers
 		// RANGE_MOVED and the listing starts again).
-		end := rangeclient.End(tab, i, s.meta.ID)
+		end := rangeclient.End(tab, i, s.ID())
 		if bytes.Compare(end, lower) <= 0 {
 			continue
 		}
@@ -695,9 +772,9 @@ func (n *Node) listOnce(ctx context.Context, s *space, req *object.ListRequest, 
 		if len(out.Objects) >= limit {
 			// The page is full; it is truncated if any later range of the
 			// span holds a live key.
-			ents, _, err := n.listRange(ctx, r, listOptions(req, lo, hi, after, 1))
+			ents, _, err := st.listRange(ctx, r, listOptions(req, lo, hi, after, 1))
 			if err != nil {
-				return object.ListResult{}, err
+				return ListResult{}, err
 			}
 			if len(ents) > 0 {
 				out.Truncated = true
@@ -705,15 +782,15 @@ func (n *Node) listOnce(ctx context.Context, s *space, req *object.ListRequest, 
 			}
 			continue
 		}
-		ents, more, err := n.listRange(ctx, r, listOptions(req, lo, hi, after, limit-len(out.Objects)))
+		ents, more, err := st.listRange(ctx, r, listOptions(req, lo, hi, after, limit-len(out.Objects)))
 		if err != nil {
-			return object.ListResult{}, err
+			return ListResult{}, err
 		}
 		out.Objects = slices.Grow(out.Objects, len(ents))
 		for _, e := range ents {
 			_, _, key, err := keys.DecodeObject(e.Obj)
 			if err != nil {
-				return object.ListResult{}, object.Errorf(object.Corrupt, "object key: %v", err)
+				return ListResult{}, Errorf(Corrupt, "object key: %v", err)
 			}
 			out.Objects = append(out.Objects, objectInfo(req.Space, string(key), e.Rec))
 		}
@@ -733,16 +810,16 @@ func (n *Node) listOnce(ctx context.Context, s *space, req *object.ListRequest, 
 }
 
 // listOptions is one range's part of a listing.
-func listOptions(req *object.ListRequest, lower, upper, after []byte, limit int) mvcc.ListOptions {
+func listOptions(req *ListRequest, lower, upper, after []byte, limit int) mvcc.ListOptions {
 	return mvcc.ListOptions{Lower: lower, Upper: upper, StartAfter: after, Limit: limit, AsOf: req.AsOf,
 		AllVersions: req.AllVersions, AfterVersion: req.AfterVersion}
 }
 
-// Versions implements wire.Service.
-func (n *Node) Versions(ctx context.Context, req *object.VersionsRequest) (object.VersionsResult, error) {
-	s, obj, release, err := n.target(ctx, req.Space, req.Key)
+// Versions implements Service.
+func (st *Store) Versions(ctx context.Context, req *VersionsRequest) (VersionsResult, error) {
+	s, obj, release, err := st.target(ctx, req.Space, req.Key)
 	if err != nil {
-		return object.VersionsResult{}, err
+		return VersionsResult{}, err
 	}
 	defer release()
 	limit := int(req.Limit)
@@ -752,11 +829,11 @@ func (n *Node) Versions(ctx context.Context, req *object.VersionsRequest) (objec
 	if limit > listMax {
 		limit = listMax
 	}
-	recs, more, err := n.versions(ctx, s, obj, req.Before, limit)
+	recs, more, err := st.versions(ctx, s, obj, req.Before, limit)
 	if err != nil {
-		return object.VersionsResult{}, err
+		return VersionsResult{}, err
 	}
-	out := object.VersionsResult{Truncated: more}
+	out := VersionsResult{Truncated: more}
 	for _, rec := range recs {
 		out.Versions = append(out.Versions, objectInfo(req.Space, req.Key, rec))
 	}
