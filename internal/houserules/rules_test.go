@@ -29,6 +29,7 @@ var layers = map[string]int{
 	"internal/placement": 10,
 	"internal/codec":     10,
 	"internal/clock":     10,
+	"internal/rangedesc": 10,
 
 	// Storage, and the pure rules over it.
 	"internal/storage": 20,
@@ -50,6 +51,10 @@ var layers = map[string]int{
 
 	// The range client: routes range operations to their leaseholders.
 	"internal/rangeclient": 60,
+
+	// The cluster administration's contract (keys, tokens, membership,
+	// routes, the cluster report), beside the object service's.
+	"internal/admin": 70,
 
 	// The object service's contract (and, to come, its implementation).
 	"internal/object": 70,
@@ -91,6 +96,7 @@ var pure = map[string]bool{
 	"internal/chunk":     true,
 	"internal/placement": true,
 	"internal/codec":     true,
+	"internal/rangedesc": true,
 }
 
 // pureForbidden are the imports a pure package may not have.

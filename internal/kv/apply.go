@@ -9,6 +9,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 	"github.com/cairn-db/cairn/internal/replica"
 )
 
@@ -38,7 +39,7 @@ type StateMachine struct {
 
 	// bounds are the range's (SetBounds); a StateMachine never given
 	// bounds takes every key.
-	bounds replica.Descriptor
+	bounds rangedesc.Range
 
 	// written lists the cache updates of the uncommitted apply batch;
 	// inBatch indexes it by object (the last update of each).
@@ -63,11 +64,11 @@ func (m *StateMachine) Committed() {
 }
 
 // Spans implements replica.Spanner (see Spans).
-func (m *StateMachine) Spans(d replica.Descriptor) []replica.Span { return Spans(d) }
+func (m *StateMachine) Spans(d rangedesc.Range) []replica.Span { return Spans(d) }
 
 // Spans returns the spans of the node's keyspace holding a range's state:
 // the locks and the versions of its object keys.
-func Spans(d replica.Descriptor) []replica.Span {
+func Spans(d rangedesc.Range) []replica.Span {
 	vlo, vhi := keys.VersionSpan(d.Start, d.End)
 	llo, lhi := keys.LockSpan(d.Start, d.End)
 	return []replica.Span{{Start: llo, End: lhi}, {Start: vlo, End: vhi}}
@@ -76,10 +77,10 @@ func Spans(d replica.Descriptor) []replica.Span {
 // Restored implements replica.Restorer: a range's state was replaced, so
 // cached records of its keys may be stale. The cache is the node's, shared
 // by every range: only this range's keys are dropped.
-func (m *StateMachine) Restored(d replica.Descriptor) { m.Cache.ClearRange(d.Start, d.End) }
+func (m *StateMachine) Restored(d rangedesc.Range) { m.Cache.ClearRange(d.Start, d.End) }
 
 // SetBounds implements replica.Bounder.
-func (m *StateMachine) SetBounds(d replica.Descriptor) { m.bounds = d }
+func (m *StateMachine) SetBounds(d rangedesc.Range) { m.bounds = d }
 
 func (m *StateMachine) wrote(obj []byte, latest *mvcc.Record) {
 	if m.Cache == nil {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/mvcc"
-	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
 func openMem(t *testing.T) *pebble.DB {
@@ -248,7 +248,7 @@ func dump(t *testing.T, db *pebble.DB) string {
 // of objects outside the range are not.
 func TestSpansHoldTheRangesWrites(t *testing.T) {
 	db := openMem(t)
-	d := replica.Descriptor{Start: keys.ObjectPrefix(1, nil, []byte("b")), End: keys.ObjectPrefix(1, nil, []byte("d"))}
+	d := rangedesc.Range{Start: keys.ObjectPrefix(1, nil, []byte("b")), End: keys.ObjectPrefix(1, nil, []byte("d"))}
 	spans := (&StateMachine{}).Spans(d)
 	in := func(k []byte) bool {
 		for _, s := range spans {
@@ -280,7 +280,7 @@ func TestSpansHoldTheRangesWrites(t *testing.T) {
 	if n != 3 {
 		t.Fatalf("%d keys inside the spans, want 3 (b, bzz, c)", n)
 	}
-	last := (&StateMachine{}).Spans(replica.Descriptor{Start: keys.SpaceStart(1)})
+	last := (&StateMachine{}).Spans(rangedesc.Range{Start: keys.SpaceStart(1)})
 	if last[0].End == nil || last[1].End == nil {
 		t.Fatalf("open-ended range has unbounded spans: %v", last)
 	}
@@ -292,7 +292,7 @@ func TestBounds(t *testing.T) {
 	db := openMem(t)
 	m := &StateMachine{}
 	lo, mid := keys.Object(1, nil, []byte("a")), keys.Object(1, nil, []byte("m"))
-	m.SetBounds(replica.Descriptor{Start: keys.SpaceStart(1), End: mid})
+	m.SetBounds(rangedesc.Range{Start: keys.SpaceStart(1), End: mid})
 	run := func(obj []byte, c interface{ Encode() []byte }) any {
 		b := db.NewIndexedBatch()
 		defer b.Close()
@@ -316,7 +316,7 @@ func TestBounds(t *testing.T) {
 			t.Fatalf("delete outside the bounds: %v", err)
 		}
 	}
-	m.SetBounds(replica.Descriptor{Start: mid}) // unbounded above
+	m.SetBounds(rangedesc.Range{Start: mid}) // unbounded above
 	if _, ok := put(keys.Object(2, nil, []byte("a"))).(*Result); !ok {
 		t.Fatal("a key above an open bound was refused")
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
 func TestValidSpaceName(t *testing.T) {
@@ -236,7 +238,7 @@ func testCatalog(t *testing.T, s Store) {
 	}
 }
 
-func describe(rs []RangeDesc) []string {
+func describe(rs []rangedesc.Range) []string {
 	var out []string
 	for _, r := range rs {
 		out = append(out, fmt.Sprintf("r%d/s%d[%q,%q)%v@%d", r.ID, r.SpaceID, r.Start, r.End, r.Replicas, r.Epoch))
@@ -291,7 +293,7 @@ func TestCatalogFormat(t *testing.T) {
 	if got := string(encodeSpace(sp)); got != want {
 		t.Errorf("space record\n got %s\nwant %s", got, want)
 	}
-	r := RangeDesc{ID: 1 << 60, SpaceID: 7, Start: []byte("a"), Replicas: []uint64{1, 2}, Epoch: 3}
+	r := rangedesc.Range{ID: 1 << 60, SpaceID: 7, Start: []byte("a"), Replicas: []uint64{1, 2}, Epoch: 3}
 	want = `{"v":1,"id":"1152921504606846976","space_id":7,"start":"YQ==","end":null,"replicas":[1,2],"epoch":"3"}`
 	if got := string(encodeRange(r)); got != want {
 		t.Errorf("range record\n got %s\nwant %s", got, want)
@@ -345,7 +347,7 @@ func TestSetRangeMembers(t *testing.T) {
 
 // oneRangeAndID makes a catalog whose space 5 has one range, [a, z) on
 // nodes 1-3, and reserves a second range id.
-func oneRangeAndID(t *testing.T) (context.Context, *Catalog, []RangeDesc, uint64) {
+func oneRangeAndID(t *testing.T) (context.Context, *Catalog, []rangedesc.Range, uint64) {
 	t.Helper()
 	ctx := context.Background()
 	c := NewCatalog(NewMemStore(nil))
@@ -506,7 +508,7 @@ func TestCreateRangesOnce(t *testing.T) {
 	ctx := context.Background()
 	bounds := [][2][]byte{{{}, []byte("m")}, {[]byte("m"), nil}}
 	var wg sync.WaitGroup
-	results := make([][]RangeDesc, 8)
+	results := make([][]rangedesc.Range, 8)
 	errs := make([]error, 8)
 	for i := range results {
 		wg.Add(1)

@@ -9,29 +9,9 @@ import (
 	"slices"
 	"sort"
 	"time"
-)
 
-// RangeDesc describes one range of a space's object keys.
-type RangeDesc struct {
-	ID      uint64
-	SpaceID uint32
-	// Start and End bound the range's object keys: [Start, End). A nil End
-	// is the end of the space; an empty Start is its beginning.
-	Start, End []byte
-	// Replicas are the node ids of the range's voters.
-	Replicas []uint64
-	// Learners are nodes being added: they receive the range's state and
-	// log but do not vote until they are promoted.
-	Learners []uint64
-	// Epoch increases on every change to the descriptor (split, merge,
-	// replica change); it starts at 1.
-	Epoch uint64
-	// Parent is the range this one was split from, 0 for a range made
-	// with its space. A split-off range is never bootstrapped from the
-	// table: its replicas come from the split on the parent's replicas
-	// (or, on a node that has none, from a snapshot).
-	Parent uint64
-}
+	"github.com/cairn-db/cairn/internal/rangedesc"
+)
 
 // rangeRecord is the value under /cairn/ranges/<space>/<range>. Byte strings
 // are base64 (encoding/json's []byte); a null end means the end of the space.
@@ -48,34 +28,34 @@ type rangeRecord struct {
 }
 
 // record is r as the meta service stores it.
-func (r RangeDesc) record() rangeRecord {
+func recordOf(r rangedesc.Range) rangeRecord {
 	return rangeRecord{V: formatVersionOne, ID: r.ID, SpaceID: r.SpaceID,
 		Start: r.Start, End: r.End, Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch, Parent: r.Parent}
 }
 
 // desc is the descriptor a stored record holds (a nil Start read as
 // empty: the beginning of the space).
-func (r rangeRecord) desc() RangeDesc {
+func (r rangeRecord) desc() rangedesc.Range {
 	start := r.Start
 	if start == nil {
 		start = []byte{}
 	}
-	return RangeDesc{ID: r.ID, SpaceID: r.SpaceID, Start: start, End: r.End,
+	return rangedesc.Range{ID: r.ID, SpaceID: r.SpaceID, Start: start, End: r.End,
 		Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch, Parent: r.Parent}
 }
 
-func encodeRange(r RangeDesc) []byte {
-	b, _ := json.Marshal(r.record())
+func encodeRange(r rangedesc.Range) []byte {
+	b, _ := json.Marshal(recordOf(r))
 	return b
 }
 
-func decodeRange(kv KV) (RangeDesc, error) {
+func decodeRange(kv KV) (rangedesc.Range, error) {
 	var r rangeRecord
 	if err := json.Unmarshal(kv.Value, &r); err != nil {
-		return RangeDesc{}, fmt.Errorf("meta: decode %s: %w", kv.Key, err)
+		return rangedesc.Range{}, fmt.Errorf("meta: decode %s: %w", kv.Key, err)
 	}
 	if r.V != formatVersionOne {
-		return RangeDesc{}, fmt.Errorf("meta: %s has format version %d, want %d", kv.Key, r.V, formatVersionOne)
+		return rangedesc.Range{}, fmt.Errorf("meta: %s has format version %d, want %d", kv.Key, r.V, formatVersionOne)
 	}
 	return r.desc(), nil
 }
@@ -93,7 +73,7 @@ func (c *Catalog) NewRangeID(ctx context.Context) (uint64, error) {
 // sees both, and the new one wins for its keys, as it starts later.
 // Calling it again after it succeeded (or half-succeeded) finishes the
 // record and changes nothing else. It returns both descriptors.
-func (c *Catalog) SplitRange(ctx context.Context, spaceID uint32, leftID uint64, key, end []byte, rightID uint64, voters []uint64) (left, right RangeDesc, err error) {
+func (c *Catalog) SplitRange(ctx context.Context, spaceID uint32, leftID uint64, key, end []byte, rightID uint64, voters []uint64) (left, right rangedesc.Range, err error) {
 	for attempt := 0; attempt < 8; attempt++ {
 		kv, err := c.store.Get(ctx, rangeKey(spaceID, leftID))
 		if err != nil {
@@ -120,7 +100,7 @@ func (c *Catalog) SplitRange(ctx context.Context, spaceID uint32, leftID uint64,
 		if !bytes.Equal(cur.End, end) {
 			return left, right, fmt.Errorf("%w: range %d ends at %x in the table, not at %x: an earlier split is not recorded", ErrConflict, leftID, cur.End, end)
 		}
-		right = RangeDesc{ID: rightID, SpaceID: spaceID, Start: slices.Clone(key), End: cur.End,
+		right = rangedesc.Range{ID: rightID, SpaceID: spaceID, Start: slices.Clone(key), End: cur.End,
 			Replicas: slices.Clone(voters), Epoch: 1, Parent: leftID}
 		if _, err := c.store.Put(ctx, rangeKey(spaceID, rightID), encodeRange(right), 0); err != nil && !errors.Is(err, ErrConflict) {
 			return left, right, fmt.Errorf("meta: create split-off range %d: %w", rightID, err)
@@ -144,75 +124,70 @@ func (c *Catalog) SplitRange(ctx context.Context, spaceID uint32, leftID uint64,
 // then the left-hand one takes end (compare-and-set on its revision).
 // Calling it again after it succeeded (or half-succeeded) finishes the
 // record and changes nothing else. It returns the left-hand descriptor.
-func (c *Catalog) MergeRange(ctx context.Context, spaceID uint32, leftID, rightID uint64, start, end []byte) (RangeDesc, error) {
+func (c *Catalog) MergeRange(ctx context.Context, spaceID uint32, leftID, rightID uint64, start, end []byte) (rangedesc.Range, error) {
 	for attempt := 0; attempt < 8; attempt++ {
 		rkv, err := c.store.Get(ctx, rangeKey(spaceID, rightID))
 		switch {
 		case errors.Is(err, ErrNotFound):
 		case err != nil:
-			return RangeDesc{}, fmt.Errorf("meta: merged range %d: %w", rightID, err)
+			return rangedesc.Range{}, fmt.Errorf("meta: merged range %d: %w", rightID, err)
 		default:
 			right, err := decodeRange(rkv)
 			if err != nil {
-				return RangeDesc{}, err
+				return rangedesc.Range{}, err
 			}
 			if !bytes.Equal(right.Start, start) || !bytes.Equal(right.End, end) {
-				return RangeDesc{}, fmt.Errorf("%w: range %d is [%x, %x) in the table, not [%x, %x)", ErrConflict, rightID, right.Start, right.End, start, end)
+				return rangedesc.Range{}, fmt.Errorf("%w: range %d is [%x, %x) in the table, not [%x, %x)", ErrConflict, rightID, right.Start, right.End, start, end)
 			}
 			if err := c.store.Delete(ctx, rkv.Key, rkv.Rev); errors.Is(err, ErrConflict) {
 				continue
 			} else if err != nil {
-				return RangeDesc{}, fmt.Errorf("meta: delete merged range %d: %w", rightID, err)
+				return rangedesc.Range{}, fmt.Errorf("meta: delete merged range %d: %w", rightID, err)
 			}
 		}
 		kv, err := c.store.Get(ctx, rangeKey(spaceID, leftID))
 		if err != nil {
-			return RangeDesc{}, fmt.Errorf("meta: range %d: %w", leftID, err)
+			return rangedesc.Range{}, fmt.Errorf("meta: range %d: %w", leftID, err)
 		}
 		cur, err := decodeRange(kv)
 		if err != nil {
-			return RangeDesc{}, err
+			return rangedesc.Range{}, err
 		}
 		if bytes.Equal(cur.End, end) {
 			return cur, nil
 		}
 		if !bytes.Equal(cur.End, start) {
-			return RangeDesc{}, fmt.Errorf("%w: range %d ends at %x in the table, not at %x where range %d started", ErrConflict, leftID, cur.End, start, rightID)
+			return rangedesc.Range{}, fmt.Errorf("%w: range %d ends at %x in the table, not at %x where range %d started", ErrConflict, leftID, cur.End, start, rightID)
 		}
 		cur.End = slices.Clone(end)
 		cur.Epoch++
 		if _, err := c.store.Put(ctx, kv.Key, encodeRange(cur), kv.Rev); errors.Is(err, ErrConflict) {
 			continue // a membership change raced: read again
 		} else if err != nil {
-			return RangeDesc{}, fmt.Errorf("meta: range %d: %w", leftID, err)
+			return rangedesc.Range{}, fmt.Errorf("meta: range %d: %w", leftID, err)
 		}
 		return cur, nil
 	}
-	return RangeDesc{}, fmt.Errorf("%w: range %d kept changing while its merge was recorded", ErrConflict, leftID)
-}
-
-// Holds reports whether node id holds a replica of r (voter or learner).
-func (r RangeDesc) Holds(id uint64) bool {
-	return slices.Contains(r.Replicas, id) || slices.Contains(r.Learners, id)
+	return rangedesc.Range{}, fmt.Errorf("%w: range %d kept changing while its merge was recorded", ErrConflict, leftID)
 }
 
 // SetRangeMembers records new voters and learners for range r, whose
 // descriptor must still be at r.Epoch (else ErrConflict: someone else
 // changed it), and returns the descriptor at the next epoch.
-func (c *Catalog) SetRangeMembers(ctx context.Context, r RangeDesc, voters, learners []uint64) (RangeDesc, error) {
+func (c *Catalog) SetRangeMembers(ctx context.Context, r rangedesc.Range, voters, learners []uint64) (rangedesc.Range, error) {
 	if len(voters) == 0 {
-		return RangeDesc{}, errors.New("meta: a range needs at least one voter")
+		return rangedesc.Range{}, errors.New("meta: a range needs at least one voter")
 	}
 	kv, err := c.store.Get(ctx, rangeKey(r.SpaceID, r.ID))
 	if err != nil {
-		return RangeDesc{}, fmt.Errorf("meta: range %d: %w", r.ID, err)
+		return rangedesc.Range{}, fmt.Errorf("meta: range %d: %w", r.ID, err)
 	}
 	cur, err := decodeRange(kv)
 	if err != nil {
-		return RangeDesc{}, err
+		return rangedesc.Range{}, err
 	}
 	if cur.Epoch != r.Epoch {
-		return RangeDesc{}, fmt.Errorf("%w: range %d is at epoch %d, not %d", ErrConflict, r.ID, cur.Epoch, r.Epoch)
+		return rangedesc.Range{}, fmt.Errorf("%w: range %d is at epoch %d, not %d", ErrConflict, r.ID, cur.Epoch, r.Epoch)
 	}
 	cur.Replicas, cur.Learners = slices.Clone(voters), slices.Clone(learners)
 	if len(cur.Learners) == 0 {
@@ -220,7 +195,7 @@ func (c *Catalog) SetRangeMembers(ctx context.Context, r RangeDesc, voters, lear
 	}
 	cur.Epoch++
 	if _, err := c.store.Put(ctx, kv.Key, encodeRange(cur), kv.Rev); err != nil {
-		return RangeDesc{}, fmt.Errorf("meta: range %d: %w", r.ID, err)
+		return rangedesc.Range{}, fmt.Errorf("meta: range %d: %w", r.ID, err)
 	}
 	return cur, nil
 }
@@ -250,7 +225,7 @@ func validBounds(bounds [][2][]byte) error {
 // overlapping, a nil End only in the last) for space spaceID, each on the
 // given replicas at epoch 1. Range IDs come from a counter and are never
 // reused. See CreatePlacedRanges: a space's ranges are made once.
-func (c *Catalog) CreateRanges(ctx context.Context, spaceID uint32, bounds [][2][]byte, replicas []uint64) ([]RangeDesc, error) {
+func (c *Catalog) CreateRanges(ctx context.Context, spaceID uint32, bounds [][2][]byte, replicas []uint64) ([]rangedesc.Range, error) {
 	return c.CreatePlacedRanges(ctx, spaceID, bounds, func(uint64) []uint64 { return replicas })
 }
 
@@ -263,14 +238,14 @@ func (c *Catalog) CreateRanges(ctx context.Context, spaceID uint32, bounds [][2]
 // make one set of ranges, not two that overlap; and a creation that
 // stopped half-way is finished from the claimed layout by the next call.
 // It returns the ranges of the claimed layout.
-func (c *Catalog) CreatePlacedRanges(ctx context.Context, spaceID uint32, bounds [][2][]byte, place func(rangeID uint64) []uint64) ([]RangeDesc, error) {
+func (c *Catalog) CreatePlacedRanges(ctx context.Context, spaceID uint32, bounds [][2][]byte, place func(rangeID uint64) []uint64) ([]rangedesc.Range, error) {
 	if err := validBounds(bounds); err != nil {
 		return nil, err
 	}
 	if len(place(0)) == 0 {
 		return nil, errors.New("meta: a range needs at least one replica")
 	}
-	var mine []RangeDesc // the layout this call would claim
+	var mine []rangedesc.Range // the layout this call would claim
 	deadline := time.Now().Add(counterRetry)
 	for {
 		kv, err := c.store.Get(ctx, layoutKey(spaceID))
@@ -290,7 +265,7 @@ func (c *Catalog) CreatePlacedRanges(ctx context.Context, spaceID uint32, bounds
 				return nil, err
 			}
 			for i, b := range bounds {
-				r := RangeDesc{
+				r := rangedesc.Range{
 					ID:       first + uint64(i),
 					SpaceID:  spaceID,
 					Start:    append([]byte{}, b[0]...),
@@ -317,7 +292,7 @@ func (c *Catalog) CreatePlacedRanges(ctx context.Context, spaceID uint32, bounds
 
 // finishLayout writes the ranges of a claimed layout that are not written
 // yet, marks it done, and returns them.
-func (c *Catalog) finishLayout(ctx context.Context, spaceID uint32, l layout, rev int64) ([]RangeDesc, error) {
+func (c *Catalog) finishLayout(ctx context.Context, spaceID uint32, l layout, rev int64) ([]rangedesc.Range, error) {
 	if !l.Done {
 		for _, r := range l.Ranges {
 			if _, err := c.store.Put(ctx, rangeKey(spaceID, r.ID), encodeRange(r), 0); err != nil && !errors.Is(err, ErrConflict) {
@@ -334,7 +309,7 @@ func (c *Catalog) finishLayout(ctx context.Context, spaceID uint32, l layout, re
 
 // layout is a space's first ranges as claimed at its creation.
 type layout struct {
-	Ranges []RangeDesc
+	Ranges []rangedesc.Range
 	Done   bool // every range was written
 }
 
@@ -347,7 +322,7 @@ type layoutRecord struct {
 func encodeLayout(l layout) []byte {
 	rec := layoutRecord{V: formatVersionOne, Done: l.Done}
 	for _, r := range l.Ranges {
-		rec.Ranges = append(rec.Ranges, r.record())
+		rec.Ranges = append(rec.Ranges, recordOf(r))
 	}
 	b, _ := json.Marshal(rec)
 	return b
@@ -370,12 +345,12 @@ func decodeLayout(kv KV) (layout, error) {
 
 // ListRanges returns every range of every space, ordered by space ID, then
 // range ID.
-func (c *Catalog) ListRanges(ctx context.Context) ([]RangeDesc, error) {
+func (c *Catalog) ListRanges(ctx context.Context) ([]rangedesc.Range, error) {
 	return c.listRanges(ctx, keyRangePrefix)
 }
 
 // SpaceRanges returns the ranges of space spaceID, sorted by Start.
-func (c *Catalog) SpaceRanges(ctx context.Context, spaceID uint32) ([]RangeDesc, error) {
+func (c *Catalog) SpaceRanges(ctx context.Context, spaceID uint32) ([]rangedesc.Range, error) {
 	out, err := c.listRanges(ctx, spaceRangePrefix(spaceID))
 	if err != nil {
 		return nil, err
@@ -384,12 +359,12 @@ func (c *Catalog) SpaceRanges(ctx context.Context, spaceID uint32) ([]RangeDesc,
 	return out, nil
 }
 
-func (c *Catalog) listRanges(ctx context.Context, prefix string) ([]RangeDesc, error) {
+func (c *Catalog) listRanges(ctx context.Context, prefix string) ([]rangedesc.Range, error) {
 	kvs, err := c.store.List(ctx, prefix)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]RangeDesc, 0, len(kvs))
+	out := make([]rangedesc.Range, 0, len(kvs))
 	for _, kv := range kvs {
 		r, err := decodeRange(kv)
 		if err != nil {

@@ -6,9 +6,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/admin"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
 // Draining and removing a node.
@@ -31,8 +32,8 @@ import (
 // count towards removal: longer than any node caches the cluster map.
 const drainSettle = 5 * time.Second
 
-// NodeAdmin implements wire.NodeService.
-func (n *Node) NodeAdmin(ctx context.Context, action wire.NodeAction, id uint64) error {
+// NodeAdmin implements admin.NodeService.
+func (n *Node) NodeAdmin(ctx context.Context, action admin.NodeAction, id uint64) error {
 	nodes, err := n.catalog.Nodes(ctx)
 	if err != nil {
 		return object.Unreachable("meta service", err)
@@ -42,11 +43,11 @@ func (n *Node) NodeAdmin(ctx context.Context, action wire.NodeAction, id uint64)
 		return object.Errorf(object.NotFound, "no node %d in the cluster map (see cairn cluster status)", id)
 	}
 	switch action {
-	case wire.NodeDrain:
+	case admin.NodeDrain:
 		return n.drainNode(ctx, nd)
-	case wire.NodeRemove:
+	case admin.NodeRemove:
 		return n.removeNode(ctx, nd)
-	case wire.NodeUndrain:
+	case admin.NodeUndrain:
 		return n.undrainNode(ctx, nd)
 	}
 	return object.Errorf(object.InvalidArgument, "unknown node action %d", action)
@@ -163,7 +164,7 @@ func (n *Node) removeNode(ctx context.Context, nd meta.NodeInfo) error {
 	return nil
 }
 
-func heldRanges(ranges []meta.RangeDesc, id uint64) []uint64 {
+func heldRanges(ranges []rangedesc.Range, id uint64) []uint64 {
 	var held []uint64
 	for _, r := range ranges {
 		if r.Holds(id) {
@@ -192,4 +193,4 @@ type chunkPass struct {
 	draining bool // this node was draining in that map
 }
 
-var _ wire.NodeService = (*Node)(nil)
+var _ admin.NodeService = (*Node)(nil)

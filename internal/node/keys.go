@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/admin"
 	"github.com/cairn-db/cairn/internal/auth"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
-	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // Access keys: the root key (configured, or the cluster's saved one) and
@@ -71,41 +71,41 @@ func (n *Node) Keys() *auth.Keyring { return &n.keys }
 // RootKey returns the root key.
 func (n *Node) RootKey() auth.Key { return *n.rootKey.Load() }
 
-// CreateKey implements wire.KeyService.
-func (n *Node) CreateKey(ctx context.Context, ks wire.KeySpec) (wire.KeySpec, error) {
+// CreateKey implements admin.KeyService.
+func (n *Node) CreateKey(ctx context.Context, ks admin.KeySpec) (admin.KeySpec, error) {
 	made := auth.NewKey()
 	k := auth.Key{Access: cmp.Or(ks.Access, made.Access), Secret: cmp.Or(ks.Secret, made.Secret), Grants: ks.Grants, ClusterAdmin: ks.ClusterAdmin}
 	if k.Access == n.RootKey().Access {
-		return wire.KeySpec{}, object.Errorf(object.InvalidArgument, "%q is the root key", k.Access)
+		return admin.KeySpec{}, object.Errorf(object.InvalidArgument, "%q is the root key", k.Access)
 	}
 	if err := k.Validate(meta.ValidSpaceName); err != nil {
-		return wire.KeySpec{}, object.Errorf(object.InvalidArgument, "%v", err)
+		return admin.KeySpec{}, object.Errorf(object.InvalidArgument, "%v", err)
 	}
 	k, err := n.catalog.CreateKey(ctx, k)
 	if errors.Is(err, meta.ErrKeyExists) {
-		return wire.KeySpec{}, object.Errorf(object.InvalidArgument, "access key %q exists", ks.Access)
+		return admin.KeySpec{}, object.Errorf(object.InvalidArgument, "access key %q exists", ks.Access)
 	}
 	if err != nil {
-		return wire.KeySpec{}, err
+		return admin.KeySpec{}, err
 	}
 	_ = n.refreshKeys(ctx)
-	return wire.KeySpec{Access: k.Access, Secret: k.Secret, Grants: k.Grants, ClusterAdmin: k.ClusterAdmin, Created: k.Created.UnixNano()}, nil
+	return admin.KeySpec{Access: k.Access, Secret: k.Secret, Grants: k.Grants, ClusterAdmin: k.ClusterAdmin, Created: k.Created.UnixNano()}, nil
 }
 
-// ListKeys implements wire.KeyService; secrets are left out.
-func (n *Node) ListKeys(ctx context.Context) ([]wire.KeySpec, error) {
+// ListKeys implements admin.KeyService; secrets are left out.
+func (n *Node) ListKeys(ctx context.Context) ([]admin.KeySpec, error) {
 	keys, err := n.catalog.ListKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]wire.KeySpec, 0, len(keys))
+	out := make([]admin.KeySpec, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, wire.KeySpec{Access: k.Access, Grants: k.Grants, ClusterAdmin: k.ClusterAdmin, Created: k.Created.UnixNano()})
+		out = append(out, admin.KeySpec{Access: k.Access, Grants: k.Grants, ClusterAdmin: k.ClusterAdmin, Created: k.Created.UnixNano()})
 	}
 	return out, nil
 }
 
-// DeleteKey implements wire.KeyService.
+// DeleteKey implements admin.KeyService.
 func (n *Node) DeleteKey(ctx context.Context, access string) error {
 	err := n.catalog.DeleteKey(ctx, access)
 	if errors.Is(err, meta.ErrKeyNotFound) {
@@ -117,62 +117,62 @@ func (n *Node) DeleteKey(ctx context.Context, access string) error {
 	return err
 }
 
-// RotateRootKey implements wire.KeyRotator: a new saved root key, in
+// RotateRootKey implements admin.KeyRotator: a new saved root key, in
 // force on every node within a second.
-func (n *Node) RotateRootKey(ctx context.Context) (wire.KeySpec, error) {
+func (n *Node) RotateRootKey(ctx context.Context) (admin.KeySpec, error) {
 	if n.cfg.RootAccessKey != "" {
-		return wire.KeySpec{}, object.Errorf(object.InvalidArgument, "this cluster's root key is given in the nodes' configuration (--root-access-key): restart them with another")
+		return admin.KeySpec{}, object.Errorf(object.InvalidArgument, "this cluster's root key is given in the nodes' configuration (--root-access-key): restart them with another")
 	}
 	k, err := n.catalog.RotateRootKey(ctx)
 	if err != nil {
-		return wire.KeySpec{}, err
+		return admin.KeySpec{}, err
 	}
 	if err := n.refreshKeys(ctx); err != nil {
-		return wire.KeySpec{}, err
+		return admin.KeySpec{}, err
 	}
 	n.log.Info("root key rotated", "access", k.Access)
-	return wire.KeySpec{Access: k.Access, Secret: k.Secret, ClusterAdmin: true}, nil
+	return admin.KeySpec{Access: k.Access, Secret: k.Secret, ClusterAdmin: true}, nil
 }
 
-// Join tokens (wire.TokenService).
+// Join tokens (admin.TokenService).
 
 // defaultTokenTTL is how long a token made without a TTL is valid.
 const defaultTokenTTL = time.Hour
 
-// CreateToken implements wire.TokenService: a new token, shown once.
-func (n *Node) CreateToken(ctx context.Context, ts wire.TokenSpec) (wire.TokenSpec, error) {
+// CreateToken implements admin.TokenService: a new token, shown once.
+func (n *Node) CreateToken(ctx context.Context, ts admin.TokenSpec) (admin.TokenSpec, error) {
 	ttl := time.Duration(ts.TTLSeconds) * time.Second
 	if ts.TTLSeconds == 0 {
 		ttl = defaultTokenTTL
 	}
 	uses := cmp.Or(ts.Uses, 1)
 	if ttl <= 0 || ttl > 30*24*time.Hour || uses < 1 || uses > 1000 {
-		return wire.TokenSpec{}, object.Errorf(object.InvalidArgument, "a join token lasts from 1s to 30 days and admits 1 to 1000 nodes (asked: %v, %d)", ttl, uses)
+		return admin.TokenSpec{}, object.Errorf(object.InvalidArgument, "a join token lasts from 1s to 30 days and admits 1 to 1000 nodes (asked: %v, %d)", ttl, uses)
 	}
 	tok := auth.NewJoinToken()
 	now := n.cfg.Clock()
 	t := meta.JoinToken{ID: tok.ID, Secret: tok.Secret, Created: now, Expires: now.Add(ttl), Uses: uses}
 	if err := n.catalog.CreateToken(ctx, t); err != nil {
-		return wire.TokenSpec{}, err
+		return admin.TokenSpec{}, err
 	}
 	n.log.Info("join token made", "token", auth.DescribeToken(tok.ID), "expires", t.Expires.UTC().Format(time.RFC3339), "uses", uses)
-	return wire.TokenSpec{Token: tok.String(), ID: tok.ID, Uses: uses, Expires: t.Expires.UnixNano(), Created: now.UnixNano()}, nil
+	return admin.TokenSpec{Token: tok.String(), ID: tok.ID, Uses: uses, Expires: t.Expires.UnixNano(), Created: now.UnixNano()}, nil
 }
 
-// ListTokens implements wire.TokenService; secrets are left out.
-func (n *Node) ListTokens(ctx context.Context) ([]wire.TokenSpec, error) {
+// ListTokens implements admin.TokenService; secrets are left out.
+func (n *Node) ListTokens(ctx context.Context) ([]admin.TokenSpec, error) {
 	ts, err := n.catalog.ListTokens(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]wire.TokenSpec, 0, len(ts))
+	out := make([]admin.TokenSpec, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, wire.TokenSpec{ID: t.ID, Uses: t.Uses, Expires: t.Expires.UnixNano(), Created: t.Created.UnixNano()})
+		out = append(out, admin.TokenSpec{ID: t.ID, Uses: t.Uses, Expires: t.Expires.UnixNano(), Created: t.Created.UnixNano()})
 	}
 	return out, nil
 }
 
-// RevokeToken implements wire.TokenService.
+// RevokeToken implements admin.TokenService.
 func (n *Node) RevokeToken(ctx context.Context, id string) error {
 	if err := n.catalog.DeleteToken(ctx, id); errors.Is(err, meta.ErrTokenInvalid) {
 		return object.Errorf(object.NotFound, "no join token %s", id)

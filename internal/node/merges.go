@@ -12,10 +12,10 @@ import (
 
 	"github.com/cairn-db/cairn/internal/clock"
 	"github.com/cairn-db/cairn/internal/kv"
-	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/placement"
 	"github.com/cairn-db/cairn/internal/rangeclient"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 	"github.com/cairn-db/cairn/internal/replica"
 )
 
@@ -97,7 +97,7 @@ type mergeStatus struct {
 	leader   bool
 	bytes    uint64        // its versions' size (up to MergeSize)
 	quiet    time.Duration // how long it has been quiet, as leaseholder (0 elsewhere)
-	desc     replica.Descriptor
+	desc     rangedesc.Range
 	hasState bool
 }
 
@@ -223,7 +223,7 @@ func (n *Node) mergeStatuses(ctx context.Context, rangeID uint64, voters []uint6
 			continue
 		}
 		out[id] = st
-		queue = append(queue, st.desc.Peers...)
+		queue = append(queue, st.desc.Replicas...)
 	}
 	return out, missing
 }
@@ -239,7 +239,7 @@ func decodeMergeStatus(id uint64, b []byte) (mergeStatus, error) {
 		if d.Err() != nil {
 			break
 		}
-		st.desc.Peers = append(st.desc.Peers, d.U64())
+		st.desc.Replicas = append(st.desc.Replicas, d.U64())
 	}
 	return st, d.Done()
 }
@@ -266,8 +266,8 @@ func (n *Node) resumeMerge(ctx context.Context, s *space, r *rng, rep *replica.R
 		if rr := x.Replica(); rr != nil {
 			// (Not under r's own token: that one is pending or aborted,
 			// handled above, or committed, and must never be thawed.)
-			if fs := rr.MergeState(); fs.FrozenFor == d.RangeID && fs.FrozenToken != ms.Token {
-				n.log.Info("thawing a neighbour frozen for a merge that is not pending", "range", d.RangeID, "right", x.Desc().ID, "token", fmt.Sprintf("%x", fs.FrozenToken))
+			if fs := rr.MergeState(); fs.FrozenFor == d.ID && fs.FrozenToken != ms.Token {
+				n.log.Info("thawing a neighbour frozen for a merge that is not pending", "range", d.ID, "right", x.Desc().ID, "token", fmt.Sprintf("%x", fs.FrozenToken))
 				return true, n.sendThaw(ctx, s, rep, x.Desc().ID, fs.FrozenToken)
 			}
 		}
@@ -314,14 +314,14 @@ func (n *Node) maybeMerge(ctx context.Context, s *space, r *rng, rep *replica.Re
 				!bytes.Equal(x.desc.Start, rd.Start) || !bytes.Equal(x.desc.End, rd.End) {
 				return nil
 			}
-			if !placement.SameMembers(rd.Replicas, st.Voters) || !placement.SameMembers(x.desc.Peers, st.Voters) {
-				return n.askColocate(ctx, d.RangeID, rd.ID, slices.Collect(maps.Keys(sts)), st.Voters)
+			if !placement.SameMembers(rd.Replicas, st.Voters) || !placement.SameMembers(x.desc.Replicas, st.Voters) {
+				return n.askColocate(ctx, d.ID, rd.ID, slices.Collect(maps.Keys(sts)), st.Voters)
 			}
 			token := n.random() | 1
 			if err := rep.BeginMerge(ctx, rd.ID, token); err != nil {
 				return err
 			}
-			n.log.Info("merging a range", "range", d.RangeID, "right", rd.ID, "bytes", size+x.bytes, "token", fmt.Sprintf("%x", token))
+			n.log.Info("merging a range", "range", d.ID, "right", rd.ID, "bytes", size+x.bytes, "token", fmt.Sprintf("%x", token))
 			return n.startMerge(ctx, s, r, rep, rd.ID, token)
 		}
 	}
@@ -418,7 +418,7 @@ func (n *Node) runMerge(ctx context.Context, s *space, r *rng, rep *replica.Repl
 				frozen = &x
 			}
 		}
-		if all && frozen != nil && len(frozen.desc.Peers) > 0 {
+		if all && frozen != nil && len(frozen.desc.Replicas) > 0 {
 			if x := s.tab.ByID(right); x == nil || !bytes.Equal(x.Desc().End, frozen.desc.End) {
 				// It split after the merge began, and the table does
 				// not show that yet: merging it now would lose the
@@ -446,8 +446,8 @@ func (n *Node) runMerge(ctx context.Context, s *space, r *rng, rep *replica.Repl
 
 // commitMerge commits the merge of right (as its frozen replicas
 // describe it) into r and records it.
-func (n *Node) commitMerge(ctx context.Context, s *space, r *rng, rep *replica.Replica, right, token uint64, rd replica.Descriptor) error {
-	rd.RangeID = right
+func (n *Node) commitMerge(ctx context.Context, s *space, r *rng, rep *replica.Replica, right, token uint64, rd rangedesc.Range) error {
+	rd.ID = right
 	merged, err := rep.CommitMerge(ctx, token, rd)
 	if errors.Is(err, replica.ErrMergeRefused) {
 		return n.abortMerge(ctx, s, rep, right, token, err.Error())
@@ -456,7 +456,7 @@ func (n *Node) commitMerge(ctx context.Context, s *space, r *rng, rep *replica.R
 		return err
 	}
 	n.metrics.rangeOps.WithLabelValues("merge").Inc()
-	n.log.Info("merged a range", "range", merged.RangeID, "merged", right, "start", fmt.Sprintf("%x", merged.Start), "end", fmt.Sprintf("%x", merged.End))
+	n.log.Info("merged a range", "range", merged.ID, "merged", right, "start", fmt.Sprintf("%x", merged.Start), "end", fmt.Sprintf("%x", merged.End))
 	return n.recordMerge(ctx, s, r, rd)
 }
 
@@ -469,7 +469,7 @@ func (n *Node) abortMerge(ctx context.Context, s *space, rep *replica.Replica, r
 		return err
 	}
 	n.metrics.rangeOps.WithLabelValues("merge_aborted").Inc()
-	n.log.Info("aborted a merge", "range", rep.Descriptor().RangeID, "right", right, "why", why)
+	n.log.Info("aborted a merge", "range", rep.Descriptor().ID, "right", right, "why", why)
 	return n.thaw(ctx, s, rep, right, token)
 }
 
@@ -513,18 +513,18 @@ func rightVoters(s *space, rep *replica.Replica, right uint64) []uint64 {
 }
 
 // recordMerge writes a merge that applied here into the range table.
-func (n *Node) recordMerge(ctx context.Context, s *space, r *rng, right replica.Descriptor) error {
-	left, err := n.catalog.MergeRange(ctx, s.meta.ID, r.Desc().ID, right.RangeID, right.Start, right.End)
+func (n *Node) recordMerge(ctx context.Context, s *space, r *rng, right rangedesc.Range) error {
+	left, err := n.catalog.MergeRange(ctx, s.meta.ID, r.Desc().ID, right.ID, right.Start, right.End)
 	if err != nil {
 		return err
 	}
-	n.adoptMerge(s, &left, right.RangeID)
+	n.adoptMerge(s, &left, right.ID)
 	return nil
 }
 
 // onMerge is called on the replica loop when a merge applied here: the
 // node's routing follows at once (off the loop).
-func (n *Node) onMerge(left, right replica.Descriptor) {
+func (n *Node) onMerge(left, right rangedesc.Range) {
 	select {
 	case n.rangec <- rangeEvent{merge: true, left: left, right: right}:
 	default: // the table sync catches up
@@ -534,7 +534,7 @@ func (n *Node) onMerge(left, right replica.Descriptor) {
 // adoptMerge drops range right from s's table (it is gone here, or merged
 // into left) and, when the merge is recorded (left not nil), stores the
 // left range's recorded descriptor.
-func (n *Node) adoptMerge(s *space, left *meta.RangeDesc, right uint64) {
+func (n *Node) adoptMerge(s *space, left *rangedesc.Range, right uint64) {
 	n.merged.Store(right, true)
 	n.openMu.Lock()
 	defer n.openMu.Unlock()
@@ -558,7 +558,7 @@ func (n *Node) adoptMerge(s *space, left *meta.RangeDesc, right uint64) {
 // limit. The count is kept on r with applied, the range's applied index
 // read before the call (so never newer than what is counted), and a quiet
 // range (nothing applied since) is not read again.
-func (n *Node) rangeSize(r *rng, applied uint64, d replica.Descriptor, limit int64) (uint64, error) {
+func (n *Node) rangeSize(r *rng, applied uint64, d rangedesc.Range, limit int64) (uint64, error) {
 	est, err := n.rangeBytes(d)
 	if err != nil || est >= uint64(limit) {
 		return est, err

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/placement"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 	"github.com/cairn-db/cairn/internal/replica"
 )
 
@@ -128,7 +128,7 @@ func TestMergeNeighboursOnOtherNodes(t *testing.T) {
 
 // waitMerged waits until space name has at most want ranges in the
 // range table, tiling the space, and every node's table agrees with it.
-func waitMerged(t *testing.T, nodes []*Node, name string, want int) []meta.RangeDesc {
+func waitMerged(t *testing.T, nodes []*Node, name string, want int) []rangedesc.Range {
 	t.Helper()
 	return waitTable(t, nodes, name, fmt.Sprintf("at most %d", want), func(n int) bool { return n <= want }, nil)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/rangeclient"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/s3"
 	"github.com/cairn-db/cairn/internal/segment"
@@ -733,7 +734,7 @@ func every(ctx context.Context, d time.Duration, fn func(context.Context)) {
 }
 
 // newStateMachine makes a range's state machine.
-func (n *Node) newStateMachine(replica.Descriptor) replica.StateMachine {
+func (n *Node) newStateMachine(rangedesc.Range) replica.StateMachine {
 	return &kv.StateMachine{Cache: n.cache}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/placement"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 	"github.com/cairn-db/cairn/internal/replica"
 )
 
@@ -69,9 +70,9 @@ func (n *Node) syncRanges(ctx context.Context) {
 // and this node will not apply it through its left-hand replica (see
 // replica.Store.DropFrozen). Such a replica would otherwise decline every
 // snapshot that overlaps it.
-func (n *Node) dropStaleFrozen(ctx context.Context, descs []meta.RangeDesc) {
+func (n *Node) dropStaleFrozen(ctx context.Context, descs []rangedesc.Range) {
 	for _, id := range n.ranges.FrozenRanges() {
-		if slices.ContainsFunc(descs, func(d meta.RangeDesc) bool { return d.ID == id }) {
+		if slices.ContainsFunc(descs, func(d rangedesc.Range) bool { return d.ID == id }) {
 			continue
 		}
 		n.merged.Store(id, true)
@@ -83,7 +84,7 @@ func (n *Node) dropStaleFrozen(ctx context.Context, descs []meta.RangeDesc) {
 
 // syncOpenRanges applies descs to the ranges of the open spaces and returns
 // the spaces not open here that have a range placed on this node.
-func (n *Node) syncOpenRanges(ctx context.Context, descs []meta.RangeDesc) map[uint32]bool {
+func (n *Node) syncOpenRanges(ctx context.Context, descs []rangedesc.Range) map[uint32]bool {
 	n.openMu.Lock() // serialized with openSpace
 	defer n.openMu.Unlock()
 	open := map[uint32]*space{}
@@ -92,7 +93,7 @@ func (n *Node) syncOpenRanges(ctx context.Context, descs []meta.RangeDesc) map[u
 		open[s.meta.ID] = s
 	}
 	n.mu.RUnlock()
-	bySpace := map[uint32][]meta.RangeDesc{}
+	bySpace := map[uint32][]rangedesc.Range{}
 	for _, d := range descs {
 		bySpace[d.SpaceID] = append(bySpace[d.SpaceID], d)
 	}
@@ -115,7 +116,7 @@ func (n *Node) syncOpenRanges(ctx context.Context, descs []meta.RangeDesc) map[u
 // the range table: ranges new there (split elsewhere) are added, ranges
 // gone from it dropped, except one a split here made, which the range
 // table has not listed yet (its leaseholder records it, see repairRange).
-func (n *Node) syncTable(ctx context.Context, s *space, ds []meta.RangeDesc) {
+func (n *Node) syncTable(ctx context.Context, s *space, ds []rangedesc.Range) {
 	cur := s.tab.Ranges()
 	byID := make(map[uint64]*rng, len(cur))
 	for _, r := range cur {
@@ -170,7 +171,7 @@ func (n *Node) syncTable(ctx context.Context, s *space, ds []meta.RangeDesc) {
 }
 
 // syncRange applies descriptor d of an open range r.
-func (n *Node) syncRange(ctx context.Context, r *rng, d meta.RangeDesc) {
+func (n *Node) syncRange(ctx context.Context, r *rng, d rangedesc.Range) {
 	curDesc, curRep := r.State()
 	if d.Epoch < curDesc.Epoch {
 		return // an older read than what the repairer stored
@@ -271,7 +272,7 @@ func (n *Node) repairRange(ctx context.Context, s *space, r *rng, nodes []meta.N
 		if ms.Phase != replica.MergeDone {
 			return fmt.Errorf("range %d ends at %x here but at %x in the table, and no merge is known here", d.ID, rb.End, d.End)
 		}
-		return n.recordMerge(ctx, s, r, replica.Descriptor{RangeID: ms.Right, Start: d.End, End: rb.End})
+		return n.recordMerge(ctx, s, r, rangedesc.Range{ID: ms.Right, Start: d.End, End: rb.End})
 	}
 	// A merge in progress goes on before any membership step (its
 	// right-hand range serves nothing meanwhile).
@@ -384,7 +385,7 @@ const maxMoves = 2
 // addLearner adds node t to range r (local replica rep, descriptor d,
 // which has no learners) as a learner: in the range table first, so that t opens an
 // empty replica, then in raft.
-func (n *Node) addLearner(ctx context.Context, r *rng, rep *replica.Replica, d meta.RangeDesc, voters []uint64, t uint64, why string) error {
+func (n *Node) addLearner(ctx context.Context, r *rng, rep *replica.Replica, d rangedesc.Range, voters []uint64, t uint64, why string) error {
 	nd, err := n.catalog.SetRangeMembers(ctx, d, voters, []uint64{t})
 	if err != nil {
 		return err

@@ -13,11 +13,12 @@ import (
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/placement"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // rangesOf returns the range table entries of space name.
-func rangesOf(t testing.TB, n *Node, name string) []meta.RangeDesc {
+func rangesOf(t testing.TB, n *Node, name string) []rangedesc.Range {
 	t.Helper()
 	ctx := context.Background()
 	sp, err := n.catalog.GetSpace(ctx, name)

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/rangeclient"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -48,7 +48,7 @@ func (n *Node) rangeEntry(id uint64, rep *replica.Replica) *rng {
 	if _, r := n.tableEntry(id); r != nil && r.Replica() == rep {
 		return r
 	}
-	return newRng(meta.RangeDesc{ID: id}, rep)
+	return newRng(rangedesc.Range{ID: id}, rep)
 }
 
 // peerCodes carries the object service's failures across the cairn.Range

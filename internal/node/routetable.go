@@ -3,21 +3,21 @@ package node
 import (
 	"context"
 
+	"github.com/cairn-db/cairn/internal/admin"
 	"github.com/cairn-db/cairn/internal/rangeclient"
-	"github.com/cairn-db/cairn/internal/wire"
 )
 
-// Routes implements wire.RouteService: the space's ranges as this node
+// Routes implements admin.RouteService: the space's ranges as this node
 // knows them, each with the node holding its lease (the raft leader of a
 // range this node holds a replica of; else the node forwarding last found
 // holding it), so a client can send keyed requests straight there.
-func (n *Node) Routes(ctx context.Context, name string) (wire.RouteTable, error) {
+func (n *Node) Routes(ctx context.Context, name string) (admin.RouteTable, error) {
 	s, release, err := n.acquire(ctx, name)
 	if err != nil {
-		return wire.RouteTable{}, err
+		return admin.RouteTable{}, err
 	}
 	defer release()
-	t := wire.RouteTable{Space: s.meta.ID}
+	t := admin.RouteTable{Space: s.meta.ID}
 	native := map[uint64]string{}
 	for _, nd := range n.peers.view() {
 		native[nd.ID] = nd.Native
@@ -31,7 +31,7 @@ func (n *Node) Routes(ctx context.Context, name string) (wire.RouteTable, error)
 		}
 		// Each route ends where the next starts, as keys are routed (an
 		// entry's own end may lag a split).
-		rt := wire.Route{Range: d.ID, Epoch: d.Epoch, Start: d.Start, End: rangeclient.End(tab, i, s.meta.ID), Leaseholder: native[lead]}
+		rt := admin.Route{Range: d.ID, Epoch: d.Epoch, Start: d.Start, End: rangeclient.End(tab, i, s.meta.ID), Leaseholder: native[lead]}
 		for _, id := range d.Replicas {
 			if a := native[id]; a != "" {
 				rt.Replicas = append(rt.Replicas, a)
@@ -42,4 +42,4 @@ func (n *Node) Routes(ctx context.Context, name string) (wire.RouteTable, error)
 	return t, nil
 }
 
-var _ wire.RouteService = (*Node)(nil)
+var _ admin.RouteService = (*Node)(nil)

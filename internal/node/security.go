@@ -15,11 +15,11 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/cairn-db/cairn/internal/admin"
 	"github.com/cairn-db/cairn/internal/auth"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/storage"
-	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // The node's share of the cluster's secrets, in its data directory:
@@ -332,7 +332,7 @@ func (n *Node) sealSecrets(ctx context.Context) {
 	}
 }
 
-// RotateClusterKey implements wire.KeyRotator. Every node of the map must
+// RotateClusterKey implements admin.KeyRotator. Every node of the map must
 // be up. This node first learns every other node's keys (so the new key's
 // id is new everywhere), then the new key goes to every node in two steps,
 // so that no node meets a value sealed with a key it does not hold: first
@@ -341,27 +341,27 @@ func (n *Node) sealSecrets(ctx context.Context) {
 // sealed again under it and the meta service's history of the old sealed
 // values is compacted. Admissions wait meanwhile (a node being admitted
 // gets the keys as they are after).
-func (n *Node) RotateClusterKey(ctx context.Context) (wire.ClusterKeyRotation, error) {
+func (n *Node) RotateClusterKey(ctx context.Context) (admin.ClusterKeyRotation, error) {
 	release, err := n.clusterLock(ctx, "rotate-cluster-key", 5*time.Minute)
 	if err != nil {
-		return wire.ClusterKeyRotation{}, object.Errorf(object.Unavailable, "another rotation is under way: %v", err)
+		return admin.ClusterKeyRotation{}, object.Errorf(object.Unavailable, "another rotation is under way: %v", err)
 	}
 	defer release()
 	admissions, err := n.admissionLock(ctx)
 	if err != nil {
-		return wire.ClusterKeyRotation{}, object.Errorf(object.Unavailable, "a node is being admitted: %v; try again", err)
+		return admin.ClusterKeyRotation{}, object.Errorf(object.Unavailable, "a node is being admitted: %v; try again", err)
 	}
 	defer admissions()
 	nodes, err := n.catalog.Nodes(ctx)
 	if err != nil {
-		return wire.ClusterKeyRotation{}, object.Unreachable("meta service", err)
+		return admin.ClusterKeyRotation{}, object.Unreachable("meta service", err)
 	}
 	var others []uint64
 	for _, nd := range nodes {
 		switch {
 		case nd.State == meta.NodeRemoved || nd.ID == n.id.NodeID:
 		case nd.State != meta.NodeUp:
-			return wire.ClusterKeyRotation{}, object.Errorf(object.Unavailable, "node %d is %s: every node must be up to receive the new cluster key", nd.ID, nd.State)
+			return admin.ClusterKeyRotation{}, object.Errorf(object.Unavailable, "node %d is %s: every node must be up to receive the new cluster key", nd.ID, nd.State)
 		default:
 			others = append(others, nd.ID)
 		}
@@ -379,44 +379,44 @@ func (n *Node) RotateClusterKey(ctx context.Context) (wire.ClusterKeyRotation, e
 			_, err = n.takeClusterKeys(keysLearn, b)
 		}
 		if err != nil {
-			return wire.ClusterKeyRotation{}, err
+			return admin.ClusterKeyRotation{}, err
 		}
 	}
 	cur := n.sec.keys.Load()
 	next := cur.Rotate()
 	learn, err := next.Use(cur.Current())
 	if err != nil {
-		return wire.ClusterKeyRotation{}, err
+		return admin.ClusterKeyRotation{}, err
 	}
 	if _, err := n.takeClusterKeys(keysLearn, learn.Marshal()); err != nil {
-		return wire.ClusterKeyRotation{}, err
+		return admin.ClusterKeyRotation{}, err
 	}
 	for _, id := range others {
 		if _, err := call(id, append([]byte{keysLearn}, learn.Marshal()...)); err != nil {
-			return wire.ClusterKeyRotation{}, err
+			return admin.ClusterKeyRotation{}, err
 		}
 	}
 	use := binary.BigEndian.AppendUint32(nil, next.Current())
 	for _, id := range others {
 		if _, err := call(id, append([]byte{keysUse}, use...)); err != nil {
-			return wire.ClusterKeyRotation{}, err
+			return admin.ClusterKeyRotation{}, err
 		}
 	}
 	if _, err := n.takeClusterKeys(keysUse, use); err != nil {
-		return wire.ClusterKeyRotation{}, err
+		return admin.ClusterKeyRotation{}, err
 	}
 	n.log.Info("cluster key rotated; sealing the meta service's secrets under it", "key", next.Current(), "nodes", len(others)+1)
 	now := next.Current()
 	resealed, err := n.catalog.SealSecrets(ctx, func(sealed []byte) bool { id, _ := auth.SealedWith(sealed); return id != now })
 	if err != nil {
-		return wire.ClusterKeyRotation{}, fmt.Errorf("every node holds cluster key %d, but sealing the secrets under it stopped: %w (run the rotation again)", now, err)
+		return admin.ClusterKeyRotation{}, fmt.Errorf("every node holds cluster key %d, but sealing the secrets under it stopped: %w (run the rotation again)", now, err)
 	}
 	if f, ok := n.meta.(interface{ Forget(context.Context) error }); ok {
 		if err := f.Forget(ctx); err != nil {
 			n.log.Warn("could not compact the meta service's history of the secrets sealed again", "err", err)
 		}
 	}
-	return wire.ClusterKeyRotation{KeyID: now, Nodes: len(others) + 1, Resealed: resealed}, nil
+	return admin.ClusterKeyRotation{KeyID: now, Nodes: len(others) + 1, Resealed: resealed}, nil
 }
 
 // The steps of handing cluster keys between nodes (peer call ClusterKeys:

@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/placement"
 	"github.com/cairn-db/cairn/internal/rangeclient"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 	"github.com/cairn-db/cairn/internal/replica"
 )
 
@@ -71,7 +72,7 @@ type rangeExt struct {
 	merging atomic.Bool
 }
 
-func newRng(d meta.RangeDesc, rep *replica.Replica) *rng {
+func newRng(d rangedesc.Range, rep *replica.Replica) *rng {
 	return rangeclient.NewRange(d, rep, &rangeExt{})
 }
 
@@ -149,13 +150,13 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 // running. A range never changed since it was created (epoch 1) is
 // bootstrapped from its first replicas; a replica added later starts empty
 // and gets the range's state from the leader as a snapshot.
-func (n *Node) openReplica(d meta.RangeDesc) (*replica.Replica, error) {
+func (n *Node) openReplica(d rangedesc.Range) (*replica.Replica, error) {
 	if rep := n.ranges.Replica(d.ID); rep != nil {
 		return rep, nil
 	}
-	rd := replica.Descriptor{RangeID: d.ID, Start: d.Start, End: d.End}
+	rd := rangedesc.Range{ID: d.ID, Start: d.Start, End: d.End}
 	if d.Epoch == 1 && d.Parent == 0 {
-		rd.Peers = d.Replicas
+		rd.Replicas = d.Replicas
 	}
 	rep, err := n.ranges.AddReplica(rd, n.newStateMachine(rd))
 	if errors.Is(err, replica.ErrRangeMerged) {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/kv"
-	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 	"github.com/cairn-db/cairn/internal/replica"
 )
 
@@ -134,7 +134,7 @@ func (n *Node) maybeSplit(ctx context.Context, s *space, r *rng, rep *replica.Re
 }
 
 // rangeBytes is pebble's estimate of the disk space of a range's state.
-func (n *Node) rangeBytes(d replica.Descriptor) (uint64, error) {
+func (n *Node) rangeBytes(d rangedesc.Range) (uint64, error) {
 	var total uint64
 	for _, sp := range kv.Spans(d) {
 		b, err := n.eng.DB().EstimateDiskUsage(sp.Start, sp.End)
@@ -149,7 +149,7 @@ func (n *Node) rangeBytes(d replica.Descriptor) (uint64, error) {
 // splitKey returns the object key that halves the bytes of the range's
 // versions (keys and values), so that every version of an object stays
 // on one side; nil if the range holds fewer than two objects.
-func (n *Node) splitKey(d replica.Descriptor) ([]byte, error) {
+func (n *Node) splitKey(d rangedesc.Range) ([]byte, error) {
 	vlo, vhi := keys.VersionSpan(d.Start, d.End)
 	snap := n.eng.DB().NewSnapshot()
 	defer snap.Close()
@@ -211,7 +211,7 @@ func (n *Node) splitRange(ctx context.Context, s *space, r *rng, rep *replica.Re
 	}
 	rd, err := rep.Split(ctx, key, rightID)
 	if err != nil {
-		return fmt.Errorf("split range %d: %w", rep.Descriptor().RangeID, err)
+		return fmt.Errorf("split range %d: %w", rep.Descriptor().ID, err)
 	}
 	n.metrics.rangeOps.WithLabelValues("split").Inc()
 	n.log.Info("split a range", "range", r.Desc().ID, "new", rightID, "why", why)
@@ -219,8 +219,8 @@ func (n *Node) splitRange(ctx context.Context, s *space, r *rng, rep *replica.Re
 }
 
 // recordSplit writes a split that applied here into the range table.
-func (n *Node) recordSplit(ctx context.Context, s *space, r *rng, right replica.Descriptor) error {
-	left, nr, err := n.catalog.SplitRange(ctx, s.meta.ID, r.Desc().ID, right.Start, right.End, right.RangeID, right.Peers)
+func (n *Node) recordSplit(ctx context.Context, s *space, r *rng, right rangedesc.Range) error {
+	left, nr, err := n.catalog.SplitRange(ctx, s.meta.ID, r.Desc().ID, right.Start, right.End, right.ID, right.Replicas)
 	if err != nil {
 		return err
 	}
@@ -231,12 +231,12 @@ func (n *Node) recordSplit(ctx context.Context, s *space, r *rng, right replica.
 // rangeEvent is a split or a merge that applied here.
 type rangeEvent struct {
 	merge       bool
-	left, right replica.Descriptor
+	left, right rangedesc.Range
 }
 
 // onSplit is called on the replica loop when a split applied here: the
 // node's routing follows at once (off the loop).
-func (n *Node) onSplit(left, right replica.Descriptor) {
+func (n *Node) onSplit(left, right rangedesc.Range) {
 	select {
 	case n.rangec <- rangeEvent{left: left, right: right}:
 	default: // the table sync catches up
@@ -252,16 +252,16 @@ func (n *Node) followRanges(ctx context.Context) {
 			return
 		case ev := <-n.rangec:
 			left, right := ev.left, ev.right
-			s, _ := n.tableEntry(left.RangeID)
+			s, _ := n.tableEntry(left.ID)
 			if s == nil {
 				continue
 			}
 			if ev.merge {
-				n.adoptMerge(s, nil, right.RangeID)
+				n.adoptMerge(s, nil, right.ID)
 				continue
 			}
-			rd := meta.RangeDesc{ID: right.RangeID, SpaceID: s.meta.ID, Start: right.Start, End: right.End,
-				Replicas: right.Peers, Parent: left.RangeID}
+			rd := rangedesc.Range{ID: right.ID, SpaceID: s.meta.ID, Start: right.Start, End: right.End,
+				Replicas: right.Replicas, Parent: left.ID}
 			n.adoptSplit(s, nil, rd)
 		}
 	}
@@ -272,7 +272,7 @@ func (n *Node) followRanges(ctx context.Context) {
 // recorded descriptor. Until then the left range's entry keeps the
 // table's (wider) bounds, which is how the repairer sees the split is not
 // recorded; routing needs only the new range's start.
-func (n *Node) adoptSplit(s *space, left *meta.RangeDesc, right meta.RangeDesc) {
+func (n *Node) adoptSplit(s *space, left *rangedesc.Range, right rangedesc.Range) {
 	n.openMu.Lock()
 	defer n.openMu.Unlock()
 	if left != nil {

@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/keys"
-	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
 // waitSplit waits until space name has at least want ranges in the range
 // table, tiling the space, and every node's table agrees with it.
-func waitSplit(t *testing.T, nodes []*Node, name string, want int, busy func()) []meta.RangeDesc {
+func waitSplit(t *testing.T, nodes []*Node, name string, want int, busy func()) []rangedesc.Range {
 	t.Helper()
 	return waitTable(t, nodes, name, fmt.Sprintf("at least %d", want), func(n int) bool { return n >= want }, busy)
 }
@@ -26,7 +26,7 @@ func waitSplit(t *testing.T, nodes []*Node, name string, want int, busy func()) 
 // waitTable waits until the number of space name's ranges in the range
 // table is as ok wants (what says how), the table tiles the space, and
 // every node's table agrees with it; busy, if not nil, runs every round.
-func waitTable(t *testing.T, nodes []*Node, name, what string, ok func(int) bool, busy func()) []meta.RangeDesc {
+func waitTable(t *testing.T, nodes []*Node, name, what string, ok func(int) bool, busy func()) []rangedesc.Range {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -45,7 +45,7 @@ func waitTable(t *testing.T, nodes []*Node, name, what string, ok func(int) bool
 }
 
 // tiles reports whether ds (sorted by start) cover their space end to end.
-func tiles(ds []meta.RangeDesc) bool {
+func tiles(ds []rangedesc.Range) bool {
 	if len(ds) == 0 || !bytes.Equal(ds[0].Start, keys.SpaceStart(ds[0].SpaceID)) {
 		return false
 	}
@@ -57,7 +57,7 @@ func tiles(ds []meta.RangeDesc) bool {
 	return bytes.Equal(ds[len(ds)-1].End, keys.SpaceEnd(ds[0].SpaceID))
 }
 
-func tablesAgree(nodes []*Node, name string, ds []meta.RangeDesc) bool {
+func tablesAgree(nodes []*Node, name string, ds []rangedesc.Range) bool {
 	for _, n := range nodes {
 		n.mu.RLock()
 		s := n.mu.spaces[name]

@@ -5,14 +5,15 @@ import (
 	"encoding/json"
 	"slices"
 
+	"github.com/cairn-db/cairn/internal/admin"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
-	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
-// ClusterStatus implements wire.ClusterService.
+// ClusterStatus implements admin.ClusterService.
 func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
-	rep := wire.ClusterReport{Cluster: n.id.Cluster, Node: n.id.NodeID}
+	rep := admin.ClusterReport{Cluster: n.id.Cluster, Node: n.id.NodeID}
 	var err error
 	if rep.Epoch, err = n.catalog.MapEpoch(ctx); err != nil {
 		return nil, object.Unreachable("meta service", err)
@@ -24,7 +25,7 @@ func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
 	index := map[uint64]int{}
 	for i, nd := range nodes {
 		index[nd.ID] = i
-		rep.Nodes = append(rep.Nodes, wire.ClusterNode{ID: nd.ID, Native: nd.Native, Peer: nd.Peer, HTTP: nd.HTTP,
+		rep.Nodes = append(rep.Nodes, admin.ClusterNode{ID: nd.ID, Native: nd.Native, Peer: nd.Peer, HTTP: nd.HTTP,
 			Zone: nd.Zone, State: nd.State, Capacity: nd.Capacity, Started: nd.Started})
 	}
 	rep.Oracle, _ = n.tso.Leader(ctx) // 0 between terms
@@ -34,7 +35,7 @@ func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
 			return nil, object.Unreachable("meta service", err)
 		}
 		for _, m := range members {
-			cm := wire.ClusterMember{Name: m.Name, Voter: !m.Learner}
+			cm := admin.ClusterMember{Name: m.Name, Voter: !m.Learner}
 			if len(m.PeerURLs) > 0 {
 				cm.PeerURL = m.PeerURLs[0]
 			}
@@ -65,7 +66,7 @@ func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
 	}
 	n.mu.RUnlock()
 	for _, r := range ranges {
-		cr := wire.ClusterRange{ID: r.ID, Space: names[r.SpaceID], Start: r.Start, End: r.End, Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch}
+		cr := admin.ClusterRange{ID: r.ID, Space: names[r.SpaceID], Start: r.Start, End: r.End, Replicas: r.Replicas, Learners: r.Learners, Epoch: r.Epoch}
 		cr.Leader = n.rangeLeader(r, nodes, hints)
 		for _, id := range append(slices.Clone(r.Replicas), r.Learners...) {
 			if i, ok := index[id]; ok {
@@ -80,13 +81,13 @@ func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
 	return json.Marshal(rep)
 }
 
-var _ wire.ClusterService = (*Node)(nil)
+var _ admin.ClusterService = (*Node)(nil)
 
 // rangeLeader is the node leading range r as this node knows it: its own
 // replica's raft state; else, for a range of one voter, that voter while
 // it is up (it leads itself); else the node last found holding the lease
 // (hints); 0 if none is known.
-func (n *Node) rangeLeader(r meta.RangeDesc, nodes []meta.NodeInfo, hints map[uint64]uint64) uint64 {
+func (n *Node) rangeLeader(r rangedesc.Range, nodes []meta.NodeInfo, hints map[uint64]uint64) uint64 {
 	if local := n.ranges.Replica(r.ID); local != nil {
 		return local.Status().Leader
 	}

@@ -124,7 +124,7 @@ func (c *Client) handleVersions(_ context.Context, r *Range, req []byte) ([]byte
 func (c *Client) readOwned(r *Range, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
 	rep := r.Replica()
 	if !rep.Contains(obj) {
-		return nil, errMoved(rep.Descriptor().RangeID)
+		return nil, errMoved(rep.Descriptor().ID)
 	}
 	r.Load.Note(obj)
 	return c.readLocal(obj, version, asOf)
@@ -135,7 +135,7 @@ func (c *Client) readOwned(r *Range, obj []byte, version, asOf uint64) (*mvcc.Re
 func (c *Client) listOwned(r *Range, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
 	rep := r.Replica()
 	if !rep.ContainsSpan(o.Lower, o.Upper) {
-		return nil, false, errMoved(rep.Descriptor().RangeID)
+		return nil, false, errMoved(rep.Descriptor().ID)
 	}
 	r.Load.Add()
 	ents, more, err := mvcc.List(kv.Reader{R: c.cfg.DB}, o)
@@ -147,7 +147,7 @@ func (c *Client) listOwned(r *Range, o mvcc.ListOptions) ([]mvcc.Entry, bool, er
 func (c *Client) versionsOwned(r *Range, obj []byte, before uint64, limit int) ([]*mvcc.Record, bool, error) {
 	rep := r.Replica()
 	if !rep.Contains(obj) {
-		return nil, false, errMoved(rep.Descriptor().RangeID)
+		return nil, false, errMoved(rep.Descriptor().ID)
 	}
 	r.Load.Note(obj)
 	recs, more, err := mvcc.Versions(kv.Reader{R: c.cfg.DB}, obj, before, limit)

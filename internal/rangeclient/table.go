@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cairn-db/cairn/internal/keys"
-	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 	"github.com/cairn-db/cairn/internal/replica"
 )
 
@@ -87,13 +87,13 @@ type Range struct {
 }
 
 type state struct {
-	desc meta.RangeDesc
+	desc rangedesc.Range
 	rep  *replica.Replica // nil when this node holds no replica of the range
 }
 
 // NewRange makes a table entry for the range d with its local replica rep
 // (nil if none). ext is the owner's own state for the range (Ext).
-func NewRange(d meta.RangeDesc, rep *replica.Replica, ext any) *Range {
+func NewRange(d rangedesc.Range, rep *replica.Replica, ext any) *Range {
 	r := &Range{ext: ext}
 	// The load sampler's choices are a function of the range alone, so a
 	// test that replays a range's requests samples the same keys.
@@ -107,25 +107,25 @@ func (r *Range) Ext() any { return r.ext }
 
 // Desc returns the range's descriptor as this node last read it. Shared:
 // do not modify.
-func (r *Range) Desc() *meta.RangeDesc { return &r.cur.Load().desc }
+func (r *Range) Desc() *rangedesc.Range { return &r.cur.Load().desc }
 
 // Replica returns the local replica, or nil.
 func (r *Range) Replica() *replica.Replica { return r.cur.Load().rep }
 
 // State returns the descriptor and the local replica from one snapshot.
-func (r *Range) State() (*meta.RangeDesc, *replica.Replica) {
+func (r *Range) State() (*rangedesc.Range, *replica.Replica) {
 	s := r.cur.Load()
 	return &s.desc, s.rep
 }
 
 // SetState replaces the descriptor and the local replica together.
-func (r *Range) SetState(d meta.RangeDesc, rep *replica.Replica) {
+func (r *Range) SetState(d rangedesc.Range, rep *replica.Replica) {
 	r.cur.Store(&state{desc: d, rep: rep})
 }
 
 // AdoptDesc stores d, a descriptor the range table recorded, if it is
 // newer than the entry's; the replica stays.
-func (r *Range) AdoptDesc(d meta.RangeDesc) {
+func (r *Range) AdoptDesc(d rangedesc.Range) {
 	if cur := r.cur.Load(); d.Epoch > cur.desc.Epoch {
 		r.cur.Store(&state{desc: d, rep: cur.rep})
 	}

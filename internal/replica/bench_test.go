@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cairn-db/cairn/internal/rangedesc"
+	"github.com/cairn-db/cairn/internal/storage"
 )
 
 // nopSM applies nothing but a small write, so the benchmark measures the
@@ -38,7 +40,7 @@ func BenchmarkPropose(b *testing.B) {
 			defer e.Close()
 			s := newStore(b, Options{NodeID: 1, Engine: e, Logger: quietLogger()})
 			defer s.Close()
-			r, err := s.AddReplica(Descriptor{RangeID: 1, Peers: []uint64{1}}, nopSM{key: []byte("zbench")})
+			r, err := s.AddReplica(rangedesc.Range{ID: 1, Replicas: []uint64{1}}, nopSM{key: []byte("zbench")})
 			if err != nil {
 				b.Fatal(err)
 			}

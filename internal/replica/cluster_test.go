@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/cairn-db/cairn/internal/rangedesc"
+	"github.com/cairn-db/cairn/internal/storage"
 )
 
 type testNode struct {
@@ -46,7 +48,7 @@ func startClusterWith(t *testing.T, net *memNet, adjust func(*Options), ids ...u
 		}
 	})
 	for _, n := range nodes {
-		r, err := n.store.AddReplica(Descriptor{RangeID: 1, Peers: ids}, &counterSM{rangeID: 1})
+		r, err := n.store.AddReplica(rangedesc.Range{ID: 1, Replicas: ids}, &counterSM{rangeID: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +65,7 @@ func reopen(t *testing.T, net *memNet, n *testNode) *Replica {
 	o.Transport = net
 	n.store = newStore(t, o)
 	net.set(n.id, n.store)
-	r, err := n.store.AddReplica(Descriptor{RangeID: 1}, &counterSM{rangeID: 1})
+	r, err := n.store.AddReplica(rangedesc.Range{ID: 1}, &counterSM{rangeID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,9 +190,9 @@ func TestChangeReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []*testNode{leader, kept} {
-		waitFor(t, "conf change applied", func() bool { return len(n.rep.Descriptor().Peers) == 2 })
-		if slices.Contains(n.rep.Descriptor().Peers, removed.id) {
-			t.Fatalf("node %d still lists %d: %v", n.id, removed.id, n.rep.Descriptor().Peers)
+		waitFor(t, "conf change applied", func() bool { return len(n.rep.Descriptor().Replicas) == 2 })
+		if slices.Contains(n.rep.Descriptor().Replicas, removed.id) {
+			t.Fatalf("node %d still lists %d: %v", n.id, removed.id, n.rep.Descriptor().Replicas)
 		}
 	}
 	net.set(removed.id, nil)
@@ -380,7 +382,7 @@ func TestAddReplicaBySnapshot(t *testing.T) {
 	_ = out.store.Close()
 	proposeSeq(t, leader.rep, 41, 45)
 	waitFor(t, "apply on the new voter", func() bool { return checkSM(t, e.DB(), 1) == 45 })
-	if v := r4.Descriptor().Peers; !slices.Contains(v, 4) || slices.Contains(v, out.id) {
+	if v := r4.Descriptor().Replicas; !slices.Contains(v, 4) || slices.Contains(v, out.id) {
 		t.Fatalf("new voter's peers %v", v)
 	}
 	leader.rep.TransferLeadership(4)

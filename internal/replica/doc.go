@@ -111,7 +111,7 @@
 //
 // A new group is bootstrapped without log entries: every replica writes the
 // same state, a log truncated at index 5 term 5, commit and applied 5, and
-// the ConfState of Descriptor.Peers; so all replicas of a range must be
+// the ConfState of rangedesc.Range.Peers; so all replicas of a range must be
 // bootstrapped from the same Peers.
 //
 // # Log truncation

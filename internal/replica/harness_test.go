@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cairn-db/cairn/internal/rangedesc"
 	"github.com/cairn-db/cairn/internal/storage"
 )
 
@@ -338,7 +339,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			ticks := make(chan time.Time)
 			o := Options{NodeID: id, Engine: e, Transport: h, Clock: h.clock, Logger: quietLogger(),
 				TickInterval: 100 * time.Millisecond, CommitDelay: delay, QuiesceTicks: quiesce, ticks: ticks,
-				NewStateMachine: func(Descriptor) StateMachine { return &keySM{} }}
+				NewStateMachine: func(rangedesc.Range) StateMachine { return &keySM{} }}
 			s, err := NewStore(o)
 			if err != nil {
 				t.Fatal(err)
@@ -354,7 +355,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		d.ScanArgs(t, "id", &id)
 		peers := uints(t, d, "peers")
 		for _, n := range peers {
-			desc := Descriptor{RangeID: id, Peers: peers}
+			desc := rangedesc.Range{ID: id, Replicas: peers}
 			var sm StateMachine = &counterSM{rangeID: id}
 			if d.HasArg("keys") {
 				var lo, hi string
@@ -471,8 +472,8 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 					fmt.Fprintf(&b, "node %d %s: %v\n", p.node, p.what, orDone(p.err))
 				case error: // the state machine's answer
 					fmt.Fprintf(&b, "node %d %s: refused: %v\n", p.node, p.what, res)
-				case Descriptor:
-					fmt.Fprintf(&b, "node %d %s: r%d [%s, %s) voters %v\n", p.node, p.what, res.RangeID, res.Start, res.End, res.Peers)
+				case rangedesc.Range:
+					fmt.Fprintf(&b, "node %d %s: r%d [%s, %s) voters %v\n", p.node, p.what, res.ID, res.Start, res.End, res.Replicas)
 				default:
 					fmt.Fprintf(&b, "node %d %s: count %v\n", p.node, p.what, res)
 				}
@@ -561,7 +562,7 @@ func (h *harness) op(t *testing.T, d *datadriven.TestData, node uint64, r *Repli
 				return nil, err
 			}
 			return d, nil
-		}, fmt.Sprintf("commit merge of r%d", rd.RangeID)
+		}, fmt.Sprintf("commit merge of r%d", rd.ID)
 	case "abort":
 		return func(ctx context.Context) (any, error) { return none(r.AbortMerge(ctx, token)) }, "abort merge"
 	case "thaw":

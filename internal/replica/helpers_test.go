@@ -13,13 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/keys"
-	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/rangedesc"
+	"github.com/cairn-db/cairn/internal/storage"
 )
 
 // counterSM counts commands. A command is an 8-byte sequence number, which
@@ -48,7 +50,7 @@ func readUint(r pebble.Reader, key []byte) uint64 {
 }
 
 // Spans implements Spanner: everything under "z" + rangeID.
-func (c *counterSM) Spans(Descriptor) []Span {
+func (c *counterSM) Spans(rangedesc.Range) []Span {
 	start := smKey(c.rangeID, "")
 	return []Span{{Start: start, End: keys.PrefixEnd(start)}}
 }
@@ -165,7 +167,7 @@ func addEmptyNode(t *testing.T, net *memNet, id uint64, adjust func(*Options)) (
 	s := newStore(t, o)
 	t.Cleanup(func() { _ = s.Close(); _ = e.Close() })
 	net.set(id, s)
-	r, err := s.AddReplica(Descriptor{RangeID: 1}, &counterSM{rangeID: 1})
+	r, err := s.AddReplica(rangedesc.Range{ID: 1}, &counterSM{rangeID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
 // tapNet shows every message to see before memNet delivers it; see
@@ -124,11 +126,11 @@ func TestAcksCoalesced(t *testing.T) {
 	o, net := recordOptions(t)
 	s := newStore(t, o)
 	defer s.Close()
-	r1, err := s.AddReplica(Descriptor{RangeID: 1, Peers: []uint64{1}}, &counterSM{rangeID: 1})
+	r1, err := s.AddReplica(rangedesc.Range{ID: 1, Replicas: []uint64{1}}, &counterSM{rangeID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := s.AddReplica(Descriptor{RangeID: 2, Peers: []uint64{1}}, &counterSM{rangeID: 2})
+	r2, err := s.AddReplica(rangedesc.Range{ID: 2, Replicas: []uint64{1}}, &counterSM{rangeID: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

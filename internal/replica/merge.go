@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/placement"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
 // Merges.
@@ -191,7 +192,7 @@ func (r *Replica) ClearMerge(ctx context.Context, token uint64) error {
 // this range, whose merge under token is pending, and returns this
 // range's new descriptor. right must be the right-hand range's descriptor
 // as its frozen replicas have it (bounds and voters).
-func (r *Replica) CommitMerge(ctx context.Context, token uint64, right Descriptor) (Descriptor, error) {
+func (r *Replica) CommitMerge(ctx context.Context, token uint64, right rangedesc.Range) (rangedesc.Range, error) {
 	return r.proposeDescriptor(ctx, cmdMerge, append(binary.BigEndian.AppendUint64([]byte{mergeCommit}, token), encodeSplit(right)...))
 }
 
@@ -213,7 +214,7 @@ func (r *Replica) mergeStep(ctx context.Context, op byte, args ...uint64) (any, 
 // pendingMerge is a merge committed in an apply batch, finished once the
 // batch has committed (finishMerge).
 type pendingMerge struct {
-	left, right Descriptor
+	left, right rangedesc.Range
 }
 
 // membershipChanging reports whether the group is joint or has learners.
@@ -224,7 +225,7 @@ func (r *Replica) membershipChanging() bool {
 }
 
 // applyMerge applies a merge step into b and returns its result: nil, a
-// Descriptor (commit), or an error value (refused: b untouched). The
+// rangedesc.Range (commit), or an error value (refused: b untouched). The
 // checks read only replicated state, so every replica decides the same.
 // A returned error is fatal: b must not commit. Loop-owned.
 func (r *Replica) applyMerge(b *pebble.Batch, cmd []byte, out *[]*pendingMerge) (any, error) {
@@ -289,28 +290,28 @@ func (r *Replica) applyMerge(b *pebble.Batch, cmd []byte, out *[]*pendingMerge) 
 			return bad()
 		}
 		switch {
-		case ms.Phase != MergePending || ms.Token != arg || ms.Right != right.RangeID:
-			return refuse("merge %x of range %d is not pending", arg, right.RangeID)
+		case ms.Phase != MergePending || ms.Token != arg || ms.Right != right.ID:
+			return refuse("merge %x of range %d is not pending", arg, right.ID)
 		case d.End == nil || !bytes.Equal(d.End, right.Start):
-			return refuse("it ends at %x, range %d starts at %x", d.End, right.RangeID, right.Start)
-		case r.membershipChanging() || !placement.SameMembers(r.st.cs.GetVoters(), right.Peers):
-			return refuse("its voters %v are not range %d's %v", r.st.cs.GetVoters(), right.RangeID, right.Peers)
+			return refuse("it ends at %x, range %d starts at %x", d.End, right.ID, right.Start)
+		case r.membershipChanging() || !placement.SameMembers(r.st.cs.GetVoters(), right.Replicas):
+			return refuse("its voters %v are not range %d's %v", r.st.cs.GetVoters(), right.ID, right.Replicas)
 		}
-		if rr := r.s.replicaByID(right.RangeID); rr != nil && rr.st.merge.FrozenToken != arg {
+		if rr := r.s.replicaByID(right.ID); rr != nil && rr.st.merge.FrozenToken != arg {
 			// Cannot happen while the protocol holds: every voter of the
 			// right-hand range applied the freeze before the commit was
 			// proposed (a node that replays the commit after a restart
 			// has no replica of it open: the table no longer lists it).
-			r.s.log.Error("merge applied while the right-hand range here is not frozen for it", "range", r.rangeID, "right", right.RangeID)
+			r.s.log.Error("merge applied while the right-hand range here is not frozen for it", "range", r.rangeID, "right", right.ID)
 		}
 		// The right-hand range's raft state goes: nothing of it may
 		// still be on its way to the disk.
 		if err := r.s.flush(); err != nil {
 			return nil, err
 		}
-		merged := d.clone()
+		merged := d.Clone()
 		merged.End = slices.Clone(right.End)
-		prefix := rangePrefix(right.RangeID)
+		prefix := rangePrefix(right.ID)
 		err = errors.Join(
 			b.Set(stateKey(r.st.prefix, suffixBounds), encodeBounds(merged.Start, merged.End), nil),
 			b.DeleteRange(prefix, keys.PrefixEnd(prefix), nil),
@@ -348,8 +349,8 @@ func (s *Store) replicaByID(id uint64) *Replica {
 // finishMerge stops the merged-away replica once the batch holding the
 // merge has committed (its raft state is gone already). Loop-owned.
 func (s *Store) finishMerge(m *pendingMerge) {
-	s.dropMerged(m.right.RangeID)
-	s.log.Info("merged a range", "range", m.left.RangeID, "merged", m.right.RangeID, "end", fmt.Sprintf("%x", m.left.End))
+	s.dropMerged(m.right.ID)
+	s.log.Info("merged a range", "range", m.left.ID, "merged", m.right.ID, "end", fmt.Sprintf("%x", m.left.End))
 	if s.opts.OnMerge != nil {
 		s.opts.OnMerge(m.left, m.right)
 	}
@@ -403,14 +404,14 @@ func (s *Store) subsumed(left uint64, start, end []byte, gone []uint64) {
 		s.dropMerged(id)
 		s.log.Info("a snapshot subsumed a frozen range", "range", left, "subsumed", id)
 		if s.opts.OnMerge != nil {
-			s.opts.OnMerge(Descriptor{RangeID: left, Start: start, End: end}, Descriptor{RangeID: id})
+			s.opts.OnMerge(rangedesc.Range{ID: left, Start: start, End: end}, rangedesc.Range{ID: id})
 		}
 	}
 }
 
 // encodeSnapData frames what a snapshot carries besides the SSTs: the
 // range's bounds (if it has any) and its merge state.
-func encodeSnapData(d Descriptor, ms MergeState) []byte {
+func encodeSnapData(d rangedesc.Range, ms MergeState) []byte {
 	var bd []byte
 	if bounded(&d) {
 		bd = appendBounds(nil, d.Start, d.End)

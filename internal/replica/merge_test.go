@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+
+	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
 // splitForMerge starts three Stores with range 1 over [a, z), writes b, m
@@ -113,7 +115,7 @@ func TestMerge(t *testing.T) {
 		if ms := n.store.Replica(1).MergeState(); ms.Phase != MergeDone || ms.Right != 2 {
 			t.Fatalf("node %d: merge state %+v", n.id, ms)
 		}
-		if _, err := n.store.AddReplica(Descriptor{RangeID: 2, Start: []byte("m"), End: []byte("z"), Peers: []uint64{1, 2, 3}}, &keySM{}); !errors.Is(err, ErrRangeMerged) {
+		if _, err := n.store.AddReplica(rangedesc.Range{ID: 2, Start: []byte("m"), End: []byte("z"), Replicas: []uint64{1, 2, 3}}, &keySM{}); !errors.Is(err, ErrRangeMerged) {
 			t.Fatalf("node %d: add the merged-away range again: %v, want ErrRangeMerged", n.id, err)
 		}
 	}
@@ -135,10 +137,10 @@ func TestMerge(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.store = openSplitStore(t, net, n, nil)
-	if _, err := n.store.AddReplica(Descriptor{RangeID: 2, Start: []byte("m"), End: []byte("z")}, &keySM{}); !errors.Is(err, ErrRangeMerged) {
+	if _, err := n.store.AddReplica(rangedesc.Range{ID: 2, Start: []byte("m"), End: []byte("z")}, &keySM{}); !errors.Is(err, ErrRangeMerged) {
 		t.Fatalf("range 2 after a restart: %v, want ErrRangeMerged", err)
 	}
-	r, err := n.store.AddReplica(Descriptor{RangeID: 1, Start: []byte("a"), End: []byte("m")}, &keySM{})
+	r, err := n.store.AddReplica(rangedesc.Range{ID: 1, Start: []byte("a"), End: []byte("m")}, &keySM{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +279,7 @@ func TestMergeFollowerBehindTruncation(t *testing.T) {
 	if got, ok := atIngest.Load().(string); !ok || got != "" {
 		t.Fatalf("right after the snapshot's ingestion (ingested: %v), the subsumed range: %s", ok, got)
 	}
-	if _, err := lag.store.AddReplica(Descriptor{RangeID: 2, Start: []byte("m"), End: []byte("z"), Peers: []uint64{1, 2, 3}}, &keySM{}); !errors.Is(err, ErrRangeMerged) {
+	if _, err := lag.store.AddReplica(rangedesc.Range{ID: 2, Start: []byte("m"), End: []byte("z"), Replicas: []uint64{1, 2, 3}}, &keySM{}); !errors.Is(err, ErrRangeMerged) {
 		t.Fatalf("the subsumed range again: %v, want ErrRangeMerged", err)
 	}
 	if err := lag.store.loopErr(); err != nil {
@@ -293,7 +295,7 @@ func TestMergeStateCodec(t *testing.T) {
 	if err != nil || got != ms {
 		t.Fatalf("round trip: %+v, %v", got, err)
 	}
-	for _, d := range []Descriptor{{Start: []byte("a"), End: []byte("m")}, {Start: []byte("m")}, {}} {
+	for _, d := range []rangedesc.Range{{Start: []byte("a"), End: []byte("m")}, {Start: []byte("m")}, {}} {
 		s, e, hb, gm, err := decodeSnapData(encodeSnapData(d, ms))
 		if err != nil || gm != ms || hb != bounded(&d) || !bytes.Equal(s, d.Start) || !bytes.Equal(e, d.End) {
 			t.Fatalf("snapshot data of %+v: [%q, %q) %v %+v %v", d, s, e, hb, gm, err)
@@ -303,7 +305,7 @@ func TestMergeStateCodec(t *testing.T) {
 	if _, err := decodeMerge(v); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("phase 9: %v", err)
 	}
-	data := encodeSnapData(Descriptor{Start: []byte("a")}, ms)
+	data := encodeSnapData(rangedesc.Range{Start: []byte("a")}, ms)
 	data[len(data)-5] ^= 1
 	if _, _, _, _, err := decodeSnapData(data); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("damaged snapshot data: %v", err)
@@ -376,7 +378,7 @@ func TestDropFrozen(t *testing.T) {
 		st3, _, err3 := loadRaftStorage(r3.s.db, 3)
 		return err1 == nil && err3 == nil && st1.truncIndex > lagApplied && st3.truncIndex > 10
 	})
-	if _, err := lag.store.AddReplica(Descriptor{RangeID: 3, Start: []byte("m"), End: []byte("z")}, &keySM{}); err != nil {
+	if _, err := lag.store.AddReplica(rangedesc.Range{ID: 3, Start: []byte("m"), End: []byte("z")}, &keySM{}); err != nil {
 		t.Fatal(err)
 	}
 	before := net.declined.Load()
@@ -393,7 +395,7 @@ func TestDropFrozen(t *testing.T) {
 		r := lag.store.Replica(3)
 		return lag.store.Replica(2) == nil && r != nil && r.Status().Applied > 5 && counter(lag.engine.DB(), "x") >= want
 	})
-	if _, err := lag.store.AddReplica(Descriptor{RangeID: 2, Start: []byte("m"), End: []byte("z"), Peers: []uint64{1, 2, 3}}, &keySM{}); !errors.Is(err, ErrRangeMerged) {
+	if _, err := lag.store.AddReplica(rangedesc.Range{ID: 2, Start: []byte("m"), End: []byte("z"), Replicas: []uint64{1, 2, 3}}, &keySM{}); !errors.Is(err, ErrRangeMerged) {
 		t.Fatalf("the dropped range again: %v, want ErrRangeMerged", err)
 	}
 	if err := lag.store.loopErr(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/rangedesc"
 	"github.com/cairn-db/cairn/internal/storage"
 )
 
@@ -53,16 +54,16 @@ type Options struct {
 	// NewStateMachine makes the StateMachine of a replica the Store creates
 	// itself: the new range of a split (split.go). Ranges cannot split
 	// without it.
-	NewStateMachine func(d Descriptor) StateMachine
+	NewStateMachine func(d rangedesc.Range) StateMachine
 	// OnSplit, if set, is called on the loop after a split applied on this
 	// node, with the two halves; the new range's replica exists by then.
 	// It must not block or call into the Store.
-	OnSplit func(left, right Descriptor)
+	OnSplit func(left, right rangedesc.Range)
 	// OnMerge, if set, is called on the loop after a merge applied on this
 	// node (or a snapshot of left subsumed a frozen right here), with left
 	// as merged and the range it absorbed; that range's replica is gone by
 	// then. It must not block or call into the Store.
-	OnMerge func(left, right Descriptor)
+	OnMerge func(left, right rangedesc.Range)
 	// Logger receives the Store's and raft's messages. Default: slog.Default().
 	Logger *slog.Logger
 

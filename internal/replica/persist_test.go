@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
 // gatedFS holds every WAL sync while its gate is shut, and says when one
@@ -99,7 +101,7 @@ func TestLoopRunsWhileLogWrites(t *testing.T) {
 	defer e.Close()
 	s := newStore(t, testOptions(1, e))
 	defer s.Close()
-	r, err := s.AddReplica(Descriptor{RangeID: 1, Peers: []uint64{1}}, &counterSM{rangeID: 1})
+	r, err := s.AddReplica(rangedesc.Range{ID: 1, Replicas: []uint64{1}}, &counterSM{rangeID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

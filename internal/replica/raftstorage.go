@@ -9,10 +9,12 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
 // Bootstrap position of a new group: every replica of a range bootstrapped
-// from the same Descriptor starts with the same truncated log ending at
+// from the same rangedesc.Range starts with the same truncated log ending at
 // (bootstrapIndex, bootstrapTerm), so the group needs no initial entries.
 const (
 	bootstrapIndex = 5
@@ -44,7 +46,7 @@ type raftStorage struct {
 	// Replica's descriptor is the live copy.
 	hasBounds  bool
 	start, end []byte
-	lastSplit  Descriptor
+	lastSplit  rangedesc.Range
 	// merge is the range's merge state (loop-owned after AddReplica).
 	merge MergeState
 	// tombstone: the range has no state but was merged into another here.

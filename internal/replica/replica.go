@@ -14,6 +14,8 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
 // StateMachine is a range's replicated state. The Store calls it from its
@@ -36,21 +38,6 @@ type StateMachine interface {
 // their proposers is answered. It is not called if the commit failed.
 type Committer interface {
 	Committed()
-}
-
-// Descriptor names a range and the nodes that hold its replicas.
-type Descriptor struct {
-	RangeID    uint64
-	Start, End []byte
-	// Peers are the raft node ids of the range's voters.
-	Peers []uint64
-}
-
-func (d Descriptor) clone() Descriptor {
-	d.Start = slices.Clone(d.Start)
-	d.End = slices.Clone(d.End)
-	d.Peers = slices.Clone(d.Peers)
-	return d
 }
 
 // Status is a snapshot of a replica's raft state.
@@ -133,15 +120,15 @@ type Replica struct {
 	mu struct {
 		sync.Mutex
 		status        Status
-		desc          Descriptor
-		lastSplit     Descriptor // see LastSplit
-		merge         MergeState // see MergeState
+		desc          rangedesc.Range
+		lastSplit     rangedesc.Range // see LastSplit
+		merge         MergeState      // see MergeState
 		lease         lease
 		appliedInTerm bool
 	}
 }
 
-func newReplica(s *Store, d Descriptor, sm StateMachine, st *raftStorage, fresh bool) (*Replica, error) {
+func newReplica(s *Store, d rangedesc.Range, sm StateMachine, st *raftStorage, fresh bool) (*Replica, error) {
 	voters := st.cs.GetVoters()
 	single := soleVoter(st.cs, s.opts.NodeID)
 	// A fresh group campaigns at once from its lowest voter instead of
@@ -153,10 +140,10 @@ func newReplica(s *Store, d Descriptor, sm StateMachine, st *raftStorage, fresh 
 }
 
 // newReplicaWith is newReplica with the campaign and vote grace decided.
-func newReplicaWith(s *Store, d Descriptor, sm StateMachine, st *raftStorage, campaign, voteGrace bool) (*Replica, error) {
+func newReplicaWith(s *Store, d rangedesc.Range, sm StateMachine, st *raftStorage, campaign, voteGrace bool) (*Replica, error) {
 	r := &Replica{
 		s:        s,
-		rangeID:  d.RangeID,
+		rangeID:  d.ID,
 		sm:       sm,
 		waiters:  map[uint64]*proposal{},
 		initDone: make(chan struct{}),
@@ -179,7 +166,7 @@ func soleVoter(cs *raftpb.ConfState, id uint64) bool {
 // initRaft (re)starts the replica's raft state machine over st: at
 // creation, and when a split turns an uninitialized replica into one of
 // the new range (split.go). Loop-owned state, or before the loop knows r.
-func (r *Replica) initRaft(d Descriptor, st *raftStorage, campaign, voteGrace bool) error {
+func (r *Replica) initRaft(d rangedesc.Range, st *raftStorage, campaign, voteGrace bool) error {
 	s := r.s
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:                        s.opts.NodeID,
@@ -196,10 +183,10 @@ func (r *Replica) initRaft(d Descriptor, st *raftStorage, campaign, voteGrace bo
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		DisableProposalForwarding: true,
 		AsyncStorageWrites:        true, // persist.go
-		Logger:                    raftLogger{s.log.With("range", d.RangeID)},
+		Logger:                    raftLogger{s.log.With("range", d.ID)},
 	})
 	if err != nil {
-		return fmt.Errorf("replica: range %d: %w", d.RangeID, err)
+		return fmt.Errorf("replica: range %d: %w", d.ID, err)
 	}
 	voters := st.cs.GetVoters()
 	r.rn, r.st = rn, st
@@ -214,9 +201,9 @@ func (r *Replica) initRaft(d Descriptor, st *raftStorage, campaign, voteGrace bo
 		r.voteGrace = s.opts.ElectionTicks
 	}
 	r.pubCS = nil
-	d = d.clone()
+	d = d.Clone()
 	if len(voters) > 0 {
-		d.Peers = slices.Clone(voters)
+		d.Replicas = slices.Clone(voters)
 	}
 	if b, ok := r.sm.(Bounder); ok {
 		b.SetBounds(d)
@@ -225,7 +212,7 @@ func (r *Replica) initRaft(d Descriptor, st *raftStorage, campaign, voteGrace bo
 	r.term = bs.GetTerm()
 	r.mu.Lock()
 	r.mu.desc = d
-	r.mu.status = Status{RangeID: d.RangeID, Term: bs.GetTerm(), Commit: st.hs.GetCommit(), Applied: st.applied}
+	r.mu.status = Status{RangeID: d.ID, Term: bs.GetTerm(), Commit: st.hs.GetCommit(), Applied: st.applied}
 	r.mu.lease, r.mu.appliedInTerm = lease{}, false
 	r.mu.lastSplit = st.lastSplit
 	r.mu.merge = st.merge
@@ -410,11 +397,11 @@ func (r *Replica) Status() Status {
 	return r.mu.status
 }
 
-// Descriptor returns the range's descriptor; Peers are the current voters.
-func (r *Replica) Descriptor() Descriptor {
+// rangedesc.Range returns the range's descriptor; Peers are the current voters.
+func (r *Replica) Descriptor() rangedesc.Range {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.mu.desc.clone()
+	return r.mu.desc.Clone()
 }
 
 // proposal is one Propose call waiting for its command to apply.
@@ -753,7 +740,7 @@ func (r *Replica) apply(ents []*raftpb.Entry) error {
 	}
 	if confChanged {
 		r.mu.Lock()
-		r.mu.desc.Peers = slices.Clone(r.st.cs.GetVoters())
+		r.mu.desc.Replicas = slices.Clone(r.st.cs.GetVoters())
 		r.mu.Unlock()
 	}
 	for _, sp := range splits {

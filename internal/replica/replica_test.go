@@ -10,6 +10,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -41,7 +43,7 @@ func TestSingleReplicaRestart(t *testing.T) {
 	fs := vfs.NewMem()
 	e := openEngine(t, fs)
 	s := newStore(t, testOptions(1, e))
-	d := Descriptor{RangeID: 7, Start: []byte("a"), End: []byte("m"), Peers: []uint64{1}}
+	d := rangedesc.Range{ID: 7, Start: []byte("a"), End: []byte("m"), Replicas: []uint64{1}}
 	r, err := s.AddReplica(d, &counterSM{rangeID: 7})
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +63,7 @@ func TestSingleReplicaRestart(t *testing.T) {
 	if before.Applied != before.Commit || before.Applied < 31 {
 		t.Fatalf("status before restart: %+v", before)
 	}
-	if got := r.Descriptor(); string(got.Start) != "a" || len(got.Peers) != 1 {
+	if got := r.Descriptor(); string(got.Start) != "a" || len(got.Replicas) != 1 {
 		t.Fatalf("descriptor %+v", got)
 	}
 	if err := s.Close(); err != nil {
@@ -79,7 +81,7 @@ func TestSingleReplicaRestart(t *testing.T) {
 	s = newStore(t, testOptions(1, e))
 	defer s.Close()
 	sm := &counterSM{rangeID: 7}
-	r, err = s.AddReplica(Descriptor{RangeID: 7}, sm)
+	r, err = s.AddReplica(rangedesc.Range{ID: 7}, sm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +100,7 @@ func TestSingleReplicaRestart(t *testing.T) {
 	if n := checkSM(t, e.DB(), 7); n != 30 {
 		t.Fatalf("count %d after restart, want 30", n)
 	}
-	if got := r.Descriptor().Peers; len(got) != 1 || got[0] != 1 {
+	if got := r.Descriptor().Replicas; len(got) != 1 || got[0] != 1 {
 		t.Fatalf("peers after restart %v", got)
 	}
 	waitLeader(t, r)
@@ -116,7 +118,7 @@ func TestReplayCommittedUnapplied(t *testing.T) {
 	fs := vfs.NewMem()
 	e := openEngine(t, fs)
 	s := newStore(t, testOptions(1, e))
-	r, err := s.AddReplica(Descriptor{RangeID: 3, Peers: []uint64{1}}, &counterSM{rangeID: 3})
+	r, err := s.AddReplica(rangedesc.Range{ID: 3, Replicas: []uint64{1}}, &counterSM{rangeID: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +162,7 @@ func TestReplayCommittedUnapplied(t *testing.T) {
 	s = newStore(t, testOptions(1, e))
 	defer s.Close()
 	sm := &counterSM{rangeID: 3}
-	r, err = s.AddReplica(Descriptor{RangeID: 3}, sm)
+	r, err = s.AddReplica(rangedesc.Range{ID: 3}, sm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +187,7 @@ func TestCrashKeepsAcknowledged(t *testing.T) {
 	fs := vfs.NewCrashableMem()
 	e := openEngine(t, fs)
 	s := newStore(t, testOptions(1, e))
-	r, err := s.AddReplica(Descriptor{RangeID: 1, Peers: []uint64{1}}, &counterSM{rangeID: 1})
+	r, err := s.AddReplica(rangedesc.Range{ID: 1, Replicas: []uint64{1}}, &counterSM{rangeID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +202,7 @@ func TestCrashKeepsAcknowledged(t *testing.T) {
 	defer e.Close()
 	s = newStore(t, testOptions(1, e))
 	defer s.Close()
-	r, err = s.AddReplica(Descriptor{RangeID: 1}, &counterSM{rangeID: 1})
+	r, err = s.AddReplica(rangedesc.Range{ID: 1}, &counterSM{rangeID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +224,7 @@ func TestTruncation(t *testing.T) {
 	o := testOptions(1, e)
 	o.LogKeep, o.TruncateEvery = 5, 20
 	s := newStore(t, o)
-	r, err := s.AddReplica(Descriptor{RangeID: 9, Peers: []uint64{1}}, &counterSM{rangeID: 9})
+	r, err := s.AddReplica(rangedesc.Range{ID: 9, Replicas: []uint64{1}}, &counterSM{rangeID: 9})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +263,7 @@ func TestTruncation(t *testing.T) {
 	o.Engine = e
 	s = newStore(t, o)
 	defer s.Close()
-	r, err = s.AddReplica(Descriptor{RangeID: 9}, &counterSM{rangeID: 9})
+	r, err = s.AddReplica(rangedesc.Range{ID: 9}, &counterSM{rangeID: 9})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +296,7 @@ func TestManyRangesOneStore(t *testing.T) {
 	defer s.Close()
 	var reps []*Replica
 	for id := uint64(1); id <= 4; id++ {
-		r, err := s.AddReplica(Descriptor{RangeID: id, Peers: []uint64{1}}, &counterSM{rangeID: id})
+		r, err := s.AddReplica(rangedesc.Range{ID: id, Replicas: []uint64{1}}, &counterSM{rangeID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +328,7 @@ func TestLeaseExpires(t *testing.T) {
 	o.Clock = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	s := newStore(t, o)
 	defer s.Close()
-	r, err := s.AddReplica(Descriptor{RangeID: 1, Peers: []uint64{1}}, &counterSM{rangeID: 1})
+	r, err := s.AddReplica(rangedesc.Range{ID: 1, Replicas: []uint64{1}}, &counterSM{rangeID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +351,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
 	e := openEngine(t, vfs.NewMem())
 	s := newStore(t, testOptions(1, e))
-	r, err := s.AddReplica(Descriptor{RangeID: 1, Peers: []uint64{1}}, &counterSM{rangeID: 1})
+	r, err := s.AddReplica(rangedesc.Range{ID: 1, Replicas: []uint64{1}}, &counterSM{rangeID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +364,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := s.AddReplica(Descriptor{RangeID: 2, Peers: []uint64{1}}, &counterSM{rangeID: 2}); !errors.Is(err, ErrClosed) {
+	if _, err := s.AddReplica(rangedesc.Range{ID: 2, Replicas: []uint64{1}}, &counterSM{rangeID: 2}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("AddReplica after Close: %v", err)
 	}
 	if err := s.Step(context.Background(), Message{RangeID: 1, Msg: nil}); err == nil {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
 // Span is [Start, End) of the node's keyspace. End is never nil.
@@ -26,7 +27,7 @@ type Span struct{ Start, End []byte }
 // all of the range's replicated state, sorted and not overlapping. A range
 // whose StateMachine is not a Spanner never sends snapshots.
 type Spanner interface {
-	Spans(d Descriptor) []Span
+	Spans(d rangedesc.Range) []Span
 }
 
 // Restorer is implemented by a StateMachine that keeps state outside
@@ -34,7 +35,7 @@ type Spanner interface {
 // descriptor, after a snapshot replaced the range's state or after the
 // replica was removed.
 type Restorer interface {
-	Restored(d Descriptor)
+	Restored(d rangedesc.Range)
 }
 
 // SnapshotTransport is implemented by a Transport that can stream
@@ -465,12 +466,12 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 	r.st.merge = p.merge
 	old := r.Descriptor()
 	r.mu.Lock()
-	r.mu.desc.Peers = append([]uint64(nil), md.GetConfState().GetVoters()...)
+	r.mu.desc.Replicas = append([]uint64(nil), md.GetConfState().GetVoters()...)
 	if p.bounded() {
 		r.mu.desc.Start, r.mu.desc.End = p.start, p.end
 	}
-	d := r.mu.desc.clone()
-	r.mu.lastSplit = Descriptor{} // the snapshot replaced the range's state
+	d := r.mu.desc.Clone()
+	r.mu.lastSplit = rangedesc.Range{} // the snapshot replaced the range's state
 	r.mu.merge = p.merge
 	r.mu.Unlock()
 	if bd, ok := r.sm.(Bounder); ok {

@@ -9,6 +9,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
 // TestReceiveSnapshotRefusesBadSSTs: a snapshot whose SST holds a key
@@ -19,12 +21,12 @@ func TestReceiveSnapshotRefusesBadSSTs(t *testing.T) {
 	s := newStore(t, testOptions(1, e))
 	t.Cleanup(func() { _ = s.Close(); _ = e.Close() })
 	sm := &counterSM{rangeID: 1}
-	r, err := s.AddReplica(Descriptor{RangeID: 1, Peers: []uint64{1}}, sm)
+	r, err := s.AddReplica(rangedesc.Range{ID: 1, Replicas: []uint64{1}}, sm)
 	if err != nil {
 		t.Fatal(err)
 	}
 	proposeSeq(t, r, 1, 3)
-	span := sm.Spans(Descriptor{})[0]
+	span := sm.Spans(rangedesc.Range{})[0]
 	format := e.DB().FormatMajorVersion().MaxTableFormat()
 	build := func(keys ...[]byte) []byte {
 		b := e.DB().NewBatch()

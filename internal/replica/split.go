@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
 // Splits.
@@ -59,11 +60,11 @@ var ErrBadSplit = errors.New("replica: malformed split command")
 // keys against the range's bounds: SetBounds is called, on the loop, when
 // the replica starts and whenever its bounds change (split, snapshot).
 type Bounder interface {
-	SetBounds(d Descriptor)
+	SetBounds(d rangedesc.Range)
 }
 
 // Contains reports whether the range serves key: it is inside the
-// replica's current bounds (Descriptor.ContainsKey) and the range is not
+// replica's current bounds (rangedesc.Range.ContainsKey) and the range is not
 // frozen for a merge (whose keys are about to move).
 func (r *Replica) Contains(key []byte) bool {
 	r.mu.Lock()
@@ -71,54 +72,47 @@ func (r *Replica) Contains(key []byte) bool {
 	return !r.mu.merge.Frozen() && r.mu.desc.ContainsKey(key)
 }
 
-// ContainsKey reports whether key is inside [Start, End); a nil End is
-// unbounded, so a descriptor with neither has no bounds and contains
-// every key.
-func (d *Descriptor) ContainsKey(key []byte) bool {
-	return bytes.Compare(key, d.Start) >= 0 && (d.End == nil || bytes.Compare(key, d.End) < 0)
-}
-
 // LastSplit returns the new range of the latest split this replica
 // applied (it persists with the range; a snapshot does not carry it), so
 // that a split whose record in the range table was lost can be recorded
 // again.
-func (r *Replica) LastSplit() (Descriptor, bool) {
+func (r *Replica) LastSplit() (rangedesc.Range, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.mu.lastSplit.clone(), r.mu.lastSplit.RangeID != 0
+	return r.mu.lastSplit.Clone(), r.mu.lastSplit.ID != 0
 }
 
 // encodeSplit frames a split-off range's descriptor: id, bounds, voters.
-func encodeSplit(d Descriptor) []byte {
-	b := binary.BigEndian.AppendUint64(nil, d.RangeID)
-	b = binary.AppendUvarint(b, uint64(len(d.Peers)))
-	for _, p := range d.Peers {
+func encodeSplit(d rangedesc.Range) []byte {
+	b := binary.BigEndian.AppendUint64(nil, d.ID)
+	b = binary.AppendUvarint(b, uint64(len(d.Replicas)))
+	for _, p := range d.Replicas {
 		b = binary.BigEndian.AppendUint64(b, p)
 	}
 	return encodeValue(appendBounds(b, d.Start, d.End))
 }
 
-func decodeSplit(v []byte) (Descriptor, error) {
+func decodeSplit(v []byte) (rangedesc.Range, error) {
 	p, err := decodeValue(v)
 	bad := fmt.Errorf("%w: malformed last split", ErrCorrupt)
 	if err != nil {
-		return Descriptor{}, err
+		return rangedesc.Range{}, err
 	}
 	if len(p) < 9 {
-		return Descriptor{}, bad
+		return rangedesc.Range{}, bad
 	}
-	d := Descriptor{RangeID: binary.BigEndian.Uint64(p)}
+	d := rangedesc.Range{ID: binary.BigEndian.Uint64(p)}
 	n, k := binary.Uvarint(p[8:])
 	if k <= 0 || n > uint64(len(p)-8-k)/8 {
-		return Descriptor{}, bad
+		return rangedesc.Range{}, bad
 	}
 	p = p[8+k:]
 	for range n {
-		d.Peers = append(d.Peers, binary.BigEndian.Uint64(p))
+		d.Replicas = append(d.Replicas, binary.BigEndian.Uint64(p))
 		p = p[8:]
 	}
 	if d.Start, d.End, err = parseBounds(p); err != nil {
-		return Descriptor{}, err
+		return rangedesc.Range{}, err
 	}
 	return d, nil
 }
@@ -137,7 +131,7 @@ func (r *Replica) ContainsSpan(start, end []byte) bool {
 }
 
 // bounded reports whether d has key bounds.
-func bounded(d *Descriptor) bool { return d.Start != nil || d.End != nil }
+func bounded(d *rangedesc.Range) bool { return d.Start != nil || d.End != nil }
 
 // overlaps reports whether [s1, e1) and [s2, e2) share a key (nil ends are
 // unbounded).
@@ -151,34 +145,34 @@ func overlaps(s1, e1, s2, e2 []byte) bool {
 // returns the new range's descriptor once the split applied here (the new
 // range's replica on this node then exists). It returns ErrSplitRefused if
 // the split is not possible, and the errors of Propose.
-func (r *Replica) Split(ctx context.Context, key []byte, rightID uint64) (Descriptor, error) {
+func (r *Replica) Split(ctx context.Context, key []byte, rightID uint64) (rangedesc.Range, error) {
 	if r.s.opts.NewStateMachine == nil {
-		return Descriptor{}, fmt.Errorf("%w: the store has no NewStateMachine", ErrSplitRefused)
+		return rangedesc.Range{}, fmt.Errorf("%w: the store has no NewStateMachine", ErrSplitRefused)
 	}
 	cmd := binary.BigEndian.AppendUint64(nil, rightID)
 	return r.proposeDescriptor(ctx, cmdSplit, append(cmd, key...))
 }
 
-// proposeDescriptor proposes an entry that applies as a Descriptor (a
+// proposeDescriptor proposes an entry that applies as a rangedesc.Range (a
 // split or a merge) or an error value, and returns that.
-func (r *Replica) proposeDescriptor(ctx context.Context, kind byte, cmd []byte) (Descriptor, error) {
+func (r *Replica) proposeDescriptor(ctx context.Context, kind byte, cmd []byte) (rangedesc.Range, error) {
 	v, err := r.proposeKind(ctx, kind, cmd)
 	if err != nil {
-		return Descriptor{}, err
+		return rangedesc.Range{}, err
 	}
 	switch v := v.(type) {
-	case Descriptor:
+	case rangedesc.Range:
 		return v, nil
 	case error:
-		return Descriptor{}, v
+		return rangedesc.Range{}, v
 	}
-	return Descriptor{}, fmt.Errorf("replica: range %d: entry of kind %d applied as %T", r.rangeID, kind, v)
+	return rangedesc.Range{}, fmt.Errorf("replica: range %d: entry of kind %d applied as %T", r.rangeID, kind, v)
 }
 
 // pendingSplit is a split applied in an apply batch, finished once the
 // batch has committed (finishSplit).
 type pendingSplit struct {
-	left, right Descriptor
+	left, right rangedesc.Range
 	skip        bool // an initialized replica of the new range is here already
 	campaign    bool
 }
@@ -192,7 +186,7 @@ func (r *Replica) hasState() bool {
 }
 
 // applySplit applies a split entry into b and returns the new range's
-// Descriptor, or an error value if the split is refused (then b is
+// rangedesc.Range, or an error value if the split is refused (then b is
 // untouched). The checks read only replicated state, so every replica
 // decides the same. A returned error is fatal: b must not commit.
 // Loop-owned.
@@ -215,9 +209,9 @@ func (r *Replica) applySplit(b *pebble.Batch, cmd []byte, out *[]*pendingSplit) 
 	case r.st.merge.Phase == MergePending:
 		return fmt.Errorf("%w: range %d: its merge of range %d is pending", ErrSplitRefused, r.rangeID, r.st.merge.Right), nil
 	}
-	left := d.clone()
+	left := d.Clone()
 	left.End = key
-	right := Descriptor{RangeID: rightID, Start: slices.Clone(key), End: slices.Clone(d.End), Peers: slices.Clone(cs.GetVoters())}
+	right := rangedesc.Range{ID: rightID, Start: slices.Clone(key), End: slices.Clone(d.End), Replicas: slices.Clone(cs.GetVoters())}
 	sp := &pendingSplit{left: left, right: right, campaign: r.isLeader}
 	r.s.mu.Lock()
 	ex := r.s.mu.replicas[rightID]
@@ -247,7 +241,7 @@ func (r *Replica) applySplit(b *pebble.Batch, cmd []byte, out *[]*pendingSplit) 
 		}
 		if err == nil {
 			tmp := &raftStorage{prefix: prefix}
-			err = tmp.bootstrap(b, right.Peers, right.Start, right.End, hs)
+			err = tmp.bootstrap(b, right.Replicas, right.Start, right.End, hs)
 		}
 	}
 	if err != nil {
@@ -255,7 +249,7 @@ func (r *Replica) applySplit(b *pebble.Batch, cmd []byte, out *[]*pendingSplit) 
 	}
 	r.mu.Lock()
 	r.mu.desc.Start, r.mu.desc.End = left.Start, left.End
-	r.mu.lastSplit = right.clone()
+	r.mu.lastSplit = right.Clone()
 	r.mu.Unlock()
 	if bd, ok := r.sm.(Bounder); ok {
 		bd.SetBounds(left)
@@ -276,16 +270,16 @@ func (s *Store) finishSplit(left *Replica, sp *pendingSplit) error {
 	if sp.skip {
 		return nil
 	}
-	st, found, err := loadRaftStorage(s.db, sp.right.RangeID)
+	st, found, err := loadRaftStorage(s.db, sp.right.ID)
 	if err != nil || !found {
-		return fmt.Errorf("replica: range %d: load the state of its split-off range %d: found %v, %v", left.rangeID, sp.right.RangeID, found, err)
+		return fmt.Errorf("replica: range %d: load the state of its split-off range %d: found %v, %v", left.rangeID, sp.right.ID, found, err)
 	}
 	s.mu.Lock()
-	ex := s.mu.replicas[sp.right.RangeID]
+	ex := s.mu.replicas[sp.right.ID]
 	s.mu.Unlock()
 	if ex == nil {
 		if s.opts.NewStateMachine == nil {
-			return fmt.Errorf("replica: range %d split, but the store has no NewStateMachine for range %d", left.rangeID, sp.right.RangeID)
+			return fmt.Errorf("replica: range %d split, but the store has no NewStateMachine for range %d", left.rangeID, sp.right.ID)
 		}
 		r, err := newReplicaWith(s, sp.right, s.opts.NewStateMachine(sp.right), st, sp.campaign, false)
 		if err != nil {
@@ -311,7 +305,7 @@ func (s *Store) finishSplit(left *Replica, sp *pendingSplit) error {
 	if err := ex.initRaft(sp.right, st, sp.campaign, false); err != nil {
 		return err
 	}
-	s.log.Info("split initialized a waiting replica", "range", left.rangeID, "new", sp.right.RangeID)
+	s.log.Info("split initialized a waiting replica", "range", left.rangeID, "new", sp.right.ID)
 	s.signal()
 	return nil
 }

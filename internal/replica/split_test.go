@@ -8,6 +8,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
 // keySM keeps one counter per key under "k" + key: a command is a key, and
@@ -19,9 +21,9 @@ type keySM struct {
 
 var errOutOfRange = errors.New("key outside the range")
 
-func (m *keySM) SetBounds(d Descriptor) { m.start, m.end = d.Start, d.End }
+func (m *keySM) SetBounds(d rangedesc.Range) { m.start, m.end = d.Start, d.End }
 
-func (m *keySM) Spans(d Descriptor) []Span {
+func (m *keySM) Spans(d rangedesc.Range) []Span {
 	end := []byte("l")
 	if d.End != nil {
 		end = append([]byte("k"), d.End...)
@@ -30,7 +32,7 @@ func (m *keySM) Spans(d Descriptor) []Span {
 }
 
 func (m *keySM) Apply(b *pebble.Batch, cmd []byte) any {
-	if !(&Descriptor{Start: m.start, End: m.end}).ContainsKey(cmd) {
+	if !(&rangedesc.Range{Start: m.start, End: m.end}).ContainsKey(cmd) {
 		return errOutOfRange
 	}
 	k := append([]byte("k"), cmd...)
@@ -61,7 +63,7 @@ func startSplitCluster(t *testing.T, net *memNet, adjust func(*Options), ids ...
 		}
 	})
 	for _, n := range nodes {
-		r, err := n.store.AddReplica(Descriptor{RangeID: 1, Start: []byte("a"), End: []byte("z"), Peers: ids}, &keySM{})
+		r, err := n.store.AddReplica(rangedesc.Range{ID: 1, Start: []byte("a"), End: []byte("z"), Replicas: ids}, &keySM{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +75,7 @@ func startSplitCluster(t *testing.T, net *memNet, adjust func(*Options), ids ...
 func openSplitStore(t *testing.T, net *memNet, n *testNode, adjust func(*Options)) *Store {
 	o := testOptions(n.id, n.engine)
 	o.Transport = net
-	o.NewStateMachine = func(Descriptor) StateMachine { return &keySM{} }
+	o.NewStateMachine = func(rangedesc.Range) StateMachine { return &keySM{} }
 	if adjust != nil {
 		adjust(&o)
 	}
@@ -132,7 +134,7 @@ func TestSplit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rd.RangeID != 2 || string(rd.Start) != "m" || string(rd.End) != "z" || len(rd.Peers) != 3 {
+	if rd.ID != 2 || string(rd.Start) != "m" || string(rd.End) != "z" || len(rd.Replicas) != 3 {
 		t.Fatalf("right-hand descriptor %+v", rd)
 	}
 	for _, n := range nodes {
@@ -148,7 +150,7 @@ func TestSplit(t *testing.T) {
 	right := leaderOfRange(t, nodes, 2)
 	for _, n := range nodes {
 		ls, ok := n.store.Replica(1).LastSplit()
-		if !ok || ls.RangeID != 2 || string(ls.Start) != "m" || string(ls.End) != "z" || len(ls.Peers) != 3 {
+		if !ok || ls.ID != 2 || string(ls.Start) != "m" || string(ls.End) != "z" || len(ls.Replicas) != 3 {
 			t.Fatalf("node %d: last split %+v, %v", n.id, ls, ok)
 		}
 	}
@@ -177,7 +179,7 @@ func TestSplit(t *testing.T) {
 	}
 	n.store = openSplitStore(t, net, n, nil)
 	for _, id := range []uint64{1, 2} {
-		r, err := n.store.AddReplica(Descriptor{RangeID: id, Start: []byte("a"), End: []byte("z")}, &keySM{})
+		r, err := n.store.AddReplica(rangedesc.Range{ID: id, Start: []byte("a"), End: []byte("z")}, &keySM{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +187,7 @@ func TestSplit(t *testing.T) {
 		if d := r.Descriptor(); string(d.Start)+"-"+string(d.End) != want {
 			t.Fatalf("range %d after restart: [%s, %s), want %s", id, d.Start, d.End, want)
 		}
-		if ls, ok := r.LastSplit(); id == 1 && (!ok || ls.RangeID != 2 || string(ls.End) != "z") {
+		if ls, ok := r.LastSplit(); id == 1 && (!ok || ls.ID != 2 || string(ls.End) != "z") {
 			t.Fatalf("last split after restart: %+v, %v", ls, ok)
 		}
 	}
@@ -235,7 +237,7 @@ func TestSplitBehindFollower(t *testing.T) {
 	for range 5 {
 		propose(t, right, "q")
 	}
-	if _, err := lag.store.AddReplica(Descriptor{RangeID: 2, Start: []byte("m"), End: []byte("z")}, &keySM{}); err != nil {
+	if _, err := lag.store.AddReplica(rangedesc.Range{ID: 2, Start: []byte("m"), End: []byte("z")}, &keySM{}); err != nil {
 		t.Fatal(err)
 	}
 	// The node is back, but the old range's log does not reach it yet:
@@ -313,7 +315,7 @@ func TestSplitFollowerBehindTruncation(t *testing.T) {
 	up := without(nodes, lag)
 	right := leaderOfRange(t, up, 2)
 	propose(t, right, "q")
-	if _, err := lag.store.AddReplica(Descriptor{RangeID: 2, Start: []byte("m"), End: []byte("z")}, &keySM{}); err != nil {
+	if _, err := lag.store.AddReplica(rangedesc.Range{ID: 2, Start: []byte("m"), End: []byte("z")}, &keySM{}); err != nil {
 		t.Fatal(err)
 	}
 	net.partition(lag.id, false)

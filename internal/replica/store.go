@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
 // maxInbound bounds the inbound message queue between two loop cycles.
@@ -166,47 +167,47 @@ func (s *Store) Step(ctx context.Context, m Message) error {
 // With raft state on disk it restarts from it and d.Peers is ignored.
 // Before it returns, committed entries that were not applied yet are
 // applied through sm, exactly once.
-func (s *Store) AddReplica(d Descriptor, sm StateMachine) (*Replica, error) {
+func (s *Store) AddReplica(d rangedesc.Range, sm StateMachine) (*Replica, error) {
 	if sm == nil {
 		return nil, errors.New("replica: AddReplica needs a StateMachine")
 	}
-	if d.RangeID == 0 {
+	if d.ID == 0 {
 		return nil, errors.New("replica: range id 0 is reserved (store heartbeats)")
 	}
 	s.mu.Lock()
-	exists, closed := s.mu.replicas[d.RangeID] != nil, s.mu.closed
+	exists, closed := s.mu.replicas[d.ID] != nil, s.mu.closed
 	s.mu.Unlock()
 	if closed {
 		return nil, ErrClosed
 	}
 	if exists {
-		return nil, fmt.Errorf("%w: range %d", ErrReplicaExists, d.RangeID)
+		return nil, fmt.Errorf("%w: range %d", ErrReplicaExists, d.ID)
 	}
-	st, found, err := loadRaftStorage(s.db, d.RangeID)
+	st, found, err := loadRaftStorage(s.db, d.ID)
 	if err != nil {
-		return nil, fmt.Errorf("replica: load range %d: %w", d.RangeID, err)
+		return nil, fmt.Errorf("replica: load range %d: %w", d.ID, err)
 	}
 	if st.tombstone {
-		return nil, fmt.Errorf("%w: range %d on node %d", ErrRangeMerged, d.RangeID, s.opts.NodeID)
+		return nil, fmt.Errorf("%w: range %d on node %d", ErrRangeMerged, d.ID, s.opts.NodeID)
 	}
 	fresh := !found
 	if st.hasBounds {
 		d.Start, d.End = st.start, st.end // the range's own record beats the caller's
 	}
-	if fresh && len(d.Peers) == 0 {
+	if fresh && len(d.Replicas) == 0 {
 		st.hs = &raftpb.HardState{}
 	} else if fresh {
-		if !slices.Contains(d.Peers, s.opts.NodeID) {
-			return nil, fmt.Errorf("replica: bootstrap range %d: node %d is not in Peers %v", d.RangeID, s.opts.NodeID, d.Peers)
+		if !slices.Contains(d.Replicas, s.opts.NodeID) {
+			return nil, fmt.Errorf("replica: bootstrap range %d: node %d is not in Peers %v", d.ID, s.opts.NodeID, d.Replicas)
 		}
 		b := s.db.NewBatch()
-		err := st.bootstrap(b, d.Peers, d.Start, d.End, nil)
+		err := st.bootstrap(b, d.Replicas, d.Start, d.End, nil)
 		if err == nil {
 			err = b.Commit(pebble.Sync)
 		}
 		_ = b.Close()
 		if err != nil {
-			return nil, fmt.Errorf("replica: bootstrap range %d: %w", d.RangeID, err)
+			return nil, fmt.Errorf("replica: bootstrap range %d: %w", d.ID, err)
 		}
 	}
 	r, err := newReplica(s, d, sm, st, fresh)
@@ -218,9 +219,9 @@ func (s *Store) AddReplica(d Descriptor, sm StateMachine) (*Replica, error) {
 		s.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if s.mu.replicas[d.RangeID] != nil {
+	if s.mu.replicas[d.ID] != nil {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("%w: range %d", ErrReplicaExists, d.RangeID)
+		return nil, fmt.Errorf("%w: range %d", ErrReplicaExists, d.ID)
 	}
 	s.insertLocked(r)
 	s.mu.Unlock()

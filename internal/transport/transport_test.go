@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cairn-db/cairn/internal/rangedesc"
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/storage"
 )
@@ -25,7 +26,7 @@ import (
 // countSM counts applied commands under key "count" of its range.
 type countSM struct{ key []byte }
 
-func (c countSM) Spans(replica.Descriptor) []replica.Span {
+func (c countSM) Spans(rangedesc.Range) []replica.Span {
 	return []replica.Span{{Start: c.key, End: append(slices.Clone(c.key), 0)}}
 }
 
@@ -110,7 +111,7 @@ func (c *testCluster) start(t *testing.T, id uint64, peers []uint64) *testNode {
 	c.mu.Lock()
 	c.addrs[id] = l.Addr().String()
 	c.mu.Unlock()
-	n.rep, err = n.store.AddReplica(replica.Descriptor{RangeID: 1, Start: []byte("a"), End: []byte("b"), Peers: peers}, countSM{key: []byte("zcount")})
+	n.rep, err = n.store.AddReplica(rangedesc.Range{ID: 1, Start: []byte("a"), End: []byte("b"), Replicas: peers}, countSM{key: []byte("zcount")})
 	if err != nil {
 		t.Fatal(err)
 	}

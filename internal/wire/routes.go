@@ -1,40 +1,5 @@
 package wire
 
-import "context"
-
-// RouteTable is a space's ranges with the node holding each one's lease:
-// the answer to ROUTES, which lets a client send a keyed request straight
-// to the node that serves it.
-type RouteTable struct {
-	// Space is the space's id. A key's position among the ranges is its
-	// object key, internal/keys.Object(Space, nil, key); Start and End are
-	// object keys too.
-	Space uint32
-	// Routes are the ranges, sorted by Start, together covering the space.
-	Routes []Route
-}
-
-// Route is one range of a RouteTable.
-type Route struct {
-	Range uint64
-	Epoch uint64 // the range descriptor's epoch
-	// Start and End bound the range's object keys, [Start, End); a nil End
-	// is the end of the space.
-	Start, End []byte
-	// Leaseholder is the native address of the node holding the lease as
-	// far as the answering node knows; empty when it does not know.
-	Leaseholder string
-	// Replicas are the native addresses of the range's voters.
-	Replicas []string
-}
-
-// RouteService is implemented by a Service that can tell where a space's
-// ranges are served (the ROUTES op); a Service without it answers
-// CodeUnknownOp, and a client then sends every request to any node.
-type RouteService interface {
-	Routes(ctx context.Context, space string) (RouteTable, error)
-}
-
 // AppendRouteTable encodes t:
 //
 //	space u32, count uvarint, then count routes of

@@ -1,42 +1,40 @@
 package wire
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
+	"github.com/cairn-db/cairn/internal/admin"
 	"github.com/cairn-db/cairn/internal/object"
 )
 
-// ClusterService is implemented by a Service that reports the state of its
-// cluster (the CLUSTER op). The report is a JSON document whose fields
-// docs/protocol.md describes; a Service without it answers CodeUnknownOp.
-type ClusterService interface {
-	ClusterStatus(ctx context.Context) ([]byte, error)
-}
-
-// NodeAction is what a NODE request asks of a node of the cluster.
-type NodeAction uint8
-
-const (
-	// NodeDrain marks the node draining: its range replicas, leases and
-	// chunk copies move to other nodes.
-	NodeDrain NodeAction = 1
-	// NodeRemove takes a drained (or down) node out of the cluster for
-	// good, with its meta service member. It fails with CodeNotDrained
-	// while the node still holds data other nodes lack.
-	NodeRemove NodeAction = 2
-	// NodeUndrain takes a draining node back: it may hold new chunks and
-	// range replicas again (what already moved off it stays where it is
-	// until the rebalancer moves it).
-	NodeUndrain NodeAction = 3
+// The administration contract lives in internal/admin; these names are
+// the protocol's for it.
+type (
+	ClusterService     = admin.ClusterService
+	NodeAction         = admin.NodeAction
+	NodeService        = admin.NodeService
+	ClusterKeyRotation = admin.ClusterKeyRotation
+	KeyRotator         = admin.KeyRotator
+	KeySpec            = admin.KeySpec
+	KeyService         = admin.KeyService
+	TokenSpec          = admin.TokenSpec
+	TokenService       = admin.TokenService
+	RouteTable         = admin.RouteTable
+	Route              = admin.Route
+	RouteService       = admin.RouteService
+	ClusterReport      = admin.ClusterReport
+	ClusterNode        = admin.ClusterNode
+	ClusterMember      = admin.ClusterMember
+	ClusterRange       = admin.ClusterRange
 )
 
-// NodeService is implemented by a Service that can change the cluster's
-// membership (the NODE op); a Service without it answers CodeUnknownOp.
-type NodeService interface {
-	NodeAdmin(ctx context.Context, action NodeAction, nodeID uint64) error
-}
+// The NODE op's actions (admin.NodeAction).
+const (
+	NodeDrain   = admin.NodeDrain
+	NodeRemove  = admin.NodeRemove
+	NodeUndrain = admin.NodeUndrain
+)
 
 // KeyAction is what a KEYS request asks.
 type KeyAction uint8
@@ -53,41 +51,6 @@ const (
 	// ClusterKeyRotation (KeyRotator).
 	KeyRotateCluster KeyAction = 5
 )
-
-// ClusterKeyRotation is the answer to KeyRotateCluster.
-type ClusterKeyRotation struct {
-	KeyID    uint32 `json:"key_id"`   // the cluster key that seals from now on
-	Nodes    int    `json:"nodes"`    // the nodes that hold it
-	Resealed int    `json:"resealed"` // the secrets sealed again under it
-}
-
-// KeyRotator is implemented by a KeyService that can rotate the root key
-// and the cluster key; without it those KEYS actions answer CodeUnknownOp.
-type KeyRotator interface {
-	RotateRootKey(ctx context.Context) (KeySpec, error)
-	RotateClusterKey(ctx context.Context) (ClusterKeyRotation, error)
-}
-
-// KeySpec is an access key as the KEYS op carries it (JSON).
-type KeySpec struct {
-	Access string `json:"access"`
-	Secret string `json:"secret,omitempty"`
-	// Grants are permissions ("read", "write", "admin") by space name;
-	// "*" names every space.
-	Grants map[string]string `json:"grants"`
-	// ClusterAdmin allows managing keys, join tokens and nodes.
-	ClusterAdmin bool  `json:"cluster_admin,omitempty"`
-	Created      int64 `json:"created,omitempty"` // Unix nanoseconds
-}
-
-// KeyService is implemented by a Service that manages S3 access keys (the
-// KEYS op); a Service without it answers CodeUnknownOp.
-type KeyService interface {
-	// CreateKey saves a new key; an empty Access or Secret is made up.
-	CreateKey(ctx context.Context, k KeySpec) (KeySpec, error)
-	ListKeys(ctx context.Context) ([]KeySpec, error)
-	DeleteKey(ctx context.Context, access string) error
-}
 
 // Code is a numbered error code of the protocol. Codes never change meaning.
 type Code uint16

@@ -14,28 +14,6 @@ const (
 	TokenRevoke TokenAction = 3 // body: the token's id; answer: empty
 )
 
-// TokenSpec is a join token as the TOKENS op carries it (JSON).
-type TokenSpec struct {
-	// Token is the whole token (id and secret), set only in the answer
-	// to create.
-	Token string `json:"token,omitempty"`
-	ID    string `json:"id,omitempty"`
-	// TTLSeconds is how long the token is valid (create; 0: one hour).
-	TTLSeconds int64 `json:"ttl_seconds,omitempty"`
-	// Uses is how many nodes may join with it (create; 0: one).
-	Uses    int   `json:"uses,omitempty"`
-	Expires int64 `json:"expires,omitempty"` // Unix nanoseconds
-	Created int64 `json:"created,omitempty"` // Unix nanoseconds
-}
-
-// TokenService is implemented by a Service that manages join tokens (the
-// TOKENS op); a Service without it answers CodeUnknownOp.
-type TokenService interface {
-	CreateToken(ctx context.Context, t TokenSpec) (TokenSpec, error)
-	ListTokens(ctx context.Context) ([]TokenSpec, error)
-	RevokeToken(ctx context.Context, id string) error
-}
-
 // serveTokens answers a TOKENS request: action u8, then a JSON TokenSpec
 // (create), nothing (list) or the token id (revoke).
 func serveTokens(ctx context.Context, ts TokenService, body []byte) ([]byte, error) {
