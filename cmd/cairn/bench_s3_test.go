@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/cluster"
 	"github.com/cairn-db/cairn/internal/node"
 )
 
@@ -22,9 +23,10 @@ const (
 func startS3Node(t *testing.T) string {
 	t.Helper()
 	n, err := node.Open(context.Background(), node.Config{
-		DataDir: t.TempDir(), NativePort: -1, HTTPPort: -1, MetaPort: -1, PeerPort: -1, MetaClientPort: -1,
-		RootAccessKey: benchS3Access, RootSecretKey: benchS3Secret,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Config: cluster.Config{DataDir: t.TempDir(), MetaPort: -1, PeerPort: -1, MetaClientPort: -1,
+			RootAccessKey: benchS3Access, RootSecretKey: benchS3Secret,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		NativePort: -1, HTTPPort: -1,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -59,6 +59,10 @@ var layers = map[string]int{
 	// The object service's contract (and, to come, its implementation).
 	"internal/object": 70,
 
+	// The cluster manager: this node's part in the cluster (membership,
+	// spaces, ranges, repair), serving the object service it builds.
+	"internal/cluster": 75,
+
 	// The protocols: each serves the object service, none imports another.
 	"internal/wire": 80,
 	"internal/s3":   80,
@@ -245,6 +249,7 @@ func TestPurePackages(t *testing.T) {
 // so a test can drive it; the files listed are I/O at the edge, where the
 // wall clock is the point.
 var clocked = map[string]map[string]string{
+	"internal/cluster": {},
 	"internal/node": {
 		"http.go": "connection deadlines are wall-clock times",
 	},

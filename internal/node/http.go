@@ -1,8 +1,6 @@
 package node
 
 import (
-	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/s3"
 )
 
@@ -66,8 +63,8 @@ func (n *Node) bucketHost(host string) bool {
 
 func (n *Node) opsHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", n.healthz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{Registry: n.metrics.reg}))
+	mux.HandleFunc("GET /healthz", n.Healthz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.Registry(), promhttp.HandlerOpts{Registry: n.Registry()}))
 	if n.cfg.Pprof {
 		// Not the command line: it may hold secrets given as flags.
 		addProfiles(mux, "/debug/pprof/", false)
@@ -93,7 +90,7 @@ func (n *Node) adminProfiles(w http.ResponseWriter, r *http.Request) {
 		s3.WriteError(w, r, "AccessDenied", http.StatusForbidden, "Profiles are for cluster admins: sign the request with a key that holds the cluster-admin grant ("+err.Error()+").")
 		return
 	}
-	if !n.keys.IsClusterAdmin(access) {
+	if !n.Keyring().IsClusterAdmin(access) {
 		s3.WriteError(w, r, "AccessDenied", http.StatusForbidden, "Profiles are for cluster admins: access key "+access+" does not hold the cluster-admin grant.")
 		return
 	}
@@ -180,52 +177,3 @@ func (w *progressWriter) Flush() {
 
 // Unwrap lets http.ResponseController reach the server's writer.
 func (w *progressWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// healthz answers 200 when every range of every space with a replica here
-// can serve (the replica leads with a lease, or leads a quiesced group, or
-// follows a leader it knows) and the chunk store takes writes; 503 (with
-// the ranges that cannot, and the chunk store's error) otherwise.
-func (n *Node) healthz(w http.ResponseWriter, _ *http.Request) {
-	type rangeProblem struct {
-		Space string `json:"space"`
-		Range uint64 `json:"range"`
-		Error string `json:"error"`
-	}
-	problems := []rangeProblem{} // [] rather than null when there are none
-	n.mu.RLock()
-	for name, s := range n.mu.spaces {
-		for _, r := range s.tab.Ranges() {
-			rep := r.Replica()
-			if rep == nil {
-				continue // held by other nodes
-			}
-			if err := rangeHealth(rep); err != nil {
-				problems = append(problems, rangeProblem{name, r.Desc().ID, err.Error()})
-			}
-		}
-	}
-	n.mu.RUnlock()
-	body := map[string]any{"status": "ok", "node": n.id.NodeID, "problems": problems}
-	storeErr := n.chunks.Err()
-	if storeErr != nil {
-		body["chunk_store"] = storeErr.Error() + " (restart the node to recover)"
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if len(problems) > 0 || storeErr != nil {
-		body["status"] = "degraded"
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}
-	json.NewEncoder(w).Encode(body)
-}
-
-// rangeHealth says why a local replica cannot serve its range, or nil.
-func rangeHealth(rep *replica.Replica) error {
-	st := rep.Status()
-	switch {
-	case st.Leader == 0:
-		return fmt.Errorf("range %d has no leader", st.RangeID)
-	case st.IsLeader && !rep.Leads():
-		return rep.ReadReady()
-	}
-	return nil
-}

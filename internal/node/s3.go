@@ -10,7 +10,7 @@ import (
 // s3Handler is the S3 API over this node.
 func (n *Node) s3Handler() http.Handler {
 	n.s3api = s3.New(s3.Config{
-		Service: n, Credentials: &n.keys, Region: n.cfg.S3Region, Domains: n.cfg.S3Domains, Logger: n.log,
+		Service: n, Credentials: n.Keyring(), Region: n.cfg.S3Region, Domains: n.cfg.S3Domains, Logger: n.log,
 	})
 	return n.s3api
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/minio/minio-go/v7/pkg/signer"
 
+	"github.com/cairn-db/cairn/internal/cluster"
 	"github.com/cairn-db/cairn/internal/node"
 )
 
@@ -509,8 +510,9 @@ func TestChunkedBodiesRejected(t *testing.T) {
 func TestTLSSetupErrors(t *testing.T) {
 	c := newTestCert(t)
 	base := node.Config{
-		DataDir: t.TempDir(), NativePort: -1, HTTPPort: -1, MetaPort: -1, PeerPort: -1, MetaClientPort: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Config: cluster.Config{DataDir: t.TempDir(), MetaPort: -1, PeerPort: -1, MetaClientPort: -1,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		NativePort: -1, HTTPPort: -1,
 	}
 	half := base
 	half.TLSCertFile = c.certFile

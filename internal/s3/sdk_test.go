@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
+	"github.com/cairn-db/cairn/internal/cluster"
 	"github.com/cairn-db/cairn/internal/node"
 	"github.com/cairn-db/cairn/internal/object"
 )
@@ -54,9 +55,10 @@ func startNodeWithConfig(t *testing.T, tls *testCert, more func(*node.Config)) s
 func openNode(t *testing.T, tls *testCert, more func(*node.Config)) (*node.Node, string) {
 	t.Helper()
 	cfg := node.Config{
-		DataDir: t.TempDir(), NativePort: -1, HTTPPort: -1, MetaPort: -1, PeerPort: -1, MetaClientPort: -1,
-		RootAccessKey: testAccess, RootSecretKey: testSecret,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Config: cluster.Config{DataDir: t.TempDir(), MetaPort: -1, PeerPort: -1, MetaClientPort: -1,
+			RootAccessKey: testAccess, RootSecretKey: testSecret,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		NativePort: -1, HTTPPort: -1,
 	}
 	if tls != nil {
 		cfg.TLSCertFile, cfg.TLSKeyFile = tls.certFile, tls.keyFile

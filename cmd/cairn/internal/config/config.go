@@ -20,6 +20,7 @@ import (
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
 
+	"github.com/cairn-db/cairn/internal/cluster"
 	"github.com/cairn-db/cairn/internal/node"
 )
 
@@ -70,14 +71,14 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.String("listen", "127.0.0.1", "address the listeners bind to (0.0.0.0 for all interfaces)")
 	fs.Int("port", node.DefaultNativePort, "native protocol port")
 	fs.Int("http-port", node.DefaultHTTPPort, "HTTP port (the S3 API, /healthz, /metrics)")
-	fs.Int("meta-port", node.DefaultMetaPort, "meta service (embedded etcd) peer port")
-	fs.Int("peer-port", node.DefaultPeerPort, "node-to-node (gRPC) port")
+	fs.Int("meta-port", cluster.DefaultMetaPort, "meta service (embedded etcd) peer port")
+	fs.Int("peer-port", cluster.DefaultPeerPort, "node-to-node (gRPC) port")
 	fs.String("advertise", "", "host other nodes and clients reach this node at (default: the listen address)")
 	fs.String("zone", "default", "failure domain of this node; replicas are spread across zones")
 	fs.String("join", "", "peer address (HOST:PORT) of any node of a cluster to join, with --token; used when the data directory is new")
 	fs.String("token", "", "with --join: the join token that admits this node (cairn cluster token create); without --join, at a new cluster's first start: a token any number of nodes may join with until --token-ttl (prefer CAIRN_TOKEN: flags show in the process list)")
 	fs.Duration("token-ttl", time.Hour, "how long a bootstrap --token (one given to a new cluster's first node) admits nodes")
-	fs.Int("meta-client-port", node.DefaultMetaClient, "meta service (embedded etcd) client port")
+	fs.Int("meta-client-port", cluster.DefaultMetaClient, "meta service (embedded etcd) client port")
 	fs.Int("inline-threshold", 64<<10, "bodies up to this many bytes are stored inside the version record")
 	fs.Int("ranges", 4, "number of ranges a new space starts with")
 	fs.Int64("record-cache", 64<<20, "bytes of memory for the latest-version record cache (-1 disables it)")
@@ -183,41 +184,43 @@ func (s Server) NodeConfig() (node.Config, error) {
 		bootstrap = s.Token
 	}
 	return node.Config{
-		JoinToken:         joinToken,
-		BootstrapToken:    bootstrap,
-		BootstrapTokenTTL: s.TokenTTL,
-		DataDir:           s.DataDir,
-		Listen:            s.Listen,
-		NativePort:        s.Port,
-		HTTPPort:          s.HTTPPort,
-		MetaPort:          s.MetaPort,
-		PeerPort:          s.PeerPort,
-		Advertise:         s.Advertise,
-		Zone:              s.Zone,
-		Join:              s.Join,
-		MetaClientPort:    s.MetaClientPort,
-		InlineThreshold:   s.InlineThreshold,
-		DefaultRanges:     s.Ranges,
-		RecordCache:       s.RecordCache,
-		DownAfter:         s.DownAfter,
-		RepairRate:        s.RepairRate,
-		MinCopies:         s.MinCopies,
-		RebalanceAfter:    s.RebalanceAfter,
-		SplitSize:         s.SplitSize,
-		SplitLoad:         s.SplitLoad,
-		MergeSize:         s.MergeSize,
-		MergeAfter:        s.MergeAfter,
-		MetaMembers:       s.MetaMembers,
-		RootAccessKey:     s.RootAccessKey,
-		RootSecretKey:     s.RootSecretKey,
-		S3Region:          s.S3Region,
-		S3Domains:         s.S3Domain,
-		MultipartExpiry:   s.MultipartExpiry,
-		TLSCertFile:       s.TLSCert,
-		TLSKeyFile:        s.TLSKey,
-		IdleTimeout:       s.IdleTimeout,
-		MaxConnections:    s.MaxConnections,
-		Pprof:             s.Pprof,
-		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
+		Config: cluster.Config{
+			JoinToken:         joinToken,
+			BootstrapToken:    bootstrap,
+			BootstrapTokenTTL: s.TokenTTL,
+			DataDir:           s.DataDir,
+			Listen:            s.Listen,
+			MetaPort:          s.MetaPort,
+			PeerPort:          s.PeerPort,
+			Advertise:         s.Advertise,
+			Zone:              s.Zone,
+			Join:              s.Join,
+			MetaClientPort:    s.MetaClientPort,
+			InlineThreshold:   s.InlineThreshold,
+			DefaultRanges:     s.Ranges,
+			RecordCache:       s.RecordCache,
+			DownAfter:         s.DownAfter,
+			RepairRate:        s.RepairRate,
+			MinCopies:         s.MinCopies,
+			RebalanceAfter:    s.RebalanceAfter,
+			SplitSize:         s.SplitSize,
+			SplitLoad:         s.SplitLoad,
+			MergeSize:         s.MergeSize,
+			MergeAfter:        s.MergeAfter,
+			MetaMembers:       s.MetaMembers,
+			RootAccessKey:     s.RootAccessKey,
+			RootSecretKey:     s.RootSecretKey,
+			Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
+		},
+		NativePort:      s.Port,
+		HTTPPort:        s.HTTPPort,
+		S3Region:        s.S3Region,
+		S3Domains:       s.S3Domain,
+		MultipartExpiry: s.MultipartExpiry,
+		TLSCertFile:     s.TLSCert,
+		TLSKeyFile:      s.TLSKey,
+		IdleTimeout:     s.IdleTimeout,
+		MaxConnections:  s.MaxConnections,
+		Pprof:           s.Pprof,
 	}, nil
 }
