@@ -766,6 +766,9 @@ func (n *Node) Close() error {
 		})
 		n.peers.close()
 		n.serveWG.Wait()
+		// The loops exit before what they use closes (a loop's last read of
+		// the meta service must happen before its Close).
+		n.bg.Wait()
 		if n.ranges != nil {
 			errs = append(errs, n.ranges.Close())
 		}
@@ -782,10 +785,6 @@ func (n *Node) Close() error {
 			errs = append(errs, n.meta.Close())
 		}
 		if m := n.member.Swap(nil); m != nil {
-			errs = append(errs, m.Close())
-		}
-		n.bg.Wait()
-		if m := n.member.Swap(nil); m != nil { // started by topUpMeta meanwhile
 			errs = append(errs, m.Close())
 		}
 		if n.eng != nil {
