@@ -39,3 +39,24 @@ func TestStartStop(t *testing.T) {
 		t.Fatalf("Close again: %v", err)
 	}
 }
+
+// TestStopBeforeStart: loops started after Stop exit at once, so Close
+// does not wait on them forever.
+func TestStopBeforeStart(t *testing.T) {
+	n, err := Open(context.Background(), testConfig(vfs.NewMem(), meta.NewMemStore(time.Now)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Stop()
+	n.Start()
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close hung on loops started after Stop")
+	}
+}

@@ -159,6 +159,12 @@ type Config struct {
 	// node's native protocol and HTTP listeners: the cluster map
 	// advertises their ports (at Advertise) to clients and other nodes.
 	NativeAddr, HTTPAddr string
+	// Bind, if set, binds those listeners and returns their addresses
+	// (replacing NativeAddr and HTTPAddr). Open calls it once the node is
+	// about to serve, just before it registers in the cluster map, so
+	// that clients are refused rather than kept waiting while a node
+	// joins or recovers.
+	Bind func() (nativeAddr, httpAddr string, err error)
 	// PeerCodes carries the failures of the object service across the
 	// range client's peer envelope (the native protocol's codes).
 	PeerCodes rangeclient.Codes
@@ -430,6 +436,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, cache: kv.NewCache(cfg.RecordCache)}
+	// The loops' context exists from the start, so that Stop and Go work
+	// whenever they are called (a loop started after Stop exits at once).
+	n.bgc, n.stopBG = context.WithCancel(context.Background())
 	seed := cfg.Seed
 	for seed == 0 {
 		var b [8]byte
@@ -581,6 +590,13 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := n.loadSpaces(ctx); err != nil {
 		return nil, err
 	}
+	if n.cfg.Bind != nil {
+		// The client ports open only now, once the node can serve soon:
+		// until then a client is refused and tries another node.
+		if n.cfg.NativeAddr, n.cfg.HTTPAddr, err = n.cfg.Bind(); err != nil {
+			return nil, err
+		}
+	}
 	if err := n.register(ctx); err != nil {
 		return nil, err
 	}
@@ -592,8 +608,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 // merges, repair and rebalancing, settings and keys. Call it once, after
 // Open; Stop (or Close) ends it.
 func (n *Node) Start() {
-	bgCtx, cancel := context.WithCancel(context.Background())
-	n.bgc, n.stopBG = bgCtx, cancel
+	bgCtx := n.bgc
 	n.bg.Add(9)
 	go func() {
 		defer n.bg.Done()
@@ -639,8 +654,8 @@ func (n *Node) Start() {
 	n.tso.Start()
 }
 
-// Go runs fn in the background as one of the node's loops (after
-// Start): fn must return when ctx ends, at Stop.
+// Go runs fn in the background as one of the node's loops: fn must
+// return when ctx ends, at Stop.
 func (n *Node) Go(fn func(ctx context.Context)) {
 	n.bg.Add(1)
 	go func() {
@@ -650,15 +665,23 @@ func (n *Node) Go(fn func(ctx context.Context)) {
 }
 
 // Stop ends the background work started by Start (and Go) and returns
-// when every loop has exited. It is idempotent.
+// when every loop, and the timestamp client's campaign, has exited. It is
+// idempotent.
 func (n *Node) Stop() {
+	n.stop()
+	n.bg.Wait()
+}
+
+// stop cancels the loops and gives up the heartbeat and the oracle's
+// campaign, once.
+func (n *Node) stop() {
 	n.stopOnce.Do(func() {
-		if n.stopBG != nil {
-			n.stopBG()
-			n.stopBeating()
+		n.stopBG()
+		n.stopBeating()
+		if n.tso != nil {
+			n.tso.Stop()
 		}
 	})
-	n.bg.Wait()
 }
 
 func (n *Node) loadIdentity() (found bool, err error) {
@@ -758,12 +781,7 @@ func (n *Node) Serve() {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		var errs []error
-		n.stopOnce.Do(func() {
-			if n.stopBG != nil {
-				n.stopBG()
-				n.stopBeating()
-			}
-		})
+		n.stop()
 		n.peers.close()
 		n.serveWG.Wait()
 		// The loops exit before what they use closes (a loop's last read of

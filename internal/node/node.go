@@ -130,9 +130,10 @@ type Node struct {
 	serveWG   sync.WaitGroup
 }
 
-// Open starts a node: it binds the listeners, opens or creates everything
-// under cfg.DataDir, recovers, and starts the node's background work.
-// Serving starts with Serve.
+// Open starts a node: it opens or creates everything under cfg.DataDir,
+// recovers, binds the listeners (once the node is about to serve; see
+// cluster.Config.Bind), and starts the node's background work. Serving
+// starts with Serve.
 func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -148,11 +149,13 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := n.listen(httpTLS); err != nil {
-		return nil, err
-	}
 	cc := cfg.Config
-	cc.NativeAddr, cc.HTTPAddr = n.nativeL.Addr().String(), n.httpL.Addr().String()
+	cc.Bind = func() (string, string, error) {
+		if err := n.listen(httpTLS); err != nil {
+			return "", "", err
+		}
+		return n.nativeL.Addr().String(), n.httpL.Addr().String(), nil
+	}
 	cc.PeerCodes, cc.Forwarded = wire.PeerCodes{}, wire.MarkForwarded
 	if n.Node, err = cluster.Open(ctx, cc); err != nil {
 		return nil, err

@@ -152,7 +152,7 @@ func (c *Client) errReply(err error, lead uint64, payload []byte) []byte {
 // replica named (with ErrNotLeader) and its error.
 func (c *Client) DecodeReply(b []byte) (payload []byte, lead uint64, err error) {
 	if len(b) == 0 {
-		return nil, 0, errorf(CodeMalformed, "empty reply from a peer")
+		return nil, 0, errorf(CodeInternal, "empty reply from a peer")
 	}
 	switch b[0] {
 	case replyOK:
@@ -173,7 +173,7 @@ func (c *Client) DecodeReply(b []byte) (payload []byte, lead uint64, err error) 
 			}
 		}
 	}
-	return nil, 0, errorf(CodeMalformed, "malformed reply from a peer")
+	return nil, 0, errorf(CodeInternal, "malformed reply from a peer")
 }
 
 // applyErr classes what a command's apply returned in place of a result.
