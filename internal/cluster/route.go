@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/mvcc"
-	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/rangeclient"
 	"github.com/cairn-db/cairn/internal/rangedesc"
 	"github.com/cairn-db/cairn/internal/replica"
@@ -47,10 +45,4 @@ func (n *Node) rangeEntry(id uint64, rep *replica.Replica) *rng {
 		return r
 	}
 	return newRng(rangedesc.Range{ID: id}, rep)
-}
-
-// listRange lists r's part of a listing on its leaseholder.
-func (n *Node) listRange(ctx context.Context, r *rng, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
-	ents, more, err := n.rc.List(ctx, r, o)
-	return ents, more, object.FromRange(err)
 }

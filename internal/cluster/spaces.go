@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -432,23 +431,14 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 	}
 	// Only client keys count: system keys (an S3 bucket's settings, its
 	// open multipart uploads) go with the space.
-	tab := s.tab.Ranges()
+	// Every range is asked at once (scatter-gather) for one live key.
 	sys := keys.ObjectPrefix(s.meta.ID, nil, []byte(object.SystemKeyPrefix))
-	for i, r := range tab {
-		if bytes.Compare(r.Desc().Start, sys) >= 0 {
-			break
-		}
-		upper := rangeclient.End(tab, i, s.meta.ID)
-		if bytes.Compare(sys, upper) < 0 {
-			upper = sys
-		}
-		ents, _, err := n.listRange(ctx, r, mvcc.ListOptions{Lower: r.Desc().Start, Upper: upper, Limit: 1})
-		if err != nil {
-			return err
-		}
-		if len(ents) > 0 {
-			return object.Errorf(object.SpaceNotEmpty, "space %q still holds objects; delete them first", name)
-		}
+	live, _, err := n.rc.Scan(ctx, &s.tab, mvcc.ListOptions{Lower: keys.ObjectPrefix(s.meta.ID, nil, nil), Upper: sys, Limit: 1}, len(s.tab.Ranges()))
+	if err != nil {
+		return object.FromRange(err)
+	}
+	if len(live) > 0 {
+		return object.Errorf(object.SpaceNotEmpty, "space %q still holds objects; delete them first", name)
 	}
 	if err := n.catalog.MoveSpaceState(ctx, name, meta.SpaceFencing, meta.SpaceDeleting); err != nil {
 		return err

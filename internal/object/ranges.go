@@ -65,12 +65,6 @@ func (st *Store) readRecord(ctx context.Context, s OpenSpace, obj []byte, versio
 	return rec, FromRange(err)
 }
 
-// listRange lists r's part of a listing on its leaseholder.
-func (st *Store) listRange(ctx context.Context, r *rangeclient.Range, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
-	ents, more, err := st.cfg.Ranges.List(ctx, r, o)
-	return ents, more, FromRange(err)
-}
-
 // versions lists obj's versions on the leaseholder of its range in s.
 func (st *Store) versions(ctx context.Context, s OpenSpace, obj []byte, before uint64, limit int) ([]*mvcc.Record, bool, error) {
 	recs, more, err := st.cfg.Ranges.Versions(ctx, s.Table(), obj, before, limit)

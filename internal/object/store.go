@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -749,55 +748,20 @@ func (st *Store) List(ctx context.Context, req *ListRequest) (ListResult, error)
 	return out, err
 }
 
-// listOnce lists [lower, upper) after after, range by range in key order.
+// listOnce lists [lower, upper) after after, range by range in key order
+// (a scan of one range at a time: a page never reads past its limit).
 func (st *Store) listOnce(ctx context.Context, s OpenSpace, req *ListRequest, lower, upper, after []byte, limit int) (ListResult, error) {
-	var out ListResult
-	tab := s.Table().Ranges()
-	for i, r := range tab {
-		// Each entry lists from its start to the next one's, as keys are
-		// routed (an entry's own end may be newer or older than the
-		// table it is in; a range that no longer holds its part answers
-		// RANGE_MOVED and the listing starts again).
-		end := rangeclient.End(tab, i, s.ID())
-		if bytes.Compare(end, lower) <= 0 {
-			continue
-		}
-		if upper != nil && bytes.Compare(r.Desc().Start, upper) >= 0 {
-			break
-		}
-		if after != nil && bytes.Compare(end, after) <= 0 {
-			continue
-		}
-		lo, hi := maxBytes(lower, r.Desc().Start), minBytes(upper, end)
-		if len(out.Objects) >= limit {
-			// The page is full; it is truncated if any later range of the
-			// span holds a live key.
-			ents, _, err := st.listRange(ctx, r, listOptions(req, lo, hi, after, 1))
-			if err != nil {
-				return ListResult{}, err
-			}
-			if len(ents) > 0 {
-				out.Truncated = true
-				break
-			}
-			continue
-		}
-		ents, more, err := st.listRange(ctx, r, listOptions(req, lo, hi, after, limit-len(out.Objects)))
+	ents, more, err := st.cfg.Ranges.Scan(ctx, s.Table(), listOptions(req, lower, upper, after, limit), 1)
+	if err != nil {
+		return ListResult{}, FromRange(err)
+	}
+	out := ListResult{Objects: make([]Info, 0, len(ents)), Truncated: more}
+	for _, e := range ents {
+		_, _, key, err := keys.DecodeObject(e.Obj)
 		if err != nil {
-			return ListResult{}, err
+			return ListResult{}, Errorf(Corrupt, "object key: %v", err)
 		}
-		out.Objects = slices.Grow(out.Objects, len(ents))
-		for _, e := range ents {
-			_, _, key, err := keys.DecodeObject(e.Obj)
-			if err != nil {
-				return ListResult{}, Errorf(Corrupt, "object key: %v", err)
-			}
-			out.Objects = append(out.Objects, objectInfo(req.Space, string(key), e.Rec))
-		}
-		if more {
-			out.Truncated = true
-			break
-		}
+		out.Objects = append(out.Objects, objectInfo(req.Space, string(key), e.Rec))
 	}
 	if out.Truncated && len(out.Objects) > 0 {
 		last := out.Objects[len(out.Objects)-1]
@@ -838,13 +802,6 @@ func (st *Store) Versions(ctx context.Context, req *VersionsRequest) (VersionsRe
 		out.Versions = append(out.Versions, objectInfo(req.Space, req.Key, rec))
 	}
 	return out, nil
-}
-
-func maxBytes(a, b []byte) []byte {
-	if bytes.Compare(a, b) >= 0 {
-		return a
-	}
-	return b
 }
 
 // minBytes treats nil as +infinity.
