@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -809,7 +808,7 @@ func (n *Node) Close() error {
 			errs = append(errs, n.eng.Close())
 		}
 		for _, e := range errs {
-			if e != nil && !errors.Is(e, http.ErrServerClosed) && !errors.Is(e, net.ErrClosed) {
+			if e != nil && !errors.Is(e, net.ErrClosed) {
 				n.closeErr = errors.Join(n.closeErr, e)
 			}
 		}

@@ -70,19 +70,3 @@ func (st *Store) versions(ctx context.Context, s OpenSpace, obj []byte, before u
 	recs, more, err := st.cfg.Ranges.Versions(ctx, s.Table(), obj, before, limit)
 	return recs, more, FromRange(err)
 }
-
-// retryMoved runs op again while it fails with RangeMoved (see
-// rangeclient.Client.RetryMoved).
-func (st *Store) retryMoved(ctx context.Context, op func() error, stale func() bool) error {
-	var last error
-	err := st.cfg.Ranges.RetryMoved(ctx, func() error {
-		if last = op(); KindOf(last) == RangeMoved {
-			return rangeclient.ErrRangeMoved
-		}
-		return last
-	}, stale)
-	if errors.Is(err, rangeclient.ErrRangeMoved) {
-		return last
-	}
-	return err
-}

@@ -719,13 +719,7 @@ func (st *Store) List(ctx context.Context, req *ListRequest) (ListResult, error)
 		return ListResult{}, err
 	}
 	defer release()
-	limit := int(req.Limit)
-	if limit == 0 {
-		limit = listDefault
-	}
-	if limit > listMax {
-		limit = listMax
-	}
+	limit := pageLimit(req.Limit)
 	if len(req.Prefix) > keys.MaxKeyLen || len(req.StartAfter) > keys.MaxKeyLen {
 		return ListResult{}, Errorf(KeyTooLong, "prefix or start-after is over %d bytes", keys.MaxKeyLen)
 	}
@@ -741,11 +735,20 @@ func (st *Store) List(ctx context.Context, req *ListRequest) (ListResult, error)
 	}
 	// A range that split under the listing: read the table again.
 	var out ListResult
-	err = st.retryMoved(ctx, func() (err error) {
+	err = st.cfg.Ranges.RetryMoved(ctx, func() (err error) {
 		out, err = st.listOnce(ctx, s, req, lower, upper, after, limit)
 		return err
 	}, func() bool { return true })
-	return out, err
+	return out, FromRange(err)
+}
+
+// pageLimit is a listing's page size: the request's, or listDefault,
+// at most listMax.
+func pageLimit(n uint32) int {
+	if n == 0 {
+		return listDefault
+	}
+	return min(int(n), listMax)
 }
 
 // listOnce lists [lower, upper) after after, range by range in key order
@@ -753,7 +756,7 @@ func (st *Store) List(ctx context.Context, req *ListRequest) (ListResult, error)
 func (st *Store) listOnce(ctx context.Context, s OpenSpace, req *ListRequest, lower, upper, after []byte, limit int) (ListResult, error) {
 	ents, more, err := st.cfg.Ranges.Scan(ctx, s.Table(), listOptions(req, lower, upper, after, limit), 1)
 	if err != nil {
-		return ListResult{}, FromRange(err)
+		return ListResult{}, err // a range client failure: List classes it
 	}
 	out := ListResult{Objects: make([]Info, 0, len(ents)), Truncated: more}
 	for _, e := range ents {
@@ -786,13 +789,7 @@ func (st *Store) Versions(ctx context.Context, req *VersionsRequest) (VersionsRe
 		return VersionsResult{}, err
 	}
 	defer release()
-	limit := int(req.Limit)
-	if limit == 0 {
-		limit = listDefault
-	}
-	if limit > listMax {
-		limit = listMax
-	}
+	limit := pageLimit(req.Limit)
 	recs, more, err := st.versions(ctx, s, obj, req.Before, limit)
 	if err != nil {
 		return VersionsResult{}, err

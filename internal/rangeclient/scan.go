@@ -52,15 +52,20 @@ func (c *Client) Scan(ctx context.Context, t *Table, o mvcc.ListOptions, paralle
 			limit -= len(out)
 		}
 		pages := make([]page, len(window))
-		var wg sync.WaitGroup
-		for i, p := range window {
+		ask := func(i int) {
 			po := o
-			po.Lower, po.Upper, po.Limit = p.lo, p.hi, limit
-			wg.Go(func() {
-				pages[i].ents, pages[i].more, pages[i].err = c.List(ctx, p.r, po)
-			})
+			po.Lower, po.Upper, po.Limit = window[i].lo, window[i].hi, limit
+			pages[i].ents, pages[i].more, pages[i].err = c.List(ctx, window[i].r, po)
 		}
-		wg.Wait()
+		if len(window) == 1 {
+			ask(0) // one range at a time: no goroutine
+		} else {
+			var wg sync.WaitGroup
+			for i := range window {
+				wg.Go(func() { ask(i) })
+			}
+			wg.Wait()
+		}
 		var more, full bool
 		var err error
 		out, more, full, err = gather(out, pages, o.Limit)
