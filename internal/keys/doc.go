@@ -35,8 +35,11 @@
 //	| 'v' | object key | ^commit_ts (8, BE) |   version record (package mvcc)
 //	+-----+------------+--------------------+
 //	+-----+------------+
-//	| 'l' | object key |                        lock / intent (reserved)
+//	| 'l' | object key |                        lock / intent (package mvcc)
 //	+-----+------------+
+//	+-----+------------+-------------------+
+//	| 'l' | object key | ^start_ts (8, BE) |    record of a transaction whose
+//	+-----+------------+-------------------+    primary lock is on the object
 //
 // The timestamp is stored inverted so the newest version of an object sorts
 // first: "latest" is one seek to 'v'|obj and "as of T" one seek to

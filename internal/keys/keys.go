@@ -248,12 +248,45 @@ func VersionSpan(objStart, objEnd []byte) (lower, upper []byte) {
 	return lower, upper
 }
 
-// Lock returns the key of obj's lock (transaction intent): 'l' | obj.
-// Reserved: nothing writes it yet.
+// Lock returns the key of obj's lock (a transaction's intent): 'l' | obj.
 func Lock(obj []byte) []byte {
 	dst := make([]byte, 0, 1+len(obj))
 	dst = append(dst, PrefixLock)
 	return append(dst, obj...)
+}
+
+// TxnRecord returns the key of the record of the transaction that started
+// at startTS and whose primary lock is on obj:
+//
+//	'l' | obj | ^startTS (8, BE)
+//
+// It sorts right after obj's lock and before the next object's, so it
+// lives in the range of its primary (LockSpan covers it).
+func TxnRecord(obj []byte, startTS uint64) []byte {
+	dst := make([]byte, 0, 1+len(obj)+tsLen)
+	dst = append(dst, PrefixLock)
+	dst = append(dst, obj...)
+	return binary.BigEndian.AppendUint64(dst, ^startTS)
+}
+
+// DecodeLock splits a key of the 'l' keyspace: a lock (record false) or
+// a transaction record (record true, with its start timestamp). obj
+// aliases k and is checked with DecodeObject.
+func DecodeLock(k []byte) (obj []byte, startTS uint64, record bool, err error) {
+	if len(k) < 1+spaceLen+4 || k[0] != PrefixLock {
+		return nil, 0, false, ErrMalformedKey
+	}
+	if _, _, _, err := DecodeObject(k[1:]); err == nil {
+		return k[1:len(k):len(k)], 0, false, nil
+	}
+	if len(k) < 1+spaceLen+4+tsLen {
+		return nil, 0, false, ErrMalformedKey
+	}
+	obj = k[1 : len(k)-tsLen : len(k)-tsLen]
+	if _, _, _, err := DecodeObject(obj); err != nil {
+		return nil, 0, false, err
+	}
+	return obj, ^binary.BigEndian.Uint64(k[len(k)-tsLen:]), true, nil
 }
 
 // LockSpan returns the span [lower, upper) of the lock keys of every object

@@ -129,6 +129,18 @@ func TestRoundTrip(t *testing.T) {
 		if l := Lock(obj); l[0] != 'l' || !bytes.Equal(l[1:], obj) {
 			t.Fatalf("lock key % x", l)
 		}
+		if o2, _, rec, err := DecodeLock(Lock(obj)); err != nil || rec || !bytes.Equal(o2, obj) {
+			t.Fatalf("%+v: lock decoded %q %v %v", tp, o2, rec, err)
+		}
+		tr := TxnRecord(obj, tp.ts)
+		if o2, ts, rec, err := DecodeLock(tr); err != nil || !rec || ts != tp.ts || !bytes.Equal(o2, obj) {
+			t.Fatalf("%+v: txn record decoded %q %d %v %v", tp, o2, ts, rec, err)
+		}
+		// A transaction record lies in its object's lock span, after the lock.
+		lo, hi := LockSpan(obj, PrefixEnd(obj))
+		if bytes.Compare(tr, lo) <= 0 || bytes.Compare(tr, hi) >= 0 {
+			t.Fatalf("%+v: txn record outside its object's lock span", tp)
+		}
 	}
 }
 
@@ -281,4 +293,23 @@ func BenchmarkObject(b *testing.B) {
 	for b.Loop() {
 		_ = Version(Object(3, nil, key), 12345)
 	}
+}
+
+func FuzzDecodeLock(f *testing.F) {
+	obj := Object(3, nil, []byte("a\x00b"))
+	f.Add(Lock(obj))
+	f.Add(TxnRecord(obj, 77))
+	f.Fuzz(func(t *testing.T, k []byte) {
+		obj, ts, rec, err := DecodeLock(k)
+		if err != nil {
+			return
+		}
+		want := Lock(obj)
+		if rec {
+			want = TxnRecord(obj, ts)
+		}
+		if !bytes.Equal(want, k) {
+			t.Fatalf("DecodeLock(% x) = %q %d %v, which encodes as % x", k, obj, ts, rec, want)
+		}
+	})
 }

@@ -103,7 +103,7 @@ func fmtRec(obj []byte, r *Record) string {
 }
 
 func fmtErr(err error) string {
-	for _, s := range []error{ErrNotFound, ErrCorrupt, ErrVersionExists, ErrInvalidVersion} {
+	for _, s := range []error{ErrNotFound, ErrCorrupt, ErrVersionExists, ErrInvalidVersion, ErrPrecondition, ErrTxnAborted, ErrBadTxn} {
 		if errors.Is(err, s) {
 			return fmt.Sprintf("error: %v\n", s)
 		}
@@ -306,6 +306,10 @@ func (e *ddEnv) run(t *testing.T, d *datadriven.TestData) string {
 		var b strings.Builder
 		it, _ := e.kv.NewIter(nil, nil)
 		for ok := it.SeekGE(nil); ok; ok = it.Next() {
+			if it.Key()[0] == keys.PrefixLock {
+				b.WriteString(fmtLockKV(it.Key(), it.Value()))
+				continue
+			}
 			obj, ts, err := keys.DecodeVersion(it.Key())
 			if err != nil {
 				fmt.Fprintf(&b, "%x: %v\n", it.Key(), err)
@@ -323,6 +327,9 @@ func (e *ddEnv) run(t *testing.T, d *datadriven.TestData) string {
 			return "empty\n"
 		}
 		return b.String()
+	}
+	if out, ok := e.runTxn(t, d); ok {
+		return out
 	}
 	d.Fatalf(t, "unknown command %q", d.Cmd)
 	return ""

@@ -56,4 +56,50 @@
 // version that became noncurrent (its next newer version was written) less
 // than D before now. The newest version is never pruned, so a key whose
 // newest version is a delete marker keeps that marker.
+//
+// # Transactions
+//
+// Multi-object transactions are Percolator's protocol over the versions
+// (txn.go): a transaction reads at its start timestamp and, to commit,
+// locks every key it writes (prewrite), takes a commit timestamp, commits
+// its primary key's lock and then the others (secondaries), which point to
+// the primary. A lock of object obj is stored at
+//
+//	'l' | obj                 -> lock
+//	'l' | obj | ^start_ts (8) -> transaction record (on the primary only)
+//
+// The committed version is an ordinary version record whose StartTS is the
+// transaction's start: the Percolator "write" record is the version
+// itself. The transaction record keeps the outcome of a transaction with
+// locks in other ranges (committed at C, or rolled back) until its
+// coordinator has resolved them all; a rolled-back record also makes a late
+// prewrite of the primary fail. The rules:
+//
+//   - Prewrite refuses a key locked by another transaction, a key with a
+//     version newer than the start (first committer wins), and a key whose
+//     expected version does not hold; it writes all its locks or none.
+//   - Commit turns a write lock into its version at the commit timestamp
+//     (a read lock, taken by serializable transactions for what they read,
+//     just goes). Rollback removes a lock; on the primary it leaves the
+//     rolled-back record, and it never undoes a commit.
+//   - A reader at T meets the write locks of transactions that started at
+//     or before T and resolves them through the primary (CheckTxn): pending
+//     until the primary's lock expires (the coordinator's heartbeat extends
+//     it), then rolled back; committed at C, the lock's version is the one
+//     to read if C <= T.
+//   - A transaction whose keys are all in one range commits in one step
+//     (CommitOnePhase).
+//
+// Lock (value), format version 1:
+//
+//	+------+------+-----+------+---------+---------+---------+-----------+-----------+--------+
+//	| 0xCA | 0x4C | 0x01| kind | startTS | expires | primary | retention | record    | CRC32C |
+//	|            |     | (1)  | uvarint | varint  | bytes   | mode(1),  | bytes     | (4,BE) |
+//	|            |     |      |         | (ms)    |         | N, D (uv) | (empty    |        |
+//	|            |     |      |         |         |         |           |  for read)|        |
+//	+------+------+-----+------+---------+---------+---------+-----------+-----------+--------+
+//
+// Transaction record (value), format version 1:
+//
+//	| 0xCA | 0x58 | 0x01 | state (2 committed, 3 rolled back) | commitTS uvarint | CRC32C |
 package mvcc
