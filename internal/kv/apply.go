@@ -29,6 +29,12 @@ type Result struct {
 	// Pruned lists versions the retention policy removed in the same step;
 	// their chunks are no longer referenced by them.
 	Pruned []*mvcc.Record
+	// Recs are the versions a CommitCmd or OnePhaseCmd wrote, one per key
+	// in the command's order (nil for a read lock).
+	Recs []*mvcc.Record
+	// Status is the transaction's state after a RollbackCmd, CheckTxnCmd
+	// or HeartbeatCmd.
+	Status mvcc.TxnStatus
 }
 
 // StateMachine applies kv commands to one range. Its state is in the batch
@@ -129,6 +135,13 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 		// is all mvcc needs: known from this batch or the cache, the write
 		// reads nothing from pebble.
 		latest := m.latest(c.Obj)
+		if latest == nil {
+			// A known latest version means no lock (the cache holds no key
+			// with one); otherwise a transaction's lock makes the write wait.
+			if err := mvcc.CheckUnlocked(rw, c.Obj); err != nil {
+				return err
+			}
+		}
 		if c.IfMatch != 0 || c.IfNoneMatch || c.IfAbsent {
 			if latest == nil {
 				var err error
@@ -179,6 +192,8 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 		}
 		m.wrote(c.Obj, nil) // the latest version may have changed: unknown
 		return &Result{Rec: rec}
+	case *PrewriteCmd, *CommitCmd, *RollbackCmd, *CheckTxnCmd, *HeartbeatCmd, *OnePhaseCmd, *ClearTxnCmd:
+		return m.applyTxn(rw, c)
 	}
 	return fmt.Errorf("%w: unknown command %T", ErrBadCommand, c)
 }

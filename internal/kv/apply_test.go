@@ -140,6 +140,9 @@ func FuzzDecodeCommand(f *testing.F) {
 	f.Add((&DeleteVersionCmd{Obj: []byte("o"), Version: 1}).Encode())
 	f.Add((&SetTagsCmd{Obj: []byte("o"), Version: 1, Tags: map[string]string{"k": "v"}}).Encode())
 	f.Add((&PutCmd{Obj: []byte("o"), Rec: &mvcc.Record{Version: 1}}).Encode())
+	for _, c := range txnCmds() {
+		f.Add(c.Encode())
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		decode(b) // must not panic
 	})
@@ -156,11 +159,15 @@ func TestCacheDoesNotChangeApply(t *testing.T) {
 		objs := [][]byte{keys.Object(1, nil, []byte("a")), keys.Object(1, nil, []byte("b")), keys.Object(1, nil, []byte("c"))}
 		next := uint64(100)
 		var written []uint64
+		var txns []openTxn
 		for range 300 {
 			cmds := make([][]byte, 1+rng.IntN(5))
 			for i := range cmds {
 				obj := objs[rng.IntN(len(objs))]
-				switch op := rng.IntN(10); {
+				switch op := rng.IntN(14); {
+				case op >= 10:
+					next++
+					cmds[i] = randomTxnCmd(rng, op, obj, &next, &txns)
 				case op < 7:
 					next += uint64(1 + rng.IntN(3))
 					v := next
@@ -202,7 +209,7 @@ func TestCacheDoesNotChangeApply(t *testing.T) {
 					case error:
 						results[j] = append(results[j], "error "+errClass(r))
 					case *Result:
-						results[j] = append(results[j], fmt.Sprintf("version %d parent %d pruned %d", r.Rec.Version, r.Rec.Parent, len(r.Pruned)))
+						results[j] = append(results[j], fmtResult(r))
 					}
 				}
 				if err := b.Commit(pebble.NoSync); err != nil {
@@ -222,7 +229,7 @@ func TestCacheDoesNotChangeApply(t *testing.T) {
 }
 
 func errClass(err error) string {
-	for _, e := range []error{ErrPreconditionFailed, mvcc.ErrStaleVersion, mvcc.ErrVersionExists, mvcc.ErrNotFound, mvcc.ErrDeleteMarker} {
+	for _, e := range []error{ErrPreconditionFailed, mvcc.ErrStaleVersion, mvcc.ErrVersionExists, mvcc.ErrNotFound, mvcc.ErrDeleteMarker, mvcc.ErrTxnAborted} {
 		if errors.Is(err, e) {
 			return e.Error()
 		}

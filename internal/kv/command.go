@@ -101,7 +101,8 @@ func (c *SetTagsCmd) Encode() []byte {
 	return b
 }
 
-// decode parses a command into *PutCmd, *DeleteVersionCmd or *SetTagsCmd.
+// decode parses a command into *PutCmd, *DeleteVersionCmd, *SetTagsCmd or
+// a transaction command (txn.go).
 // Any failure is ErrBadCommand.
 func decode(b []byte) (any, error) {
 	if len(b) < 2 || b[1] != cmdVersion {
@@ -153,5 +154,5 @@ func decode(b []byte) (any, error) {
 		}
 		return c, nil
 	}
-	return nil, ErrBadCommand
+	return decodeTxn(b[0], b[2:])
 }

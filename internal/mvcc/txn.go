@@ -291,8 +291,8 @@ func checkMutation(r Reader, m *Mutation, startTS uint64) (mine bool, err error)
 	if m.Kind != LockWrite && m.Kind != LockRead {
 		return false, fmt.Errorf("%w: mutation kind %d", ErrBadTxn, m.Kind)
 	}
-	if m.Kind == LockWrite && m.Rec == nil {
-		return false, fmt.Errorf("%w: write of object %x without a record", ErrBadTxn, m.Obj)
+	if (m.Kind == LockWrite) != (m.Rec != nil) {
+		return false, fmt.Errorf("%w: %v of object %x with record %v", ErrBadTxn, m.Kind, m.Obj, m.Rec != nil)
 	}
 	if err := m.Retention.Validate(); err != nil {
 		return false, err
