@@ -32,6 +32,7 @@ import (
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/transport"
 	"github.com/cairn-db/cairn/internal/tso"
+	"github.com/cairn-db/cairn/internal/txn"
 )
 
 // Default listener ports. The native protocol, HTTP and the meta service's
@@ -84,6 +85,9 @@ type Config struct {
 	// MaxRangeWrite bounds the body of one byte-range write or append, which
 	// is held in memory while its chunks are re-cut. Default: 64 MiB.
 	MaxRangeWrite int64
+	// TxnTTL is how long a transaction's locks outlive its coordinator's
+	// last heartbeat (0: txn.DefaultTTL).
+	TxnTTL time.Duration
 	// Chunking configures content-defined chunking of uploads.
 	Chunking chunk.Options
 	// RecordCache is the memory, in bytes, of the cache of each hot
@@ -349,7 +353,8 @@ type Node struct {
 	meta    meta.Store
 	ownMeta bool // meta was opened by the node (and is closed by it)
 	oracle  *meta.Oracle
-	tso     *tso.Client // timestamps from the oracle, here or on its leader
+	tso     *tso.Client  // timestamps from the oracle, here or on its leader
+	txns    *txn.Manager // transactions, and the resolution of their locks
 	catalog *meta.Catalog
 	rootKey atomic.Pointer[auth.Key] // the root key (a cluster admin)
 	keys    auth.Keyring             // the root key and the others (keys.go)
@@ -581,10 +586,13 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.rc = n.newRangeClient()
 	n.rangeMethods = n.rc.Methods()
 	n.rangeMethods["Merge"] = n.rc.Method(false, n.handleMerge)
+	n.txns = txn.New(txn.Config{
+		Ranges: n.rc, Table: n.tableOf, Timestamps: n.tso, TTL: cfg.TxnTTL, Clock: cfg.Clock, Logger: n.log,
+	})
 	n.Store = object.NewStore(object.StoreConfig{
 		Spaces: spaceOpener{n}, Ranges: n.rc, Timestamps: n.tso, Chunks: n.plane,
 		InlineThreshold: cfg.InlineThreshold, MaxObjectSize: cfg.MaxObjectSize, MaxRangeWrite: cfg.MaxRangeWrite,
-		Chunking: cfg.Chunking, ChunkBytes: n.metrics.chunkBytes,
+		Chunking: cfg.Chunking, ChunkBytes: n.metrics.chunkBytes, Txns: n.txns,
 	})
 	if err := n.loadSpaces(ctx); err != nil {
 		return nil, err
@@ -786,6 +794,9 @@ func (n *Node) Close() error {
 		// The loops exit before what they use closes (a loop's last read of
 		// the meta service must happen before its Close).
 		n.bg.Wait()
+		if n.txns != nil {
+			n.txns.Close()
+		}
 		if n.ranges != nil {
 			errs = append(errs, n.ranges.Close())
 		}

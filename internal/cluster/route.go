@@ -27,11 +27,12 @@ func (n *Node) newRangeClient() *rangeclient.Client {
 		Call: func(ctx context.Context, id uint64, method string, req []byte, timeout time.Duration) ([]byte, error) {
 			return n.callNode(ctx, id, rangeclient.Service, method, req, timeout)
 		},
-		Entry:     n.rangeEntry,
-		Stale:     n.kickSync,
-		Forwarded: n.cfg.Forwarded,
-		Codes:     n.cfg.PeerCodes,
-		Clock:     n.cfg.Clock,
+		Entry:      n.rangeEntry,
+		Stale:      n.kickSync,
+		Forwarded:  n.cfg.Forwarded,
+		Timestamps: n.tso.Next,
+		Codes:      n.cfg.PeerCodes,
+		Clock:      n.cfg.Clock,
 		Metrics: rangeclient.Metrics{Forwards: n.metrics.forwards, CacheHits: n.metrics.cacheHits,
 			CacheMisses: n.metrics.cacheMiss, Corrupt: n.metrics.corrupt},
 	})

@@ -541,3 +541,39 @@ func (n *Node) SetRetention(ctx context.Context, name string, ws object.SpaceSet
 	n.refreshSettings(ctx)
 	return spaceInfo(sp), nil
 }
+
+// tableOf returns the range table of space id, for the transactions'
+// lock resolution (a lock names its primary by object key, whose first
+// part is the space id). A space this node has not opened yet is looked
+// up in the catalog and opened.
+func (n *Node) tableOf(ctx context.Context, id uint32) (*rangeclient.Table, error) {
+	find := func() *space {
+		n.mu.RLock()
+		defer n.mu.RUnlock()
+		for _, s := range n.mu.spaces {
+			if s.meta.ID == id {
+				return s
+			}
+		}
+		return nil
+	}
+	if s := find(); s != nil {
+		return &s.tab, nil
+	}
+	all, err := n.catalog.ListSpaces(ctx)
+	if err != nil {
+		return nil, object.Unreachable("the space catalog", err)
+	}
+	for _, sp := range all {
+		if sp.ID != id {
+			continue
+		}
+		s, release, err := n.acquire(ctx, sp.Name)
+		if err != nil {
+			return nil, err
+		}
+		release()
+		return &s.tab, nil
+	}
+	return nil, object.Errorf(object.SpaceNotFound, "no space has id %d (deleted?)", id)
+}

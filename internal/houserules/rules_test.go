@@ -52,6 +52,9 @@ var layers = map[string]int{
 	// The range client: routes range operations to their leaseholders.
 	"internal/rangeclient": 60,
 
+	// The transaction coordinator and lock resolver, over the range client.
+	"internal/txn": 65,
+
 	// The cluster administration's contract (keys, tokens, membership,
 	// routes, the cluster report), beside the object service's.
 	"internal/admin": 70,

@@ -35,6 +35,8 @@ const (
 	NotDrained                         // the node still holds data others lack
 	RangeMoved                         // the key left the range asked; nothing was done, retry
 	AccessDenied                       // the caller's key lacks the grant
+	TxnConflict                        // a transaction lost a conflict; run it again from the start
+	TxnAborted                         // a transaction was rolled back (its locks expired); run it again
 	kindCount
 )
 
@@ -47,6 +49,7 @@ var kindNames = [kindCount]string{
 	Unavailable: "unavailable", Canceled: "canceled", Deleted: "delete marker",
 	InvalidRange: "invalid range", OutcomeUnknown: "outcome unknown",
 	NotDrained: "not drained", RangeMoved: "range moved", AccessDenied: "access denied",
+	TxnConflict: "transaction conflict", TxnAborted: "transaction aborted",
 }
 
 func (k Kind) String() string {
@@ -82,6 +85,9 @@ const (
 	ClassUnknown
 	// ClassCanceled: the caller gave up.
 	ClassCanceled
+	// ClassTxn: a transaction did nothing and may run again from its
+	// start (with a new snapshot).
+	ClassTxn
 )
 
 // Class returns the kind's class.
@@ -101,6 +107,8 @@ func (k Kind) Class() Class {
 		return ClassDenied
 	case OutcomeUnknown:
 		return ClassUnknown
+	case TxnConflict, TxnAborted:
+		return ClassTxn
 	case Canceled:
 		return ClassCanceled
 	}
@@ -198,4 +206,6 @@ var (
 	ErrNotDrained         = &Error{Kind: NotDrained}
 	ErrRangeMoved         = &Error{Kind: RangeMoved}
 	ErrAccessDenied       = &Error{Kind: AccessDenied}
+	ErrTxnConflict        = &Error{Kind: TxnConflict}
+	ErrTxnAborted         = &Error{Kind: TxnAborted}
 )

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 
+	"github.com/cairn-db/cairn/internal/clock"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/rangeclient"
+	"github.com/cairn-db/cairn/internal/txn"
 )
 
 // The range client's failures in the object service's kinds.
@@ -25,11 +27,23 @@ var rangeKinds = map[rangeclient.Code]Kind{
 	rangeclient.CodeDeleted:        Deleted,
 	rangeclient.CodeOutcomeUnknown: OutcomeUnknown,
 	rangeclient.CodeRangeMoved:     RangeMoved,
+	rangeclient.CodeTxnConflict:    TxnConflict,
+	rangeclient.CodeTxnAborted:     TxnAborted,
 }
 
 // FromRange maps a range client failure to the kind it stands for.
 func FromRange(err error) error {
 	var e *rangeclient.Error
+	var ce *txn.ConflictError
+	var rce *rangeclient.ConflictError
+	switch {
+	case errors.As(err, &ce):
+		return &Error{Kind: TxnConflict, Message: ce.Reason}
+	case errors.As(err, &rce):
+		return &Error{Kind: TxnConflict, Message: rce.Error()}
+	case errors.Is(err, txn.ErrDone):
+		return &Error{Kind: InvalidArgument, Message: "the transaction is over (committed or rolled back)"}
+	}
 	if errors.As(err, &e) {
 		if k, ok := rangeKinds[e.Code]; ok {
 			return &Error{Kind: k, Message: e.Msg}
@@ -60,9 +74,48 @@ func (st *Store) propose(ctx context.Context, s OpenSpace, obj, cmd []byte) (*kv
 // newest at or before it; else the latest). A delete marker as the
 // latest version reads as not found; an exact one as Deleted, with its
 // record.
+//
+// A read of the latest version, or as of a time, that meets a
+// transaction's lock asks the transaction's primary: committed, the
+// lock's version is read (if it committed in time); pending, a read of the
+// latest reads past it, one as of a time waits for the outcome.
 func (st *Store) readRecord(ctx context.Context, s OpenSpace, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
-	rec, err := st.cfg.Ranges.Read(ctx, s.Table(), obj, version, asOf)
-	return rec, FromRange(err)
+	for attempt := 0; ; attempt++ {
+		rec, err := st.cfg.Ranges.Read(ctx, s.Table(), obj, version, asOf)
+		var le *rangeclient.LockedError
+		if !errors.As(err, &le) {
+			return rec, FromRange(err)
+		}
+		rec, wait, err := st.cfg.Txns.ReadPast(ctx, le, asOf)
+		if err != nil {
+			return nil, FromRange(err)
+		}
+		if !wait {
+			if rec == nil {
+				return nil, Errorf(NotFound, "no such object or version")
+			}
+			if rec.DeleteMarker {
+				return nil, Errorf(NotFound, "the object is deleted")
+			}
+			return rec, nil
+		}
+		if err := clock.Sleep(ctx, txn.Backoff(attempt)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// settle resolves the locks that stopped a write or a listing (err, if it
+// is a *rangeclient.LockedError) and reports whether to try again.
+func (st *Store) settle(ctx context.Context, err error, attempt int) (bool, error) {
+	var le *rangeclient.LockedError
+	if !errors.As(err, &le) {
+		return false, nil
+	}
+	if err := st.cfg.Txns.Settle(ctx, le.Locks, attempt); err != nil {
+		return false, FromRange(err)
+	}
+	return true, nil
 }
 
 // versions lists obj's versions on the leaseholder of its range in s.

@@ -19,6 +19,7 @@ import (
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/rangeclient"
 	"github.com/cairn-db/cairn/internal/tstamp"
+	"github.com/cairn-db/cairn/internal/txn"
 )
 
 // Limits on object metadata, as S3 has them.
@@ -62,6 +63,9 @@ type StoreConfig struct {
 	Chunking chunk.Options
 	// ChunkBytes, if set, counts the bytes of bodies stored as chunks.
 	ChunkBytes prometheus.Counter
+	// Txns runs transactions and resolves the locks reads and writes
+	// meet.
+	Txns *txn.Manager
 }
 
 // Spaces opens spaces for the object service.
@@ -202,7 +206,14 @@ func (st *Store) commit(ctx context.Context, s OpenSpace, obj []byte, spaceName,
 			return Info{}, Unreachable("timestamp oracle", err)
 		}
 		c.Obj, c.Rec.Version, c.Rec.StartTS, c.Retention = obj, ts, ts, s.Retention()
-		res, err := st.propose(ctx, s, obj, c.Encode())
+		res, err := st.cfg.Ranges.Propose(ctx, s.Table(), obj, c.Encode())
+		if again, serr := st.settle(ctx, err, attempt); serr != nil || again {
+			if serr != nil {
+				return Info{}, serr
+			}
+			continue // a transaction's lock was in the way
+		}
+		err = FromRange(err)
 		if errors.Is(err, rangeclient.ErrConflict) {
 			if attempt < maxPlanRetries {
 				continue
@@ -540,22 +551,8 @@ func (st *Store) Get(ctx context.Context, req *GetRequest) (Info, io.ReadCloser,
 		}
 		return Info{}, nil, err
 	}
-	info := objectInfo(req.Space, req.Key, rec)
-	off, length := req.Offset, req.Length
-	if off < 0 || off > rec.Size {
-		return info, nil, Errorf(InvalidRange, "offset %d is outside the object's %d bytes", off, rec.Size)
-	}
-	if length < 0 || length > rec.Size-off { // no off+length: it may overflow
-		length = rec.Size - off
-	}
-	if rec.Manifest == nil {
-		return info, io.NopCloser(bytes.NewReader(rec.Inline[off : off+length])), nil
-	}
-	m, err := chunk.UnmarshalManifest(rec.Manifest)
-	if err != nil {
-		return info, nil, Errorf(Corrupt, "manifest of version %s: %v", tstamp.String(rec.Version), err)
-	}
-	return info, newChunkReader(ctx, st, m.Span(off, length), s.Replicas()), nil
+	body, err := st.body(ctx, s, rec, req.Offset, req.Length)
+	return objectInfo(req.Space, req.Key, rec), body, err
 }
 
 // chunkReader streams pieces of chunks, each verified by the segment store,
@@ -735,11 +732,20 @@ func (st *Store) List(ctx context.Context, req *ListRequest) (ListResult, error)
 	}
 	// A range that split under the listing: read the table again.
 	var out ListResult
-	err = st.cfg.Ranges.RetryMoved(ctx, func() (err error) {
-		out, err = st.listOnce(ctx, s, req, lower, upper, after, limit)
-		return err
-	}, func() bool { return true })
-	return out, FromRange(err)
+	for attempt := 0; ; attempt++ {
+		err = st.cfg.Ranges.RetryMoved(ctx, func() (err error) {
+			out, err = st.listOnce(ctx, s, req, lower, upper, after, limit)
+			return err
+		}, func() bool { return true })
+		// Keys locked by transactions that may cover the listing: resolve
+		// them (waiting for those still pending) and list again.
+		if again, serr := st.settle(ctx, err, attempt); serr != nil || !again {
+			if serr != nil {
+				return ListResult{}, serr
+			}
+			return out, FromRange(err)
+		}
+	}
 }
 
 // pageLimit is a listing's page size: the request's, or listDefault,

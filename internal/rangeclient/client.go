@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -52,6 +53,10 @@ type Config struct {
 	// Codes carries the failures of handlers registered with Method that
 	// this package does not class (nil: they cross as internal).
 	Codes Codes
+	// Timestamps returns a fresh timestamp from the oracle, for the
+	// leaseholder's timestamp guard (guard.go). Nil disables the guard
+	// (tests of one writer).
+	Timestamps func(ctx context.Context) (uint64, error)
 	// Clock defaults to time.Now.
 	Clock func() time.Time
 	// Metrics, each optional.
@@ -69,7 +74,8 @@ type Metrics struct {
 // Client routes range operations to leaseholders and serves those of
 // other nodes.
 type Client struct {
-	cfg Config
+	cfg    Config
+	guards sync.Map // range id -> *tsGuard
 }
 
 // New returns a client.
@@ -241,7 +247,17 @@ func (c *Client) proposeLocal(ctx context.Context, r *Range, rep *replica.Replic
 	if obj != nil && !rep.Contains(obj) {
 		return nil, errMoved(id)
 	}
-	v, err := rep.Propose(ctx, cmd)
+	var v any
+	var err error
+	if ts, ok := kv.Footprint(cmd); ok && c.cfg.Timestamps != nil {
+		g := c.guard(id)
+		if err := g.admit(ctx, rep.Status().Term, ts, c.cfg.Timestamps); err != nil {
+			return nil, err
+		}
+		v, err = rep.ProposeTracked(ctx, cmd, func() { g.settle(ts) })
+	} else {
+		v, err = rep.Propose(ctx, cmd)
+	}
 	if err == nil && obj != nil {
 		r.Load.Note(obj)
 	}
@@ -280,14 +296,14 @@ func (c *Client) Read(ctx context.Context, t *Table, obj []byte, version, asOf u
 
 func (c *Client) readRange(ctx context.Context, r *Range, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
 	if r.LeaseHere(ctx) {
-		return c.readOwned(r, obj, version, asOf)
+		return c.readOwned(ctx, r, obj, version, asOf)
 	}
 	req := binary.BigEndian.AppendUint64(nil, version)
 	req = binary.BigEndian.AppendUint64(req, asOf)
 	req = append(req, obj...)
 	b, err := c.forward(ctx, r, "Read", req)
 	if errors.Is(err, errLeaseHere) {
-		return c.readOwned(r, obj, version, asOf)
+		return c.readOwned(ctx, r, obj, version, asOf)
 	}
 	var rec *mvcc.Record
 	if len(b) > 0 {
@@ -303,7 +319,7 @@ func (c *Client) readRange(ctx context.Context, r *Range, obj []byte, version, a
 // List lists r's part of a listing on its leaseholder.
 func (c *Client) List(ctx context.Context, r *Range, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
 	if r.LeaseHere(ctx) {
-		return c.listOwned(r, o)
+		return c.listOwned(ctx, r, o)
 	}
 	req := binary.BigEndian.AppendUint64(nil, o.AsOf)
 	req = binary.BigEndian.AppendUint32(req, uint32(max(o.Limit, 0)))
@@ -315,7 +331,7 @@ func (c *Client) List(ctx context.Context, r *Range, o mvcc.ListOptions) ([]mvcc
 	}
 	b, err := c.forward(ctx, r, "List", req)
 	if errors.Is(err, errLeaseHere) {
-		return c.listOwned(r, o)
+		return c.listOwned(ctx, r, o)
 	}
 	if err != nil {
 		return nil, false, err

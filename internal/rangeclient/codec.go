@@ -52,7 +52,21 @@ func encodeResult(res *kv.Result) []byte {
 	for _, p := range res.Pruned {
 		out = AppendRecord(out, p)
 	}
-	return out
+	if len(res.Recs) == 0 && res.Status == (mvcc.TxnStatus{}) {
+		return out
+	}
+	// A transaction command's result: the versions per key, the status.
+	out = binary.BigEndian.AppendUint32(out, uint32(len(res.Recs)))
+	for _, r := range res.Recs {
+		if r == nil {
+			out = append(out, 0)
+		} else {
+			out = AppendRecord(append(out, 1), r)
+		}
+	}
+	out = append(out, byte(res.Status.State))
+	out = binary.BigEndian.AppendUint64(out, res.Status.CommitTS)
+	return binary.BigEndian.AppendUint64(out, uint64(res.Status.Expires))
 }
 
 func decodeResult(b []byte) (*kv.Result, error) {
@@ -64,6 +78,17 @@ func decodeResult(b []byte) (*kv.Result, error) {
 	res.Pruned = make([]*mvcc.Record, d.Count32(12))
 	for i := range res.Pruned {
 		res.Pruned[i] = d.Record()
+	}
+	if d.Err() == nil && d.Len() > 0 {
+		res.Recs = make([]*mvcc.Record, d.Count32(1))
+		for i := range res.Recs {
+			if d.U8() == 1 {
+				res.Recs[i] = d.Record()
+			}
+		}
+		res.Status.State = mvcc.TxnState(d.U8())
+		res.Status.CommitTS = d.U64()
+		res.Status.Expires = int64(d.U64())
 	}
 	return res, d.Done()
 }

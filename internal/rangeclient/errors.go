@@ -29,6 +29,9 @@ const (
 	CodeDeleted        Code = 18
 	CodeOutcomeUnknown Code = 20
 	CodeRangeMoved     Code = 22
+	CodeTxnConflict    Code = 26
+	CodeTxnAborted     Code = 27
+	CodeLocked         Code = 28
 	// codeConflict travels as the envelope's own status (replyStale),
 	// never as a code.
 	codeConflict Code = 0xffff
@@ -39,6 +42,7 @@ var codeNames = map[Code]string{
 	CodePrecondition: "precondition failed", CodeCorrupt: "corrupt", CodeNotLeader: "not leader",
 	CodeUnavailable: "unavailable", CodeCanceled: "canceled", CodeDeleted: "delete marker",
 	CodeOutcomeUnknown: "outcome unknown", CodeRangeMoved: "range moved", codeConflict: "conflict",
+	CodeTxnConflict: "transaction conflict", CodeTxnAborted: "transaction aborted", CodeLocked: "locked",
 }
 
 // Error is a classed range failure. Two Errors match under errors.Is when
@@ -91,6 +95,14 @@ var (
 	ErrCorrupt = &Error{Code: CodeCorrupt}
 	// ErrMalformed: a peer message could not be decoded.
 	ErrMalformed = &Error{Code: CodeMalformed}
+	// ErrLocked: keys are locked by transactions (a *LockedError says
+	// which); nothing was done.
+	ErrLocked = &Error{Code: CodeLocked}
+	// ErrTxnConflict: a transaction lost a conflict (a *ConflictError
+	// says where); nothing was done.
+	ErrTxnConflict = &Error{Code: CodeTxnConflict}
+	// ErrTxnAborted: the transaction was rolled back; it cannot commit.
+	ErrTxnAborted = &Error{Code: CodeTxnAborted}
 )
 
 func errorf(c Code, format string, args ...any) *Error {
@@ -130,7 +142,13 @@ func (c *Client) errReply(err error, lead uint64, payload []byte) []byte {
 	var code uint16
 	var msg string
 	var e *Error
+	var le *LockedError
+	var ce *ConflictError
 	switch {
+	case errors.As(err, &le):
+		code, msg, payload = uint16(CodeLocked), le.Error(), appendLocked(nil, le)
+	case errors.As(err, &ce):
+		code, msg, payload = uint16(CodeTxnConflict), ce.Error(), appendConflict(nil, ce)
 	case errors.As(err, &e):
 		code, msg = uint16(e.Code), e.Msg
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -166,6 +184,20 @@ func (c *Client) DecodeReply(b []byte) (payload []byte, lead uint64, err error) 
 			ml := binary.BigEndian.Uint32(b[11:])
 			if uint64(len(b)-15) >= uint64(ml) {
 				msg := string(b[15 : 15+ml])
+				switch Code(code) {
+				case CodeLocked:
+					le, err := decodeLocked(b[15+ml:])
+					if err != nil {
+						return nil, lead, err
+					}
+					return nil, lead, le
+				case CodeTxnConflict:
+					ce, err := decodeConflict(b[15+ml:], msg)
+					if err != nil {
+						return nil, lead, err
+					}
+					return nil, lead, ce
+				}
 				if _, ok := codeNames[Code(code)]; ok || c.cfg.Codes == nil {
 					return b[15+ml:], lead, &Error{Code: Code(code), Msg: msg}
 				}
@@ -178,6 +210,9 @@ func (c *Client) DecodeReply(b []byte) (payload []byte, lead uint64, err error) 
 
 // applyErr classes what a command's apply returned in place of a result.
 func applyErr(rangeID uint64, v error) error {
+	if err, ok := txnApplyErr(v); ok {
+		return err
+	}
 	switch {
 	case errors.Is(v, kv.ErrPreconditionFailed):
 		return errorf(CodePrecondition, "the object's current version does not match the request's condition")

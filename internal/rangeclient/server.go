@@ -1,10 +1,12 @@
 package rangeclient
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 
+	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/transport"
@@ -69,11 +71,11 @@ func (c *Client) handlePropose(ctx context.Context, r *Range, cmd []byte) ([]byt
 	return encodeResult(res), nil
 }
 
-func (c *Client) handleRead(_ context.Context, r *Range, req []byte) ([]byte, error) {
+func (c *Client) handleRead(ctx context.Context, r *Range, req []byte) ([]byte, error) {
 	if len(req) < 16 {
 		return nil, errorf(CodeMalformed, "read request of %d bytes", len(req))
 	}
-	rec, err := c.readOwned(r, req[16:], binary.BigEndian.Uint64(req), binary.BigEndian.Uint64(req[8:]))
+	rec, err := c.readOwned(ctx, r, req[16:], binary.BigEndian.Uint64(req), binary.BigEndian.Uint64(req[8:]))
 	var out []byte
 	if rec != nil {
 		out = AppendRecord(nil, rec)
@@ -81,7 +83,7 @@ func (c *Client) handleRead(_ context.Context, r *Range, req []byte) ([]byte, er
 	return out, err
 }
 
-func (c *Client) handleList(_ context.Context, r *Range, req []byte) ([]byte, error) {
+func (c *Client) handleList(ctx context.Context, r *Range, req []byte) ([]byte, error) {
 	d := NewDecoder(req)
 	o := mvcc.ListOptions{AsOf: d.U64(), Limit: int(d.U32())}
 	o.Lower, o.Upper, o.StartAfter = d.OptBytes(), d.OptBytes(), d.OptBytes()
@@ -92,7 +94,7 @@ func (c *Client) handleList(_ context.Context, r *Range, req []byte) ([]byte, er
 	if err := d.Done(); err != nil {
 		return nil, err
 	}
-	ents, more, err := c.listOwned(r, o)
+	ents, more, err := c.listOwned(ctx, r, o)
 	if err != nil {
 		return nil, err
 	}
@@ -120,27 +122,63 @@ func (c *Client) handleVersions(_ context.Context, r *Range, req []byte) ([]byte
 }
 
 // readOwned is readLocal for a key the local replica of r must still
-// hold (after a split it may not).
-func (c *Client) readOwned(r *Range, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
+// hold (after a split it may not). A read at a timestamp passes the
+// range's timestamp guard first.
+func (c *Client) readOwned(ctx context.Context, r *Range, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
 	rep := r.Replica()
 	if !rep.Contains(obj) {
 		return nil, errMoved(rep.Descriptor().ID)
+	}
+	if asOf != 0 && version == 0 {
+		if err := c.guard(rep.Descriptor().ID).read(ctx, rep.Status().Term, asOf); err != nil {
+			return nil, err
+		}
 	}
 	r.Load.Note(obj)
 	return c.readLocal(obj, version, asOf)
 }
 
-// listOwned is listLocal for a span the local replica of r must still
-// hold.
-func (c *Client) listOwned(r *Range, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
+// listOwned lists a span the local replica of r must still hold. A
+// listing at a timestamp passes the range's timestamp guard first; one
+// whose page holds keys locked by transactions that may cover it fails
+// with a *LockedError naming them (at most lockedMax).
+func (c *Client) listOwned(ctx context.Context, r *Range, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
 	rep := r.Replica()
 	if !rep.ContainsSpan(o.Lower, o.Upper) {
 		return nil, false, errMoved(rep.Descriptor().ID)
 	}
+	if o.AsOf != 0 {
+		if err := c.guard(rep.Descriptor().ID).read(ctx, rep.Status().Term, o.AsOf); err != nil {
+			return nil, false, err
+		}
+	}
 	r.Load.Add()
-	ents, more, err := mvcc.List(kv.Reader{R: c.cfg.DB}, o)
-	return ents, more, c.corrupt(err)
+	rd := kv.Reader{R: c.cfg.DB}
+	ents, more, err := mvcc.List(rd, o)
+	if err != nil {
+		return nil, false, c.corrupt(err)
+	}
+	// The locks that matter lie between where the page starts and where
+	// it ends (the last key listed, if more follow).
+	lower, upper := o.Lower, o.Upper
+	if o.StartAfter != nil && bytes.Compare(o.StartAfter, lower) > 0 {
+		lower = o.StartAfter
+	}
+	if more && len(ents) > 0 {
+		upper = keys.PrefixEnd(ents[len(ents)-1].Obj)
+	}
+	locks, err := mvcc.Locks(rd, lower, upper, o.AsOf, lockedMax)
+	if err != nil {
+		return nil, false, c.corrupt(err)
+	}
+	if len(locks) > 0 {
+		return nil, false, &LockedError{Locks: locks}
+	}
+	return ents, more, nil
 }
+
+// lockedMax bounds the locks one reply names.
+const lockedMax = 256
 
 // versionsOwned is versionsLocal for a key the local replica of r must
 // still hold.
@@ -167,7 +205,9 @@ func (c *Client) corrupt(err error) error {
 // its range, which must hold the lease. version != 0 selects an exact
 // version; asOf != 0 the newest at or before it; otherwise the latest. A
 // delete marker as the latest (or as-of) version reads as ErrNotFound; an
-// exact delete marker as ErrDeleted (with the marker's record).
+// exact delete marker as ErrDeleted (with the marker's record). A write
+// lock that may cover the read fails it with a *LockedError carrying what
+// was read beneath the lock.
 func (c *Client) readLocal(obj []byte, version, asOf uint64) (*mvcc.Record, error) {
 	rd := kv.Reader{R: c.cfg.DB}
 	var (
@@ -183,27 +223,45 @@ func (c *Client) readLocal(obj []byte, version, asOf uint64) (*mvcc.Record, erro
 	if asOf == 0 {
 		cached, tok = c.cfg.Cache.Get(obj)
 	}
+	var lock *mvcc.Lock
 	switch {
 	case cached != nil && (version == 0 || version == cached.Version):
-		rec = cached
+		rec = cached // a cached key holds no lock
 		c.cfg.Metrics.CacheHits.Inc()
 	case version != 0:
 		rec, err = mvcc.Exact(rd, obj, version)
-	case asOf != 0:
-		rec, err = mvcc.At(rd, obj, asOf)
 	default:
+		// The lock first: a lock that arrives after this look belongs to
+		// a transaction that commits after this read's timestamp (it takes
+		// its commit timestamp once the lock is in place).
+		if lock, err = mvcc.GetLock(rd, obj); err != nil {
+			break
+		}
+		if asOf != 0 {
+			rec, err = mvcc.At(rd, obj, asOf)
+			break
+		}
 		rec, err = mvcc.Latest(rd, obj)
 		c.cfg.Metrics.CacheMisses.Inc()
-		if err == nil {
+		if err == nil && lock == nil {
 			c.cfg.Cache.Fill(obj, rec, tok)
 		}
-	}
-	if errors.Is(err, mvcc.ErrNotFound) {
-		return nil, errorf(CodeNotFound, "no such object or version")
 	}
 	if errors.Is(err, mvcc.ErrCorrupt) {
 		c.cfg.Metrics.Corrupt.Inc()
 		return nil, errorf(CodeCorrupt, "version record: %v", err)
+	}
+	if lock != nil && lock.Kind == mvcc.LockWrite && (asOf == 0 || lock.StartTS <= asOf) {
+		if errors.Is(err, mvcc.ErrNotFound) {
+			rec, err = nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return nil, &LockedError{Locks: []mvcc.LockEntry{{Obj: obj, Lock: lock}}, Read: true, Under: rec}
+	}
+	if errors.Is(err, mvcc.ErrNotFound) {
+		return nil, errorf(CodeNotFound, "no such object or version")
 	}
 	if err != nil {
 		return nil, err

@@ -201,7 +201,7 @@ func (r *Replica) mergeStep(ctx context.Context, op byte, args ...uint64) (any, 
 	for _, a := range args {
 		cmd = binary.BigEndian.AppendUint64(cmd, a)
 	}
-	v, err := r.proposeKind(ctx, cmdMerge, cmd)
+	v, err := r.proposeKind(ctx, cmdMerge, cmd, nil)
 	if err != nil {
 		return nil, err
 	}

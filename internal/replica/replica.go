@@ -236,23 +236,41 @@ func (r *Replica) isInitialized() bool {
 // done first; in those last two cases the command may still apply.
 // cmd may be reused by the caller once Propose returns.
 func (r *Replica) Propose(ctx context.Context, cmd []byte) (any, error) {
-	return r.proposeKind(ctx, cmdVersion, cmd)
+	return r.proposeKind(ctx, cmdVersion, cmd, nil)
+}
+
+// ProposeTracked is Propose that also calls finished once the command's
+// fate is settled — applied, or certain never to apply (refused, dropped,
+// replaced by another leader's entry, the replica removed or closed) —
+// even when ctx ends first and Propose has returned. finished runs once,
+// possibly on the loop goroutine: it must not block.
+func (r *Replica) ProposeTracked(ctx context.Context, cmd []byte, finished func()) (any, error) {
+	return r.proposeKind(ctx, cmdVersion, cmd, finished)
 }
 
 // proposeKind is Propose for an entry of the given kind (keys.go).
-func (r *Replica) proposeKind(ctx context.Context, kind byte, cmd []byte) (any, error) {
+func (r *Replica) proposeKind(ctx context.Context, kind byte, cmd []byte, finished func()) (any, error) {
 	if err := ctx.Err(); err != nil {
+		if finished != nil {
+			finished()
+		}
 		return nil, err
 	}
 	r.mu.Lock()
 	st := r.mu.status
 	r.mu.Unlock()
 	if !st.IsLeader {
+		if finished != nil {
+			finished()
+		}
 		return nil, fmt.Errorf("%w: range %d, leader %d", ErrNotLeader, r.rangeID, st.Leader)
 	}
 	id := r.s.nextID.Add(1)
-	p := &proposal{r: r, id: id, data: encodeKind(kind, id, cmd), done: make(chan proposalResult, 1)}
+	p := &proposal{r: r, id: id, data: encodeKind(kind, id, cmd), done: make(chan proposalResult, 1), finished: finished}
 	if err := r.s.enqueue(p); err != nil {
+		if finished != nil {
+			finished()
+		}
 		return nil, err
 	}
 	select {
@@ -412,6 +430,7 @@ type proposal struct {
 	cc          *raftpb.ConfChangeV2 // a membership change
 	index, term uint64               // where the entry was appended; 0 until then
 	done        chan proposalResult
+	finished    func() // ProposeTracked's, or nil
 }
 
 type proposalResult struct {
@@ -424,6 +443,9 @@ type proposalResult struct {
 func (p *proposal) finish(val any, err error) {
 	select {
 	case p.done <- proposalResult{val: val, err: err}:
+		if p.finished != nil {
+			p.finished()
+		}
 	default:
 	}
 }

@@ -156,7 +156,7 @@ func (r *Replica) Split(ctx context.Context, key []byte, rightID uint64) (ranged
 // proposeDescriptor proposes an entry that applies as a rangedesc.Range (a
 // split or a merge) or an error value, and returns that.
 func (r *Replica) proposeDescriptor(ctx context.Context, kind byte, cmd []byte) (rangedesc.Range, error) {
-	v, err := r.proposeKind(ctx, kind, cmd)
+	v, err := r.proposeKind(ctx, kind, cmd, nil)
 	if err != nil {
 		return rangedesc.Range{}, err
 	}

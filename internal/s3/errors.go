@@ -28,6 +28,7 @@ func (e *apiError) with(msg string) *apiError {
 // The error table (the S3 API reference's codes and statuses).
 var (
 	errAccessDenied          = &apiError{"AccessDenied", http.StatusForbidden, "Access Denied."}
+	errConditionalConflict   = &apiError{"ConditionalRequestConflict", http.StatusConflict, "A conflicting operation occurred on the same keys. Retry the request."}
 	errAuthHeaderMalformed   = &apiError{"AuthorizationHeaderMalformed", http.StatusBadRequest, "The authorization header is malformed."}
 	errAuthQueryMalformed    = &apiError{"AuthorizationQueryParametersError", http.StatusBadRequest, "The query parameters that carry the signature are malformed."}
 	errBadDigest             = &apiError{"BadDigest", http.StatusBadRequest, "The Content-MD5 you specified did not match what was received."}
@@ -93,6 +94,8 @@ func fromService(err error) *apiError {
 		return errInvalidRange
 	case object.NotLeader, object.Unavailable, object.RangeMoved:
 		return errServiceUnavailable.with(msg)
+	case object.TxnConflict, object.TxnAborted:
+		return errConditionalConflict
 	case object.Canceled:
 		return errRequestTimeout
 	}

@@ -83,6 +83,8 @@ const (
 	CodeUnauthenticated    Code = 23 // the connection has not authenticated, or authentication failed
 	CodeAccessDenied       Code = 24 // the connection's key lacks the grant the request needs
 	CodeTLSRequired        Code = 25 // the port serves TLS and the client spoke plain TCP
+	CodeTxnConflict        Code = 26 // a transaction lost a conflict and did nothing; run it again from its start
+	CodeTxnAborted         Code = 27 // a transaction was rolled back (its locks expired) and did nothing; run it again
 )
 
 var codeNames = map[Code]string{
@@ -98,6 +100,7 @@ var codeNames = map[Code]string{
 	CodeInvalidRange: "invalid range", CodeOutcomeUnknown: "outcome unknown", CodeNotDrained: "not drained",
 	CodeRangeMoved: "range moved", CodeUnauthenticated: "unauthenticated",
 	CodeAccessDenied: "access denied", CodeTLSRequired: "TLS required",
+	CodeTxnConflict: "transaction conflict", CodeTxnAborted: "transaction aborted",
 }
 
 func (c Code) String() string {
@@ -173,6 +176,8 @@ var (
 	ErrUnauthenticated    = &Error{Code: CodeUnauthenticated}
 	ErrAccessDenied       = &Error{Code: CodeAccessDenied}
 	ErrTLSRequired        = &Error{Code: CodeTLSRequired}
+	ErrTxnConflict        = &Error{Code: CodeTxnConflict}
+	ErrTxnAborted         = &Error{Code: CodeTxnAborted}
 )
 
 // CodeOf returns the protocol code for err: the code of an *Error in its
@@ -217,6 +222,8 @@ var kindCodes = map[object.Kind]Code{
 	object.NotDrained:         CodeNotDrained,
 	object.RangeMoved:         CodeRangeMoved,
 	object.AccessDenied:       CodeAccessDenied,
+	object.TxnConflict:        CodeTxnConflict,
+	object.TxnAborted:         CodeTxnAborted,
 }
 
 var codeKinds = func() map[Code]object.Kind {

@@ -1,0 +1,263 @@
+package object
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/tstamp"
+	"github.com/cairn-db/cairn/internal/txn"
+)
+
+// TxnOptions are a transaction's options.
+type TxnOptions struct {
+	// Serializable validates every read at commit: no key the
+	// transaction read (by Get, Stat or in a listing) changed before the
+	// commit. Without it the transaction is snapshot isolated.
+	Serializable bool
+}
+
+// Transactor is implemented by a Service that runs multi-object
+// transactions.
+type Transactor interface {
+	// Begin starts a transaction at a fresh snapshot.
+	Begin(ctx context.Context, opts TxnOptions) (*Txn, error)
+	// BeginAt starts a transaction whose snapshot is startTS, a timestamp
+	// the server handed out (Begin's, to a client that keeps its own
+	// write set and commits it in one request).
+	BeginAt(startTS uint64, opts TxnOptions) (*Txn, error)
+}
+
+// Txn is a multi-object transaction: reads see one snapshot (and the
+// transaction's own writes), writes are buffered — bodies are stored as
+// they are written, records at commit — and Commit applies every write or
+// none. Methods are safe for concurrent use.
+type Txn struct {
+	st *Store
+	tx *txn.Txn
+}
+
+// Begin implements Transactor.
+func (st *Store) Begin(ctx context.Context, opts TxnOptions) (*Txn, error) {
+	tx, err := st.cfg.Txns.Begin(ctx, txn.Options{Serializable: opts.Serializable})
+	if err != nil {
+		return nil, Unreachable("timestamp oracle", err)
+	}
+	return &Txn{st: st, tx: tx}, nil
+}
+
+// BeginAt implements Transactor.
+func (st *Store) BeginAt(startTS uint64, opts TxnOptions) (*Txn, error) {
+	if startTS == 0 {
+		return nil, Errorf(InvalidArgument, "a transaction's start timestamp is not 0")
+	}
+	return &Txn{st: st, tx: st.cfg.Txns.BeginAt(startTS, txn.Options{Serializable: opts.Serializable})}, nil
+}
+
+// StartTS is the transaction's snapshot: reads see what committed at or
+// before it.
+func (t *Txn) StartTS() uint64 { return t.tx.StartTS }
+
+// Stat returns the info of key's version the transaction sees; a key it
+// wrote has Version 0 until the commit.
+func (t *Txn) Stat(ctx context.Context, space, key string) (Info, error) {
+	info, _, err := t.read(ctx, space, key)
+	return info, err
+}
+
+// Get returns the version of key the transaction sees, with its body.
+func (t *Txn) Get(ctx context.Context, space, key string) (Info, io.ReadCloser, error) {
+	info, rec, err := t.read(ctx, space, key)
+	if err != nil {
+		return Info{}, nil, err
+	}
+	s, release, err := t.st.cfg.Spaces.Acquire(ctx, space)
+	if err != nil {
+		return Info{}, nil, err
+	}
+	defer release()
+	body, err := t.st.body(ctx, s, rec, 0, -1)
+	return info, body, err
+}
+
+func (t *Txn) read(ctx context.Context, space, key string) (Info, *mvcc.Record, error) {
+	s, obj, release, err := t.st.target(ctx, space, key)
+	if err != nil {
+		return Info{}, nil, err
+	}
+	defer release()
+	rec, _, err := t.tx.Read(ctx, s.Table(), obj)
+	if err != nil {
+		return Info{}, nil, FromRange(err)
+	}
+	if rec == nil {
+		return Info{}, nil, Errorf(NotFound, "%s/%s does not exist at the transaction's snapshot", space, key)
+	}
+	return objectInfo(space, key, rec), rec, nil
+}
+
+// Put stores body now and writes it as key's new version at commit.
+// req.Mode must be PutReplace; IfMatch and IfNoneMatch are checked at
+// commit against the newest version at the transaction's start.
+func (t *Txn) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, error) {
+	if req.Mode != PutReplace {
+		return Info{}, Errorf(InvalidArgument, "a transaction writes whole objects (no byte-range write or append)")
+	}
+	s, obj, release, err := t.st.target(ctx, req.Space, req.Key)
+	if err != nil {
+		return Info{}, err
+	}
+	defer release()
+	if err := validMeta(req.Meta, req.Tags, req.Headers); err != nil {
+		return Info{}, err
+	}
+	if req.Size > t.st.cfg.MaxObjectSize {
+		return Info{}, Errorf(TooLarge, "object of %d bytes is over the %d byte limit", req.Size, t.st.cfg.MaxObjectSize)
+	}
+	// The body is durable before the commit locks anything: the
+	// transaction carries its manifest.
+	rec, err := t.st.writeBody(ctx, body, req.Size, s.Replicas())
+	if err != nil {
+		return Info{}, err
+	}
+	rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
+	switch {
+	case req.IfMatch != 0:
+		err = t.tx.WriteIf(obj, rec, s.Retention(), req.IfMatch)
+	case req.IfNoneMatch:
+		err = t.tx.WriteIf(obj, rec, s.Retention(), 0)
+	default:
+		err = t.tx.Write(obj, rec, s.Retention())
+	}
+	if err != nil {
+		return Info{}, FromRange(err)
+	}
+	return objectInfo(req.Space, req.Key, rec), nil
+}
+
+// Delete deletes key at commit (a delete marker). req.Version must be 0.
+func (t *Txn) Delete(ctx context.Context, req *DeleteRequest) error {
+	if req.Version != 0 {
+		return Errorf(InvalidArgument, "a transaction deletes keys, not versions")
+	}
+	s, obj, release, err := t.st.target(ctx, req.Space, req.Key)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return FromRange(t.tx.Write(obj, &mvcc.Record{DeleteMarker: true}, s.Retention()))
+}
+
+// List lists the live keys the transaction sees: the snapshot's, with the
+// transaction's own writes in place (their Version is 0). A serializable
+// transaction validates the keys listed at commit (a key created in the
+// listed span by another transaction meanwhile is not detected).
+func (t *Txn) List(ctx context.Context, req *ListRequest) (ListResult, error) {
+	if req.AllVersions || req.AsOf != 0 {
+		return ListResult{}, Errorf(InvalidArgument, "a transaction lists its snapshot: no version listing, no other time")
+	}
+	r := *req
+	r.AsOf = t.tx.StartTS
+	res, err := t.st.List(ctx, &r)
+	if err != nil {
+		return ListResult{}, err
+	}
+	s, release, err := t.st.cfg.Spaces.Acquire(ctx, req.Space)
+	if err != nil {
+		return ListResult{}, err
+	}
+	defer release()
+	for _, o := range res.Objects {
+		t.tx.Saw(keys.Object(s.ID(), nil, []byte(o.Key)), o.Version)
+	}
+	return t.mergeWrites(s, req, res), nil
+}
+
+// mergeWrites puts the transaction's writes of req's span into a page of
+// its snapshot's listing.
+func (t *Txn) mergeWrites(s OpenSpace, req *ListRequest, res ListResult) ListResult {
+	lower := keys.ObjectPrefix(s.ID(), nil, []byte(req.Prefix))
+	upper := keys.PrefixEnd(lower)
+	var mine []Info
+	for _, w := range t.tx.Writes() {
+		if !bytes.HasPrefix(w.Obj, lower) || upper != nil && bytes.Compare(w.Obj, upper) >= 0 {
+			continue
+		}
+		_, _, k, err := keys.DecodeObject(w.Obj)
+		key := string(k)
+		if err != nil || key <= req.StartAfter || strings.HasPrefix(key, SystemKeyPrefix) {
+			continue
+		}
+		if res.Truncated && key > res.Next {
+			continue // on a later page
+		}
+		mine = append(mine, objectInfo(req.Space, key, w.Rec))
+	}
+	if len(mine) == 0 {
+		return res
+	}
+	merged := make([]Info, 0, len(res.Objects)+len(mine))
+	i := 0
+	for _, m := range mine {
+		for i < len(res.Objects) && res.Objects[i].Key < m.Key {
+			merged = append(merged, res.Objects[i])
+			i++
+		}
+		if i < len(res.Objects) && res.Objects[i].Key == m.Key {
+			i++ // replaced by the transaction's write
+		}
+		if !m.DeleteMarker {
+			merged = append(merged, m)
+		}
+	}
+	merged = append(merged, res.Objects[i:]...)
+	if limit := pageLimit(req.Limit); len(merged) > limit {
+		merged = merged[:limit]
+		res.Truncated = true
+	}
+	if res.Truncated && len(merged) > 0 {
+		res.Next = merged[len(merged)-1].Key
+	}
+	res.Objects = slices.Clip(merged)
+	return res
+}
+
+// Commit applies every write of the transaction, or none, and returns its
+// commit timestamp (the version of each object it wrote; for a read-only
+// transaction, its start). A TxnConflict or TxnAborted failure means the
+// transaction did nothing and may run again from its start.
+func (t *Txn) Commit(ctx context.Context) (uint64, error) {
+	ts, err := t.tx.Commit(ctx)
+	if err != nil {
+		return 0, FromRange(err)
+	}
+	return ts, nil
+}
+
+// Rollback ends the transaction without a write. The bodies it stored are
+// garbage for the collector.
+func (t *Txn) Rollback() { t.tx.Rollback() }
+
+// body opens the byte range [off, off+length) of rec's content (length -1:
+// to the end).
+func (st *Store) body(ctx context.Context, s OpenSpace, rec *mvcc.Record, off, length int64) (io.ReadCloser, error) {
+	if off < 0 || off > rec.Size {
+		return nil, Errorf(InvalidRange, "offset %d is outside the object's %d bytes", off, rec.Size)
+	}
+	if length < 0 || length > rec.Size-off { // no off+length: it may overflow
+		length = rec.Size - off
+	}
+	if rec.Manifest == nil {
+		return io.NopCloser(bytes.NewReader(rec.Inline[off : off+length])), nil
+	}
+	m, err := chunk.UnmarshalManifest(rec.Manifest)
+	if err != nil {
+		return nil, Errorf(Corrupt, "manifest of version %s: %v", tstamp.String(rec.Version), err)
+	}
+	return newChunkReader(ctx, st, m.Span(off, length), s.Replicas()), nil
+}

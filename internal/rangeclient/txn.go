@@ -1,0 +1,158 @@
+package rangeclient
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/mvcc"
+)
+
+// The failures of transactions, and the commands a coordinator sends to
+// the ranges of its keys.
+
+// LockedError says that keys a request needed are locked by
+// transactions: resolve the locks (package txn) and ask again. Nothing
+// was done. For a read of one key, Under is what the read found beneath
+// the lock (nil: no version), to be returned if the lock's transaction
+// turns out not to cover the read.
+type LockedError struct {
+	Locks []mvcc.LockEntry
+	Read  bool
+	Under *mvcc.Record
+}
+
+func (e *LockedError) Error() string {
+	if len(e.Locks) == 1 {
+		return fmt.Sprintf("range: locked: object %x is locked by the transaction started at %d", e.Locks[0].Obj, e.Locks[0].Lock.StartTS)
+	}
+	return fmt.Sprintf("range: locked: %d objects are locked by transactions", len(e.Locks))
+}
+
+// Is matches ErrLocked.
+func (e *LockedError) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == CodeLocked
+}
+
+// ConflictError says that a transaction lost a write-write (or, when
+// serializable, a read-write) conflict: Obj has Version, committed after
+// the transaction started. Nothing was done; the transaction must start
+// again.
+type ConflictError struct {
+	Obj     []byte
+	Version uint64
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("range: transaction conflict: object %x has version %d, committed after the transaction started", e.Obj, e.Version)
+}
+
+// Is matches ErrTxnConflict.
+func (e *ConflictError) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == CodeTxnConflict
+}
+
+// appendLocked is the reply payload of a LockedError.
+func appendLocked(b []byte, e *LockedError) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(e.Locks)))
+	for _, l := range e.Locks {
+		b = AppendBytes(b, l.Obj)
+		b = AppendBytes(b, l.Lock.Marshal())
+	}
+	switch {
+	case !e.Read:
+		b = append(b, 0)
+	case e.Under == nil:
+		b = append(b, 1)
+	default:
+		b = AppendRecord(append(b, 2), e.Under)
+	}
+	return b
+}
+
+func decodeLocked(b []byte) (*LockedError, error) {
+	d := NewDecoder(b)
+	e := &LockedError{Locks: make([]mvcc.LockEntry, d.Count32(8))}
+	for i := range e.Locks {
+		e.Locks[i].Obj = d.Bytes()
+		lb := d.Bytes()
+		if d.Err() != nil {
+			break
+		}
+		l, err := mvcc.UnmarshalLock(lb)
+		if err != nil {
+			return nil, errorf(CodeCorrupt, "lock from a peer: %v", err)
+		}
+		e.Locks[i].Lock = l
+	}
+	switch d.U8() {
+	case 0:
+	case 1:
+		e.Read = true
+	case 2:
+		e.Read, e.Under = true, d.Record()
+	default:
+		d.Fail("bad locked reply")
+	}
+	if err := d.Done(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func appendConflict(b []byte, e *ConflictError) []byte {
+	return binary.BigEndian.AppendUint64(AppendBytes(b, e.Obj), e.Version)
+}
+
+func decodeConflict(b []byte, msg string) (*ConflictError, error) {
+	d := NewDecoder(b)
+	e := &ConflictError{Obj: d.Bytes(), Version: d.U64()}
+	if err := d.Done(); err != nil {
+		return nil, fmt.Errorf("%s (reply: %w)", msg, err)
+	}
+	return e, nil
+}
+
+// txnApplyErr classes the transaction failures of a command's apply.
+func txnApplyErr(v error) (error, bool) {
+	var le *mvcc.LockedError
+	var ce *mvcc.ConflictError
+	switch {
+	case errors.As(v, &le):
+		return &LockedError{Locks: []mvcc.LockEntry{{Obj: le.Obj, Lock: le.Lock}}}, true
+	case errors.As(v, &ce):
+		return &ConflictError{Obj: ce.Obj, Version: ce.Version}, true
+	case errors.Is(v, mvcc.ErrTxnAborted):
+		return errorf(CodeTxnAborted, "%v", v), true
+	case errors.Is(v, mvcc.ErrPrecondition):
+		return errorf(CodePrecondition, "%v", v), true
+	}
+	return nil, false
+}
+
+// ProposeAt runs cmd, a command over keys that the range r held when they
+// were routed, on r's leaseholder. Unlike Propose it does not route again
+// when r no longer holds them (ErrRangeMoved): a command over many keys
+// must be split anew, which is the caller's to do.
+func (c *Client) ProposeAt(ctx context.Context, r *Range, cmd []byte) (*kv.Result, error) {
+	for {
+		if rep := r.Replica(); rep != nil {
+			res, err := c.proposeLocal(ctx, r, rep, nil, cmd)
+			if !errors.Is(err, ErrNotLeader) {
+				return res, err
+			}
+		}
+		b, err := c.forward(ctx, r, "Propose", cmd)
+		if errors.Is(err, errLeaseHere) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return decodeResult(b)
+	}
+}

@@ -1,0 +1,234 @@
+// Package txn coordinates multi-object transactions over the ranges
+// (Percolator, see mvcc's package doc for the rules each range applies):
+// a transaction reads at its start timestamp, buffers its writes, and to
+// commit locks them (prewrite), takes a commit timestamp, commits its
+// primary lock and then resolves the others in the background; one range
+// commits in one step. It also resolves the locks that readers and
+// writers outside the transaction meet: the primary says whether the
+// transaction committed, and a transaction whose coordinator went silent
+// is rolled back once its primary lock expires. Any node can do that, so a
+// transaction never stays half-done after a crash.
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/clock"
+	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/rangeclient"
+	"github.com/cairn-db/cairn/internal/tstamp"
+)
+
+// Config configures a Manager. Every field is required unless it says.
+type Config struct {
+	// Ranges routes commands and reads to leaseholders.
+	Ranges *rangeclient.Client
+	// Table returns the range table of space id (a transaction's primary
+	// may be in another space than the lock being resolved).
+	Table func(ctx context.Context, space uint32) (*rangeclient.Table, error)
+	// Timestamps hands out start and commit timestamps.
+	Timestamps interface {
+		Next(ctx context.Context) (uint64, error)
+	}
+	// TTL is how long a lock outlives its coordinator's last heartbeat
+	// (default 10 s); the heartbeat runs every TTL/3.
+	TTL time.Duration
+	// Clock defaults to time.Now.
+	Clock func() time.Time
+	// Logger defaults to slog.Default.
+	Logger *slog.Logger
+}
+
+// Manager begins transactions and resolves the locks of others.
+type Manager struct {
+	cfg Config
+	// bg bounds the background resolution of secondaries.
+	bg     chan struct{}
+	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// DefaultTTL is a lock's lifetime without a heartbeat.
+const DefaultTTL = 10 * time.Second
+
+// New returns a manager; Close stops its background work.
+func New(cfg Config) *Manager {
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{cfg: cfg, bg: make(chan struct{}, 64), ctx: ctx, cancel: cancel}
+}
+
+// Close stops the background resolution and waits for it.
+func (m *Manager) Close() {
+	m.cancel()
+	m.wg.Wait()
+}
+
+// background runs f unless too much background work is queued (a lock
+// left for later is resolved by the next reader that meets it).
+func (m *Manager) background(f func(ctx context.Context)) {
+	select {
+	case m.bg <- struct{}{}:
+	default:
+		return
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer func() { <-m.bg }()
+		ctx, cancel := context.WithTimeout(m.ctx, rangeclient.Patience)
+		defer cancel()
+		f(ctx)
+	}()
+}
+
+func (m *Manager) nowMS() int64 { return m.cfg.Clock().UnixMilli() }
+
+// table returns the table of obj's space.
+func (m *Manager) table(ctx context.Context, obj []byte) (*rangeclient.Table, error) {
+	space, _, _, err := keys.DecodeObject(obj)
+	if err != nil {
+		return nil, fmt.Errorf("txn: object key %x: %w", obj, err)
+	}
+	return m.cfg.Table(ctx, space)
+}
+
+// propose runs cmd on the range of obj.
+func (m *Manager) propose(ctx context.Context, obj, cmd []byte) (*kv.Result, error) {
+	t, err := m.table(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	return m.cfg.Ranges.Propose(ctx, t, obj, cmd)
+}
+
+// check asks the primary of l's transaction for its state. A lock whose
+// own expiry passed lets the check roll back a transaction the primary has
+// no trace of (its prewrite never arrived); an expired primary lock is
+// rolled back.
+func (m *Manager) check(ctx context.Context, l *mvcc.Lock) (mvcc.TxnStatus, error) {
+	now := m.nowMS()
+	c := &kv.CheckTxnCmd{Primary: l.Primary, StartTS: l.StartTS, Policy: mvcc.CheckPolicy{
+		Now: now, RollbackExpired: true, RollbackMissing: now >= l.Expires,
+	}}
+	res, err := m.propose(ctx, l.Primary, c.Encode())
+	if err != nil {
+		return mvcc.TxnStatus{}, err
+	}
+	return res.Status, nil
+}
+
+// resolve commits or rolls back obj's lock l as its transaction's status
+// says (which must be decided).
+func (m *Manager) resolve(ctx context.Context, obj []byte, l *mvcc.Lock, st mvcc.TxnStatus) error {
+	var cmd []byte
+	switch st.State {
+	case mvcc.TxnCommitted:
+		cmd = (&kv.CommitCmd{StartTS: l.StartTS, CommitTS: st.CommitTS, Objs: [][]byte{obj}}).Encode()
+	case mvcc.TxnRolledBack:
+		cmd = (&kv.RollbackCmd{StartTS: l.StartTS, Objs: [][]byte{obj}, Primary: l.IsPrimary(obj)}).Encode()
+	default:
+		return fmt.Errorf("txn: resolve a %v transaction", st.State)
+	}
+	_, err := m.propose(ctx, obj, cmd)
+	if errors.Is(err, rangeclient.ErrTxnAborted) {
+		return nil // resolved meanwhile (rolled back by another reader)
+	}
+	return err
+}
+
+// ReadPast decides a read of one key at readTS (0: the latest) that met a
+// lock (le, from rangeclient.Read). It returns the version to read (nil:
+// none; a delete marker as it is), or wait: the lock's transaction may
+// still commit at or before readTS; wait a moment (Backoff) and read
+// again. A decided lock is resolved in the background.
+func (m *Manager) ReadPast(ctx context.Context, le *rangeclient.LockedError, readTS uint64) (rec *mvcc.Record, wait bool, err error) {
+	if len(le.Locks) != 1 || !le.Read {
+		return nil, false, fmt.Errorf("txn: a read met %d locks", len(le.Locks))
+	}
+	obj, l := le.Locks[0].Obj, le.Locks[0].Lock
+	st, err := m.check(ctx, l)
+	if err != nil {
+		return nil, false, err
+	}
+	switch st.State {
+	case mvcc.TxnCommitted:
+		m.background(func(ctx context.Context) { m.logResolve(m.resolve(ctx, obj, l, st)) })
+		if readTS != 0 && st.CommitTS > readTS {
+			return le.Under, false, nil
+		}
+		rec := l.Rec
+		rec.Version, rec.StartTS = st.CommitTS, l.StartTS
+		if le.Under != nil {
+			rec.Parent = le.Under.Version
+		}
+		return rec, false, nil
+	case mvcc.TxnRolledBack:
+		m.background(func(ctx context.Context) { m.logResolve(m.resolve(ctx, obj, l, st)) })
+		return le.Under, false, nil
+	}
+	// Pending (or its primary not locked yet). A read of the latest
+	// version orders itself before the commit; a read at a timestamp must
+	// know whether the commit lands at or before it.
+	if readTS == 0 {
+		return le.Under, false, nil
+	}
+	return nil, true, nil
+}
+
+// Settle resolves the locks that stopped a request (a listing, a write):
+// each whose transaction is decided is resolved now; if any is still
+// pending it waits a moment (Backoff(attempt)). The caller then tries
+// again.
+func (m *Manager) Settle(ctx context.Context, locks []mvcc.LockEntry, attempt int) error {
+	pending := false
+	for _, e := range locks {
+		st, err := m.check(ctx, e.Lock)
+		if err != nil {
+			return err
+		}
+		switch st.State {
+		case mvcc.TxnCommitted, mvcc.TxnRolledBack:
+			if err := m.resolve(ctx, e.Obj, e.Lock, st); err != nil {
+				return err
+			}
+		default:
+			pending = true
+		}
+	}
+	if pending {
+		return clock.Sleep(ctx, Backoff(attempt))
+	}
+	return nil
+}
+
+// Backoff is the wait before the next look at a pending transaction.
+func Backoff(attempt int) time.Duration {
+	d := time.Millisecond << min(attempt, 7)
+	return min(d, 100*time.Millisecond)
+}
+
+func (m *Manager) logResolve(err error) {
+	if err != nil && !errors.Is(err, context.Canceled) {
+		m.cfg.Logger.Debug("resolving a lock failed; the next reader will", "err", err)
+	}
+}
+
+// fmtTS is for messages.
+func fmtTS(ts uint64) string { return tstamp.String(ts) }
