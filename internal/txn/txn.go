@@ -447,7 +447,9 @@ func (m *Manager) commitTwoPhase(ctx context.Context, startTS uint64, muts []mvc
 	i := slices.IndexFunc(first, func(o []byte) bool { return bytes.Equal(o, primary) })
 	first[0], first[i] = first[i], first[0]
 	if err := m.commitPrimary(ctx, startTS, commitTS, first); err != nil {
-		if errors.Is(err, rangeclient.ErrTxnAborted) {
+		if !errors.Is(err, rangeclient.ErrOutcomeUnknown) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			// Not committed: free the keys now rather than at expiry (a
+			// rollback never undoes a commit, should one have landed).
 			rollback()
 		}
 		return 0, err
