@@ -53,7 +53,7 @@ func newRoot() *cobra.Command {
 		newServerCmd(),
 		newPutCmd(), newGetCmd(), newCatCmd(), newRmCmd(), newStatCmd(),
 		newVersionsCmd(), newLsCmd(), newSpaceCmd(),
-		newShellCmd(), newReplayCmd(), newBenchCmd(), newClusterCmd(), newNodeCmd(), newKeyCmd(),
+		newShellCmd(), newTxnCmd(), newReplayCmd(), newBenchCmd(), newClusterCmd(), newNodeCmd(), newKeyCmd(),
 	)
 	return root
 }
@@ -65,6 +65,10 @@ func exitCode(err error) int {
 	var ue usageError
 	if errors.As(err, &ue) {
 		return 2
+	}
+	var ce conflictError
+	if errors.As(err, &ce) {
+		return 3
 	}
 	return 1
 }
@@ -79,7 +83,7 @@ func describe(err error) string {
 		return msg + "\n  (check the key: --access-key/--secret-key, CAIRN_ACCESS_KEY/CAIRN_SECRET_KEY, or --profile of ~/.config/cairn/credentials)"
 	}
 	var ne interface{ Timeout() bool }
-	if errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) {
+	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.ECONNREFUSED) {
 		return msg + "\n  (is a server running? start one with `cairn server`, or point to one with --server or CAIRN_SERVER)"
 	}
 	return msg

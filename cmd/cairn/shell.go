@@ -57,6 +57,7 @@ type shell struct {
 	ensured     bool
 	out         io.Writer
 	interactive bool
+	tx          *client.Txn // the open transaction (BEGIN), or nil
 }
 
 func (sh *shell) run(in io.Reader) error {
@@ -67,9 +68,17 @@ func (sh *shell) run(in io.Reader) error {
 	}
 	for {
 		if sh.interactive {
-			fmt.Fprintf(sh.out, "%s> ", sh.space)
+			if sh.tx != nil {
+				fmt.Fprintf(sh.out, "%s(txn)> ", sh.space)
+			} else {
+				fmt.Fprintf(sh.out, "%s> ", sh.space)
+			}
 		}
 		if !sc.Scan() {
+			if sh.tx != nil {
+				_ = sh.tx.Rollback(sh.cmd.Context())
+				fmt.Fprintln(sh.out, "ROLLBACK (the input ended inside a transaction)")
+			}
 			return sc.Err()
 		}
 		line := strings.TrimSpace(sc.Text())
@@ -110,10 +119,19 @@ func (sh *shell) exec(line string) (quit bool, err error) {
 	simple := len(args) >= 2 && !strings.Contains(args[1], "/")
 	switch {
 	case verb == "quit" || verb == "exit":
+		if sh.tx != nil {
+			_ = sh.tx.Rollback(ctx)
+			fmt.Fprintln(sh.out, "ROLLBACK (the open transaction ends with the shell)")
+		}
 		return true, nil
 	case verb == "help":
-		fmt.Fprint(sh.out, shellHelp)
+		fmt.Fprint(sh.out, shellHelp+shellTxnHelp)
 		return false, nil
+	}
+	if handled, err := sh.txnVerb(args); handled {
+		return false, err
+	}
+	switch {
 	case verb == "use" && len(args) == 2:
 		sh.space, sh.ensured = args[1], false
 		return false, sh.ensureSpace()

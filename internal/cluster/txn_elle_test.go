@@ -213,7 +213,7 @@ func commitOutcome(err error) history.Outcome {
 }
 
 func readList(ctx context.Context, tx *object.Txn, space, key string) ([]string, error) {
-	_, rc, err := tx.Get(ctx, space, key)
+	_, rc, err := tx.Get(ctx, &object.GetRequest{Space: space, Key: key, Length: -1})
 	if errors.Is(err, object.ErrNotFound) {
 		return nil, nil
 	}

@@ -32,7 +32,7 @@ func txnPut(t *testing.T, tx *object.Txn, space, key, body string) {
 // txnGet reads key in tx ("" and false if it does not exist).
 func txnGet(t *testing.T, tx *object.Txn, space, key string) (string, bool) {
 	t.Helper()
-	_, rc, err := tx.Get(context.Background(), space, key)
+	_, rc, err := tx.Get(context.Background(), &object.GetRequest{Space: space, Key: key, Length: -1})
 	if errors.Is(err, object.ErrNotFound) {
 		return "", false
 	}
@@ -221,7 +221,7 @@ func TestTxnBank(t *testing.T) {
 		return strconv.Atoi(string(b))
 	}
 	readTx := func(tx *object.Txn, a string) (int, error) {
-		_, rc, err := tx.Get(ctx, "bank", a)
+		_, rc, err := tx.Get(ctx, &object.GetRequest{Space: "bank", Key: a, Length: -1})
 		if err != nil {
 			return 0, err
 		}

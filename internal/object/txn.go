@@ -63,42 +63,46 @@ func (st *Store) BeginAt(startTS uint64, opts TxnOptions) (*Txn, error) {
 // before it.
 func (t *Txn) StartTS() uint64 { return t.tx.StartTS }
 
-// Stat returns the info of key's version the transaction sees; a key it
+// Stat returns the info of req.Key's version the transaction sees (req
+// selects no version nor time: the transaction's snapshot does); a key it
 // wrote has Version 0 until the commit.
-func (t *Txn) Stat(ctx context.Context, space, key string) (Info, error) {
-	info, _, err := t.read(ctx, space, key)
+func (t *Txn) Stat(ctx context.Context, req *GetRequest) (Info, error) {
+	info, _, _, release, err := t.read(ctx, req)
+	if err == nil {
+		release()
+	}
 	return info, err
 }
 
-// Get returns the version of key the transaction sees, with its body.
-func (t *Txn) Get(ctx context.Context, space, key string) (Info, io.ReadCloser, error) {
-	info, rec, err := t.read(ctx, space, key)
-	if err != nil {
-		return Info{}, nil, err
-	}
-	s, release, err := t.st.cfg.Spaces.Acquire(ctx, space)
+// Get returns the version of req.Key the transaction sees, with the byte
+// range req asks of its body.
+func (t *Txn) Get(ctx context.Context, req *GetRequest) (Info, io.ReadCloser, error) {
+	info, s, rec, release, err := t.read(ctx, req)
 	if err != nil {
 		return Info{}, nil, err
 	}
 	defer release()
-	body, err := t.st.body(ctx, s, rec, 0, -1)
+	body, err := t.st.body(ctx, s, rec, req.Offset, req.Length)
 	return info, body, err
 }
 
-func (t *Txn) read(ctx context.Context, space, key string) (Info, *mvcc.Record, error) {
-	s, obj, release, err := t.st.target(ctx, space, key)
-	if err != nil {
-		return Info{}, nil, err
+func (t *Txn) read(ctx context.Context, req *GetRequest) (Info, OpenSpace, *mvcc.Record, func(), error) {
+	if req.Version != 0 || req.AsOf != 0 {
+		return Info{}, nil, nil, nil, Errorf(InvalidArgument, "a transaction reads its snapshot: no version, no other time")
 	}
-	defer release()
+	s, obj, release, err := t.st.target(ctx, req.Space, req.Key)
+	if err != nil {
+		return Info{}, nil, nil, nil, err
+	}
 	rec, _, err := t.tx.Read(ctx, s.Table(), obj)
+	if err == nil && rec == nil {
+		err = Errorf(NotFound, "%s/%s does not exist at the transaction's snapshot", req.Space, req.Key)
+	}
 	if err != nil {
-		return Info{}, nil, FromRange(err)
+		release()
+		return Info{}, nil, nil, nil, FromRange(err)
 	}
-	if rec == nil {
-		return Info{}, nil, Errorf(NotFound, "%s/%s does not exist at the transaction's snapshot", space, key)
-	}
-	return objectInfo(space, key, rec), rec, nil
+	return objectInfo(req.Space, req.Key, rec), s, rec, release, nil
 }
 
 // Put stores body now and writes it as key's new version at commit.

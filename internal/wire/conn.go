@@ -164,6 +164,10 @@ func (c *Conn) Stale() bool {
 	return time.Duration(c.now()-c.lastIO.Load()) > c.serverIdle*8/10
 }
 
+// ServerIdle is how long the server lets the connection sit idle before
+// it closes it (0: it did not say).
+func (c *Conn) ServerIdle() time.Duration { return c.serverIdle }
+
 // Auth returns what the server answered AUTH with (the key's grants), or
 // the zero value on a connection that did not authenticate.
 func (c *Conn) Auth() AuthResult { return c.authRes }
@@ -503,6 +507,10 @@ func (c *Conn) readLoop() error {
 
 // start registers a call and queues its first frame.
 func (c *Conn) start(ctx context.Context, f outFrame) (*call, error) {
+	if id := txnOf(ctx); id != 0 && inTxn(f.op) {
+		f.flags |= FlagTxn
+		f.a = append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(f.a)), id), f.a...)
+	}
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -883,7 +891,7 @@ func (c *Conn) put(ctx context.Context, req *object.PutRequest, data []byte, bod
 	if len(hdr) > c.sendMax/2 {
 		return object.Info{}, Errorf(CodeTooLarge, "put header of %d bytes", len(hdr))
 	}
-	if body == nil && len(hdr)+len(data) <= c.sendMax {
+	if body == nil && len(hdr)+len(data)+txnOverhead(ctx) <= c.sendMax {
 		b, err := c.callOne(ctx, outFrame{op: OpPut, a: hdr, b: data})
 		if err != nil {
 			return object.Info{}, err
@@ -920,7 +928,7 @@ func (c *Conn) put(ctx context.Context, req *object.PutRequest, data []byte, bod
 	for first := true; ; first = false {
 		room := c.sendMax
 		if first {
-			room -= len(hdr)
+			room -= len(hdr) + txnOverhead(ctx)
 		}
 		if remaining >= 0 && int64(room) > remaining {
 			room = int(remaining)

@@ -51,6 +51,9 @@ const (
 	OpBatch       Op = 0x20
 	OpData        Op = 0x30 // body continuation of a streamed request or response
 	OpCancel      Op = 0x31 // the client abandons a request id
+	OpTxnBegin    Op = 0x40 // start a transaction on this connection
+	OpTxnCommit   Op = 0x41 // commit it: all its writes, or none
+	OpTxnRollback Op = 0x42 // end it without a write
 )
 
 var opNames = map[Op]string{
@@ -59,6 +62,7 @@ var opNames = map[Op]string{
 	OpHello: "HELLO", OpAuth: "AUTH", OpTokens: "TOKENS", OpPut: "PUT", OpGet: "GET", OpStat: "STAT",
 	OpDelete: "DELETE", OpList: "LIST", OpVersions: "VERSIONS", OpBatch: "BATCH",
 	OpData: "DATA", OpCancel: "CANCEL",
+	OpTxnBegin: "TXN_BEGIN", OpTxnCommit: "TXN_COMMIT", OpTxnRollback: "TXN_ROLLBACK",
 }
 
 func (o Op) String() string {
@@ -85,9 +89,13 @@ const (
 	// hold the lease of the key's range and passed the request on: a
 	// client that routed by its route table should fetch it again.
 	FlagForwarded uint16 = 1 << 4
+	// FlagTxn, on a GET, STAT, PUT, DELETE or LIST request, says its body
+	// starts with a transaction id (u64) that TXN_BEGIN gave on this
+	// connection: the request runs inside that transaction.
+	FlagTxn uint16 = 1 << 5
 
 	// knownFlags are the flags a request may carry.
-	knownFlags = FlagResponse | FlagError | FlagMore | FlagEnd
+	knownFlags = FlagResponse | FlagError | FlagMore | FlagEnd | FlagTxn
 )
 
 // Header is a decoded frame header.

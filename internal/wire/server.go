@@ -326,7 +326,12 @@ type serverConn struct {
 		sync.Mutex
 		reqs map[uint32]*request
 	}
-	uploads  map[uint32]*bodyStream // reader goroutine only
+	uploads map[uint32]*bodyStream // reader goroutine only
+	txns    struct {
+		sync.Mutex
+		m    map[uint64]*object.Txn // open transactions (txn.go)
+		next uint64
+	}
 	handlers sync.WaitGroup
 	once     sync.Once
 	auth     connAuth              // reader goroutine only (see connAuth)
@@ -371,6 +376,13 @@ func (c *serverConn) close() {
 	c.once.Do(func() {
 		c.cancel()
 		c.raw.Close()
+		// Its transactions end with it (nothing of theirs is locked).
+		c.txns.Lock()
+		for _, tx := range c.txns.m {
+			tx.Rollback()
+		}
+		c.txns.m = nil
+		c.txns.Unlock()
 	})
 }
 
@@ -740,6 +752,16 @@ func (c *serverConn) start(h Header, body []byte) {
 	cctx, cancel := context.WithCancel(c.ctx)
 	r := &request{Context: cctx, cancel: cancel}
 	ctx := context.Context(r)
+	var txnID uint64
+	if h.Flags&FlagTxn != 0 {
+		if !inTxn(h.Op) || len(body) < 8 {
+			cancel()
+			<-c.sem
+			c.sendError(h.Op, h.ID, Errorf(CodeMalformed, "%s cannot run in a transaction, or has no transaction id", h.Op))
+			return
+		}
+		txnID, body = binary.BigEndian.Uint64(body), body[8:]
+	}
 	var put object.PutRequest
 	var putBody io.Reader
 	if h.Op == OpPut {
@@ -786,7 +808,7 @@ func (c *serverConn) start(h Header, body []byte) {
 		if s.opts.Metrics != nil {
 			start = time.Now()
 		}
-		code := c.safeHandle(ctx, h, body, &put, putBody)
+		code := c.safeHandle(ctx, h, txnID, body, &put, putBody)
 		if r.body != nil {
 			r.body.finish()
 		}
@@ -823,7 +845,7 @@ func (c *serverConn) unregister(id uint32) {
 // safeHandle is handle that turns a panic in the service into a
 // CodeInternal answer (logged with its stack) instead of a crash of the
 // whole server, as net/http does for its handlers.
-func (c *serverConn) safeHandle(ctx context.Context, h Header, body []byte, put *object.PutRequest, putBody io.Reader) (code Code) {
+func (c *serverConn) safeHandle(ctx context.Context, h Header, txnID uint64, body []byte, put *object.PutRequest, putBody io.Reader) (code Code) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.s.log.Error("request handler panicked", "op", h.Op, "panic", p, "stack", string(debug.Stack()))
@@ -831,11 +853,12 @@ func (c *serverConn) safeHandle(ctx context.Context, h Header, body []byte, put 
 			code = c.sendError(h.Op, h.ID, Errorf(CodeInternal, "internal error (logged by the server)"))
 		}
 	}()
-	return c.handle(ctx, h, body, put, putBody)
+	return c.handle(ctx, h, txnID, body, put, putBody)
 }
 
-// handle runs one request and sends its answer. It returns the answer's code.
-func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *object.PutRequest, putBody io.Reader) Code {
+// handle runs one request (in transaction txnID, if not 0) and sends its
+// answer. It returns the answer's code.
+func (c *serverConn) handle(ctx context.Context, h Header, txnID uint64, body []byte, put *object.PutRequest, putBody io.Reader) Code {
 	svc := c.s.svc
 	id := h.ID
 	var (
@@ -965,14 +988,24 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *obj
 				resp = buf
 			}
 		}
+	case OpTxnBegin, OpTxnCommit, OpTxnRollback:
+		resp, err = c.txnOp(ctx, h.Op, buf, body)
 	case OpPut:
 		var info object.Info
-		if info, err = svc.Put(ctx, put, putBody); err == nil {
+		if txnID != 0 {
+			var tx *object.Txn
+			if tx, err = c.txn(txnID); err == nil {
+				info, err = tx.Put(ctx, put, putBody)
+			}
+		} else {
+			info, err = svc.Put(ctx, put, putBody)
+		}
+		if err == nil {
 			resp = AppendObjectInfo(buf, &info)
 		}
 	case OpGet:
 		c.s.small.Put(bp)
-		return c.get(ctx, id, body)
+		return c.get(ctx, id, txnID, body)
 	case OpStat:
 		var req object.GetRequest
 		if req, err = DecodeGetRequest(body); err == nil {
@@ -981,7 +1014,15 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *obj
 				break
 			}
 			var info object.Info
-			if info, err = svc.Stat(ctx, &req); err == nil {
+			if txnID != 0 {
+				var tx *object.Txn
+				if tx, err = c.txn(txnID); err == nil {
+					info, err = tx.Stat(ctx, &req)
+				}
+			} else {
+				info, err = svc.Stat(ctx, &req)
+			}
+			if err == nil {
 				resp = AppendObjectInfo(buf, &info)
 			}
 		}
@@ -993,7 +1034,16 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *obj
 				break
 			}
 			var info object.Info
-			if info, err = svc.Delete(ctx, &req); err == nil {
+			if txnID != 0 {
+				var tx *object.Txn
+				if tx, err = c.txn(txnID); err == nil {
+					err = tx.Delete(ctx, &req)
+					info = object.Info{Space: req.Space, Key: req.Key, DeleteMarker: true}
+				}
+			} else {
+				info, err = svc.Delete(ctx, &req)
+			}
+			if err == nil {
 				resp = AppendObjectInfo(buf, &info)
 			}
 		}
@@ -1005,7 +1055,15 @@ func (c *serverConn) handle(ctx context.Context, h Header, body []byte, put *obj
 				break
 			}
 			var res object.ListResult
-			if res, err = svc.List(ctx, &req); err == nil {
+			if txnID != 0 {
+				var tx *object.Txn
+				if tx, err = c.txn(txnID); err == nil {
+					res, err = tx.List(ctx, &req)
+				}
+			} else {
+				res, err = svc.List(ctx, &req)
+			}
+			if err == nil {
 				resp = AppendListResult(buf, &res)
 			}
 		}
@@ -1071,7 +1129,7 @@ func (c *serverConn) asError(err error) *Error {
 // get answers a GET: a header frame with the ObjectInfo and the first bytes,
 // then DATA frames, the last with END. At most StreamFrames frames of one
 // stream wait in the writer's queue.
-func (c *serverConn) get(ctx context.Context, id uint32, body []byte) Code {
+func (c *serverConn) get(ctx context.Context, id uint32, txnID uint64, body []byte) Code {
 	req, err := DecodeGetRequest(body)
 	if err != nil {
 		c.unregister(id)
@@ -1081,7 +1139,16 @@ func (c *serverConn) get(ctx context.Context, id uint32, body []byte) Code {
 		c.unregister(id)
 		return c.sendError(OpGet, id, e)
 	}
-	info, rc, err := c.s.svc.Get(ctx, &req)
+	var info object.Info
+	var rc io.ReadCloser
+	if txnID != 0 {
+		var tx *object.Txn
+		if tx, err = c.txn(txnID); err == nil {
+			info, rc, err = tx.Get(ctx, &req)
+		}
+	} else {
+		info, rc, err = c.s.svc.Get(ctx, &req)
+	}
 	if err != nil {
 		c.unregister(id)
 		return c.sendServiceError(ctx, OpGet, id, err)

@@ -1,0 +1,158 @@
+package wire
+
+import (
+	"context"
+	"encoding/binary"
+
+	"github.com/cairn-db/cairn/internal/object"
+)
+
+// Transactions on the native protocol: TXN_BEGIN opens one on the
+// connection and names it by an id; GET, STAT, PUT, DELETE and LIST
+// requests flagged FlagTxn carry the id first in their body and run
+// inside it; TXN_COMMIT applies every write or none; TXN_ROLLBACK, or the
+// connection's end, drops it. Nothing is locked before the commit, so an
+// open transaction costs the server only its buffered write set.
+
+// MaxTxnsPerConn bounds the transactions open on one connection.
+const MaxTxnsPerConn = 256
+
+// TxnBegin flags.
+const (
+	// TxnSerializable validates every read at commit.
+	TxnSerializable byte = 1 << 0
+)
+
+// TxnBeginInfo is TXN_BEGIN's answer: the transaction's id on the
+// connection and its snapshot timestamp.
+type TxnBeginInfo struct {
+	ID      uint64
+	StartTS uint64
+}
+
+type txnCtx struct{}
+
+// WithTxn returns a context whose GET, STAT, PUT, DELETE and LIST
+// requests on a Conn run inside transaction id of that Conn.
+func WithTxn(ctx context.Context, id uint64) context.Context {
+	return context.WithValue(ctx, txnCtx{}, id)
+}
+
+func txnOf(ctx context.Context) uint64 {
+	id, _ := ctx.Value(txnCtx{}).(uint64)
+	return id
+}
+
+// txnOverhead is how many bytes a request's first frame gives to the
+// transaction id.
+func txnOverhead(ctx context.Context) int {
+	if txnOf(ctx) != 0 {
+		return 8
+	}
+	return 0
+}
+
+// inTxn reports whether op may run inside a transaction.
+func inTxn(op Op) bool {
+	switch op {
+	case OpGet, OpStat, OpPut, OpDelete, OpList:
+		return true
+	}
+	return false
+}
+
+// TxnBegin starts a transaction on the connection.
+func (c *Conn) TxnBegin(ctx context.Context, serializable bool) (TxnBeginInfo, error) {
+	var flags byte
+	if serializable {
+		flags |= TxnSerializable
+	}
+	b, err := c.Call(ctx, OpTxnBegin, []byte{flags})
+	if err != nil {
+		return TxnBeginInfo{}, err
+	}
+	if len(b) != 16 {
+		return TxnBeginInfo{}, Errorf(CodeMalformed, "TXN_BEGIN answer of %d bytes", len(b))
+	}
+	return TxnBeginInfo{ID: binary.BigEndian.Uint64(b), StartTS: binary.BigEndian.Uint64(b[8:])}, nil
+}
+
+// TxnCommit commits transaction id and returns its commit timestamp.
+func (c *Conn) TxnCommit(ctx context.Context, id uint64) (uint64, error) {
+	b, err := c.Call(ctx, OpTxnCommit, binary.BigEndian.AppendUint64(nil, id))
+	if err != nil {
+		return 0, err
+	}
+	if len(b) != 8 {
+		return 0, Errorf(CodeMalformed, "TXN_COMMIT answer of %d bytes", len(b))
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
+// TxnRollback ends transaction id without a write.
+func (c *Conn) TxnRollback(ctx context.Context, id uint64) error {
+	_, err := c.Call(ctx, OpTxnRollback, binary.BigEndian.AppendUint64(nil, id))
+	return err
+}
+
+// txn returns the connection's open transaction id.
+func (c *serverConn) txn(id uint64) (*object.Txn, error) {
+	c.txns.Lock()
+	defer c.txns.Unlock()
+	if tx := c.txns.m[id]; tx != nil {
+		return tx, nil
+	}
+	return nil, Errorf(CodeInvalidArgument, "no transaction %d on this connection (it ended, or was begun on another connection)", id)
+}
+
+// txnOp answers TXN_BEGIN, TXN_COMMIT and TXN_ROLLBACK.
+func (c *serverConn) txnOp(ctx context.Context, op Op, buf, body []byte) ([]byte, error) {
+	tr, ok := c.s.svc.(object.Transactor)
+	if !ok {
+		return nil, Errorf(CodeUnknownOp, "this server runs no transactions")
+	}
+	if op == OpTxnBegin {
+		if len(body) != 1 || body[0]&^TxnSerializable != 0 {
+			return nil, Errorf(CodeMalformed, "TXN_BEGIN takes one flags byte")
+		}
+		c.txns.Lock()
+		n := len(c.txns.m)
+		c.txns.Unlock()
+		if n >= MaxTxnsPerConn {
+			return nil, Errorf(CodeTooLarge, "%d transactions open on this connection; commit or roll one back first", n)
+		}
+		tx, err := tr.Begin(ctx, object.TxnOptions{Serializable: body[0]&TxnSerializable != 0})
+		if err != nil {
+			return nil, err
+		}
+		c.txns.Lock()
+		defer c.txns.Unlock()
+		if c.txns.m == nil {
+			c.txns.m = map[uint64]*object.Txn{}
+		}
+		c.txns.next++
+		c.txns.m[c.txns.next] = tx
+		buf = binary.BigEndian.AppendUint64(buf, c.txns.next)
+		return binary.BigEndian.AppendUint64(buf, tx.StartTS()), nil
+	}
+	if len(body) != 8 {
+		return nil, Errorf(CodeMalformed, "%s takes a transaction id (u64)", op)
+	}
+	id := binary.BigEndian.Uint64(body)
+	c.txns.Lock()
+	tx := c.txns.m[id]
+	delete(c.txns.m, id)
+	c.txns.Unlock()
+	if tx == nil {
+		return nil, Errorf(CodeInvalidArgument, "no transaction %d on this connection (it ended, or was begun on another connection)", id)
+	}
+	if op == OpTxnRollback {
+		tx.Rollback()
+		return buf, nil
+	}
+	ts, err := tx.Commit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return binary.BigEndian.AppendUint64(buf, ts), nil
+}
