@@ -146,15 +146,24 @@ func (t *Txn) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, e
 
 // Delete deletes key at commit (a delete marker). req.Version must be 0.
 func (t *Txn) Delete(ctx context.Context, req *DeleteRequest) error {
+	return t.DeleteMarked(ctx, req, nil)
+}
+
+// DeleteMarked is Delete whose marker keeps headers (as
+// MarkedDeleter.DeleteMarked).
+func (t *Txn) DeleteMarked(ctx context.Context, req *DeleteRequest, headers map[string]string) error {
 	if req.Version != 0 {
 		return Errorf(InvalidArgument, "a transaction deletes keys, not versions")
+	}
+	if err := validMeta(nil, nil, headers); err != nil {
+		return err
 	}
 	s, obj, release, err := t.st.target(ctx, req.Space, req.Key)
 	if err != nil {
 		return err
 	}
 	defer release()
-	return FromRange(t.tx.Write(obj, &mvcc.Record{DeleteMarker: true}, s.Retention()))
+	return FromRange(t.tx.Write(obj, &mvcc.Record{DeleteMarker: true, Headers: headers}, s.Retention()))
 }
 
 // List lists the live keys the transaction sees: the snapshot's, with the

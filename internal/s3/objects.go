@@ -652,7 +652,33 @@ func (h *Handler) deleteObjects(q *request) {
 		Deleted []deleted `xml:"Deleted"`
 		Errors  []failed  `xml:"Error"`
 	}{}
+	// The keys deleted as a whole (a delete marker each) go in one
+	// transaction: all of them or none, and no reader sees some gone and
+	// others not. Versions are removed one by one, as DeleteObject does.
+	ctx := q.r.Context()
+	whole := map[string]bool{}
 	for _, o := range doc.Objects {
+		if o.VersionID == "" {
+			whole[o.Key] = true
+		}
+	}
+	var txnInfo object.Info
+	var txnErr error
+	txnDone := false
+	if tr, ok := h.cfg.Service.(object.Transactor); ok && len(whole) > 1 {
+		txnInfo, txnErr = h.deleteInTxn(ctx, tr, q.bucket, whole)
+		txnDone = true
+	}
+	for _, o := range doc.Objects {
+		if txnDone && o.VersionID == "" {
+			if txnErr != nil {
+				e := fromService(txnErr)
+				out.Errors = append(out.Errors, failed{o.Key, "", e.Code, e.Message})
+			} else if !doc.Quiet {
+				out.Deleted = append(out.Deleted, deleted{Key: o.Key, DeleteMarker: true, DeleteMarkerVersionID: versionIDOf(&txnInfo)})
+			}
+			continue
+		}
 		v, e := h.parseVersionID(q.r.Context(), q.bucket, o.Key, o.VersionID)
 		if e == errNoSuchVersion && o.VersionID == nullVersionID {
 			if !doc.Quiet {
@@ -683,6 +709,46 @@ func (h *Handler) deleteObjects(q *request) {
 		out.Deleted = append(out.Deleted, d)
 	}
 	writeXML(q.w, http.StatusOK, out)
+}
+
+// deleteInTxn writes a delete marker on every key of keys in one
+// transaction, run again while it loses conflicts, and returns the info
+// of the markers (one version: the commit's).
+func (h *Handler) deleteInTxn(ctx context.Context, tr object.Transactor, bucket string, keys map[string]bool) (object.Info, error) {
+	status, err := h.versioning(ctx, bucket)
+	if err != nil {
+		return object.Info{}, err
+	}
+	var headers map[string]string
+	if status == versioningSuspended {
+		headers = map[string]string{nullHeader: "1"}
+	}
+	for attempt := 0; ; attempt++ {
+		tx, err := tr.Begin(ctx, object.TxnOptions{})
+		if err != nil {
+			return object.Info{}, err
+		}
+		for k := range keys {
+			if err = tx.DeleteMarked(ctx, &object.DeleteRequest{Space: bucket, Key: k}, headers); err != nil {
+				tx.Rollback()
+				return object.Info{}, err
+			}
+		}
+		ts, err := tx.Commit(ctx)
+		if object.ClassOf(err) == object.ClassTxn && attempt < 8 {
+			continue
+		}
+		if err != nil {
+			return object.Info{}, err
+		}
+		info := object.Info{Space: bucket, Version: ts, DeleteMarker: true, Headers: headers}
+		if headers != nil {
+			for k := range keys {
+				h.dropNull(ctx, bucket, k, ts)
+			}
+		}
+		return info, nil
+	}
 }
 
 func hasChecksumHeader(h http.Header) bool {
