@@ -69,6 +69,7 @@ var layers = map[string]int{
 	// The protocols: each serves the object service, none imports another.
 	"internal/wire": 80,
 	"internal/s3":   80,
+	"internal/api":  80,
 
 	// The composition root, the public client and the binary.
 	"internal/node":             90,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cairn-db/cairn/internal/api"
 	"github.com/cairn-db/cairn/internal/s3"
 )
 
@@ -18,22 +19,26 @@ import (
 // metadata; signatures and the standard headers add a few more).
 const maxHeaderBytes = 64 << 10
 
-// httpHandler serves the S3 API, /healthz and /metrics to requests that
+// httpHandler serves the S3 API, Cairn's JSON API at /_cairn/v1/ (package
+// api), /healthz and /metrics to requests that
 // carry no S3 signature (a signed GET of /metrics lists the bucket
 // "metrics"), Go's profiles at /_cairn/debug/pprof/ to cluster admins
 // (and at /debug/pprof/ to anyone with Config.Pprof). Every request gets
 // deadlines that move with its progress (withDeadlines).
 func (n *Node) httpHandler() http.Handler {
-	ops, api := n.opsHandler(), n.s3Handler()
+	ops, s3h := n.opsHandler(), n.s3Handler()
+	jsonAPI := api.New(api.Config{Service: n, Keys: n.Keyring(), Authenticate: n.s3api.Authenticate, Logger: n.log})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w, r = n.withDeadlines(w, r)
 		switch {
 		case strings.HasPrefix(r.URL.Path, adminPprof) && !n.bucketHost(r.Host):
 			n.adminProfiles(w, r)
+		case strings.HasPrefix(r.URL.Path, api.Prefix) && !n.bucketHost(r.Host):
+			jsonAPI.ServeHTTP(w, r)
 		case isOpsPath(r.URL.Path, n.cfg.Pprof) && r.Header.Get("Authorization") == "" && !r.URL.Query().Has("X-Amz-Credential"):
 			ops.ServeHTTP(w, r)
 		default:
-			api.ServeHTTP(w, r)
+			s3h.ServeHTTP(w, r)
 		}
 	})
 }

@@ -3,11 +3,13 @@ package object
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/clock"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/rangeclient"
+	"github.com/cairn-db/cairn/internal/tstamp"
 	"github.com/cairn-db/cairn/internal/txn"
 )
 
@@ -80,6 +82,10 @@ func (st *Store) propose(ctx context.Context, s OpenSpace, obj, cmd []byte) (*kv
 // lock's version is read (if it committed in time); pending, a read of the
 // latest reads past it, one as of a time waits for the outcome.
 func (st *Store) readRecord(ctx context.Context, s OpenSpace, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
+	asOf, err := st.clampAsOf(ctx, asOf)
+	if err != nil {
+		return nil, err
+	}
 	for attempt := 0; ; attempt++ {
 		rec, err := st.cfg.Ranges.Read(ctx, s.Table(), obj, version, asOf)
 		var le *rangeclient.LockedError
@@ -122,4 +128,23 @@ func (st *Store) settle(ctx context.Context, err error, attempt int) (bool, erro
 func (st *Store) versions(ctx context.Context, s OpenSpace, obj []byte, before uint64, limit int) ([]*mvcc.Record, bool, error) {
 	recs, more, err := st.cfg.Ranges.Versions(ctx, s.Table(), obj, before, limit)
 	return recs, more, FromRange(err)
+}
+
+// futureSlack is how far past this node's clock a timestamp may lie and
+// still be taken as one the oracle handed out.
+const futureSlack = time.Second
+
+// clampAsOf makes a read "as of" a time still to come a read as of now (a
+// fresh timestamp): what it means at this moment. A read at a timestamp
+// holds back writes at or below it in its range (the leaseholder's
+// guard), so a timestamp far ahead must not reach the range.
+func (st *Store) clampAsOf(ctx context.Context, asOf uint64) (uint64, error) {
+	if asOf == 0 || tstamp.Physical(asOf) <= st.cfg.Clock().Add(futureSlack).UnixMilli() {
+		return asOf, nil
+	}
+	ts, err := st.cfg.Timestamps.Next(ctx)
+	if err != nil {
+		return 0, Unreachable("timestamp oracle", err)
+	}
+	return min(asOf, ts), nil
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,6 +67,8 @@ type StoreConfig struct {
 	// Txns runs transactions and resolves the locks reads and writes
 	// meet.
 	Txns *txn.Manager
+	// Clock defaults to time.Now.
+	Clock func() time.Time
 }
 
 // Spaces opens spaces for the object service.
@@ -109,6 +112,9 @@ type ChunkPut interface {
 func NewStore(cfg StoreConfig) *Store {
 	if cfg.ChunkBytes == nil {
 		cfg.ChunkBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "unregistered"})
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
 	}
 	return &Store{cfg: cfg}
 }
@@ -731,6 +737,13 @@ func (st *Store) List(ctx context.Context, req *ListRequest) (ListResult, error)
 		after = keys.Object(s.ID(), nil, []byte(req.StartAfter))
 	}
 	// A range that split under the listing: read the table again.
+	if r, err := st.clampAsOf(ctx, req.AsOf); err != nil {
+		return ListResult{}, err
+	} else if r != req.AsOf {
+		clamped := *req
+		clamped.AsOf = r
+		req = &clamped
+	}
 	var out ListResult
 	for attempt := 0; ; attempt++ {
 		err = st.cfg.Ranges.RetryMoved(ctx, func() (err error) {

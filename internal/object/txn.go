@@ -3,9 +3,12 @@ package object
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/keys"
@@ -40,6 +43,44 @@ type Transactor interface {
 type Txn struct {
 	st *Store
 	tx *txn.Txn
+
+	mu     sync.Mutex
+	spaces map[uint32]string // the spaces it touched, by id (naming conflicts)
+}
+
+// ConflictError is a transaction's conflict on one key (kind TxnConflict).
+type ConflictError struct {
+	Space, Key string
+	Message    string
+}
+
+func (e *ConflictError) Error() string { return "cairn: transaction conflict: " + e.Message }
+
+// ObjectKind implements Kinded.
+func (e *ConflictError) ObjectKind() Kind { return TxnConflict }
+
+// touched notes that the transaction used space s.
+func (t *Txn) touched(s OpenSpace, name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.spaces == nil {
+		t.spaces = map[uint32]string{}
+	}
+	t.spaces[s.ID()] = name
+}
+
+// Saw adds to the read set that the transaction's client saw version v of
+// key (0: none): a client that read outside the transaction (at its start
+// timestamp) and wants the read validated at commit.
+func (t *Txn) Saw(ctx context.Context, space, key string, v uint64) error {
+	s, obj, release, err := t.st.target(ctx, space, key)
+	if err != nil {
+		return err
+	}
+	defer release()
+	t.touched(s, space)
+	t.tx.Saw(obj, v)
+	return nil
 }
 
 // Begin implements Transactor.
@@ -53,8 +94,8 @@ func (st *Store) Begin(ctx context.Context, opts TxnOptions) (*Txn, error) {
 
 // BeginAt implements Transactor.
 func (st *Store) BeginAt(startTS uint64, opts TxnOptions) (*Txn, error) {
-	if startTS == 0 {
-		return nil, Errorf(InvalidArgument, "a transaction's start timestamp is not 0")
+	if startTS == 0 || tstamp.Physical(startTS) > st.cfg.Clock().Add(futureSlack).UnixMilli() {
+		return nil, Errorf(InvalidArgument, "start %s is not a timestamp the server handed out (begin a transaction for one)", tstamp.String(startTS))
 	}
 	return &Txn{st: st, tx: st.cfg.Txns.BeginAt(startTS, txn.Options{Serializable: opts.Serializable})}, nil
 }
@@ -94,6 +135,7 @@ func (t *Txn) read(ctx context.Context, req *GetRequest) (Info, OpenSpace, *mvcc
 	if err != nil {
 		return Info{}, nil, nil, nil, err
 	}
+	t.touched(s, req.Space)
 	rec, _, err := t.tx.Read(ctx, s.Table(), obj)
 	if err == nil && rec == nil {
 		err = Errorf(NotFound, "%s/%s does not exist at the transaction's snapshot", req.Space, req.Key)
@@ -117,6 +159,7 @@ func (t *Txn) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, e
 		return Info{}, err
 	}
 	defer release()
+	t.touched(s, req.Space)
 	if err := validMeta(req.Meta, req.Tags, req.Headers); err != nil {
 		return Info{}, err
 	}
@@ -163,6 +206,7 @@ func (t *Txn) DeleteMarked(ctx context.Context, req *DeleteRequest, headers map[
 		return err
 	}
 	defer release()
+	t.touched(s, req.Space)
 	return FromRange(t.tx.Write(obj, &mvcc.Record{DeleteMarker: true, Headers: headers}, s.Retention()))
 }
 
@@ -185,6 +229,7 @@ func (t *Txn) List(ctx context.Context, req *ListRequest) (ListResult, error) {
 		return ListResult{}, err
 	}
 	defer release()
+	t.touched(s, req.Space)
 	for _, o := range res.Objects {
 		t.tx.Saw(keys.Object(s.ID(), nil, []byte(o.Key)), o.Version)
 	}
@@ -247,9 +292,26 @@ func (t *Txn) mergeWrites(s OpenSpace, req *ListRequest, res ListResult) ListRes
 func (t *Txn) Commit(ctx context.Context) (uint64, error) {
 	ts, err := t.tx.Commit(ctx)
 	if err != nil {
-		return 0, FromRange(err)
+		return 0, t.named(err)
 	}
 	return ts, nil
+}
+
+// named is err, a commit's failure, with the key of a conflict named.
+func (t *Txn) named(err error) error {
+	var ce *txn.ConflictError
+	if !errors.As(err, &ce) {
+		return FromRange(err)
+	}
+	id, _, key, derr := keys.DecodeObject(ce.Obj)
+	t.mu.Lock()
+	space := t.spaces[id]
+	t.mu.Unlock()
+	if derr != nil || space == "" {
+		return FromRange(err)
+	}
+	msg := strings.ReplaceAll(ce.Reason, fmt.Sprintf("object %x", ce.Obj), fmt.Sprintf("%s/%s", space, key))
+	return &ConflictError{Space: space, Key: string(key), Message: msg}
 }
 
 // Rollback ends the transaction without a write. The bodies it stored are
