@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -67,42 +68,129 @@ func txnOpts(opts []TxnOption) txnOptions {
 	return o
 }
 
-// Txn is a transaction on one connection to one node. Its methods may be
+// Txn is a transaction. Its small writes wait in the client until the
+// commit, which sends them in one request; its first read (or a large
+// write, or a listing) opens it on one node, over one connection, which
+// then runs the rest of it. A transaction that only writes thus costs one
+// round trip, and takes its snapshot at the commit. Its methods may be
 // called concurrently.
 type Txn struct {
-	cn      *wire.Conn
-	id      uint64
-	startTS uint64
-
-	stop chan struct{} // closed when the transaction ends
+	c    *Client
+	opts txnOptions
+	stop chan struct{} // closed when the transaction ends (keepAlive)
 
 	mu       sync.Mutex
+	cn       *wire.Conn // the connection it runs on, once open
+	id       uint64     // its id there
+	startTS  uint64
+	buf      []wire.BatchItem
+	bufIdx   map[string]int // space/key -> index in buf
+	bufBytes int
 	done     bool
 	commitTS uint64
 }
 
+// Limits of the writes a transaction keeps in the client: a body over
+// bufferedBody goes to the node at once (stored there, not held in
+// memory); so does the buffer when it would pass bufferedTotal.
+const (
+	bufferedBody  = 64 << 10
+	bufferedTotal = 512 << 10
+)
+
 // Begin starts a transaction. Call Commit or Rollback when done.
 func (c *Client) Begin(ctx context.Context, opts ...TxnOption) (*Txn, error) {
-	o := txnOpts(opts)
-	var tx *Txn
-	err := c.do(ctx, true, nil, func(cn *wire.Conn) error {
-		info, err := cn.TxnBegin(ctx, o.serializable)
+	select {
+	case <-c.done:
+		return nil, fmt.Errorf("%w: client closed", wire.ErrConnClosed)
+	default:
+	}
+	return &Txn{c: c, opts: txnOpts(opts), stop: make(chan struct{}), bufIdx: map[string]int{}}, nil
+}
+
+// open begins the transaction on a node if it has not been; tx.mu is
+// held.
+func (tx *Txn) open(ctx context.Context) error {
+	if tx.cn != nil {
+		return nil
+	}
+	err := tx.c.do(ctx, true, nil, func(cn *wire.Conn) error {
+		info, err := cn.TxnBegin(ctx, tx.opts.serializable)
 		if err != nil {
 			return err
 		}
-		tx = &Txn{cn: cn, id: info.ID, startTS: info.StartTS, stop: make(chan struct{})}
+		tx.cn, tx.id, tx.startTS = cn, info.ID, info.StartTS
 		return nil
 	})
 	if err == nil {
-		go tx.keepAlive()
+		go tx.keepAlive(tx.cn)
 	}
-	return tx, err
+	return err
+}
+
+// flush sends the buffered writes to the node; tx.mu is held and the
+// transaction open.
+func (tx *Txn) flush(ctx context.Context) error {
+	tctx := wire.WithTxn(ctx, tx.id)
+	for i := range tx.buf {
+		it := &tx.buf[i]
+		var err error
+		if it.Op == wire.BatchPut {
+			_, err = tx.cn.PutBytes(tctx, &it.Put, it.Body)
+		} else {
+			_, err = tx.cn.Delete(tctx, &it.Delete)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	tx.buf, tx.bufBytes = nil, 0
+	clear(tx.bufIdx)
+	return nil
+}
+
+// buffer keeps a write for the commit in place of an earlier one of the
+// same key; tx.mu is held.
+func (tx *Txn) buffer(k string, it wire.BatchItem, size int) {
+	if i, ok := tx.bufIdx[k]; ok {
+		tx.buf = slices.Delete(tx.buf, i, i+1)
+		delete(tx.bufIdx, k)
+		for j := i; j < len(tx.buf); j++ {
+			tx.bufIdx[bufKey(&tx.buf[j])] = j
+		}
+	}
+	tx.bufIdx[k] = len(tx.buf)
+	tx.buf = append(tx.buf, it)
+	tx.bufBytes += size
+}
+
+func bufKey(it *wire.BatchItem) string {
+	if it.Op == wire.BatchPut {
+		return it.Put.Space + "/" + it.Put.Key
+	}
+	return it.Delete.Space + "/" + it.Delete.Key
+}
+
+// StartTS is the transaction's snapshot timestamp: 0 until it reads (a
+// transaction that only writes takes its snapshot at the commit).
+func (tx *Txn) StartTS() uint64 {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	return tx.startTS
+}
+
+// CommitTS is the commit timestamp once Commit succeeded: the version of
+// every object the transaction wrote.
+func (tx *Txn) CommitTS() uint64 {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	return tx.commitTS
 }
 
 // keepAlive pings the transaction's connection while it is open, so that
 // neither end closes it as idle (it carries the transaction).
-func (tx *Txn) keepAlive() {
-	every := tx.cn.ServerIdle() / 3
+func (tx *Txn) keepAlive(cn *wire.Conn) {
+	every := cn.ServerIdle() / 3
 	if every <= 0 {
 		every = 20 * time.Second
 	}
@@ -112,11 +200,11 @@ func (tx *Txn) keepAlive() {
 		select {
 		case <-tx.stop:
 			return
-		case <-tx.cn.Done():
+		case <-cn.Done():
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), every)
-			_, _ = tx.cn.Ping(ctx)
+			_, _ = cn.Ping(ctx)
 			cancel()
 		}
 	}
@@ -134,77 +222,133 @@ func (tx *Txn) end() bool {
 	return true
 }
 
-// StartTS is the transaction's snapshot timestamp.
-func (tx *Txn) StartTS() uint64 { return tx.startTS }
-
-// CommitTS is the commit timestamp once Commit succeeded: the version of
-// every object the transaction wrote.
-func (tx *Txn) CommitTS() uint64 {
-	tx.mu.Lock()
-	defer tx.mu.Unlock()
-	return tx.commitTS
-}
-
-func (tx *Txn) ctx(ctx context.Context) (context.Context, error) {
+// begun opens the transaction and sends it the buffered writes, for a
+// request the node must run inside it; it returns the request's context
+// and connection.
+func (tx *Txn) begun(ctx context.Context) (context.Context, *wire.Conn, error) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	if tx.done {
-		return nil, ErrTxnDone
+		return nil, nil, ErrTxnDone
 	}
-	return wire.WithTxn(ctx, tx.id), nil
+	if err := tx.open(ctx); err != nil {
+		return nil, nil, err
+	}
+	if err := tx.flush(ctx); err != nil {
+		return nil, nil, err
+	}
+	return wire.WithTxn(ctx, tx.id), tx.cn, nil
+}
+
+// buffered returns the buffered write of space/key, if any.
+func (tx *Txn) buffered(space, key string) (wire.BatchItem, bool, error) {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if tx.done {
+		return wire.BatchItem{}, false, ErrTxnDone
+	}
+	i, ok := tx.bufIdx[space+"/"+key]
+	if !ok {
+		return wire.BatchItem{}, false, nil
+	}
+	return tx.buf[i], true, nil
 }
 
 // Get reads key as the transaction sees it: its own write, else the
-// version current at its snapshot. ErrNotFound if there is none.
+// version current at its snapshot. ErrNotFound if there is none. The
+// info of a key the transaction wrote has Version 0.
 func (tx *Txn) Get(ctx context.Context, space, key string) ([]byte, ObjectInfo, error) {
-	tctx, err := tx.ctx(ctx)
+	it, ok, err := tx.buffered(space, key)
+	switch {
+	case err != nil:
+		return nil, ObjectInfo{}, err
+	case ok && it.Op == wire.BatchDelete:
+		return nil, ObjectInfo{}, &wire.Error{Code: wire.CodeNotFound, Message: space + "/" + key + " is deleted in this transaction"}
+	case ok:
+		return it.Body, ObjectInfo{Space: space, Key: key, Size: int64(len(it.Body)), ContentType: it.Put.ContentType,
+			Meta: it.Put.Meta, Tags: it.Put.Tags}, nil
+	}
+	tctx, cn, err := tx.begun(ctx)
 	if err != nil {
 		return nil, ObjectInfo{}, err
 	}
 	req := object.GetRequest{Space: space, Key: key, Length: -1}
-	info, b, err := tx.cn.GetBytes(tctx, &req)
+	info, b, err := cn.GetBytes(tctx, &req)
 	return b, info, err
 }
 
 // Stat is Get without the body.
 func (tx *Txn) Stat(ctx context.Context, space, key string) (ObjectInfo, error) {
-	tctx, err := tx.ctx(ctx)
+	if _, ok, err := tx.buffered(space, key); err != nil || ok {
+		if err != nil {
+			return ObjectInfo{}, err
+		}
+		_, info, err := tx.Get(ctx, space, key)
+		return info, err
+	}
+	tctx, cn, err := tx.begun(ctx)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
-	return tx.cn.Stat(tctx, &object.GetRequest{Space: space, Key: key, Length: -1})
+	return cn.Stat(tctx, &object.GetRequest{Space: space, Key: key, Length: -1})
 }
 
 // Put writes data as key's new version at commit. IfMatch and IfNoneMatch
 // hold against the version current at the snapshot, checked at commit.
+// data is not copied: it must not change until the commit (a body over
+// 64 KiB goes to the node at once, and may change once Put returns).
 func (tx *Txn) Put(ctx context.Context, space, key string, data []byte, opts ...PutOption) error {
-	tctx, err := tx.ctx(ctx)
+	req := putRequest(space, key, int64(len(data)), opts)
+	size := len(data) + len(space) + len(key) + 64
+	tx.mu.Lock()
+	if tx.done {
+		tx.mu.Unlock()
+		return ErrTxnDone
+	}
+	if len(data) <= bufferedBody && tx.bufBytes+size <= bufferedTotal {
+		tx.buffer(space+"/"+key, wire.BatchItem{Op: wire.BatchPut, Put: req, Body: data}, size)
+		tx.mu.Unlock()
+		return nil
+	}
+	tx.mu.Unlock()
+	tctx, cn, err := tx.begun(ctx)
 	if err != nil {
 		return err
 	}
-	req := putRequest(space, key, int64(len(data)), opts)
-	_, err = tx.cn.PutBytes(tctx, &req, data)
+	_, err = cn.PutBytes(tctx, &req, data)
 	return err
 }
 
 // Delete deletes key at commit.
 func (tx *Txn) Delete(ctx context.Context, space, key string) error {
-	tctx, err := tx.ctx(ctx)
+	tx.mu.Lock()
+	if tx.done {
+		tx.mu.Unlock()
+		return ErrTxnDone
+	}
+	size := len(space) + len(key) + 16
+	if tx.bufBytes+size <= bufferedTotal {
+		tx.buffer(space+"/"+key, wire.BatchItem{Op: wire.BatchDelete, Delete: object.DeleteRequest{Space: space, Key: key}}, size)
+		tx.mu.Unlock()
+		return nil
+	}
+	tx.mu.Unlock()
+	tctx, cn, err := tx.begun(ctx)
 	if err != nil {
 		return err
 	}
-	_, err = tx.cn.Delete(tctx, &object.DeleteRequest{Space: space, Key: key})
+	_, err = cn.Delete(tctx, &object.DeleteRequest{Space: space, Key: key})
 	return err
 }
 
 // List lists a page of the keys the transaction sees (its own writes in
 // place, their Version 0). AsOf and AllVersions are not allowed.
 func (tx *Txn) List(ctx context.Context, space string, o ListOptions) (ListResult, error) {
-	tctx, err := tx.ctx(ctx)
+	tctx, cn, err := tx.begun(ctx)
 	if err != nil {
 		return ListResult{}, err
 	}
-	return tx.cn.List(tctx, &object.ListRequest{Space: space, Prefix: o.Prefix, StartAfter: o.StartAfter, Limit: o.Limit,
+	return cn.List(tctx, &object.ListRequest{Space: space, Prefix: o.Prefix, StartAfter: o.StartAfter, Limit: o.Limit,
 		AsOf: o.AsOf, AllVersions: o.AllVersions})
 }
 
@@ -212,10 +356,27 @@ func (tx *Txn) List(ctx context.Context, space string, o ListOptions) (ListResul
 // errors (ErrTxnConflict, ErrTxnAborted) say it did nothing; ErrConnLost
 // says it may have committed.
 func (tx *Txn) Commit(ctx context.Context) error {
+	tx.mu.Lock()
+	cn, id, writes := tx.cn, tx.id, tx.buf
+	tx.mu.Unlock()
 	if !tx.end() {
 		return ErrTxnDone
 	}
-	ts, err := tx.cn.TxnCommit(ctx, tx.id)
+	var ts uint64
+	var err error
+	switch {
+	case cn != nil:
+		ts, err = cn.TxnCommitWrites(ctx, id, false, writes)
+	case len(writes) == 0:
+		return nil // nothing read, nothing written
+	default:
+		// Nothing read: the node begins it at the commit. A commit that
+		// never reached a node may be sent again to another.
+		err = tx.c.do(ctx, false, nil, func(cn *wire.Conn) (err error) {
+			ts, err = cn.TxnCommitWrites(ctx, 0, tx.opts.serializable, writes)
+			return err
+		})
+	}
 	if err != nil {
 		return err
 	}
@@ -228,10 +389,13 @@ func (tx *Txn) Commit(ctx context.Context) error {
 // Rollback ends the transaction without a write. It is safe to call after
 // Commit (it does nothing then).
 func (tx *Txn) Rollback(ctx context.Context) error {
-	if !tx.end() {
+	tx.mu.Lock()
+	cn, id := tx.cn, tx.id
+	tx.mu.Unlock()
+	if !tx.end() || cn == nil {
 		return nil
 	}
-	err := tx.cn.TxnRollback(ctx, tx.id)
+	err := cn.TxnRollback(ctx, id)
 	if errors.Is(err, wire.ErrConnClosed) || errors.Is(err, wire.ErrConnLost) {
 		return nil // the connection's end ended the transaction too
 	}

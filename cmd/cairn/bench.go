@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,6 +38,10 @@ type benchResult struct {
 	TTFBP50Ms float64       `json:"ttfb_p50_ms,omitempty"` // get: time to the first body byte
 	TTFBP99Ms float64       `json:"ttfb_p99_ms,omitempty"`
 	PerOp     []benchResult `json:"per_op,omitempty"` // mixed: each kind of request
+
+	// Transactions (txn, txn-read, gets): objects per op (MiB/s counts
+	// them all) and the commits run again after a conflict.
+	Conflicts int `json:"conflicts,omitempty"`
 }
 
 func newBenchCmd() *cobra.Command {
@@ -87,10 +93,15 @@ the credentials file's profile (--profile).`,
 				return runS3BenchCmd(cmd, endpoint, op, sizeS, size, conc, dur, nkeys, asJSON)
 			}
 			switch {
-			case op != "put" && op != "get" && op != "mixed":
-				return usageError{fmt.Errorf("--op %q: use put, get or mixed", op)}
+			case !slices.Contains([]string{"put", "get", "mixed", "txn", "txn-read", "gets"}, op):
+				return usageError{fmt.Errorf("--op %q: use put, get, mixed, txn, txn-read or gets", op)}
 			case conc < 1 || nkeys < 1 || dur <= 0 || conns < 1:
 				return usageError{errors.New("--concurrency, --keys, --conns and --duration must be positive")}
+			}
+			objects, _ := f.GetInt("objects")
+			ranges, _ := f.GetInt("ranges")
+			if objects < 1 || ranges < 1 || ranges > 256 {
+				return usageError{errors.New("--objects must be positive and --ranges within 1 to 256")}
 			}
 			o, err := clientOptions(cmd)
 			if err != nil {
@@ -103,6 +114,7 @@ the credentials file's profile (--profile).`,
 			}
 			defer c.Close()
 			res, err := runBench(cmd.Context(), c, benchSpec{op: op, size: size, conc: conc, dur: dur, keys: nkeys, space: space,
+				objects: objects, ranges: ranges,
 				progress: func(s string) {
 					if !asJSON && isTerminal(cmdStderr(cmd)) {
 						fmt.Fprint(cmd.ErrOrStderr(), s)
@@ -116,11 +128,17 @@ the credentials file's profile (--profile).`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s %s x%d for %.1fs: %d ops (%d errors), %.0f ops/s, %.1f MiB/s, p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms\n",
 				res.Op, sizeS, res.Concurrency, res.Seconds, res.Ops, res.Errors, res.OpsPerSec, res.MiBPerSec, res.P50Ms, res.P99Ms, res.P999Ms)
+			if res.Objects > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "  %d objects per op over %d range(s): %.0f objects/s; %d conflicts retried\n",
+					res.Objects, ranges, res.OpsPerSec*float64(res.Objects), res.Conflicts)
+			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
-	f.String("op", "put", "workload: put, get, or mixed (50% get, 50% put); with --s3 also stat, delete, list, and mixed is 45% get, 30% stat, 15% put, 10% delete")
+	f.String("op", "put", "workload: put, get, or mixed (50% get, 50% put); txn (transactions each inserting --objects new objects), txn-read (read-only transactions of --objects keys), gets (--objects single GETs in a row, to compare); with --s3 also stat, delete, list, and mixed is 45% get, 30% stat, 15% put, 10% delete")
+	f.Int("objects", 4, "objects per operation of txn, txn-read and gets")
+	f.Int("ranges", 1, "ranges of the space, if the bench creates it: keys spread over them (txn, txn-read, gets)")
 	f.String("size", "1KiB", "object size")
 	f.Int("concurrency", 64, "concurrent closed-loop workers")
 	f.Duration("duration", 10*time.Second, "how long to run")
@@ -142,11 +160,23 @@ type benchSpec struct {
 	dur      time.Duration
 	keys     int
 	space    string
+	objects  int // per txn, txn-read or gets operation
+	ranges   int // of a space the bench creates
 	progress func(string)
 }
 
+// spreadAlphabet starts bench keys of the transaction workloads, so that
+// they spread over the ranges a space is cut into (cluster.splitBounds
+// cuts along it).
+const spreadAlphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+
 func runBench(ctx context.Context, c *client.Client, s benchSpec) (benchResult, error) {
-	if _, err := c.CreateSpace(ctx, s.space, client.SpaceSettings{}); err != nil && !errors.Is(err, wire.ErrSpaceExists) {
+	multi := s.op == "txn" || s.op == "txn-read" || s.op == "gets"
+	settings := client.SpaceSettings{}
+	if multi {
+		settings.Ranges = uint32(s.ranges)
+	}
+	if _, err := c.CreateSpace(ctx, s.space, settings); err != nil && !errors.Is(err, wire.ErrSpaceExists) {
 		return benchResult{}, err
 	}
 	payload := make([]byte, s.size)
@@ -154,7 +184,11 @@ func runBench(ctx context.Context, c *client.Client, s benchSpec) (benchResult, 
 		payload[i] = byte(rand.Uint32())
 	}
 	key := func(i int) string { return fmt.Sprintf("bench-%08d", i) }
-	if s.op != "put" {
+	if multi {
+		key = func(i int) string { return fmt.Sprintf("%c-bench-%08d", spreadAlphabet[i%len(spreadAlphabet)], i) }
+	}
+	var conflicts atomic.Int64
+	if s.op != "put" && s.op != "txn" {
 		// Preload every key so that reads hit.
 		var wg sync.WaitGroup
 		errc := make(chan error, s.conc)
@@ -205,14 +239,27 @@ func runBench(ctx context.Context, c *client.Client, s benchSpec) (benchResult, 
 		go func(wk *worker, seed uint64) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(seed, 1))
-			for rctx.Err() == nil {
+			for seq := 0; rctx.Err() == nil; seq++ {
 				k := key(rng.IntN(s.keys))
 				put := s.op == "put" || (s.op == "mixed" && rng.IntN(2) == 0)
 				t0 := time.Now()
 				var err error
-				if put {
+				switch {
+				case s.op == "txn":
+					err = benchTxn(rctx, c, s, payload, func(j int) string {
+						return fmt.Sprintf("%c-txn-%d-%d-%d", spreadAlphabet[rng.IntN(len(spreadAlphabet))], seed, seq, j)
+					}, &conflicts)
+				case s.op == "txn-read":
+					err = benchTxnRead(rctx, c, s, func() string { return key(rng.IntN(s.keys)) })
+				case s.op == "gets":
+					for range s.objects {
+						if _, _, err = c.Get(rctx, s.space, key(rng.IntN(s.keys))); err != nil {
+							break
+						}
+					}
+				case put:
 					_, err = c.Put(rctx, s.space, k, payload)
-				} else {
+				default:
 					_, _, err = c.Get(rctx, s.space, k)
 				}
 				if rctx.Err() != nil {
@@ -251,10 +298,46 @@ func runBench(ctx context.Context, c *client.Client, s benchSpec) (benchResult, 
 	}
 	all = all.sorted()
 	ops := len(all)
-	return benchResult{
-		Op: s.op, Size: s.size, Concurrency: s.conc, Seconds: elapsed.Seconds(), Ops: ops, Errors: errs,
-		OpsPerSec: float64(ops) / elapsed.Seconds(),
-		MiBPerSec: float64(ops) * float64(s.size) / (1 << 20) / elapsed.Seconds(),
-		P50Ms:     ms(all.pct(0.50)), P99Ms: ms(all.pct(0.99)), P999Ms: ms(all.pct(0.999)),
-	}, nil
+	perOp := 1
+	res := benchResult{Op: s.op, Size: s.size, Concurrency: s.conc, Seconds: elapsed.Seconds(), Ops: ops, Errors: errs}
+	if multi {
+		perOp, res.Objects, res.Conflicts = s.objects, s.objects, int(conflicts.Load())
+	}
+	res.OpsPerSec = float64(ops) / elapsed.Seconds()
+	res.MiBPerSec = float64(ops*perOp) * float64(s.size) / (1 << 20) / elapsed.Seconds()
+	res.P50Ms, res.P99Ms, res.P999Ms = ms(all.pct(0.50)), ms(all.pct(0.99)), ms(all.pct(0.999))
+	return res, nil
+}
+
+// benchTxn runs one transaction inserting s.objects new objects, again
+// while it loses conflicts.
+func benchTxn(ctx context.Context, c *client.Client, s benchSpec, payload []byte, key func(int) string, conflicts *atomic.Int64) error {
+	tries := 0
+	_, err := c.Update(ctx, func(tx *client.Txn) error {
+		if tries++; tries > 1 {
+			conflicts.Add(1)
+		}
+		for j := range s.objects {
+			if err := tx.Put(ctx, s.space, key(j), payload); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, client.MaxAttempts(20))
+	return err
+}
+
+// benchTxnRead runs one read-only transaction of s.objects keys.
+func benchTxnRead(ctx context.Context, c *client.Client, s benchSpec, key func() string) error {
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	for range s.objects {
+		if _, _, err := tx.Get(ctx, s.space, key()); err != nil {
+			return err
+		}
+	}
+	return tx.Commit(ctx)
 }

@@ -181,6 +181,9 @@ func TestTransactions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if _, _, err := tx.Get(ctx, "acct", "zd"); err != nil { // opens it on the node
+			t.Fatal(err)
+		}
 		tx.Put(ctx, "acct", "long", []byte("kept"))
 		time.Sleep(5 * time.Second)
 		if _, err := c.Put(ctx, "acct", "other", []byte("not blocked")); err != nil {

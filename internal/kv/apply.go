@@ -206,6 +206,9 @@ func (rw BatchRW) NewIter(lower, upper []byte) (mvcc.Iterator, error) {
 	return newIter(rw.B, lower, upper)
 }
 
+// Get implements mvcc.PointReader; it sees the batch's own writes.
+func (rw BatchRW) Get(k []byte) ([]byte, bool, error) { return get(rw.B, k) }
+
 // Set implements mvcc.Writer.
 func (rw BatchRW) Set(k, v []byte) error { return rw.B.Set(k, v, nil) }
 
@@ -218,6 +221,24 @@ type Reader struct{ R pebble.Reader }
 // NewIter implements mvcc.Reader.
 func (r Reader) NewIter(lower, upper []byte) (mvcc.Iterator, error) {
 	return newIter(r.R, lower, upper)
+}
+
+// Get implements mvcc.PointReader.
+func (r Reader) Get(k []byte) ([]byte, bool, error) { return get(r.R, k) }
+
+func get(r pebble.Reader, k []byte) ([]byte, bool, error) {
+	v, c, err := r.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	out := slices.Clone(v)
+	if out == nil {
+		out = []byte{}
+	}
+	return out, true, c.Close()
 }
 
 func newIter(r pebble.Reader, lower, upper []byte) (mvcc.Iterator, error) {

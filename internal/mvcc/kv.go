@@ -39,6 +39,13 @@ type Writer interface {
 	Delete(key []byte) error
 }
 
+// PointReader is implemented by a Reader that can read one key without
+// an iterator (pebble's Get: cheaper than an iterator's seek). Get returns
+// a copy of the value, or ok false.
+type PointReader interface {
+	Get(key []byte) (value []byte, ok bool, err error)
+}
+
 // ReadWriter is a Reader whose reads see the earlier writes made through it
 // (a pebble indexed batch, or MemKV).
 type ReadWriter interface {

@@ -267,7 +267,7 @@ func Prewrite(rw ReadWriter, startTS uint64, primary []byte, expires int64, muts
 				return fmt.Errorf("%w: object %x, start %d", ErrTxnAborted, primary, startTS)
 			}
 		}
-		mine, err := checkMutation(rw, m, startTS)
+		mine, _, err := checkMutation(rw, m, startTS)
 		if err != nil {
 			return err
 		}
@@ -286,33 +286,34 @@ func Prewrite(rw ReadWriter, startTS uint64, primary []byte, expires int64, muts
 }
 
 // checkMutation checks one key of a prewrite or one-phase commit: mine
-// reports that the transaction already holds its lock.
-func checkMutation(r Reader, m *Mutation, startTS uint64) (mine bool, err error) {
+// reports that the transaction already holds its lock; newest is the
+// key's newest version (nil: none).
+func checkMutation(r Reader, m *Mutation, startTS uint64) (mine bool, newest *Record, err error) {
 	if m.Kind != LockWrite && m.Kind != LockRead {
-		return false, fmt.Errorf("%w: mutation kind %d", ErrBadTxn, m.Kind)
+		return false, nil, fmt.Errorf("%w: mutation kind %d", ErrBadTxn, m.Kind)
 	}
 	if (m.Kind == LockWrite) != (m.Rec != nil) {
-		return false, fmt.Errorf("%w: %v of object %x with record %v", ErrBadTxn, m.Kind, m.Obj, m.Rec != nil)
+		return false, nil, fmt.Errorf("%w: %v of object %x with record %v", ErrBadTxn, m.Kind, m.Obj, m.Rec != nil)
 	}
 	if err := m.Retention.Validate(); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	l, err := GetLock(r, m.Obj)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	if l != nil {
 		if l.StartTS == startTS {
-			return true, nil
+			return true, nil, nil
 		}
-		return false, &LockedError{Obj: m.Obj, Lock: l}
+		return false, nil, &LockedError{Obj: m.Obj, Lock: l}
 	}
-	newest, err := Latest(r, m.Obj)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return false, err
+	newest, err = latestHead(r, m.Obj)
+	if err != nil {
+		return false, nil, err
 	}
 	if newest != nil && newest.Version > startTS {
-		return false, &ConflictError{Obj: m.Obj, Version: newest.Version}
+		return false, nil, &ConflictError{Obj: m.Obj, Version: newest.Version}
 	}
 	if m.HasExpect {
 		live := uint64(0)
@@ -320,10 +321,32 @@ func checkMutation(r Reader, m *Mutation, startTS uint64) (mine bool, err error)
 			live = newest.Version
 		}
 		if live != m.Expect {
-			return false, fmt.Errorf("%w: object %x", ErrPrecondition, m.Obj)
+			return false, nil, fmt.Errorf("%w: object %x", ErrPrecondition, m.Obj)
 		}
 	}
-	return false, nil
+	return false, newest, nil
+}
+
+// latestHead is Latest, nil for none, decoding the record without its
+// content (the checks need its version and whether it is a delete marker).
+func latestHead(r Reader, obj []byte) (_ *Record, err error) {
+	v, err := newVersionIter(r, obj)
+	if err != nil {
+		return nil, err
+	}
+	defer v.close(&err)
+	if !v.seek(^uint64(0)) {
+		return nil, v.done(nil)
+	}
+	ts, err := v.ts()
+	if err != nil {
+		return nil, err
+	}
+	rec := &Record{}
+	if err := decodeListed(rec, v.it.Value(), ts, obj); err != nil {
+		return nil, err
+	}
+	return rec, nil
 }
 
 // Commit resolves obj's lock of the transaction that started at startTS
@@ -488,14 +511,16 @@ func CommitOnePhase(rw ReadWriter, startTS, commitTS uint64, muts []Mutation) (r
 	if startTS == 0 || commitTS < startTS {
 		return nil, nil, fmt.Errorf("%w: start %d, commit %d", ErrBadTxn, startTS, commitTS)
 	}
+	newest := make([]*Record, len(muts))
 	for i := range muts {
-		mine, err := checkMutation(rw, &muts[i], startTS)
+		mine, n, err := checkMutation(rw, &muts[i], startTS)
 		if err != nil {
 			return nil, nil, err
 		}
 		if mine {
 			return nil, nil, fmt.Errorf("%w: object %x is locked by the transaction itself", ErrBadTxn, muts[i].Obj)
 		}
+		newest[i] = n
 	}
 	recs = make([]*Record, len(muts))
 	for i := range muts {
@@ -505,7 +530,18 @@ func CommitOnePhase(rw ReadWriter, startTS, commitTS uint64, muts []Mutation) (r
 		}
 		rec := m.Rec
 		rec.Version, rec.StartTS = commitTS, startTS
-		p, err := PutNewest(rw, m.Obj, rec, m.Retention, commitTS)
+		var p []*Record
+		var err error
+		if m.Retention.Mode == KeepAll {
+			// The check read the newest version: nothing more to read.
+			rec.Parent = 0
+			if newest[i] != nil {
+				rec.Parent = newest[i].Version
+			}
+			err = rw.Set(keys.Version(m.Obj, rec.Version), rec.Marshal())
+		} else {
+			p, err = PutNewest(rw, m.Obj, rec, m.Retention, commitTS)
+		}
 		if err != nil {
 			return nil, nil, err
 		}
@@ -545,6 +581,16 @@ func committedVersion(r Reader, obj []byte, startTS uint64) (_ *Record, err erro
 
 // getValue returns a copy of the value at key, or nil if there is none.
 func getValue(r Reader, key []byte) (_ []byte, err error) {
+	if pr, ok := r.(PointReader); ok {
+		v, found, err := pr.Get(key)
+		if err != nil || !found {
+			return nil, err
+		}
+		if v == nil {
+			v = []byte{}
+		}
+		return v, nil
+	}
 	it, err := r.NewIter(key, append(slices.Clip(key), 0))
 	if err != nil {
 		return nil, err

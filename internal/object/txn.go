@@ -59,6 +59,12 @@ func (e *ConflictError) Error() string { return "cairn: transaction conflict: " 
 // ObjectKind implements Kinded.
 func (e *ConflictError) ObjectKind() Kind { return TxnConflict }
 
+// Is matches ErrTxnConflict (and any error of its kind).
+func (e *ConflictError) Is(target error) bool {
+	t, ok := target.(Kinded)
+	return ok && t.ObjectKind() == TxnConflict
+}
+
 // touched notes that the transaction used space s.
 func (t *Txn) touched(s OpenSpace, name string) {
 	t.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -90,6 +91,9 @@ func Open(opts Options) (*Engine, error) {
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       1000,
 	}
+	// Bloom filters let a point read of a key that is in no table (a
+	// transaction's lock check, mostly) skip the tables' blocks.
+	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	db, err := pebble.Open(opts.Dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("storage: open pebble in %s: %w", opts.Dir, err)

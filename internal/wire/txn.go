@@ -1,9 +1,11 @@
 package wire
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 
+	"github.com/cairn-db/cairn/internal/auth"
 	"github.com/cairn-db/cairn/internal/object"
 )
 
@@ -79,7 +81,23 @@ func (c *Conn) TxnBegin(ctx context.Context, serializable bool) (TxnBeginInfo, e
 
 // TxnCommit commits transaction id and returns its commit timestamp.
 func (c *Conn) TxnCommit(ctx context.Context, id uint64) (uint64, error) {
-	b, err := c.Call(ctx, OpTxnCommit, binary.BigEndian.AppendUint64(nil, id))
+	return c.TxnCommitWrites(ctx, id, false, nil)
+}
+
+// TxnCommitWrites commits transaction id with writes (put and delete
+// items) applied in it first, in order; with id 0 the server begins the
+// transaction itself, at the commit (a transaction that read nothing),
+// serializable or not.
+func (c *Conn) TxnCommitWrites(ctx context.Context, id uint64, serializable bool, writes []BatchItem) (uint64, error) {
+	body := binary.BigEndian.AppendUint64(nil, id)
+	if id == 0 || len(writes) > 0 {
+		var flags byte
+		if serializable {
+			flags |= TxnSerializable
+		}
+		body = AppendBatchRequest(append(body, flags), writes)
+	}
+	b, err := c.Call(ctx, OpTxnCommit, body)
 	if err != nil {
 		return 0, err
 	}
@@ -135,20 +153,69 @@ func (c *serverConn) txnOp(ctx context.Context, op Op, buf, body []byte) ([]byte
 		buf = binary.BigEndian.AppendUint64(buf, c.txns.next)
 		return binary.BigEndian.AppendUint64(buf, tx.StartTS()), nil
 	}
-	if len(body) != 8 {
+	if len(body) < 8 || op == OpTxnRollback && len(body) != 8 {
 		return nil, Errorf(CodeMalformed, "%s takes a transaction id (u64)", op)
 	}
 	id := binary.BigEndian.Uint64(body)
-	c.txns.Lock()
-	tx := c.txns.m[id]
-	delete(c.txns.m, id)
-	c.txns.Unlock()
+	// TXN_COMMIT may carry writes (and, for id 0, begin the transaction).
+	var items []BatchItem
+	var flags byte
+	if len(body) > 8 {
+		flags = body[8]
+		var err error
+		if items, err = DecodeBatchRequest(body[9:]); err != nil {
+			return nil, err
+		}
+		if flags&^TxnSerializable != 0 {
+			return nil, Errorf(CodeMalformed, "TXN_COMMIT flags 0x%02x", flags)
+		}
+		for _, it := range items {
+			space := it.Put.Space
+			switch it.Op {
+			case BatchPut:
+			case BatchDelete:
+				space = it.Delete.Space
+			default:
+				return nil, Errorf(CodeInvalidArgument, "a commit's writes are puts and deletes, not %s", it.Op)
+			}
+			if e := c.allow(space, auth.Write); e != nil {
+				return nil, e
+			}
+		}
+	} else if id == 0 {
+		return nil, Errorf(CodeMalformed, "TXN_COMMIT of transaction 0 (begun at the commit) takes its flags and writes")
+	}
+	var tx *object.Txn
+	if id == 0 {
+		var err error
+		if tx, err = tr.Begin(ctx, object.TxnOptions{Serializable: flags&TxnSerializable != 0}); err != nil {
+			return nil, err
+		}
+	} else {
+		c.txns.Lock()
+		tx = c.txns.m[id]
+		delete(c.txns.m, id)
+		c.txns.Unlock()
+	}
 	if tx == nil {
 		return nil, Errorf(CodeInvalidArgument, "no transaction %d on this connection (it ended, or was begun on another connection)", id)
 	}
 	if op == OpTxnRollback {
 		tx.Rollback()
 		return buf, nil
+	}
+	for i := range items {
+		it := &items[i]
+		var err error
+		if it.Op == BatchPut {
+			_, err = tx.Put(ctx, &it.Put, bytes.NewReader(it.Body))
+		} else {
+			err = tx.Delete(ctx, &it.Delete)
+		}
+		if err != nil {
+			tx.Rollback()
+			return nil, err
+		}
 	}
 	ts, err := tx.Commit(ctx)
 	if err != nil {
