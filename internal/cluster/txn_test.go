@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -413,4 +414,69 @@ func countLocks(t *testing.T, n *Node) int {
 		}
 	}
 	return c
+}
+
+// TestTxnLarge: one transaction of 10,000 objects over four ranges plus
+// large bodies (64 MiB; 1 GiB with CAIRN_TEST_LARGE=1) commits whole —
+// its commit commands split to fit the Raft entry bounds — and every
+// object reads back at the one commit version.
+func TestTxnLarge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("large transaction")
+	}
+	ctx := context.Background()
+	n := openTestNode(t)
+	if _, err := n.CreateSpace(ctx, "large", object.SpaceSettings{Ranges: 4}); err != nil {
+		t.Fatal(err)
+	}
+	const small = 10000
+	bigs, bigSize := 4, 16<<20
+	if os.Getenv("CAIRN_TEST_LARGE") != "" {
+		bigs = 64
+	}
+	start := time.Now()
+	tx := begin(t, n, false)
+	for i := range small {
+		k := fmt.Sprintf("%c-obj-%05d", "05ahqz"[i%6], i)
+		txnPut(t, tx, "large", k, k)
+	}
+	body := make([]byte, bigSize)
+	for i := range bigs {
+		for j := range body {
+			body[j] = byte(i*31 + j*7)
+		}
+		if _, err := tx.Put(ctx, &object.PutRequest{Space: "large", Key: fmt.Sprintf("big-%02d", i), Size: int64(len(body))}, bytes.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	staged := time.Since(start)
+	ts, err := tx.Commit(ctx)
+	if err != nil {
+		t.Fatalf("commit of %d objects and %d MiB: %v", small+bigs, bigs*bigSize>>20, err)
+	}
+	t.Logf("%d objects, %d MiB: written in %v, committed in %v", small+bigs, bigs*bigSize>>20, staged.Round(time.Millisecond), (time.Since(start) - staged).Round(time.Millisecond))
+	for _, i := range []int{0, 1, 4999, 9999} {
+		k := fmt.Sprintf("%c-obj-%05d", "05ahqz"[i%6], i)
+		b, info, err := get(t, n, object.GetRequest{Space: "large", Key: k})
+		if err != nil || string(b) != k || info.Version != ts {
+			t.Fatalf("%s: %q at %x (commit %x): %v", k, b, info.Version, ts, err)
+		}
+	}
+	b, info, err := get(t, n, object.GetRequest{Space: "large", Key: fmt.Sprintf("big-%02d", bigs-1)})
+	if err != nil || len(b) != bigSize || info.Version != ts || b[12345] != byte((bigs-1)*31+12345*7) {
+		t.Fatalf("the last big object: %d bytes at %x: %v", len(b), info.Version, err)
+	}
+	total := 0
+	for res, err := n.List(ctx, &object.ListRequest{Space: "large", Limit: 10000}); ; res, err = n.List(ctx, &object.ListRequest{Space: "large", Limit: 10000, StartAfter: res.Next}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += len(res.Objects)
+		if !res.Truncated {
+			break
+		}
+	}
+	if total != small+bigs {
+		t.Fatalf("listed %d objects, want %d", total, small+bigs)
+	}
 }
