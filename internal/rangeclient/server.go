@@ -220,12 +220,16 @@ func (c *Client) readLocal(obj []byte, version, asOf uint64) (*mvcc.Record, erro
 		cached *mvcc.Record
 		tok    kv.CacheToken
 	)
-	if asOf == 0 {
-		cached, tok = c.cfg.Cache.Get(obj)
-	}
+	cached, tok = c.cfg.Cache.Get(obj)
 	var lock *mvcc.Lock
 	switch {
-	case cached != nil && (version == 0 || version == cached.Version):
+	case cached != nil && asOf != 0 && version == 0 && cached.Version <= asOf:
+		// The latest version is the newest at or before asOf, and a cached
+		// key holds no lock (the guard already waited out writes in flight
+		// at or below asOf).
+		rec = cached
+		c.cfg.Metrics.CacheHits.Inc()
+	case cached != nil && asOf == 0 && (version == 0 || version == cached.Version):
 		rec = cached // a cached key holds no lock
 		c.cfg.Metrics.CacheHits.Inc()
 	case version != 0:

@@ -2,6 +2,7 @@
 // machine and workload shapes as `cairn bench`:
 //
 //	peerbench etcd-put -endpoint 127.0.0.1:2379 -size 1024 -concurrency 64 -duration 10s
+//	peerbench etcd-txn -endpoint 127.0.0.1:2379 -size 512 -objects 4 -concurrency 50 -duration 10s
 //	peerbench loopback -size 16777216 -duration 5s
 //
 // Both print one JSON object, in the same shape as `cairn bench --json`.
@@ -39,7 +40,7 @@ type result struct {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: peerbench etcd-put|loopback [flags]")
+		fmt.Fprintln(os.Stderr, "usage: peerbench etcd-put|etcd-txn|loopback [flags]")
 		os.Exit(2)
 	}
 	var (
@@ -49,6 +50,8 @@ func main() {
 	switch os.Args[1] {
 	case "etcd-put":
 		res, err = etcdPut(os.Args[2:])
+	case "etcd-txn":
+		res, err = etcdTxn(os.Args[2:])
 	case "loopback":
 		res, err = loopback(os.Args[2:])
 	default:
@@ -124,6 +127,67 @@ func etcdPut(args []string) (result, error) {
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
 	return result{Op: "etcd-put", Size: int64(*size), Concurrency: *conc, Seconds: el, Ops: len(all), Errors: errs,
 		OpsPerSec: float64(len(all)) / el, MiBPerSec: float64(len(all)) * float64(*size) / (1 << 20) / el,
+		P50Ms: pct(all, .5), P99Ms: pct(all, .99), P999Ms: pct(all, .999)}, nil
+}
+
+// etcdTxn runs transactions that each insert -objects new keys of -size
+// bytes (one Txn with that many puts), as cairn bench --op txn does.
+func etcdTxn(args []string) (result, error) {
+	fs := flag.NewFlagSet("etcd-txn", flag.ExitOnError)
+	endpoint := fs.String("endpoint", "127.0.0.1:2379", "etcd client endpoint")
+	size := fs.Int("size", 512, "value size")
+	objects := fs.Int("objects", 4, "puts per transaction")
+	conc := fs.Int("concurrency", 50, "concurrent workers")
+	dur := fs.Duration("duration", 10*time.Second, "run time")
+	fs.Parse(args)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{*endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return result{}, err
+	}
+	defer cli.Close()
+	val := string(make([]byte, *size))
+	ctx, cancel := context.WithTimeout(context.Background(), *dur)
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		all  []time.Duration
+		errs int
+		wg   sync.WaitGroup
+	)
+	start := time.Now()
+	for w := 0; w < *conc; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			var lat []time.Duration
+			e := 0
+			ops := make([]clientv3.Op, *objects)
+			for i := 0; ctx.Err() == nil; i++ {
+				for j := range ops {
+					ops[j] = clientv3.OpPut(fmt.Sprintf("txn-%d-%d-%d", w, i, j), val)
+				}
+				t0 := time.Now()
+				_, err := cli.Txn(ctx).Then(ops...).Commit()
+				if ctx.Err() != nil {
+					break
+				}
+				if err != nil {
+					e++
+					continue
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			mu.Lock()
+			all = append(all, lat...)
+			errs += e
+			mu.Unlock()
+		}(w)
+	}
+	wg.Wait()
+	el := time.Since(start).Seconds()
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	return result{Op: "etcd-txn", Size: int64(*size), Concurrency: *conc, Seconds: el, Ops: len(all), Errors: errs,
+		OpsPerSec: float64(len(all)) / el, MiBPerSec: float64(len(all)) * float64(*objects**size) / (1 << 20) / el,
 		P50Ms: pct(all, .5), P99Ms: pct(all, .99), P999Ms: pct(all, .999)}, nil
 }
 
