@@ -15,6 +15,7 @@
 //	0x02 'w' hash(32)                 segment: copies wanted of the chunk in the cluster
 //	0x03 ...                          node-local: identity, format version
 //	'l'  object-key                   mvcc: transaction locks (intents)
+//	'l'  object-key ^start_ts         mvcc: transaction records (on a primary)
 //	'v'  object-key ^ts               mvcc: version records
 //
 // Object keys (space | placement prefix | key) are built by package keys.
