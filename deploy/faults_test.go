@@ -20,7 +20,9 @@ import (
 // the network and heals them, and adds a node and removes another. Every
 // key's history must be linearizable, including reads of every key at the
 // end (so no acknowledged write is lost), and after each healing the
-// cluster must take writes again; the test logs how soon it did.
+// cluster must take writes again; the test logs how soon it did. Beside
+// them, two clients run list-append transactions, whose history must show
+// none of the anomalies snapshot isolation forbids.
 func TestFaultsDocker3(t *testing.T) { testFaultsDocker(t, 3) }
 func TestFaultsDocker5(t *testing.T) { testFaultsDocker(t, 5) }
 
@@ -48,14 +50,19 @@ func testFaultsDocker(t *testing.T, n int) {
 	if _, err := admin.CreateSpace(ctx, "faults", client.SpaceSettings{Ranges: 3}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := admin.CreateSpace(ctx, "txns", client.SpaceSettings{Ranges: 3}); err != nil {
+		t.Fatal(err)
+	}
 	admin.Close()
 	c.writable("faults")
 
 	keys := spreadKeys(16)
 	rec := history.NewRecorder()
+	txns := &history.TxnLog{}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	startDockerClients(t, c.seeds(), "faults", keys, rec, stop, &wg)
+	startDockerTxnClients(t, c.seeds(), "txns", spreadKeys(8), txns, stop, &wg)
 
 	rnd := rand.New(rand.NewPCG(uint64(n), 11))
 	pick := func(k int) []*dockerNode {
@@ -160,6 +167,7 @@ func testFaultsDocker(t *testing.T, n int) {
 	if err := res.Verdict(100); err != nil {
 		t.Fatal(err)
 	}
+	checkTxnLog(t, c.seeds(), "txns", spreadKeys(8), txns)
 	t.Logf("%d nodes: %d operations: %d puts (%d unknown), %d gets; linearizable", n, res.Ops, res.Puts, res.Pending, res.Gets)
 }
 
