@@ -2,6 +2,7 @@ package kv
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,6 +20,7 @@ const (
 	opHeartbeat byte = 8
 	opOnePhase  byte = 9
 	opClearTxn  byte = 10
+	opResolve   byte = 11
 )
 
 // MaxTxnKeys bounds the keys of one transaction command; a coordinator
@@ -78,6 +80,44 @@ type OnePhaseCmd struct {
 type ClearTxnCmd struct {
 	Primary []byte
 	StartTS uint64
+}
+
+// ResolveCmd resolves, for many transactions at once, locks of theirs
+// whose outcome is known to be a commit, and clears the records of those
+// whose locks are all resolved: a coordinator's background work, batched
+// per range. A lock already resolved is skipped.
+type ResolveCmd struct {
+	Commits []ResolveCommit
+	Clears  []ResolveClear
+}
+
+// ResolveCommit commits one transaction's lock on Obj.
+type ResolveCommit struct {
+	Obj               []byte
+	StartTS, CommitTS uint64
+}
+
+// ResolveClear clears one transaction's record on its primary.
+type ResolveClear struct {
+	Primary []byte
+	StartTS uint64
+}
+
+// Encode returns the command's bytes.
+func (c *ResolveCmd) Encode() []byte {
+	b := append(make([]byte, 0, 64*(len(c.Commits)+len(c.Clears))), opResolve, cmdVersion)
+	b = binary.AppendUvarint(b, uint64(len(c.Commits)))
+	for _, r := range c.Commits {
+		b = appendBytes(b, r.Obj)
+		b = binary.AppendUvarint(b, r.StartTS)
+		b = binary.AppendUvarint(b, r.CommitTS)
+	}
+	b = binary.AppendUvarint(b, uint64(len(c.Clears)))
+	for _, r := range c.Clears {
+		b = appendBytes(b, r.Primary)
+		b = binary.AppendUvarint(b, r.StartTS)
+	}
+	return b
 }
 
 // Encode returns the command's bytes.
@@ -284,6 +324,20 @@ func decodeTxn(op byte, body []byte) (any, error) {
 		c = &OnePhaseCmd{CommitTS: d.Uvarint(), StartTS: d.Uvarint(), Muts: d.mutations()}
 	case opClearTxn:
 		c = &ClearTxnCmd{Primary: d.Bytes(), StartTS: d.Uvarint()}
+	case opResolve:
+		r := &ResolveCmd{}
+		n := d.Count(3)
+		for range n {
+			r.Commits = append(r.Commits, ResolveCommit{Obj: d.Bytes(), StartTS: d.Uvarint(), CommitTS: d.Uvarint()})
+		}
+		n = d.Count(2)
+		for range n {
+			r.Clears = append(r.Clears, ResolveClear{Primary: d.Bytes(), StartTS: d.Uvarint()})
+		}
+		if d.Err() == nil && (len(r.Commits)+len(r.Clears) == 0 || len(r.Commits)+len(r.Clears) > 4*MaxTxnKeys) {
+			d.Fail("%d resolutions", len(r.Commits)+len(r.Clears))
+		}
+		c = r
 	default:
 		return nil, ErrBadCommand
 	}
@@ -446,6 +500,36 @@ func (m *StateMachine) applyTxn(rw BatchRW, c any) any {
 		}
 		if err := mvcc.ClearTxn(d, c.Primary, c.StartTS); err != nil {
 			return err
+		}
+	case *ResolveCmd:
+		for _, r := range c.Commits {
+			if !m.bounds.ContainsKey(r.Obj) {
+				return ErrWrongRange
+			}
+		}
+		for _, r := range c.Clears {
+			if !m.bounds.ContainsKey(r.Primary) {
+				return ErrWrongRange
+			}
+		}
+		for _, r := range c.Commits {
+			before := len(d.writes)
+			rec, pruned, err := mvcc.Commit(d, r.Obj, r.StartTS, r.CommitTS, false)
+			if errors.Is(err, mvcc.ErrTxnAborted) {
+				continue // resolved already (by a reader), or never locked
+			}
+			if err != nil {
+				return err
+			}
+			res.Pruned = append(res.Pruned, pruned...)
+			if len(d.writes) > before {
+				changed = append(changed, changedKey{r.Obj, rec})
+			}
+		}
+		for _, r := range c.Clears {
+			if err := mvcc.ClearTxn(d, r.Primary, r.StartTS); err != nil {
+				return err
+			}
 		}
 	}
 	if err := d.flush(); err != nil {

@@ -27,6 +27,8 @@ func txnCmds() []interface{ Encode() []byte } {
 		&HeartbeatCmd{Primary: obj("a"), StartTS: 10, Expires: -5},
 		&OnePhaseCmd{StartTS: 10, CommitTS: 11, Muts: muts},
 		&ClearTxnCmd{Primary: obj("a"), StartTS: 10},
+		&ResolveCmd{Commits: []ResolveCommit{{Obj: obj("a"), StartTS: 10, CommitTS: 12}, {Obj: obj("b"), StartTS: 11, CommitTS: 13}},
+			Clears: []ResolveClear{{Primary: obj("c"), StartTS: 9}}},
 	}
 }
 

@@ -267,14 +267,25 @@ func Prewrite(rw ReadWriter, startTS uint64, primary []byte, expires int64, muts
 				return fmt.Errorf("%w: object %x, start %d", ErrTxnAborted, primary, startTS)
 			}
 		}
-		mine, _, err := checkMutation(rw, m, startTS)
+		mine, newest, err := checkMutation(rw, m, startTS)
 		if err != nil {
 			return err
 		}
 		if mine {
 			continue
 		}
-		l := &Lock{StartTS: startTS, Primary: primary, Expires: expires, Kind: m.Kind, Retention: m.Retention, Rec: m.Rec}
+		rec := m.Rec
+		if rec != nil {
+			// The lock keeps writers off the key until it is resolved, so
+			// the newest version now is the committed version's parent.
+			c := *rec
+			c.Parent = 0
+			if newest != nil {
+				c.Parent = newest.Version
+			}
+			rec = &c
+		}
+		l := &Lock{StartTS: startTS, Primary: primary, Expires: expires, Kind: m.Kind, Retention: m.Retention, Rec: rec}
 		writes = append(writes, pending{keys.Lock(m.Obj), l.Marshal()})
 	}
 	for _, w := range writes {
@@ -387,8 +398,14 @@ func Commit(rw ReadWriter, obj []byte, startTS, commitTS uint64, record bool) (*
 		rec = l.Rec
 		rec.Version, rec.StartTS = commitTS, startTS
 		// The lock kept every other writer off the key since the prewrite
-		// checked for newer versions: commitTS is the newest.
-		if pruned, err = PutNewest(rw, obj, rec, l.Retention, commitTS); err != nil {
+		// checked for newer versions: commitTS is the newest, and the
+		// parent the prewrite recorded is still the one before it.
+		if l.Retention.Mode == KeepAll {
+			err = rw.Set(keys.Version(obj, commitTS), rec.Marshal())
+		} else {
+			pruned, err = PutNewest(rw, obj, rec, l.Retention, commitTS)
+		}
+		if err != nil {
 			return nil, nil, err
 		}
 	}

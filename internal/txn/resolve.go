@@ -54,6 +54,7 @@ type Manager struct {
 	wg     sync.WaitGroup
 	ctx    context.Context
 	cancel context.CancelFunc
+	res    *resolver
 }
 
 // DefaultTTL is a lock's lifetime without a heartbeat.
@@ -71,7 +72,9 @@ func New(cfg Config) *Manager {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{cfg: cfg, bg: make(chan struct{}, 64), ctx: ctx, cancel: cancel}
+	m := &Manager{cfg: cfg, bg: make(chan struct{}, 64), ctx: ctx, cancel: cancel}
+	m.startResolver()
+	return m
 }
 
 // Close stops the background resolution and waits for it.

@@ -446,7 +446,8 @@ func (m *Manager) commitTwoPhase(ctx context.Context, startTS uint64, muts []mvc
 	first := objsOf(gs[0].muts)
 	i := slices.IndexFunc(first, func(o []byte) bool { return bytes.Equal(o, primary) })
 	first[0], first[i] = first[i], first[0]
-	if err := m.commitPrimary(ctx, startTS, commitTS, first); err != nil {
+	left, err := m.commitPrimary(ctx, startTS, commitTS, first)
+	if err != nil {
 		if !errors.Is(err, rangeclient.ErrOutcomeUnknown) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			// Not committed: free the keys now rather than at expiry (a
 			// rollback never undoes a commit, should one have landed).
@@ -455,13 +456,11 @@ func (m *Manager) commitTwoPhase(ctx context.Context, startTS uint64, muts []mvc
 		return 0, err
 	}
 	hb.stop()
-	rest := gs[1:]
-	m.background(func(ctx context.Context) {
-		if m.commitGroups(ctx, startTS, commitTS, rest) == nil {
-			_, err := m.propose(ctx, primary, (&kv.ClearTxnCmd{Primary: primary, StartTS: startTS}).Encode())
-			m.logResolve(err)
-		}
-	})
+	rest := left
+	for _, g := range gs[1:] {
+		rest = append(rest, objsOf(g.muts)...)
+	}
+	m.resolveSecondaries(primary, startTS, commitTS, rest)
 	return commitTS, nil
 }
 
@@ -508,65 +507,36 @@ func (m *Manager) prewriteOne(ctx context.Context, startTS uint64, obj, cmd []by
 }
 
 // commitPrimary commits the primary's range's keys (objs[0] the primary)
-// with the transaction's record. An answer lost on the way is asked of
-// the primary.
-func (m *Manager) commitPrimary(ctx context.Context, startTS, commitTS uint64, objs [][]byte) error {
+// with the transaction's record, and returns those of objs it left to be
+// resolved as secondaries (when the range split under the commit). An
+// answer lost on the way is asked of the primary.
+func (m *Manager) commitPrimary(ctx context.Context, startTS, commitTS uint64, objs [][]byte) ([][]byte, error) {
 	cmd := (&kv.CommitCmd{StartTS: startTS, CommitTS: commitTS, Objs: objs, Record: true}).Encode()
 	_, err := m.propose(ctx, objs[0], cmd)
+	var left [][]byte
 	if errors.Is(err, rangeclient.ErrRangeMoved) {
 		// The primary's range split: commit the primary alone; the others
 		// are secondaries like any.
 		cmd = (&kv.CommitCmd{StartTS: startTS, CommitTS: commitTS, Objs: objs[:1], Record: true}).Encode()
-		if _, err = m.propose(ctx, objs[0], cmd); err == nil && len(objs) > 1 {
-			m.background(func(ctx context.Context) { m.logResolve(m.commitObjs(ctx, startTS, commitTS, objs[1:])) })
-		}
+		_, err = m.propose(ctx, objs[0], cmd)
+		left = objs[1:]
 	}
 	if errors.Is(err, rangeclient.ErrOutcomeUnknown) {
 		res, cerr := m.propose(ctx, objs[0], (&kv.CheckTxnCmd{Primary: objs[0], StartTS: startTS}).Encode())
 		if cerr != nil {
-			return err
+			return nil, err
 		}
 		switch res.Status.State {
 		case mvcc.TxnCommitted:
-			return nil
+			// Whichever command committed it, resolving the others again
+			// is harmless.
+			return objs[1:], nil
 		case mvcc.TxnRolledBack:
-			return fmt.Errorf("txn: %w", rangeclient.ErrTxnAborted)
+			return nil, fmt.Errorf("txn: %w", rangeclient.ErrTxnAborted)
 		}
 		return m.commitPrimary(ctx, startTS, commitTS, objs)
 	}
-	return err
-}
-
-// commitGroups commits the locks of the secondaries' groups.
-func (m *Manager) commitGroups(ctx context.Context, startTS, commitTS uint64, gs []group) error {
-	var errs []error
-	for _, g := range gs {
-		errs = append(errs, m.commitObjs(ctx, startTS, commitTS, objsOf(g.muts)))
-	}
-	return errors.Join(errs...)
-}
-
-// commitObjs commits the locks on objs, routing each again if its range
-// moved.
-func (m *Manager) commitObjs(ctx context.Context, startTS, commitTS uint64, objs [][]byte) error {
-	t, err := m.table(ctx, objs[0])
-	if err != nil {
-		return err
-	}
-	cmd := (&kv.CommitCmd{StartTS: startTS, CommitTS: commitTS, Objs: objs}).Encode()
-	_, err = m.cfg.Ranges.ProposeAt(ctx, t.Route(objs[0]), cmd)
-	if errors.Is(err, rangeclient.ErrRangeMoved) || errors.Is(err, rangeclient.ErrTxnAborted) {
-		// One by one: a split moved some, or one was resolved already.
-		var errs []error
-		for _, o := range objs {
-			_, err := m.propose(ctx, o, (&kv.CommitCmd{StartTS: startTS, CommitTS: commitTS, Objs: [][]byte{o}}).Encode())
-			if !errors.Is(err, rangeclient.ErrTxnAborted) {
-				errs = append(errs, err)
-			}
-		}
-		return errors.Join(errs...)
-	}
-	return err
+	return left, err
 }
 
 // rollbackGroups removes a failed commit's locks, the primary's with its
