@@ -66,7 +66,7 @@ func TestTxnListAppend(t *testing.T) {
 					}
 				}()
 			}
-			faults := listAppendNemesis(t, nw, up, 10*time.Second)
+			faults := listAppendNemesis(t, nw, up, 7*time.Second)
 			close(stop)
 			wg.Wait()
 			// A final read of every key, in one transaction, after healing.
