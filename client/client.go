@@ -127,6 +127,9 @@ type Client struct {
 	routes router
 	done   chan struct{}
 	once   sync.Once
+	// frameMin is the smallest frame limit of a node connected to (0: none
+	// yet): what one request may carry.
+	frameMin atomic.Int64
 }
 
 // node is one address and its connection pool.
@@ -266,6 +269,12 @@ func (c *Client) connTo(ctx context.Context, n *node) (*wire.Conn, error) {
 		return nil, &errDial{err: err}
 	}
 	n.failed.Store(0)
+	for {
+		m := c.frameMin.Load()
+		if m != 0 && int64(fresh.SendMax()) >= m || c.frameMin.CompareAndSwap(m, int64(fresh.SendMax())) {
+			break
+		}
+	}
 	n.mu.Lock()
 	cur := n.mu.conns[slot]
 	if cur != nil && cur != cn && cur.Err() == nil && !cur.Stale() {
@@ -433,4 +442,13 @@ func (c *Client) advance() {
 		p := c.pref.Load()
 		c.pref.CompareAndSwap(p, (p+1)%uint32(len(c.nodes)))
 	}
+}
+
+// minSendMax is the smallest frame limit of the nodes connected to (the
+// protocol's default before any).
+func (c *Client) minSendMax() int {
+	if m := c.frameMin.Load(); m > 0 {
+		return int(m)
+	}
+	return wire.DefaultMaxFrame
 }

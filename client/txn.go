@@ -357,8 +357,20 @@ func (tx *Txn) List(ctx context.Context, space string, o ListOptions) (ListResul
 // says it may have committed.
 func (tx *Txn) Commit(ctx context.Context) error {
 	tx.mu.Lock()
+	var ahead error
+	if !tx.done && len(tx.buf) > 0 && tx.bufBytes > tx.c.minSendMax()/2 {
+		// The writes may not fit one frame of this server: send them
+		// ahead, inside the transaction.
+		if ahead = tx.open(ctx); ahead == nil {
+			ahead = tx.flush(ctx)
+		}
+	}
 	cn, id, writes := tx.cn, tx.id, tx.buf
 	tx.mu.Unlock()
+	if ahead != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return ahead
+	}
 	if !tx.end() {
 		return ErrTxnDone
 	}

@@ -164,6 +164,10 @@ func (c *Conn) Stale() bool {
 	return time.Duration(c.now()-c.lastIO.Load()) > c.serverIdle*8/10
 }
 
+// SendMax is the largest frame body the connection sends (the smaller of
+// its own limit and the server's).
+func (c *Conn) SendMax() int { return c.sendMax }
+
 // ServerIdle is how long the server lets the connection sit idle before
 // it closes it (0: it did not say).
 func (c *Conn) ServerIdle() time.Duration { return c.serverIdle }
