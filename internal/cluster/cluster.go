@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,7 +93,7 @@ func (n *Node) newPeerServer() {
 	// The range client's methods exist once the node's replicas do
 	// (Open sets rangeMethods before the server serves).
 	ranges := map[string]transport.Unary{}
-	for _, m := range []string{"Propose", "Read", "List", "Versions", "Merge"} {
+	for _, m := range append(slices.Clone(rangeclient.MethodNames), "Merge") {
 		ranges[m] = func(ctx context.Context, req []byte) ([]byte, error) { return n.rangeMethods[m](ctx, req) }
 	}
 	transport.RegisterUnary(p.srv, rangeclient.Service, ranges)

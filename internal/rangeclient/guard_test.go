@@ -60,3 +60,17 @@ func TestGuard(t *testing.T) {
 		t.Fatalf("a canceled read waiting on a write: %v", err)
 	}
 }
+
+// TestMethodNames: every method the peer server registers is one the
+// client serves, and the other way round.
+func TestMethodNames(t *testing.T) {
+	ms := (&Client{}).Methods()
+	if len(ms) != len(MethodNames) {
+		t.Fatalf("%d methods served, %d named", len(ms), len(MethodNames))
+	}
+	for _, n := range MethodNames {
+		if ms[n] == nil {
+			t.Fatalf("method %s is named but not served", n)
+		}
+	}
+}

@@ -17,14 +17,19 @@ import (
 // replica, with the request after its range id.
 type Handler func(ctx context.Context, r *Range, req []byte) ([]byte, error)
 
+// MethodNames are the cairn.Range methods Methods serves.
+var MethodNames = []string{"Propose", "Read", "List", "Versions", "TxnStatus"}
+
 // Methods returns the cairn.Range methods this package serves, for the
-// peer server: Propose, Read, List and Versions.
+// peer server: those of MethodNames.
 func (c *Client) Methods() map[string]transport.Unary {
 	return map[string]transport.Unary{
 		"Propose":  c.Method(false, c.handlePropose),
 		"Read":     c.Method(true, c.handleRead),
 		"List":     c.Method(true, c.handleList),
 		"Versions": c.Method(true, c.handleVersions),
+		// TxnStatus reads what a transaction's primary says of it.
+		"TxnStatus": c.Method(true, c.handleTxnStatus),
 	}
 }
 

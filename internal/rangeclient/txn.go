@@ -156,3 +156,71 @@ func (c *Client) ProposeAt(ctx context.Context, r *Range, cmd []byte) (*kv.Resul
 		return decodeResult(b)
 	}
 }
+
+// TxnStatus reads, on the leaseholder of primary's range in t, what the
+// primary says of the transaction that started at startTS, changing
+// nothing (a rollback is a command: kv.CheckTxnCmd).
+func (c *Client) TxnStatus(ctx context.Context, t *Table, primary []byte, startTS uint64) (st mvcc.TxnStatus, err error) {
+	err = c.OnRange(ctx, t, primary, func(r *Range) error {
+		if r.LeaseHere(ctx) {
+			st, err = c.txnStatusOwned(r, primary, startTS)
+			return err
+		}
+		req := binary.BigEndian.AppendUint64(nil, startTS)
+		req = append(req, primary...)
+		b, err := c.forward(ctx, r, "TxnStatus", req)
+		if errors.Is(err, errLeaseHere) {
+			st, err = c.txnStatusOwned(r, primary, startTS)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		st, err = decodeTxnStatus(b)
+		return err
+	})
+	return st, err
+}
+
+func (c *Client) handleTxnStatus(_ context.Context, r *Range, req []byte) ([]byte, error) {
+	if len(req) < 8 {
+		return nil, errorf(CodeMalformed, "txn status request of %d bytes", len(req))
+	}
+	st, err := c.txnStatusOwned(r, req[8:], binary.BigEndian.Uint64(req))
+	if err != nil {
+		return nil, err
+	}
+	return appendTxnStatus(nil, st), nil
+}
+
+func (c *Client) txnStatusOwned(r *Range, primary []byte, startTS uint64) (mvcc.TxnStatus, error) {
+	rep := r.Replica()
+	if !rep.Contains(primary) {
+		return mvcc.TxnStatus{}, errMoved(rep.Descriptor().ID)
+	}
+	st, err := mvcc.CheckTxn(readOnly{kv.Reader{R: c.cfg.DB}}, primary, startTS, mvcc.CheckPolicy{})
+	return st, c.corrupt(err)
+}
+
+// readOnly is a ReadWriter whose writes fail: mvcc.CheckTxn without a
+// rollback policy writes nothing.
+type readOnly struct{ kv.Reader }
+
+func (readOnly) Set(k, v []byte) error {
+	return errors.New("rangeclient: a status read tried to write")
+}
+func (readOnly) Delete(k []byte) error {
+	return errors.New("rangeclient: a status read tried to write")
+}
+
+func appendTxnStatus(b []byte, st mvcc.TxnStatus) []byte {
+	b = append(b, byte(st.State))
+	b = binary.BigEndian.AppendUint64(b, st.CommitTS)
+	return binary.BigEndian.AppendUint64(b, uint64(st.Expires))
+}
+
+func decodeTxnStatus(b []byte) (mvcc.TxnStatus, error) {
+	d := NewDecoder(b)
+	st := mvcc.TxnStatus{State: mvcc.TxnState(d.U8()), CommitTS: d.U64(), Expires: int64(d.U64())}
+	return st, d.Done()
+}

@@ -127,6 +127,24 @@ func (m *Manager) propose(ctx context.Context, obj, cmd []byte) (*kv.Result, err
 // rolled back.
 func (m *Manager) check(ctx context.Context, l *mvcc.Lock) (mvcc.TxnStatus, error) {
 	now := m.nowMS()
+	// A read first: most locks a reader meets belong to transactions
+	// that are deciding, or decided; only a rollback is a command.
+	t, err := m.table(ctx, l.Primary)
+	if err != nil {
+		return mvcc.TxnStatus{}, err
+	}
+	st, err := m.cfg.Ranges.TxnStatus(ctx, t, l.Primary, l.StartTS)
+	if err != nil {
+		return mvcc.TxnStatus{}, err
+	}
+	switch {
+	case st.State == mvcc.TxnCommitted, st.State == mvcc.TxnRolledBack:
+		return st, nil
+	case st.State == mvcc.TxnPending && now < st.Expires:
+		return st, nil
+	case st.State == mvcc.TxnMissing && now < l.Expires:
+		return st, nil
+	}
 	c := &kv.CheckTxnCmd{Primary: l.Primary, StartTS: l.StartTS, Policy: mvcc.CheckPolicy{
 		Now: now, RollbackExpired: true, RollbackMissing: now >= l.Expires,
 	}}
