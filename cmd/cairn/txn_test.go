@@ -116,6 +116,16 @@ func TestTransactions(t *testing.T) {
 		if err := tx.Delete(ctx, "acct", "counter"); err != nil {
 			t.Fatal(err)
 		}
+		// Kept in the client so far: no snapshot yet, own writes read back.
+		if tx.StartTS() != 0 {
+			t.Fatalf("a transaction that only wrote has snapshot %x", tx.StartTS())
+		}
+		if b, info, err := tx.Get(ctx, "acct", "5b"); err != nil || string(b) != "v-5b" || info.Version != 0 {
+			t.Fatalf("own buffered write: %q %+v %v", b, info, err)
+		}
+		if _, _, err := tx.Get(ctx, "acct", "counter"); !errors.Is(err, client.ErrNotFound) {
+			t.Fatalf("own buffered delete: %v", err)
+		}
 		res, err := tx.List(ctx, "acct", client.ListOptions{})
 		if err != nil || len(res.Objects) != 4 {
 			t.Fatalf("list in the transaction: %+v %v", res, err)
