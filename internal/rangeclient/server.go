@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"slices"
 
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/kv"
@@ -159,22 +160,27 @@ func (c *Client) listOwned(ctx context.Context, r *Range, o mvcc.ListOptions) ([
 	}
 	r.Load.Add()
 	rd := kv.Reader{R: c.cfg.DB}
+	// The locks first, the versions after (as readLocal does): a lock
+	// that arrives in between belongs to a transaction that commits after
+	// this listing's timestamp; a commit in between leaves a lock seen
+	// that is gone, which only costs a look at its primary.
+	lower := o.Lower
+	if o.StartAfter != nil && bytes.Compare(o.StartAfter, lower) > 0 {
+		lower = o.StartAfter
+	}
+	locks, err := mvcc.Locks(rd, lower, o.Upper, o.AsOf, lockedMax)
+	if err != nil {
+		return nil, false, c.corrupt(err)
+	}
 	ents, more, err := mvcc.List(rd, o)
 	if err != nil {
 		return nil, false, c.corrupt(err)
 	}
-	// The locks that matter lie between where the page starts and where
-	// it ends (the last key listed, if more follow).
-	lower, upper := o.Lower, o.Upper
-	if o.StartAfter != nil && bytes.Compare(o.StartAfter, lower) > 0 {
-		lower = o.StartAfter
-	}
+	// The locks that matter lie before where the page ends (its last key,
+	// if more follow).
 	if more && len(ents) > 0 {
-		upper = keys.PrefixEnd(ents[len(ents)-1].Obj)
-	}
-	locks, err := mvcc.Locks(rd, lower, upper, o.AsOf, lockedMax)
-	if err != nil {
-		return nil, false, c.corrupt(err)
+		end := keys.PrefixEnd(ents[len(ents)-1].Obj)
+		locks = slices.DeleteFunc(locks, func(l mvcc.LockEntry) bool { return bytes.Compare(l.Obj, end) >= 0 })
 	}
 	if len(locks) > 0 {
 		return nil, false, &LockedError{Locks: locks}
