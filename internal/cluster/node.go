@@ -88,6 +88,10 @@ type Config struct {
 	// TxnTTL is how long a transaction's locks outlive its coordinator's
 	// last heartbeat (0: txn.DefaultTTL).
 	TxnTTL time.Duration
+	// LockSweep is how often a leaseholder looks for expired locks in its
+	// ranges and resolves them (default 10 s): a transaction whose
+	// coordinator died leaves no lock behind on keys nobody reads.
+	LockSweep time.Duration
 	// Chunking configures content-defined chunking of uploads.
 	Chunking chunk.Options
 	// RecordCache is the memory, in bytes, of the cache of each hot
@@ -259,6 +263,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.MemberStartGrace == 0 {
 		c.MemberStartGrace = 2 * time.Minute
+	}
+	if c.LockSweep == 0 {
+		c.LockSweep = 10 * time.Second
 	}
 	if c.BootstrapTokenTTL == 0 {
 		c.BootstrapTokenTTL = time.Hour
@@ -616,7 +623,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 // Open; Stop (or Close) ends it.
 func (n *Node) Start() {
 	bgCtx := n.bgc
-	n.bg.Add(9)
+	n.bg.Add(10)
 	go func() {
 		defer n.bg.Done()
 		every(bgCtx, n.cfg.RepairCheck, n.repairStep)
@@ -657,6 +664,10 @@ func (n *Node) Start() {
 	go func() {
 		defer n.bg.Done()
 		every(bgCtx, time.Second, n.repairRanges)
+	}()
+	go func() {
+		defer n.bg.Done()
+		every(bgCtx, n.cfg.LockSweep, n.sweepLocks)
 	}()
 	n.tso.Start()
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/object"
@@ -576,4 +577,40 @@ func (n *Node) tableOf(ctx context.Context, id uint32) (*rangeclient.Table, erro
 		return &s.tab, nil
 	}
 	return nil, object.Errorf(object.SpaceNotFound, "no space has id %d (deleted?)", id)
+}
+
+// sweepLocks resolves the expired locks of the ranges this node leads: a
+// transaction whose coordinator died is ended — committed or rolled back,
+// as its primary says — even on keys no reader meets.
+func (n *Node) sweepLocks(ctx context.Context) {
+	n.mu.RLock()
+	var rs []*rng
+	for _, s := range n.mu.spaces {
+		for _, r := range s.tab.Ranges() {
+			if rep := r.Replica(); rep != nil && rep.Leads() {
+				rs = append(rs, r)
+			}
+		}
+	}
+	n.mu.RUnlock()
+	now := n.cfg.Clock().UnixMilli()
+	for _, r := range rs {
+		d := r.Desc()
+		locks, err := mvcc.Locks(kv.Reader{R: n.eng.DB()}, d.Start, d.End, 0, 256)
+		if err != nil {
+			n.log.Warn("reading a range's locks", "range", d.ID, "err", err)
+			continue
+		}
+		var expired []mvcc.LockEntry
+		for _, l := range locks {
+			if l.Lock.Expires <= now {
+				expired = append(expired, l)
+			}
+		}
+		if len(expired) > 0 {
+			if err := n.txns.ResolveExpired(ctx, expired); err != nil && ctx.Err() == nil {
+				n.log.Debug("resolving expired locks", "range", d.ID, "err", err)
+			}
+		}
+	}
 }

@@ -198,7 +198,9 @@ func TestTxnCoordinatorCrashAfterCommit(t *testing.T) {
 // transaction), and no lock stays.
 func TestTxnCoordinatorCrashDuringCommit(t *testing.T) {
 	ctx := context.Background()
-	nodes := threeNodes(t, func(c *Config) { c.HeartbeatTTL, c.TxnTTL = time.Second, time.Second })
+	nodes := threeNodes(t, func(c *Config) {
+		c.HeartbeatTTL, c.TxnTTL, c.LockSweep = time.Second, time.Second, 500*time.Millisecond
+	})
 	if _, err := nodes[0].CreateSpace(ctx, "crash3", object.SpaceSettings{Ranges: 4}); err != nil {
 		t.Fatal(err)
 	}
@@ -331,4 +333,34 @@ func TestTxnNodeRestartWithLocks(t *testing.T) {
 	expectAll(t, n, "restart", "old", "!c", "zd")
 	_ = pending
 	waitNoLocks(t, n)
+}
+
+// TestTxnSweepsAbandonedLocks: locks of a transaction whose coordinator
+// died, on keys nobody reads — one transaction never committed, one
+// committed at its primary only — are resolved by the leaseholder's sweep
+// once they expire: the first rolled back, the second rolled forward.
+func TestTxnSweepsAbandonedLocks(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(vfs.NewMem(), meta.NewMemStore(time.Now))
+	cfg.LockSweep = 200 * time.Millisecond
+	n, err := openStarted(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if _, err := n.CreateSpace(ctx, "sweep", object.SpaceSettings{Ranges: 4}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"!a", "zb", "!c", "zd"} {
+		put(t, n, "sweep", k, []byte("old"))
+	}
+	done := prewrite(t, n, "sweep", time.Second, "committed", "!a", "zb")
+	done.commitPrimary()
+	prewrite(t, n, "sweep", time.Second, "never", "!c", "zd")
+	if c := countLocks(t, n); c != 3 {
+		t.Fatalf("%d locks, want 3", c)
+	}
+	waitNoLocks(t, n) // nothing reads the keys meanwhile
+	expectAll(t, n, "sweep", "committed", "!a", "zb")
+	expectAll(t, n, "sweep", "old", "!c", "zd")
 }

@@ -253,3 +253,19 @@ func (m *Manager) logResolve(err error) {
 
 // fmtTS is for messages.
 func fmtTS(ts uint64) string { return tstamp.String(ts) }
+
+// ResolveExpired resolves locks whose own expiry passed (a sweeper's
+// finds): each whose transaction is decided, or whose primary expired too
+// (rolled back here), is committed or removed; one whose primary is still
+// alive (a long commit, heartbeating) is left.
+func (m *Manager) ResolveExpired(ctx context.Context, locks []mvcc.LockEntry) error {
+	var errs []error
+	for _, e := range locks {
+		st, err := m.check(ctx, e.Lock)
+		if err == nil && (st.State == mvcc.TxnCommitted || st.State == mvcc.TxnRolledBack) {
+			err = m.resolve(ctx, e.Obj, e.Lock, st)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
