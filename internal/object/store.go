@@ -773,7 +773,18 @@ func pageLimit(n uint32) int {
 // listOnce lists [lower, upper) after after, range by range in key order
 // (a scan of one range at a time: a page never reads past its limit).
 func (st *Store) listOnce(ctx context.Context, s OpenSpace, req *ListRequest, lower, upper, after []byte, limit int) (ListResult, error) {
-	ents, more, err := st.cfg.Ranges.Scan(ctx, s.Table(), listOptions(req, lower, upper, after, limit), 1)
+	o := listOptions(req, lower, upper, after, limit)
+	if o.AsOf == 0 && len(s.Table().Ranges()) > 1 {
+		// A listing of the latest over several ranges reads them all at
+		// one fresh timestamp: a snapshot, in which a transaction's writes
+		// show in every range or in none.
+		ts, err := st.cfg.Timestamps.Next(ctx)
+		if err != nil {
+			return ListResult{}, Unreachable("timestamp oracle", err)
+		}
+		o.AsOf = ts
+	}
+	ents, more, err := st.cfg.Ranges.Scan(ctx, s.Table(), o, 1)
 	if err != nil {
 		return ListResult{}, err // a range client failure: List classes it
 	}

@@ -15,9 +15,8 @@ import (
 // limit, and gathers their pages in key order; with parallel 1 it reads
 // the ranges one after another and never reads past the page. A range
 // whose key moved answers ErrRangeMoved and the scan fails with it (route
-// again: RetryMoved). A scan of the latest versions over more than one
-// range reads at a fresh timestamp (a snapshot). Keys locked by
-// transactions that may cover the scan fail it with a *LockedError.
+// again: RetryMoved). Keys locked by transactions that may cover the
+// scan fail it with a *LockedError.
 func (c *Client) Scan(ctx context.Context, t *Table, o mvcc.ListOptions, parallel int) ([]mvcc.Entry, bool, error) {
 	parallel = max(parallel, 1)
 	rs := t.Ranges()
@@ -44,17 +43,6 @@ func (c *Client) Scan(ctx context.Context, t *Table, o mvcc.ListOptions, paralle
 			continue
 		}
 		break
-	}
-	if o.AsOf == 0 && len(parts) > 1 && c.cfg.Timestamps != nil {
-		// A listing of the latest over several ranges reads them all at
-		// one fresh timestamp: a snapshot, in which a transaction's writes
-		// show in every range or in none. (Within one range, the latest
-		// state is one already.)
-		ts, err := c.cfg.Timestamps(ctx)
-		if err != nil {
-			return nil, false, errorf(CodeUnavailable, "timestamp oracle: %v", err)
-		}
-		o.AsOf = ts
 	}
 	var out []mvcc.Entry
 	for len(parts) > 0 {
