@@ -31,22 +31,32 @@ func newShellCmd() *cobra.Command {
 		Short: "Interactive shell: PUT k v / GET k / DEL k, plus every cairn verb",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			space, _ := cmd.Flags().GetString("space")
-			o, err := clientOptions(cmd)
+			sh, err := dialShell(cmd)
 			if err != nil {
 				return err
 			}
-			c, err := client.DialOptions(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			sh := &shell{cmd: cmd, c: c, space: space, addrs: strings.Join(o.Addrs, ","), out: cmd.OutOrStdout(), interactive: isTerminal(os.Stdin)}
+			defer sh.c.Close()
+			sh.interactive = isTerminal(os.Stdin)
 			return sh.run(cmd.InOrStdin())
 		},
 	}
 	cmd.Flags().String("space", "shell", "current space for PUT/GET/DEL (created if missing)")
 	return cmd
+}
+
+// dialShell connects a shell as cmd's flags say (--space, and how to
+// connect); the caller closes its client.
+func dialShell(cmd *cobra.Command) (*shell, error) {
+	space, _ := cmd.Flags().GetString("space")
+	o, err := clientOptions(cmd)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.DialOptions(cmd.Context(), o)
+	if err != nil {
+		return nil, err
+	}
+	return &shell{cmd: cmd, c: c, space: space, addrs: strings.Join(o.Addrs, ","), out: cmd.OutOrStdout()}, nil
 }
 
 type shell struct {

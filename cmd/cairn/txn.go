@@ -51,18 +51,12 @@ with another writer (exit code 3) did nothing and may be run again.`,
 			if err != nil {
 				return err
 			}
-			space, _ := cmd.Flags().GetString("space")
 			ser, _ := cmd.Flags().GetBool("serializable")
-			o, err := clientOptions(cmd)
+			sh, err := dialShell(cmd)
 			if err != nil {
 				return err
 			}
-			c, err := client.DialOptions(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			sh := &shell{cmd: cmd, c: c, space: space, addrs: strings.Join(o.Addrs, ","), out: cmd.OutOrStdout()}
+			defer sh.c.Close()
 			return sh.runTxn(string(script), ser)
 		},
 	}

@@ -192,7 +192,7 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 		}
 		m.wrote(c.Obj, nil) // the latest version may have changed: unknown
 		return &Result{Rec: rec}
-	case *PrewriteCmd, *CommitCmd, *RollbackCmd, *CheckTxnCmd, *HeartbeatCmd, *OnePhaseCmd, *ClearTxnCmd, *ResolveCmd:
+	case *PrewriteCmd, *CommitCmd, *RollbackCmd, *CheckTxnCmd, *HeartbeatCmd, *OnePhaseCmd, *ResolveCmd:
 		return m.applyTxn(rw, c)
 	}
 	return fmt.Errorf("%w: unknown command %T", ErrBadCommand, c)

@@ -11,7 +11,8 @@ import (
 )
 
 // The transaction commands: each applies one rule of mvcc's transaction
-// protocol (mvcc/txn.go) to keys of one range.
+// protocol (mvcc/txn.go) to keys of one range. Op 10 is not used (it was a
+// lone record clear before ResolveCmd; never released).
 const (
 	opPrewrite  byte = 4
 	opCommit    byte = 5
@@ -19,7 +20,7 @@ const (
 	opCheckTxn  byte = 7
 	opHeartbeat byte = 8
 	opOnePhase  byte = 9
-	opClearTxn  byte = 10
+	_           byte = 10 // was a lone record clear; ResolveCmd clears records
 	opResolve   byte = 11
 )
 
@@ -74,12 +75,6 @@ type HeartbeatCmd struct {
 type OnePhaseCmd struct {
 	StartTS, CommitTS uint64
 	Muts              []mvcc.Mutation
-}
-
-// ClearTxnCmd removes a transaction's record from its primary.
-type ClearTxnCmd struct {
-	Primary []byte
-	StartTS uint64
 }
 
 // ResolveCmd resolves, for many transactions at once, locks of theirs
@@ -177,13 +172,6 @@ func (c *OnePhaseCmd) Encode() []byte {
 	b = binary.AppendUvarint(b, c.CommitTS)
 	b = binary.AppendUvarint(b, c.StartTS)
 	return appendMutations(b, c.Muts)
-}
-
-// Encode returns the command's bytes.
-func (c *ClearTxnCmd) Encode() []byte {
-	b := append(make([]byte, 0, 32), opClearTxn, cmdVersion)
-	b = appendBytes(b, c.Primary)
-	return binary.AppendUvarint(b, c.StartTS)
 }
 
 func appendFlag(b []byte, f bool) []byte {
@@ -322,8 +310,6 @@ func decodeTxn(op byte, body []byte) (any, error) {
 		c = &HeartbeatCmd{Primary: d.Bytes(), StartTS: d.Uvarint(), Expires: d.CanonicalVarint()}
 	case opOnePhase:
 		c = &OnePhaseCmd{CommitTS: d.Uvarint(), StartTS: d.Uvarint(), Muts: d.mutations()}
-	case opClearTxn:
-		c = &ClearTxnCmd{Primary: d.Bytes(), StartTS: d.Uvarint()}
 	case opResolve:
 		r := &ResolveCmd{}
 		n := d.Count(3)
@@ -414,10 +400,8 @@ func (m *StateMachine) applyTxn(rw BatchRW, c any) any {
 	var changed []changedKey
 	switch c := c.(type) {
 	case *PrewriteCmd:
-		for _, mu := range c.Muts {
-			if !m.bounds.ContainsKey(mu.Obj) {
-				return ErrWrongRange
-			}
+		if !m.containsMuts(c.Muts) {
+			return ErrWrongRange
 		}
 		if err := mvcc.Prewrite(d, c.StartTS, c.Primary, c.Expires, c.Muts); err != nil {
 			return err
@@ -481,10 +465,8 @@ func (m *StateMachine) applyTxn(rw BatchRW, c any) any {
 		}
 		res.Status = st
 	case *OnePhaseCmd:
-		for _, mu := range c.Muts {
-			if !m.bounds.ContainsKey(mu.Obj) {
-				return ErrWrongRange
-			}
+		if !m.containsMuts(c.Muts) {
+			return ErrWrongRange
 		}
 		recs, pruned, err := mvcc.CommitOnePhase(d, c.StartTS, c.CommitTS, c.Muts)
 		if err != nil {
@@ -493,13 +475,6 @@ func (m *StateMachine) applyTxn(rw BatchRW, c any) any {
 		res.Recs, res.Pruned = recs, pruned
 		for i, mu := range c.Muts {
 			changed = append(changed, changedKey{mu.Obj, recs[i]})
-		}
-	case *ClearTxnCmd:
-		if !m.bounds.ContainsKey(c.Primary) {
-			return ErrWrongRange
-		}
-		if err := mvcc.ClearTxn(d, c.Primary, c.StartTS); err != nil {
-			return err
 		}
 	case *ResolveCmd:
 		for _, r := range c.Commits {
@@ -544,6 +519,15 @@ func (m *StateMachine) applyTxn(rw BatchRW, c any) any {
 type changedKey struct {
 	obj    []byte
 	latest *mvcc.Record // the new latest version, nil if not known
+}
+
+func (m *StateMachine) containsMuts(muts []mvcc.Mutation) bool {
+	for _, mu := range muts {
+		if !m.bounds.ContainsKey(mu.Obj) {
+			return false
+		}
+	}
+	return true
 }
 
 func (m *StateMachine) containsAll(objs [][]byte) bool {

@@ -26,7 +26,6 @@ func txnCmds() []interface{ Encode() []byte } {
 		&CheckTxnCmd{Primary: obj("a"), StartTS: 10, Policy: mvcc.CheckPolicy{Now: 99, RollbackExpired: true, RollbackMissing: true}},
 		&HeartbeatCmd{Primary: obj("a"), StartTS: 10, Expires: -5},
 		&OnePhaseCmd{StartTS: 10, CommitTS: 11, Muts: muts},
-		&ClearTxnCmd{Primary: obj("a"), StartTS: 10},
 		&ResolveCmd{Commits: []ResolveCommit{{Obj: obj("a"), StartTS: 10, CommitTS: 12}, {Obj: obj("b"), StartTS: 11, CommitTS: 13}},
 			Clears: []ResolveClear{{Primary: obj("c"), StartTS: 9}}},
 	}
@@ -113,7 +112,7 @@ func TestLocksHoldWriters(t *testing.T) {
 	if !ok || st.Status.State != mvcc.TxnCommitted || st.Status.CommitTS != 15 {
 		t.Fatalf("status: %+v", st)
 	}
-	if r := apply(t, db, (&ClearTxnCmd{Primary: obj("a"), StartTS: 10}).Encode()); !isResult(r) {
+	if r := apply(t, db, (&ResolveCmd{Clears: []ResolveClear{{Primary: obj("a"), StartTS: 10}}}).Encode()); !isResult(r) {
 		t.Fatalf("clear: %v", r)
 	}
 }

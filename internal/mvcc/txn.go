@@ -160,19 +160,11 @@ func GetLock(r Reader, obj []byte) (_ *Lock, err error) {
 	return UnmarshalLock(v)
 }
 
-// ReadLock returns the lock a read of obj at readTS must resolve before
-// it may trust what it reads (0: the latest), or nil: a write lock whose
+// Blocks reports whether a read at readTS (0: the latest) must resolve
+// the lock before it may trust what it reads: a write lock whose
 // transaction started at or before readTS. A read lock changes nothing,
 // and a transaction that started after readTS commits after it.
-func ReadLock(r Reader, obj []byte, readTS uint64) (*Lock, error) {
-	l, err := GetLock(r, obj)
-	if err != nil || l == nil || !l.blocks(readTS) {
-		return nil, err
-	}
-	return l, nil
-}
-
-func (l *Lock) blocks(readTS uint64) bool {
+func (l *Lock) Blocks(readTS uint64) bool {
 	return l.Kind == LockWrite && (readTS == 0 || l.StartTS <= readTS)
 }
 
@@ -212,7 +204,7 @@ func Locks(r Reader, lower, upper []byte, readTS uint64, limit int) (_ []LockEnt
 		if err != nil {
 			return nil, fmt.Errorf("object %x: %w", obj, err)
 		}
-		if !l.blocks(readTS) {
+		if !l.Blocks(readTS) {
 			continue
 		}
 		out = append(out, LockEntry{Obj: slices.Clone(obj), Lock: l})

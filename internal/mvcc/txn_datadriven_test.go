@@ -208,11 +208,11 @@ func (e *ddEnv) runTxn(t *testing.T, d *datadriven.TestData) (string, bool) {
 		if d.HasArg("at") {
 			at = e.ts(t, d, "at")
 		}
-		l, err := ReadLock(e.kv, key("k"), at)
+		l, err := GetLock(e.kv, key("k"))
 		if err != nil {
 			return fmtTxnErr(err), true
 		}
-		if l == nil {
+		if l == nil || !l.Blocks(at) {
 			return "none\n", true
 		}
 		return fmtLock(l) + "\n", true

@@ -149,11 +149,11 @@ func txnModelRun(t *testing.T, seed uint64) {
 			}
 		default: // a reader meets what locks there are and resolves them
 			k := rng.IntN(nkeys)
-			l, err := ReadLock(kv, obj(k), 0)
+			l, err := GetLock(kv, obj(k))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l != nil {
+			if l != nil && l.Blocks(0) {
 				resolve(obj(k), l, CheckPolicy{Now: int64(now), RollbackExpired: true, RollbackMissing: int64(now) >= l.Expires})
 			}
 		}

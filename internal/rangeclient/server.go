@@ -266,7 +266,7 @@ func (c *Client) readLocal(obj []byte, version, asOf uint64) (*mvcc.Record, erro
 		c.cfg.Metrics.Corrupt.Inc()
 		return nil, errorf(CodeCorrupt, "version record: %v", err)
 	}
-	if lock != nil && lock.Kind == mvcc.LockWrite && (asOf == 0 || lock.StartTS <= asOf) {
+	if lock != nil && lock.Blocks(asOf) {
 		if errors.Is(err, mvcc.ErrNotFound) {
 			rec, err = nil, nil
 		}

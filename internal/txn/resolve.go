@@ -220,23 +220,29 @@ func (m *Manager) ReadPast(ctx context.Context, le *rangeclient.LockedError, rea
 func (m *Manager) Settle(ctx context.Context, locks []mvcc.LockEntry, attempt int) error {
 	pending := false
 	for _, e := range locks {
-		st, err := m.check(ctx, e.Lock)
+		decided, err := m.settleOne(ctx, e)
 		if err != nil {
 			return err
 		}
-		switch st.State {
-		case mvcc.TxnCommitted, mvcc.TxnRolledBack:
-			if err := m.resolve(ctx, e.Obj, e.Lock, st); err != nil {
-				return err
-			}
-		default:
-			pending = true
-		}
+		pending = pending || !decided
 	}
 	if pending {
 		return clock.Sleep(ctx, Backoff(attempt))
 	}
 	return nil
+}
+
+// settleOne asks e's primary about its transaction and, if it is decided,
+// resolves e as it says; decided false is a transaction still pending.
+func (m *Manager) settleOne(ctx context.Context, e mvcc.LockEntry) (decided bool, err error) {
+	st, err := m.check(ctx, e.Lock)
+	if err != nil {
+		return false, err
+	}
+	if st.State != mvcc.TxnCommitted && st.State != mvcc.TxnRolledBack {
+		return false, nil
+	}
+	return true, m.resolve(ctx, e.Obj, e.Lock, st)
 }
 
 // Backoff is the wait before the next look at a pending transaction.
@@ -261,10 +267,7 @@ func fmtTS(ts uint64) string { return tstamp.String(ts) }
 func (m *Manager) ResolveExpired(ctx context.Context, locks []mvcc.LockEntry) error {
 	var errs []error
 	for _, e := range locks {
-		st, err := m.check(ctx, e.Lock)
-		if err == nil && (st.State == mvcc.TxnCommitted || st.State == mvcc.TxnRolledBack) {
-			err = m.resolve(ctx, e.Obj, e.Lock, st)
-		}
+		_, err := m.settleOne(ctx, e)
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -322,15 +322,11 @@ func (m *Manager) commit(ctx context.Context, startTS uint64, muts []mvcc.Mutati
 // waits for any (dies false).
 func (m *Manager) lockWait(ctx context.Context, startTS uint64, le *rangeclient.LockedError, attempt int, dies bool) error {
 	for _, e := range le.Locks {
-		st, err := m.check(ctx, e.Lock)
+		decided, err := m.settleOne(ctx, e)
 		if err != nil {
 			return err
 		}
-		switch st.State {
-		case mvcc.TxnCommitted, mvcc.TxnRolledBack:
-			if err := m.resolve(ctx, e.Obj, e.Lock, st); err != nil {
-				return err
-			}
+		if decided {
 			continue
 		}
 		if dies && e.Lock.StartTS < startTS {

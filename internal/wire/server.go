@@ -865,6 +865,14 @@ func (c *serverConn) handle(ctx context.Context, h Header, txnID uint64, body []
 		resp []byte
 		err  error
 	)
+	// A request flagged TXN runs in that transaction of the connection.
+	var tx *object.Txn
+	if txnID != 0 {
+		if tx, err = c.txn(txnID); err != nil {
+			c.unregister(id)
+			return c.sendServiceError(ctx, h.Op, id, err)
+		}
+	}
 	bp := c.s.small.Get().(*[]byte)
 	buf := (*bp)[:0]
 	switch h.Op {
@@ -992,11 +1000,8 @@ func (c *serverConn) handle(ctx context.Context, h Header, txnID uint64, body []
 		resp, err = c.txnOp(ctx, h.Op, buf, body)
 	case OpPut:
 		var info object.Info
-		if txnID != 0 {
-			var tx *object.Txn
-			if tx, err = c.txn(txnID); err == nil {
-				info, err = tx.Put(ctx, put, putBody)
-			}
+		if tx != nil {
+			info, err = tx.Put(ctx, put, putBody)
 		} else {
 			info, err = svc.Put(ctx, put, putBody)
 		}
@@ -1005,7 +1010,7 @@ func (c *serverConn) handle(ctx context.Context, h Header, txnID uint64, body []
 		}
 	case OpGet:
 		c.s.small.Put(bp)
-		return c.get(ctx, id, txnID, body)
+		return c.get(ctx, id, tx, body)
 	case OpStat:
 		var req object.GetRequest
 		if req, err = DecodeGetRequest(body); err == nil {
@@ -1014,11 +1019,8 @@ func (c *serverConn) handle(ctx context.Context, h Header, txnID uint64, body []
 				break
 			}
 			var info object.Info
-			if txnID != 0 {
-				var tx *object.Txn
-				if tx, err = c.txn(txnID); err == nil {
-					info, err = tx.Stat(ctx, &req)
-				}
+			if tx != nil {
+				info, err = tx.Stat(ctx, &req)
 			} else {
 				info, err = svc.Stat(ctx, &req)
 			}
@@ -1034,12 +1036,9 @@ func (c *serverConn) handle(ctx context.Context, h Header, txnID uint64, body []
 				break
 			}
 			var info object.Info
-			if txnID != 0 {
-				var tx *object.Txn
-				if tx, err = c.txn(txnID); err == nil {
-					err = tx.Delete(ctx, &req)
-					info = object.Info{Space: req.Space, Key: req.Key, DeleteMarker: true}
-				}
+			if tx != nil {
+				err = tx.Delete(ctx, &req)
+				info = object.Info{Space: req.Space, Key: req.Key, DeleteMarker: true}
 			} else {
 				info, err = svc.Delete(ctx, &req)
 			}
@@ -1055,11 +1054,8 @@ func (c *serverConn) handle(ctx context.Context, h Header, txnID uint64, body []
 				break
 			}
 			var res object.ListResult
-			if txnID != 0 {
-				var tx *object.Txn
-				if tx, err = c.txn(txnID); err == nil {
-					res, err = tx.List(ctx, &req)
-				}
+			if tx != nil {
+				res, err = tx.List(ctx, &req)
 			} else {
 				res, err = svc.List(ctx, &req)
 			}
@@ -1129,7 +1125,7 @@ func (c *serverConn) asError(err error) *Error {
 // get answers a GET: a header frame with the ObjectInfo and the first bytes,
 // then DATA frames, the last with END. At most StreamFrames frames of one
 // stream wait in the writer's queue.
-func (c *serverConn) get(ctx context.Context, id uint32, txnID uint64, body []byte) Code {
+func (c *serverConn) get(ctx context.Context, id uint32, tx *object.Txn, body []byte) Code {
 	req, err := DecodeGetRequest(body)
 	if err != nil {
 		c.unregister(id)
@@ -1141,11 +1137,8 @@ func (c *serverConn) get(ctx context.Context, id uint32, txnID uint64, body []by
 	}
 	var info object.Info
 	var rc io.ReadCloser
-	if txnID != 0 {
-		var tx *object.Txn
-		if tx, err = c.txn(txnID); err == nil {
-			info, rc, err = tx.Get(ctx, &req)
-		}
+	if tx != nil {
+		info, rc, err = tx.Get(ctx, &req)
 	} else {
 		info, rc, err = c.s.svc.Get(ctx, &req)
 	}

@@ -89,45 +89,13 @@ func etcdPut(args []string) (result, error) {
 	}
 	defer cli.Close()
 	val := string(make([]byte, *size))
-	ctx, cancel := context.WithTimeout(context.Background(), *dur)
-	defer cancel()
-	var (
-		mu   sync.Mutex
-		all  []time.Duration
-		errs int
-		wg   sync.WaitGroup
-	)
-	start := time.Now()
-	for w := 0; w < *conc; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			var lat []time.Duration
-			e := 0
-			for i := 0; ctx.Err() == nil; i++ {
-				t0 := time.Now()
-				_, err := cli.Put(ctx, fmt.Sprintf("bench-%08d", (w*7919+i)%*keys), val)
-				if ctx.Err() != nil {
-					break
-				}
-				if err != nil {
-					e++
-					continue
-				}
-				lat = append(lat, time.Since(t0))
-			}
-			mu.Lock()
-			all = append(all, lat...)
-			errs += e
-			mu.Unlock()
-		}(w)
-	}
-	wg.Wait()
-	el := time.Since(start).Seconds()
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	return result{Op: "etcd-put", Size: int64(*size), Concurrency: *conc, Seconds: el, Ops: len(all), Errors: errs,
-		OpsPerSec: float64(len(all)) / el, MiBPerSec: float64(len(all)) * float64(*size) / (1 << 20) / el,
-		P50Ms: pct(all, .5), P99Ms: pct(all, .99), P999Ms: pct(all, .999)}, nil
+	res := closedLoop(*conc, *dur, func(ctx context.Context, w, i int) error {
+		_, err := cli.Put(ctx, fmt.Sprintf("bench-%08d", (w*7919+i)%*keys), val)
+		return err
+	})
+	res.Op, res.Size = "etcd-put", int64(*size)
+	res.MiBPerSec = float64(res.Ops) * float64(*size) / (1 << 20) / res.Seconds
+	return res, nil
 }
 
 // etcdTxn runs transactions that each insert -objects new keys of -size
@@ -146,7 +114,25 @@ func etcdTxn(args []string) (result, error) {
 	}
 	defer cli.Close()
 	val := string(make([]byte, *size))
-	ctx, cancel := context.WithTimeout(context.Background(), *dur)
+	res := closedLoop(*conc, *dur, func(ctx context.Context, w, i int) error {
+		ops := make([]clientv3.Op, *objects)
+		for j := range ops {
+			ops[j] = clientv3.OpPut(fmt.Sprintf("txn-%d-%d-%d", w, i, j), val)
+		}
+		_, err := cli.Txn(ctx).Then(ops...).Commit()
+		return err
+	})
+	res.Op, res.Size = "etcd-txn", int64(*size)
+	res.MiBPerSec = float64(res.Ops) * float64(*objects**size) / (1 << 20) / res.Seconds
+	return res, nil
+}
+
+// closedLoop runs op from conc workers, each calling it again as soon as
+// it returns (worker w's i-th call), for dur, and returns the counts, the
+// rate and the latency percentiles (an op cut off by the end is no
+// sample).
+func closedLoop(conc int, dur time.Duration, op func(ctx context.Context, w, i int) error) result {
+	ctx, cancel := context.WithTimeout(context.Background(), dur)
 	defer cancel()
 	var (
 		mu   sync.Mutex
@@ -155,19 +141,15 @@ func etcdTxn(args []string) (result, error) {
 		wg   sync.WaitGroup
 	)
 	start := time.Now()
-	for w := 0; w < *conc; w++ {
+	for w := 0; w < conc; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
 			var lat []time.Duration
 			e := 0
-			ops := make([]clientv3.Op, *objects)
 			for i := 0; ctx.Err() == nil; i++ {
-				for j := range ops {
-					ops[j] = clientv3.OpPut(fmt.Sprintf("txn-%d-%d-%d", w, i, j), val)
-				}
 				t0 := time.Now()
-				_, err := cli.Txn(ctx).Then(ops...).Commit()
+				err := op(ctx, w, i)
 				if ctx.Err() != nil {
 					break
 				}
@@ -186,9 +168,8 @@ func etcdTxn(args []string) (result, error) {
 	wg.Wait()
 	el := time.Since(start).Seconds()
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	return result{Op: "etcd-txn", Size: int64(*size), Concurrency: *conc, Seconds: el, Ops: len(all), Errors: errs,
-		OpsPerSec: float64(len(all)) / el, MiBPerSec: float64(len(all)) * float64(*objects**size) / (1 << 20) / el,
-		P50Ms: pct(all, .5), P99Ms: pct(all, .99), P999Ms: pct(all, .999)}, nil
+	return result{Concurrency: conc, Seconds: el, Ops: len(all), Errors: errs, OpsPerSec: float64(len(all)) / el,
+		P50Ms: pct(all, .5), P99Ms: pct(all, .99), P999Ms: pct(all, .999)}
 }
 
 // loopback measures TCP bandwidth over 127.0.0.1 with one stream writing
