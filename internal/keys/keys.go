@@ -214,6 +214,63 @@ func AppendVersion(dst, obj []byte, ts uint64) []byte {
 	return binary.BigEndian.AppendUint64(dst, ^ts)
 }
 
+// Split returns the length of k's prefix for the LSM's prefix bloom
+// filters (pebble's Comparer.Split): for a version key 'v' | obj | ^ts, the
+// length of 'v' | obj, so that a seek to one object's versions skips every
+// table that holds none of them; for every other key, and for anything in
+// the 'v' keyspace that is not a whole version key (bounds, separators), all
+// of k. Object keys are prefix-free and end in a terminator, so byte order
+// over whole keys orders them by prefix first, as pebble requires.
+func Split(k []byte) int {
+	if len(k) < 1+spaceLen+4+tsLen || k[0] != PrefixVersion {
+		return len(k)
+	}
+	if n := objectEnd(k, 1); n == len(k)-tsLen {
+		return n
+	}
+	return len(k)
+}
+
+// VersionPrefixEnd returns the smallest key after every version key of
+// the object whose version prefix ('v' | obj) is prefix, that is itself no
+// version key: prefix with its terminator's last byte raised (0x00 0x02, a
+// sequence no escaped string holds). It sorts before every version key of
+// every later object. ok is false when prefix is no whole version prefix.
+func VersionPrefixEnd(dst, prefix []byte) (_ []byte, ok bool) {
+	if len(prefix) < 1+spaceLen+4 || prefix[0] != PrefixVersion || objectEnd(prefix, 1) != len(prefix) {
+		return dst, false
+	}
+	dst = append(dst, prefix...)
+	dst[len(dst)-1]++
+	return dst, true
+}
+
+// objectEnd returns the offset in k just past the object key that starts
+// at offset start (its space, escaped placement prefix and escaped key), or
+// -1 if k holds no whole object key there.
+func objectEnd(k []byte, start int) int {
+	n := start + spaceLen
+	for range 2 { // the escaped placement prefix, then the escaped key
+		for {
+			if n > len(k) {
+				return -1
+			}
+			i := bytes.IndexByte(k[n:], escByte)
+			if i < 0 || n+i+1 >= len(k) {
+				return -1
+			}
+			n += i + 2
+			if k[n-1] == escTerm {
+				break
+			}
+			if k[n-1] != escFF {
+				return -1
+			}
+		}
+	}
+	return n
+}
+
 // DecodeVersion splits a version key into its object key (aliasing k) and
 // timestamp. The object key is checked with DecodeObject.
 func DecodeVersion(k []byte) (obj []byte, ts uint64, err error) {

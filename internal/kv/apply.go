@@ -226,23 +226,35 @@ func (r Reader) NewIter(lower, upper []byte) (mvcc.Iterator, error) {
 // Get implements mvcc.PointReader.
 func (r Reader) Get(k []byte) ([]byte, bool, error) { return get(r.R, k) }
 
-func get(r pebble.Reader, k []byte) ([]byte, bool, error) {
-	v, c, err := r.Get(k)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
+// get reads one key with a prefix seek rather than pebble's Get, which
+// skips the bloom filters of the last level, where most tables are: the
+// keys read this way (locks, mostly) are usually absent, and the filters
+// spare reading a data block of every table for each.
+func get(r pebble.Reader, k []byte) (_ []byte, _ bool, err error) {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: k, UpperBound: append(k[:len(k):len(k)], 0), UseL6Filters: true})
 	if err != nil {
 		return nil, false, err
 	}
-	out := slices.Clone(v)
+	defer func() {
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if !it.SeekPrefixGE(k) {
+		return nil, false, it.Error()
+	}
+	out := slices.Clone(it.Value())
 	if out == nil {
 		out = []byte{}
 	}
-	return out, true, c.Close()
+	return out, true, nil
 }
 
+// newIter returns an iterator over [lower, upper). Its prefix seeks
+// (mvcc's seeks among one object's versions) consult the bloom filters of
+// every level: they mostly look for objects a table does not hold.
 func newIter(r pebble.Reader, lower, upper []byte) (mvcc.Iterator, error) {
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper, UseL6Filters: true})
 	if err != nil {
 		return nil, err // an untyped nil, not a nil *pebble.Iterator
 	}

@@ -15,11 +15,12 @@ import (
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/rangedesc"
+	"github.com/cairn-db/cairn/internal/storage"
 )
 
 func openMem(t *testing.T) *pebble.DB {
 	t.Helper()
-	db, err := pebble.Open("db", &pebble.Options{FS: vfs.NewMem()})
+	db, err := pebble.Open("db", &pebble.Options{FS: vfs.NewMem(), Comparer: storage.Comparer})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/testenv"
 	"github.com/cairn-db/cairn/internal/tstamp"
 )
@@ -24,7 +25,7 @@ import (
 func BenchmarkList(b *testing.B) {
 	for _, versions := range []int{1, 4} {
 		b.Run(fmt.Sprintf("versions=%d", versions), func(b *testing.B) {
-			db, err := pebble.Open("db", &pebble.Options{FS: vfs.NewMem()})
+			db, err := pebble.Open("db", &pebble.Options{FS: vfs.NewMem(), Comparer: storage.Comparer})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -53,9 +53,21 @@ func newVersionIter(r Reader, obj []byte) (*versionIter, error) {
 	return &versionIter{it: it, prefix: prefix}, nil
 }
 
+// prefixSeeker is an Iterator that can seek among the keys sharing the
+// seek key's prefix alone (pebble's SeekPrefixGE): with the store's
+// comparer the prefix of a version key is its object, and tables whose
+// bloom filter holds no version of the object are skipped.
+type prefixSeeker interface {
+	SeekPrefixGE(key []byte) bool
+}
+
 // seek positions at the newest version <= ts (ts = ^0 for the newest).
 func (v *versionIter) seek(ts uint64) bool {
-	return v.it.SeekGE(binary.BigEndian.AppendUint64(v.prefix[:len(v.prefix):len(v.prefix)], ^ts))
+	k := binary.BigEndian.AppendUint64(v.prefix[:len(v.prefix):len(v.prefix)], ^ts)
+	if p, ok := v.it.(prefixSeeker); ok {
+		return p.SeekPrefixGE(k)
+	}
+	return v.it.SeekGE(k)
 }
 
 // ts returns the timestamp of the current version.

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -286,7 +285,7 @@ func (n *memNet) Send(msgs []Message) {
 
 // buildTestSSTs builds the SSTs of a snapshot of spans on s, as an
 // outgoing snapshot's are, and returns their bytes.
-func buildTestSSTs(t *testing.T, s *Store, rd pebble.Reader, spans []Span, format sstable.TableFormat) [][]byte {
+func buildTestSSTs(t *testing.T, s *Store, rd pebble.Reader, spans []Span) [][]byte {
 	t.Helper()
 	token := s.nextID.Add(1)
 	var paths []string
@@ -294,7 +293,7 @@ func buildTestSSTs(t *testing.T, s *Store, rd pebble.Reader, spans []Span, forma
 		paths = append(paths, s.outSnapPath(0, token, i))
 	}
 	defer s.removeFiles(paths)
-	ssts, err := s.buildSSTs(rd, spans, paths, format)
+	ssts, err := s.buildSSTs(rd, spans, paths, s.opts.Engine.WriterOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -385,9 +385,9 @@ func (s *Store) subsumable(left uint64, start, end []byte) []uint64 {
 // subsumeSST is an SST that drops range id's raft state and leaves its
 // tombstone (merged into left); the snapshot of left that subsumes it
 // ingests it with its own.
-func subsumeSST(id, left uint64, format sstable.TableFormat) ([]byte, error) {
+func subsumeSST(id, left uint64, wo sstable.WriterOptions) ([]byte, error) {
 	w := &memWritable{}
-	sw := sstable.NewWriter(w, sstable.WriterOptions{TableFormat: format})
+	sw := sstable.NewWriter(w, wo)
 	prefix := rangePrefix(id)
 	err := errors.Join(sw.DeleteRange(prefix, keys.PrefixEnd(prefix)),
 		sw.Set(stateKey(prefix, suffixTombstone), encodeUint64s(left)), sw.Close())

@@ -117,7 +117,7 @@ func (s *Store) startSnapshot(r *Replica, m *raftpb.Message) bool {
 	out.Snapshot.Data = encodeSnapData(d, r.st.merge)
 	spans := sp.Spans(d)
 	snap := s.db.NewSnapshot()
-	format := s.db.FormatMajorVersion().MaxTableFormat()
+	wo := s.opts.Engine.WriterOptions()
 	token := s.nextID.Add(1)
 	s.bg.Add(1)
 	go func() {
@@ -127,7 +127,7 @@ func (s *Store) startSnapshot(r *Replica, m *raftpb.Message) bool {
 			paths = append(paths, s.outSnapPath(r.rangeID, token, i))
 		}
 		defer s.removeFiles(paths)
-		ssts, err := s.buildSSTs(snap, spans, paths, format)
+		ssts, err := s.buildSSTs(snap, spans, paths, wo)
 		_ = snap.Close()
 		if err == nil {
 			err = tr.SendSnapshot(s.ctx, Message{RangeID: r.rangeID, Msg: out}, ssts)
@@ -149,7 +149,7 @@ func (s *Store) startSnapshot(r *Replica, m *raftpb.Message) bool {
 // buildSSTs writes one SST per span into the file at the same index of
 // paths: a range deletion of the whole span (the receiver's old state
 // there goes) and every key in it as of rd.
-func (s *Store) buildSSTs(rd pebble.Reader, spans []Span, paths []string, format sstable.TableFormat) ([]SnapshotSST, error) {
+func (s *Store) buildSSTs(rd pebble.Reader, spans []Span, paths []string, wo sstable.WriterOptions) ([]SnapshotSST, error) {
 	fs := s.opts.Engine.FS()
 	if len(paths) > 0 {
 		if err := fs.MkdirAll(fs.PathDir(paths[0]), 0o755); err != nil {
@@ -164,7 +164,7 @@ func (s *Store) buildSSTs(rd pebble.Reader, spans []Span, paths []string, format
 		}
 		// The writer owns f from here: Close finishes (syncs and closes)
 		// it, or aborts it on an error.
-		sw := sstable.NewWriter(objstorageprovider.NewFileWritable(f), sstable.WriterOptions{TableFormat: format})
+		sw := sstable.NewWriter(objstorageprovider.NewFileWritable(f), wo)
 		err = sw.DeleteRange(sp.Start, sp.End)
 		if err == nil {
 			err = copySpan(rd, sp, sw)
@@ -346,7 +346,7 @@ func (s *Store) checkSST(ctx context.Context, path string, sp Span) error {
 		_ = f.Close()
 		return err
 	}
-	rd, err := sstable.NewReader(ctx, readable, sstable.ReaderOptions{})
+	rd, err := sstable.NewReader(ctx, readable, s.opts.Engine.ReaderOptions())
 	if err != nil {
 		_ = readable.Close()
 		return err
@@ -419,7 +419,7 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 		hs = proto.CloneOf(r.st.hs)
 		hs.Commit = new(max(hs.GetCommit(), idx))
 	}
-	format := s.db.FormatMajorVersion().MaxTableFormat()
+	wo := s.opts.Engine.WriterOptions()
 	// The frozen replicas here that the snapshot's bounds cover go in the
 	// same ingestion as the snapshot (their raft state deleted, a
 	// tombstone left): a crash between the two would leave a replica
@@ -429,14 +429,14 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 		gone = s.subsumable(r.rangeID, p.start, p.end)
 	}
 	var ssts [][]byte
-	state, err := r.st.stateSST(hs, md.GetConfState(), idx, term, p, format)
+	state, err := r.st.stateSST(hs, md.GetConfState(), idx, term, p, wo)
 	ssts = append(ssts, state)
 	for _, id := range gone {
 		if err != nil {
 			break
 		}
 		var sst []byte
-		sst, err = subsumeSST(id, r.rangeID, format)
+		sst, err = subsumeSST(id, r.rangeID, wo)
 		ssts = append(ssts, sst)
 	}
 	if err == nil {
@@ -518,9 +518,9 @@ func (w *memWritable) Abort()               {}
 
 // stateSST is an SST that replaces all of the range's raft state with a
 // log truncated at (idx, term), applied up to idx.
-func (st *raftStorage) stateSST(hs *raftpb.HardState, cs *raftpb.ConfState, idx, term uint64, p *pendingSnap, format sstable.TableFormat) ([]byte, error) {
+func (st *raftStorage) stateSST(hs *raftpb.HardState, cs *raftpb.ConfState, idx, term uint64, p *pendingSnap, wo sstable.WriterOptions) ([]byte, error) {
 	w := &memWritable{}
-	sw := sstable.NewWriter(w, sstable.WriterOptions{TableFormat: format})
+	sw := sstable.NewWriter(w, wo)
 	enc := func(m proto.Message) []byte {
 		p, err := proto.Marshal(m)
 		if err != nil {

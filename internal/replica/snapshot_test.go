@@ -27,7 +27,6 @@ func TestReceiveSnapshotRefusesBadSSTs(t *testing.T) {
 	}
 	proposeSeq(t, r, 1, 3)
 	span := sm.Spans(rangedesc.Range{})[0]
-	format := e.DB().FormatMajorVersion().MaxTableFormat()
 	build := func(keys ...[]byte) []byte {
 		b := e.DB().NewBatch()
 		for _, k := range keys {
@@ -36,10 +35,10 @@ func TestReceiveSnapshotRefusesBadSSTs(t *testing.T) {
 		if err := b.Commit(pebble.NoSync); err != nil {
 			t.Fatal(err)
 		}
-		return buildTestSSTs(t, s, e.DB(), []Span{{Start: []byte("a"), End: []byte("zz")}}, format)[0]
+		return buildTestSSTs(t, s, e.DB(), []Span{{Start: []byte("a"), End: []byte("zz")}})[0]
 	}
 	outside := build([]byte("b-outside"))
-	good := buildTestSSTs(t, s, e.DB(), []Span{span}, format)
+	good := buildTestSSTs(t, s, e.DB(), []Span{span})
 	damaged := bytes.Clone(good[0])
 	damaged[len(damaged)/3] ^= 0x40
 	msg := Message{RangeID: 1, Msg: &raftpb.Message{

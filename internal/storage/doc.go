@@ -19,4 +19,8 @@
 //	'v'  object-key ^ts               mvcc: version records
 //
 // Object keys (space | placement prefix | key) are built by package keys.
+//
+// The comparer (Comparer) orders keys as bytes and splits version keys
+// into object and timestamp (keys.Split), so the bloom filters skip the
+// tables that hold no version of an object a seek looks for.
 package storage

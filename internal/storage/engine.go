@@ -6,9 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -21,6 +23,13 @@ const (
 	PrefixNodeLocal  = "\x03"
 )
 
+// The memtables: many small synced commits from concurrent writers group
+// into one WAL fsync; a large memtable keeps flushes rare.
+const (
+	memTableSize       = 64 << 20
+	memTableStopWrites = 4
+)
+
 // Options configures Open. The zero value of every field but Dir means its
 // default.
 type Options struct {
@@ -28,7 +37,9 @@ type Options struct {
 	Dir string
 	// FS is the disk seam. Default: vfs.Default (the real disk).
 	FS vfs.FS
-	// CacheSize is the block cache size in bytes. Default: 128 MiB.
+	// CacheSize is the block cache size in bytes: what the tables' blocks
+	// may hold. Default: 256 MiB. (Pebble charges its memtables to the same
+	// cache; Open adds their most, so that they never crowd the blocks out.)
 	CacheSize int64
 	// Logger receives pebble's informational messages at debug level.
 	// Default: slog.Default().
@@ -41,7 +52,7 @@ func (o *Options) EnsureDefaults() {
 		o.FS = vfs.Default
 	}
 	if o.CacheSize == 0 {
-		o.CacheSize = 128 << 20
+		o.CacheSize = 256 << 20
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -63,9 +74,10 @@ func (o *Options) Validate() error {
 // Engine is a node's pebble instance together with the FS it lives on.
 // Other components (segment store, replicas) share the FS for their own files.
 type Engine struct {
-	db  *pebble.DB
-	fs  vfs.FS
-	dir string
+	db   *pebble.DB
+	fs   vfs.FS
+	dir  string
+	opts *pebble.Options // with defaults: what tables built outside need
 }
 
 // Open opens (creating if needed) the pebble instance in opts.Dir.
@@ -77,29 +89,48 @@ func Open(opts Options) (*Engine, error) {
 	if err := MkdirAllSync(opts.FS, opts.Dir); err != nil {
 		return nil, err
 	}
-	cache := pebble.NewCache(opts.CacheSize)
+	// Pebble reserves the memory of every memtable (the mutable one and
+	// those waiting to be flushed) in the block cache: a cache no larger
+	// than the memtables holds no block at all once two of them exist.
+	cache := pebble.NewCache(opts.CacheSize + memTableSize*memTableStopWrites)
 	defer cache.Unref()
 	po := &pebble.Options{
-		FS:                 opts.FS,
-		Cache:              cache,
-		FormatMajorVersion: pebble.FormatNewest,
-		Logger:             pebbleLogger{opts.Logger},
-		// Many small synced commits from concurrent writers group into one
-		// WAL fsync; keep the memtable large enough that flushes are rare.
-		MemTableSize:                64 << 20,
-		MemTableStopWritesThreshold: 4,
+		FS:                          opts.FS,
+		Cache:                       cache,
+		Comparer:                    Comparer,
+		FormatMajorVersion:          pebble.FormatNewest,
+		Logger:                      pebbleLogger{opts.Logger},
+		MemTableSize:                memTableSize,
+		MemTableStopWritesThreshold: memTableStopWrites,
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       1000,
 	}
 	// Bloom filters let a point read of a key that is in no table (a
-	// transaction's lock check, mostly) skip the tables' blocks.
+	// transaction's lock check, mostly) skip the tables' blocks, and,
+	// built over the object of each version key (Comparer), a seek to the
+	// versions of an object that has none in a table (an insert's check for
+	// a newer version) skip the table.
 	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	po.EnsureDefaults()
 	db, err := pebble.Open(opts.Dir, po)
+	if err != nil && strings.Contains(err.Error(), "comparer name from file") {
+		return nil, fmt.Errorf("storage: %s holds a store of an earlier development format (its keys are ordered under another comparer; this build reads %q): start with an empty data directory, or copy the objects out with the build that wrote it: %w", opts.Dir, ComparerName, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("storage: open pebble in %s: %w", opts.Dir, err)
 	}
-	return &Engine{db: db, fs: opts.FS, dir: opts.Dir}, nil
+	return &Engine{db: db, fs: opts.FS, dir: opts.Dir, opts: po}, nil
 }
+
+// WriterOptions returns the options of a table built outside pebble for
+// ingestion (a snapshot's): the store's comparer, key schema and filters,
+// in the newest table format the store reads.
+func (e *Engine) WriterOptions() sstable.WriterOptions {
+	return e.opts.MakeWriterOptions(len(e.opts.Levels)-1, e.db.FormatMajorVersion().MaxTableFormat())
+}
+
+// ReaderOptions returns the options to read such a table.
+func (e *Engine) ReaderOptions() sstable.ReaderOptions { return e.opts.MakeReaderOptions() }
 
 // DB returns the pebble instance. It is owned by the Engine.
 func (e *Engine) DB() *pebble.DB { return e.db }
