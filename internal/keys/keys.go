@@ -346,6 +346,12 @@ func DecodeLock(k []byte) (obj []byte, startTS uint64, record bool, err error) {
 	return obj, ^binary.BigEndian.Uint64(k[len(k)-tsLen:]), true, nil
 }
 
+// IsLock reports whether k is a lock key ('l' | obj), not a transaction
+// record or anything else.
+func IsLock(k []byte) bool {
+	return len(k) > 1 && k[0] == PrefixLock && objectEnd(k, 1) == len(k)
+}
+
 // LockSpan returns the span [lower, upper) of the lock keys of every object
 // in [objStart, objEnd); a nil objEnd means past the last one (the end of
 // the 'l' keyspace).

@@ -51,6 +51,9 @@ type StateMachine struct {
 	// inBatch indexes it by object (the last update of each).
 	written []cacheUpdate
 	inBatch map[string]int
+
+	// locks spares the lock checks of absent locks a read of pebble.
+	locks lockSet
 }
 
 type cacheUpdate struct {
@@ -61,6 +64,7 @@ type cacheUpdate struct {
 // Committed implements replica.Committer: the batch holding every command
 // applied since the last call is now visible in pebble.
 func (m *StateMachine) Committed() {
+	m.locks.committed()
 	for i, u := range m.written {
 		m.Cache.end(u.obj, u.latest)
 		m.written[i] = cacheUpdate{}
@@ -83,10 +87,16 @@ func Spans(d rangedesc.Range) []replica.Span {
 // Restored implements replica.Restorer: a range's state was replaced, so
 // cached records of its keys may be stale. The cache is the node's, shared
 // by every range: only this range's keys are dropped.
-func (m *StateMachine) Restored(d rangedesc.Range) { m.Cache.ClearRange(d.Start, d.End) }
+func (m *StateMachine) Restored(d rangedesc.Range) {
+	m.Cache.ClearRange(d.Start, d.End)
+	m.locks.reset(m.bounds)
+}
 
 // SetBounds implements replica.Bounder.
-func (m *StateMachine) SetBounds(d rangedesc.Range) { m.bounds = d }
+func (m *StateMachine) SetBounds(d rangedesc.Range) {
+	m.bounds = d
+	m.locks.reset(d)
+}
 
 func (m *StateMachine) wrote(obj []byte, latest *mvcc.Record) {
 	if m.Cache == nil {
@@ -125,7 +135,7 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 	if err != nil {
 		return err
 	}
-	rw := BatchRW{B: b}
+	rw := BatchRW{B: b, locks: &m.locks}
 	switch c := c.(type) {
 	case *PutCmd:
 		if !m.bounds.ContainsKey(c.Obj) {
@@ -198,8 +208,13 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 	return fmt.Errorf("%w: unknown command %T", ErrBadCommand, c)
 }
 
-// BatchRW adapts a pebble indexed batch to mvcc.ReadWriter.
-type BatchRW struct{ B *pebble.Batch }
+// BatchRW adapts a pebble indexed batch to mvcc.ReadWriter. Given the
+// range's lock set (the apply step's), it answers reads of absent locks
+// from the set and keeps the set current with its writes.
+type BatchRW struct {
+	B     *pebble.Batch
+	locks *lockSet
+}
 
 // NewIter implements mvcc.Reader; reads see the batch's own writes.
 func (rw BatchRW) NewIter(lower, upper []byte) (mvcc.Iterator, error) {
@@ -207,13 +222,30 @@ func (rw BatchRW) NewIter(lower, upper []byte) (mvcc.Iterator, error) {
 }
 
 // Get implements mvcc.PointReader; it sees the batch's own writes.
-func (rw BatchRW) Get(k []byte) ([]byte, bool, error) { return get(rw.B, k) }
+func (rw BatchRW) Get(k []byte) ([]byte, bool, error) {
+	if rw.locks != nil && keys.IsLock(k) {
+		if may, err := rw.locks.mayHold(rw.B, k); err != nil || !may {
+			return nil, false, err
+		}
+	}
+	return get(rw.B, k)
+}
 
 // Set implements mvcc.Writer.
-func (rw BatchRW) Set(k, v []byte) error { return rw.B.Set(k, v, nil) }
+func (rw BatchRW) Set(k, v []byte) error {
+	if rw.locks != nil {
+		rw.locks.wrote(k, false)
+	}
+	return rw.B.Set(k, v, nil)
+}
 
 // Delete implements mvcc.Writer.
-func (rw BatchRW) Delete(k []byte) error { return rw.B.Delete(k, nil) }
+func (rw BatchRW) Delete(k []byte) error {
+	if rw.locks != nil {
+		rw.locks.wrote(k, true)
+	}
+	return rw.B.Delete(k, nil)
+}
 
 // Reader adapts any pebble reader (the DB, a snapshot) to mvcc.Reader.
 type Reader struct{ R pebble.Reader }

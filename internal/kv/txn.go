@@ -382,9 +382,9 @@ func (d *deferredRW) flush() error {
 	for _, w := range d.writes {
 		var err error
 		if w.value == nil {
-			err = d.B.Delete(w.key, nil)
+			err = d.BatchRW.Delete(w.key)
 		} else {
-			err = d.B.Set(w.key, w.value, nil)
+			err = d.BatchRW.Set(w.key, w.value)
 		}
 		if err != nil {
 			return err
