@@ -8,6 +8,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/codec"
 	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // The transaction commands: each applies one rule of mvcc's transaction
@@ -359,9 +360,55 @@ func Footprint(cmd []byte) (ts uint64, ok bool) {
 // flush: a multi-key command that fails part-way writes nothing. The mvcc
 // rules never read a key after writing it within one command, and a
 // command names each key once, so the reads need not see the held writes.
+//
+// The command's reads share one pebble iterator, bounded anew for each
+// (a pebble iterator costs far more to make than to re-bound; the batch
+// does not change under it while the writes are held). A read that starts
+// while another's iterator is open gets its own.
 type deferredRW struct {
 	BatchRW
 	writes []deferredWrite
+	it     *pebble.Iterator
+	itBusy bool
+}
+
+// NewIter implements mvcc.Reader.
+func (d *deferredRW) NewIter(lower, upper []byte) (mvcc.Iterator, error) {
+	if d.itBusy {
+		return d.BatchRW.NewIter(lower, upper)
+	}
+	if d.it == nil {
+		it, err := d.B.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper, UseL6Filters: true})
+		if err != nil {
+			return nil, err
+		}
+		d.it = it
+	} else {
+		d.it.SetBounds(lower, upper)
+	}
+	d.itBusy = true
+	return sharedIter{d.it, d}, nil
+}
+
+// sharedIter is the command's iterator lent to one read; Close returns it.
+type sharedIter struct {
+	*pebble.Iterator
+	d *deferredRW
+}
+
+func (s sharedIter) Close() error {
+	s.d.itBusy = false
+	return s.Iterator.Error()
+}
+
+// close closes the shared iterator, once the command is done.
+func (d *deferredRW) close() error {
+	if d.it == nil {
+		return nil
+	}
+	err := d.it.Close()
+	d.it = nil
+	return err
 }
 
 type deferredWrite struct {
@@ -396,6 +443,11 @@ func (d *deferredRW) flush() error {
 // applyTxn applies a transaction command. On error it has written nothing.
 func (m *StateMachine) applyTxn(rw BatchRW, c any) any {
 	d := &deferredRW{BatchRW: rw}
+	defer d.close() // after a failure: the reads' error is the one returned
+	return m.applyTxnRW(d, c)
+}
+
+func (m *StateMachine) applyTxnRW(d *deferredRW, c any) any {
 	res := &Result{}
 	var changed []changedKey
 	switch c := c.(type) {
@@ -506,6 +558,9 @@ func (m *StateMachine) applyTxn(rw BatchRW, c any) any {
 				return err
 			}
 		}
+	}
+	if err := d.close(); err != nil {
+		return err
 	}
 	if err := d.flush(); err != nil {
 		return err

@@ -623,27 +623,40 @@ func (s *Store) cycle(tick bool) error {
 		s.stats.sent.Add(uint64(len(out)))
 	}
 
-	// Queue the log writes and apply what is committed (and durable here).
+	// Queue the log writes and start writing them, then apply what is
+	// committed (and durable here): the writer's fsync overlaps the apply.
+	// (A split, merge or removal the apply meets flushes the write first.)
 	for _, x := range rds {
 		if !x.live() {
 			continue // merged away or re-initialized earlier in this cycle
 		}
 		x.r.noteReady(x.rd)
 		for _, m := range x.rd.Messages {
-			switch m.GetTo() {
-			case raft.LocalAppendThread:
+			if m.GetTo() == raft.LocalAppendThread {
 				s.queueAppend(x.r, x.rn, &x.rd, m)
-			case raft.LocalApplyThread:
-				t := startWatch()
-				if err := x.r.apply(m.GetEntries()); err != nil {
-					return fmt.Errorf("replica: range %d: apply: %w", x.r.rangeID, err)
-				}
-				s.stats.applyNs.Add(t.ns())
-				s.stats.applied.Add(uint64(len(m.GetEntries())))
-				if x.live() {
-					for _, resp := range m.GetResponses() {
-						x.r.step(resp)
-					}
+			}
+		}
+	}
+	if err := s.startPersist(); err != nil {
+		return err
+	}
+	for _, x := range rds {
+		if !x.live() {
+			continue // merged away or re-initialized earlier in this cycle
+		}
+		for _, m := range x.rd.Messages {
+			if m.GetTo() != raft.LocalApplyThread {
+				continue
+			}
+			t := startWatch()
+			if err := x.r.apply(m.GetEntries()); err != nil {
+				return fmt.Errorf("replica: range %d: apply: %w", x.r.rangeID, err)
+			}
+			s.stats.applyNs.Add(t.ns())
+			s.stats.applied.Add(uint64(len(m.GetEntries())))
+			if x.live() {
+				for _, resp := range m.GetResponses() {
+					x.r.step(resp)
 				}
 			}
 		}
