@@ -437,6 +437,7 @@ func (c *serverConn) startTLS() bool {
 	case Version:
 		c.raw.Write(AppendFrame(nil, OpPing, FlagResponse|FlagError, 0, AppendError(nil,
 			Errorf(CodeTLSRequired, "this port serves TLS only: connect with TLS (cairn --ca FILE, or --tls to trust the system's roots)"))))
+		lingerClose(c.raw)
 		return false
 	default:
 		return false
@@ -451,6 +452,19 @@ func (c *serverConn) startTLS() bool {
 	c.auth.tlsState = &st
 	c.nc = tc
 	return true
+}
+
+// lingerClose ends the sending side of nc and reads what the client still
+// sends (briefly, and a bounded amount), so that the answer written last
+// reaches it: closing a socket with unread input resets the connection,
+// and a reset can discard the answer before the client reads it.
+func lingerClose(nc net.Conn) {
+	cw, ok := nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	nc.SetReadDeadline(time.Now().Add(time.Second))
+	io.Copy(io.Discard, io.LimitReader(nc, 1<<16))
 }
 
 // timedWriter notes when a write to the socket blocks (for sweep).
