@@ -65,7 +65,15 @@ func prewrite(t *testing.T, n *Node, space string, ttl time.Duration, value stri
 func (h *halfTxn) commitPrimary() {
 	h.t.Helper()
 	ctx := context.Background()
-	ts, err := h.n.tso.Next(ctx)
+	// A node stopped by the test may have led the timestamp oracle: a
+	// fetch fails until the oracle's lease moves (seconds).
+	var ts uint64
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if ts, err = h.n.tso.Next(ctx); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -287,6 +295,9 @@ func TestTxnLeaderCrashBetweenPrewriteAndCommit(t *testing.T) {
 			coord = n
 		}
 	}
+	// Stopping a node must leave the meta service its quorum: every node a
+	// voter (a node joins as a learner and is promoted after).
+	waitMetaVoters(t, nodes[0], memberName(nodes[0].NodeID()), memberName(nodes[1].NodeID()), memberName(nodes[2].NodeID()))
 	h := prewrite(t, coord, "crash4", time.Hour, "new", ks...)
 	victim.Close()
 	h.commitPrimary()

@@ -375,9 +375,15 @@ func (m *Manager) commitOnePhase(ctx context.Context, startTS uint64, g group) (
 	}
 }
 
-// commitTwoPhase locks every key (the primary's range first, then the
-// others in parallel), takes the commit timestamp, commits the primary's
-// range, and resolves the rest in the background.
+// commitTwoPhase locks every key (every range in parallel), takes the
+// commit timestamp, commits the primary's range, and resolves the rest in
+// the background.
+//
+// A secondary lock may land before its primary: a reader that meets it
+// finds the primary without a trace of the transaction (TxnMissing), which
+// it treats as pending until the secondary lock expires; only then is the
+// transaction rolled back, and the record that rollback leaves on the
+// primary refuses a prewrite that comes later (mvcc.Prewrite).
 func (m *Manager) commitTwoPhase(ctx context.Context, startTS uint64, muts []mvcc.Mutation, gs []group) (uint64, error) {
 	primary := muts[0].Obj
 	for _, mu := range muts {
@@ -386,8 +392,7 @@ func (m *Manager) commitTwoPhase(ctx context.Context, startTS uint64, muts []mvc
 			break
 		}
 	}
-	// The primary's group goes first: it must hold its lock before any
-	// other lock points to it.
+	// The primary's group is gs[0]: its commit is the commit point.
 	pi := slices.IndexFunc(gs, func(g group) bool {
 		return slices.ContainsFunc(g.muts, func(mu mvcc.Mutation) bool { return bytes.Equal(mu.Obj, primary) })
 	})
@@ -405,14 +410,9 @@ func (m *Manager) commitTwoPhase(ctx context.Context, startTS uint64, muts []mvc
 		}
 		m.background(func(ctx context.Context) { m.rollbackGroups(ctx, startTS, primary, done) })
 	}
-	if err := m.prewrite(ctx, startTS, primary, gs[0]); err != nil {
-		rollback()
-		return 0, err
-	}
-	prewritten[0] = true
 	errs := make([]error, len(gs))
 	var wg sync.WaitGroup
-	for i := 1; i < len(gs); i++ {
+	for i := range gs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
