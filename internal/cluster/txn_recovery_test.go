@@ -61,25 +61,26 @@ func prewrite(t *testing.T, n *Node, space string, ttl time.Duration, value stri
 	return h
 }
 
-// commitPrimary commits the primary alone, with the transaction record.
-func (h *halfTxn) commitPrimary() {
+// takeCommitTS takes the transaction's commit timestamp from the oracle
+// (a coordinator may take it any time after its prewrites).
+func (h *halfTxn) takeCommitTS() {
 	h.t.Helper()
-	ctx := context.Background()
-	// A node stopped by the test may have led the timestamp oracle: a
-	// fetch fails until the oracle's lease moves (seconds).
-	var ts uint64
-	var err error
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if ts, err = h.n.tso.Next(ctx); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
+	ts, err := h.n.tso.Next(context.Background())
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.commitTS = ts
-	cmd := (&kv.CommitCmd{StartTS: h.startTS, CommitTS: ts, Objs: [][]byte{h.primary}, Record: true}).Encode()
-	if _, err := h.n.rc.Propose(ctx, &spaceOf(h.t, h.n, h.space).tab, h.primary, cmd); err != nil {
+}
+
+// commitPrimary commits the primary alone, with the transaction record, at
+// the commit timestamp taken before (takeCommitTS), or at one it takes.
+func (h *halfTxn) commitPrimary() {
+	h.t.Helper()
+	if h.commitTS == 0 {
+		h.takeCommitTS()
+	}
+	cmd := (&kv.CommitCmd{StartTS: h.startTS, CommitTS: h.commitTS, Objs: [][]byte{h.primary}, Record: true}).Encode()
+	if _, err := h.n.rc.Propose(context.Background(), &spaceOf(h.t, h.n, h.space).tab, h.primary, cmd); err != nil {
 		h.t.Fatalf("commit the primary: %v", err)
 	}
 }
@@ -103,7 +104,18 @@ func expectAll(t *testing.T, n *Node, space, value string, ks ...string) {
 			t.Fatalf("node %d: %s = %q, want %q", n.NodeID(), k, got, value)
 		}
 	}
-	tx := begin(t, n, false)
+	// A node the test stopped may have led the timestamp oracle: a begin
+	// fails until the oracle's lease has moved.
+	var tx *object.Txn
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var err error
+		if tx, err = n.Begin(context.Background(), object.TxnOptions{}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d: begin: %v", n.NodeID(), err)
+		}
+	}
 	for _, k := range ks {
 		if got, _ := txnGet(t, tx, space, k); got != value {
 			t.Fatalf("node %d: %s = %q in a transaction, want %q", n.NodeID(), k, got, value)
@@ -274,31 +286,37 @@ func TestTxnLeaderCrashBetweenPrewriteAndCommit(t *testing.T) {
 	for _, k := range ks {
 		writeAny(t, nodes, "crash4", k, "old")
 	}
-	// The secondary's leaseholder, and a coordinator that is not it.
+	// The secondary's leaseholder, and a coordinator that is not it. The
+	// meta service must keep its quorum and the coordinator its way to it:
+	// every node a voter first (a node joins as a learner), and the node
+	// stopped is not the first, whose member the others' meta clients
+	// joined through (nodes[0] coordinates; its client has its own member).
+	waitMetaVoters(t, nodes[0], memberName(nodes[0].NodeID()), memberName(nodes[1].NodeID()), memberName(nodes[2].NodeID()))
 	s := spaceOf(t, nodes[0], "crash4")
 	rid := s.tab.Route(keys.Object(s.meta.ID, nil, []byte("zs"))).Desc().ID
-	var victim, coord *Node
-	deadline := time.Now().Add(20 * time.Second)
+	coord := nodes[0]
+	var victim *Node
+	deadline := time.Now().Add(30 * time.Second)
 	for victim == nil {
 		for _, n := range nodes {
 			if r := n.ranges.Replica(rid); r != nil && r.Leads() {
-				victim = n
+				if n == coord {
+					r.TransferLeadership(nodes[1].NodeID())
+				} else {
+					victim = n
+				}
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("no leaseholder")
+			t.Fatal("no leaseholder of the secondary's range but the first node")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for _, n := range nodes {
-		if n != victim {
-			coord = n
-		}
-	}
-	// Stopping a node must leave the meta service its quorum: every node a
-	// voter (a node joins as a learner and is promoted after).
-	waitMetaVoters(t, nodes[0], memberName(nodes[0].NodeID()), memberName(nodes[1].NodeID()), memberName(nodes[2].NodeID()))
 	h := prewrite(t, coord, "crash4", time.Hour, "new", ks...)
+	// The commit timestamp is taken before the stop: what is tested is the
+	// range's leaseholder going, not the timestamp oracle's (the victim may
+	// lead that too, and its lease takes a while to move).
+	h.takeCommitTS()
 	victim.Close()
 	h.commitPrimary()
 	cmd := (&kv.CommitCmd{StartTS: h.startTS, CommitTS: h.commitTS, Objs: h.objs[1:]}).Encode()
