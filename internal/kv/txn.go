@@ -12,8 +12,7 @@ import (
 )
 
 // The transaction commands: each applies one rule of mvcc's transaction
-// protocol (mvcc/txn.go) to keys of one range. Op 10 is not used (it was a
-// lone record clear before ResolveCmd; never released).
+// protocol (mvcc/txn.go) to keys of one range.
 const (
 	opPrewrite  byte = 4
 	opCommit    byte = 5
