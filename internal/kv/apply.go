@@ -54,6 +54,13 @@ type StateMachine struct {
 
 	// locks spares the lock checks of absent locks a read of pebble.
 	locks lockSet
+
+	// held is the buffers of the last transaction command's held writes,
+	// for the next (applyTxn; apply runs on one goroutine).
+	held struct {
+		writes []deferredWrite
+		arena  []byte
+	}
 }
 
 type cacheUpdate struct {

@@ -59,12 +59,11 @@ func appendBytes(dst, b []byte) []byte {
 
 // Encode returns the command's bytes.
 func (c *PutCmd) Encode() []byte {
-	rec := c.Rec.Marshal()
-	b := make([]byte, 0, 2+len(c.Obj)+len(rec)+32)
+	b := make([]byte, 0, 2+len(c.Obj)+c.Rec.MarshalCap()+64)
 	b = append(b, opPut, cmdVersion)
 	b = appendBytes(b, c.Obj)
 	b = binary.AppendUvarint(b, c.Rec.Version)
-	b = appendBytes(b, rec)
+	b = appendRecord(b, c.Rec)
 	b = append(b, byte(c.Retention.Mode))
 	b = binary.AppendUvarint(b, uint64(c.Retention.KeepLast))
 	b = binary.AppendUvarint(b, uint64(c.Retention.KeepFor))

@@ -117,7 +117,7 @@ func (c *ResolveCmd) Encode() []byte {
 
 // Encode returns the command's bytes.
 func (c *PrewriteCmd) Encode() []byte {
-	b := append(make([]byte, 0, 64), opPrewrite, cmdVersion)
+	b := append(make([]byte, 0, 64+len(c.Primary)+mutationsCap(c.Muts)), opPrewrite, cmdVersion)
 	b = binary.AppendUvarint(b, c.StartTS)
 	b = appendBytes(b, c.Primary)
 	b = binary.AppendVarint(b, c.Expires)
@@ -168,7 +168,7 @@ func (c *HeartbeatCmd) Encode() []byte {
 // Encode returns the command's bytes. The commit timestamp comes first
 // after the header: Footprint reads it without decoding the rest.
 func (c *OnePhaseCmd) Encode() []byte {
-	b := append(make([]byte, 0, 64), opOnePhase, cmdVersion)
+	b := append(make([]byte, 0, 64+mutationsCap(c.Muts)), opOnePhase, cmdVersion)
 	b = binary.AppendUvarint(b, c.CommitTS)
 	b = binary.AppendUvarint(b, c.StartTS)
 	return appendMutations(b, c.Muts)
@@ -206,13 +206,37 @@ func appendMutations(b []byte, muts []mvcc.Mutation) []byte {
 		b = appendFlag(b, m.HasExpect)
 		b = binary.AppendUvarint(b, m.Expect)
 		b = appendRetention(b, m.Retention)
-		var rec []byte
-		if m.Rec != nil {
-			rec = m.Rec.Marshal()
-		}
-		b = appendBytes(b, rec)
+		b = appendRecord(b, m.Rec)
 	}
 	return b
+}
+
+// mutationsCap is an upper bound of the length of appendMutations' output.
+func mutationsCap(muts []mvcc.Mutation) int {
+	n := binary.MaxVarintLen64
+	for i := range muts {
+		n += len(muts[i].Obj) + 6*binary.MaxVarintLen64
+		if muts[i].Rec != nil {
+			n += muts[i].Rec.MarshalCap()
+		}
+	}
+	return n
+}
+
+// appendRecord appends rec's encoding (none for nil) with its length
+// before it, as appendBytes would, without a buffer of its own: the record
+// is encoded in place and moved up to its length's end.
+func appendRecord(b []byte, rec *mvcc.Record) []byte {
+	if rec == nil {
+		return append(b, 0)
+	}
+	at := len(b)
+	b = append(b, make([]byte, binary.MaxVarintLen64)...)
+	b = rec.AppendMarshal(b)
+	n := len(b) - at - binary.MaxVarintLen64
+	k := binary.PutUvarint(b[at:], uint64(n))
+	copy(b[at+k:], b[at+binary.MaxVarintLen64:])
+	return b[:at+k+n]
 }
 
 type cmdDecoder struct{ codec.Decoder }
@@ -367,6 +391,7 @@ func Footprint(cmd []byte) (ts uint64, ok bool) {
 type deferredRW struct {
 	BatchRW
 	writes []deferredWrite
+	arena  []byte // the held keys and values, back to back
 	it     *pebble.Iterator
 	itBusy bool
 }
@@ -410,27 +435,41 @@ func (d *deferredRW) close() error {
 	return err
 }
 
+// deferredWrite is a held write: its key and value are at
+// arena[at:at+klen] and arena[at+klen:at+klen+vlen].
 type deferredWrite struct {
-	key, value []byte // value nil: a delete
+	at, klen, vlen int
+	del            bool
 }
 
 func (d *deferredRW) Set(k, v []byte) error {
-	d.writes = append(d.writes, deferredWrite{append([]byte(nil), k...), append([]byte{}, v...)})
+	d.writes = append(d.writes, deferredWrite{at: len(d.arena), klen: len(k), vlen: len(v)})
+	d.arena = append(append(d.arena, k...), v...)
+	return nil
+}
+
+// SetRecord implements mvcc.RecordSetter.
+func (d *deferredRW) SetRecord(k []byte, rec *mvcc.Record) error {
+	at := len(d.arena)
+	d.arena = rec.AppendMarshal(append(d.arena, k...))
+	d.writes = append(d.writes, deferredWrite{at: at, klen: len(k), vlen: len(d.arena) - at - len(k)})
 	return nil
 }
 
 func (d *deferredRW) Delete(k []byte) error {
-	d.writes = append(d.writes, deferredWrite{key: append([]byte(nil), k...)})
+	d.writes = append(d.writes, deferredWrite{at: len(d.arena), klen: len(k), del: true})
+	d.arena = append(d.arena, k...)
 	return nil
 }
 
 func (d *deferredRW) flush() error {
 	for _, w := range d.writes {
+		k := d.arena[w.at : w.at+w.klen]
 		var err error
-		if w.value == nil {
-			err = d.BatchRW.Delete(w.key)
+		if w.del {
+			err = d.BatchRW.Delete(k)
 		} else {
-			err = d.BatchRW.Set(w.key, w.value)
+			err = d.BatchRW.Set(k, d.arena[w.at+w.klen:w.at+w.klen+w.vlen])
 		}
 		if err != nil {
 			return err
@@ -441,10 +480,21 @@ func (d *deferredRW) flush() error {
 
 // applyTxn applies a transaction command. On error it has written nothing.
 func (m *StateMachine) applyTxn(rw BatchRW, c any) any {
-	d := &deferredRW{BatchRW: rw}
+	d := &deferredRW{BatchRW: rw, writes: m.held.writes[:0], arena: m.held.arena[:0]}
+	defer func() {
+		// The next command reuses the buffers (the batch copied the
+		// writes), unless they grew large.
+		if cap(d.arena) <= maxHeldArena {
+			m.held.writes, m.held.arena = d.writes[:0], d.arena[:0]
+		}
+	}()
 	defer d.close() // after a failure: the reads' error is the one returned
 	return m.applyTxnRW(d, c)
 }
+
+// maxHeldArena bounds the buffer of held writes a StateMachine keeps
+// between commands.
+const maxHeldArena = 256 << 10
 
 func (m *StateMachine) applyTxnRW(d *deferredRW, c any) any {
 	res := &Result{}

@@ -161,3 +161,21 @@ func fmtResult(r *Result) string {
 	fmt.Fprintf(&b, "pruned %d status %+v", len(r.Pruned), r.Status)
 	return b.String()
 }
+
+// TestAppendRecordMatchesAppendBytes checks the in-place encoding of a
+// command's records against encoding each apart, across the lengths where
+// the length prefix grows a byte (127/128, 16383/16384).
+func TestAppendRecordMatchesAppendBytes(t *testing.T) {
+	for _, n := range []int{0, 1, 60, 70, 80, 16250, 16300, 16400, 70000} {
+		rec := &mvcc.Record{Size: int64(n), ETag: "e", Inline: []byte(strings.Repeat("x", n)), Meta: map[string]string{"k": "v"}}
+		prefix := []byte("prefix")
+		got := appendRecord(append([]byte(nil), prefix...), rec)
+		want := appendBytes(append([]byte(nil), prefix...), rec.Marshal())
+		if string(got) != string(want) {
+			t.Fatalf("inline %d: appendRecord differs from appendBytes of Marshal (%d vs %d bytes)", n, len(got), len(want))
+		}
+	}
+	if got := appendRecord([]byte("p"), nil); string(got) != "p\x00" {
+		t.Fatalf("nil record: %q", got)
+	}
+}

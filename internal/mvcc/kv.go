@@ -39,6 +39,21 @@ type Writer interface {
 	Delete(key []byte) error
 }
 
+// RecordSetter is implemented by a Writer that can encode a record
+// straight into its own buffer: SetRecord(k, rec) is Set(k, rec.Marshal())
+// without the intermediate encoding.
+type RecordSetter interface {
+	SetRecord(key []byte, rec *Record) error
+}
+
+// setRecord writes rec's encoding at key.
+func setRecord(w Writer, key []byte, rec *Record) error {
+	if rs, ok := w.(RecordSetter); ok {
+		return rs.SetRecord(key, rec)
+	}
+	return w.Set(key, rec.Marshal())
+}
+
 // PointReader is implemented by a Reader that can read one key without
 // an iterator (pebble's Get: cheaper than an iterator's seek). Get returns
 // a copy of the value, or ok false.

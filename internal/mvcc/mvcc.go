@@ -253,7 +253,7 @@ func PutNewestOver(rw ReadWriter, obj []byte, rec *Record, latest uint64, pol Re
 	if rec.StartTS == 0 {
 		rec.StartTS = rec.Version
 	}
-	return nil, rw.Set(keys.Version(obj, rec.Version), rec.Marshal())
+	return nil, setRecord(rw, keys.Version(obj, rec.Version), rec)
 }
 
 func put(rw ReadWriter, obj []byte, rec *Record, pol Retention, now uint64, newest bool) (pruned []*Record, err error) {
@@ -268,7 +268,7 @@ func put(rw ReadWriter, obj []byte, rec *Record, pol Retention, now uint64, newe
 		return nil, err
 	}
 	if keepSelf {
-		if err := rw.Set(keys.Version(obj, rec.Version), rec.Marshal()); err != nil {
+		if err := setRecord(rw, keys.Version(obj, rec.Version), rec); err != nil {
 			return nil, err
 		}
 	}
@@ -395,7 +395,7 @@ func SetTags(rw ReadWriter, obj []byte, ts uint64, tags map[string]string) (*Rec
 	if len(tags) > 0 {
 		rec.Tags = maps.Clone(tags)
 	}
-	if err := rw.Set(keys.Version(obj, ts), rec.Marshal()); err != nil {
+	if err := setRecord(rw, keys.Version(obj, ts), rec); err != nil {
 		return nil, err
 	}
 	return rec, nil

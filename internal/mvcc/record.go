@@ -63,19 +63,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Marshal encodes r (without Version, which lives in the key). Maps are
 // written in sorted key order, so equal records encode to equal bytes.
-func (r *Record) Marshal() []byte {
-	n := headerLen + 1 + 3*binary.MaxVarintLen64 + 32 + len(r.ETag) + len(r.ContentType) +
-		len(r.Inline) + len(r.Manifest) + 6*binary.MaxVarintLen64 + trailerLen
-	for k, v := range r.Meta {
-		n += len(k) + len(v) + 2*binary.MaxVarintLen64
-	}
-	for k, v := range r.Tags {
-		n += len(k) + len(v) + 2*binary.MaxVarintLen64
-	}
-	for k, v := range r.Headers {
-		n += len(k) + len(v) + 2*binary.MaxVarintLen64
-	}
-	b := make([]byte, 0, n)
+func (r *Record) Marshal() []byte { return r.AppendMarshal(make([]byte, 0, r.MarshalCap())) }
+
+// AppendMarshal appends Marshal's encoding of r to b.
+func (r *Record) AppendMarshal(b []byte) []byte {
+	start := len(b)
 	b = append(b, recordMagic0, recordMagic1, recordFormat1)
 	var flags byte
 	if r.DeleteMarker {
@@ -98,7 +90,23 @@ func (r *Record) Marshal() []byte {
 	if len(r.Headers) > 0 {
 		b = appendMap(b, r.Headers)
 	}
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+}
+
+// MarshalCap is an upper bound of the length of r's encoding.
+func (r *Record) MarshalCap() int {
+	n := headerLen + 1 + 3*binary.MaxVarintLen64 + 32 + len(r.ETag) + len(r.ContentType) +
+		len(r.Inline) + len(r.Manifest) + 6*binary.MaxVarintLen64 + trailerLen
+	for k, v := range r.Meta {
+		n += len(k) + len(v) + 2*binary.MaxVarintLen64
+	}
+	for k, v := range r.Tags {
+		n += len(k) + len(v) + 2*binary.MaxVarintLen64
+	}
+	for k, v := range r.Headers {
+		n += len(k) + len(v) + 2*binary.MaxVarintLen64
+	}
+	return n
 }
 
 // appendBytes is appendString for a byte slice, without copying it into a

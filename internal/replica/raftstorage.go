@@ -1,8 +1,10 @@
 package replica
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -53,7 +55,14 @@ type raftStorage struct {
 	tombstone bool
 
 	cache entryCache
+
+	// scratch holds setProto's key and value until the batch copies them
+	// (the loop owns the raftStorage, so one buffer serves every write).
+	scratch []byte
 }
+
+// maxScratch bounds the buffer a raftStorage keeps between writes.
+const maxScratch = 64 << 10
 
 var _ raft.Storage = (*raftStorage)(nil)
 
@@ -329,15 +338,24 @@ func (s *raftStorage) truncated(index, term uint64) {
 }
 
 func (s *raftStorage) setProto(b *pebble.Batch, suffix byte, m proto.Message) error {
-	p, err := proto.Marshal(m)
+	// The key, then the value as encodeValue frames it, in one buffer.
+	buf := append(s.scratch[:0], s.prefix...)
+	if e, ok := m.(*raftpb.Entry); ok {
+		buf = binary.BigEndian.AppendUint64(append(buf, suffixLog), e.GetIndex())
+	} else {
+		buf = append(buf, suffix)
+	}
+	klen := len(buf)
+	buf = append(buf, valueMagic, valueVersion)
+	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, m)
 	if err != nil {
 		return err
 	}
-	key := stateKey(s.prefix, suffix)
-	if e, ok := m.(*raftpb.Entry); ok {
-		key = logKey(s.prefix, e.GetIndex())
+	buf = binary.BigEndian.AppendUint32(buf, crc32.Checksum(buf[klen:], crcTable))
+	if cap(buf) <= maxScratch {
+		s.scratch = buf // (a large entry's buffer is not kept for every range)
 	}
-	return b.Set(key, encodeValue(p), nil)
+	return b.Set(buf[:klen], buf[klen:], nil)
 }
 
 func (s *raftStorage) getProto(rd pebble.Reader, suffix byte, m proto.Message) (bool, error) {
