@@ -231,8 +231,8 @@ func (rw BatchRW) NewIter(lower, upper []byte) (mvcc.Iterator, error) {
 // Get implements mvcc.PointReader; it sees the batch's own writes.
 func (rw BatchRW) Get(k []byte) ([]byte, bool, error) {
 	if rw.locks != nil && keys.IsLock(k) {
-		if may, err := rw.locks.mayHold(rw.B, k); err != nil || !may {
-			return nil, false, err
+		if v, found, known, err := rw.locks.get(rw.B, k); err != nil || known {
+			return v, found, err
 		}
 	}
 	return get(rw.B, k)
@@ -241,7 +241,7 @@ func (rw BatchRW) Get(k []byte) ([]byte, bool, error) {
 // Set implements mvcc.Writer.
 func (rw BatchRW) Set(k, v []byte) error {
 	if rw.locks != nil {
-		rw.locks.wrote(k, false)
+		rw.locks.wrote(k, v, false)
 	}
 	return rw.B.Set(k, v, nil)
 }
@@ -249,7 +249,7 @@ func (rw BatchRW) Set(k, v []byte) error {
 // Delete implements mvcc.Writer.
 func (rw BatchRW) Delete(k []byte) error {
 	if rw.locks != nil {
-		rw.locks.wrote(k, true)
+		rw.locks.wrote(k, nil, true)
 	}
 	return rw.B.Delete(k, nil)
 }

@@ -12,10 +12,11 @@ import (
 	"github.com/cairn-db/cairn/internal/rangedesc"
 )
 
-// TestLockSetAnswersLikePebble drives lock writes, deletions and reads
-// through an apply batch with the range's lock set, in batches committed or
-// not yet, across reloads (a restart, a snapshot, new bounds), and asserts
-// that every read of a lock answers what pebble holds.
+// TestLockSetAnswersLikePebble drives lock writes (values the set keeps
+// and values too large to keep), deletions and reads through an apply
+// batch with the range's lock set, in batches committed or not yet, across
+// reloads (a restart, a snapshot, new bounds), and asserts that every read
+// of a lock answers what pebble holds, value included.
 func TestLockSetAnswersLikePebble(t *testing.T) {
 	for seed := range uint64(20) {
 		rng := rand.New(rand.NewPCG(seed, 3))
@@ -35,7 +36,11 @@ func TestLockSetAnswersLikePebble(t *testing.T) {
 				k := keys.Lock(obj)
 				switch op := rng.IntN(10); {
 				case op < 3:
-					if err := rw.Set(k, []byte{byte(step)}); err != nil {
+					v := []byte{byte(step)}
+					if rng.IntN(4) == 0 {
+						v = bytes.Repeat(v, maxHeldLock+1) // too large to keep: read from pebble
+					}
+					if err := rw.Set(k, v); err != nil {
 						t.Fatal(err)
 					}
 				case op < 6:
