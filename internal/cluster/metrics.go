@@ -66,6 +66,7 @@ func newMetrics(n *Node) *metrics {
 			Name: "cairn_segments", Help: "Segment files.",
 		}, func() float64 { return float64(n.chunks.Stats().Segments) }),
 		raftLoopCollector{n},
+		storageCollector{n},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cairn_spaces", Help: "Spaces served by this node.",
 		}, func() float64 {
@@ -115,4 +116,67 @@ func (c raftLoopCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.persist, st.PersistTime.Seconds())
 	counter(d.apply, st.ApplyTime.Seconds())
 	counter(d.cycle, st.CycleTime.Seconds())
+}
+
+// storageCollector exports the state store's (pebble's) own figures: what
+// a profile of the write path needs to read (memtables, L0 sublevels and
+// read amplification, the block cache, compactions and their debt, WAL
+// bytes).
+type storageCollector struct{ n *Node }
+
+var storageDescs = struct {
+	memtables, memtableBytes, l0Sublevels, l0Tables, tables, readAmp,
+	cacheBytes, cacheHits, cacheMisses, compactions, compactionDebt, flushes, walBytes *prometheus.Desc
+}{
+	memtables:      prometheus.NewDesc("cairn_storage_memtables", "Memtables of the state store (the mutable one and those waiting to be flushed).", nil, nil),
+	memtableBytes:  prometheus.NewDesc("cairn_storage_memtable_bytes", "Bytes allocated by the state store's memtables.", nil, nil),
+	l0Sublevels:    prometheus.NewDesc("cairn_storage_l0_sublevels", "Sublevels of the state store's level 0 (each one a table a read may check).", nil, nil),
+	l0Tables:       prometheus.NewDesc("cairn_storage_l0_tables", "Tables in the state store's level 0.", nil, nil),
+	tables:         prometheus.NewDesc("cairn_storage_tables", "Tables in the state store, all levels.", nil, nil),
+	readAmp:        prometheus.NewDesc("cairn_storage_read_amplification", "Table sources a read of the state store may consult (level 0 sublevels and the other levels holding tables; the memtables come on top).", nil, nil),
+	cacheBytes:     prometheus.NewDesc("cairn_storage_block_cache_bytes", "Bytes in the state store's block cache.", nil, nil),
+	cacheHits:      prometheus.NewDesc("cairn_storage_block_cache_hits_total", "Block reads the block cache answered.", nil, nil),
+	cacheMisses:    prometheus.NewDesc("cairn_storage_block_cache_misses_total", "Block reads that went to the tables' files.", nil, nil),
+	compactions:    prometheus.NewDesc("cairn_storage_compactions_total", "Compactions of the state store.", nil, nil),
+	compactionDebt: prometheus.NewDesc("cairn_storage_compaction_debt_bytes", "Bytes the state store estimates it must compact to reach its level shape.", nil, nil),
+	flushes:        prometheus.NewDesc("cairn_storage_flushes_total", "Memtable flushes of the state store.", nil, nil),
+	walBytes:       prometheus.NewDesc("cairn_storage_wal_bytes_total", "Bytes written to the state store's write-ahead log.", nil, nil),
+}
+
+func (c storageCollector) Describe(ch chan<- *prometheus.Desc) {
+	d := storageDescs
+	for _, x := range []*prometheus.Desc{d.memtables, d.memtableBytes, d.l0Sublevels, d.l0Tables, d.tables, d.readAmp,
+		d.cacheBytes, d.cacheHits, d.cacheMisses, d.compactions, d.compactionDebt, d.flushes, d.walBytes} {
+		ch <- x
+	}
+}
+
+func (c storageCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.n.eng == nil {
+		return
+	}
+	m, d := c.n.eng.Metrics(), storageDescs
+	gauge := func(desc *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v)
+	}
+	counter := func(desc *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v)
+	}
+	tables := int64(0)
+	for i := range m.Levels {
+		tables += m.Levels[i].TablesCount
+	}
+	gauge(d.memtables, float64(m.MemTable.Count))
+	gauge(d.memtableBytes, float64(m.MemTable.Size))
+	gauge(d.l0Sublevels, float64(m.Levels[0].Sublevels))
+	gauge(d.l0Tables, float64(m.Levels[0].TablesCount))
+	gauge(d.tables, float64(tables))
+	gauge(d.readAmp, float64(m.ReadAmp()))
+	gauge(d.cacheBytes, float64(m.BlockCache.Size))
+	counter(d.cacheHits, float64(m.BlockCache.Hits))
+	counter(d.cacheMisses, float64(m.BlockCache.Misses))
+	counter(d.compactions, float64(m.Compact.Count))
+	gauge(d.compactionDebt, float64(m.Compact.EstimatedDebt))
+	counter(d.flushes, float64(m.Flush.Count))
+	counter(d.walBytes, float64(m.WAL.BytesWritten))
 }

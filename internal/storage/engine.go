@@ -132,6 +132,10 @@ func (e *Engine) WriterOptions() sstable.WriterOptions {
 // ReaderOptions returns the options to read such a table.
 func (e *Engine) ReaderOptions() sstable.ReaderOptions { return e.opts.MakeReaderOptions() }
 
+// Metrics returns the pebble instance's metrics (for the node's
+// /metrics: memtables, levels, block cache, compactions, WAL).
+func (e *Engine) Metrics() *pebble.Metrics { return e.db.Metrics() }
+
 // DB returns the pebble instance. It is owned by the Engine.
 func (e *Engine) DB() *pebble.DB { return e.db }
 
