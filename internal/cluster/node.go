@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -771,16 +772,27 @@ func everyOrKick(ctx context.Context, d time.Duration, kick <-chan struct{}, fn 
 	}
 }
 
+// pickPort returns port, or for -1 a port of host free now. The port is
+// drawn below Linux's ephemeral range (32768 and up), not asked of the
+// kernel: the service binds it only later (etcd's listeners), and a port
+// the kernel hands out for a listener is one it also hands out to outgoing
+// connections meanwhile.
 func pickPort(host string, port int) (int, error) {
 	if port != -1 {
 		return port, nil
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
+	var err error
+	for range 200 {
+		var b [2]byte
+		_, _ = crand.Read(b[:]) // (a port to try needs no seeded source)
+		p := 20000 + (int(b[0])<<8|int(b[1]))%12768
+		var l net.Listener
+		if l, err = net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p))); err == nil {
+			l.Close()
+			return p, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("no free port on %s: %w", host, err)
 }
 
 // Serve serves the peer port (node-to-node calls, raft, snapshots) in

@@ -6,25 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/testenv"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/raft/v3"
 )
 
 // freePeerURL returns an http URL on a loopback port that was free a moment
-// ago, so the tests can run beside a server on the default ports.
+// ago, so the tests can run beside a server on the default ports: one
+// below the kernel's ephemeral range and reserved against other test
+// processes (testenv.FreePort), since a member restarted on it must find
+// it again.
 func freePeerURL(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return "http://" + l.Addr().String()
+	return fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))
 }
 
 type testLogWriter struct{ t *testing.T }

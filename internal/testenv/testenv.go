@@ -24,17 +24,23 @@ func CPUTime(tb testing.TB) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// freePorts are the ports FreePort has handed out in this process.
+// freePorts are the ports FreePort has handed out in this process, and
+// the files that reserve them against other test processes.
 var freePorts struct {
 	sync.Mutex
-	used map[int]bool
+	used  map[int]bool
+	locks []*os.File
 }
 
 // FreePort returns a port of 127.0.0.1 that is free now, below the
 // kernel's ephemeral range (32768 and up on Linux), and not handed out
-// before in this process. A server restarted on the same ports must not
-// find one taken meanwhile by another test's outgoing connection or
-// port-0 listener, as a port the kernel picked could be.
+// before in this process nor held by another test process. A server
+// restarted on the same ports must not find one taken meanwhile by another
+// test's outgoing connection or port-0 listener, as a port the kernel
+// picked could be, nor by another package's test (go test runs packages in
+// parallel processes): each port handed out is reserved by a lock on a
+// file under the temporary directory, which the process holds until it
+// exits.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
 	freePorts.Lock()
@@ -47,15 +53,38 @@ func FreePort(tb testing.TB) int {
 		if freePorts.used[port] {
 			continue
 		}
+		if !reservePort(port) {
+			continue // another test process has it
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
 			l.Close()
-			freePorts.used[port] = true
 			return port
 		}
 	}
 	tb.Fatal("no free port below the ephemeral range")
 	return 0
+}
+
+// reservePort takes the lock of port's file, which no other process holds
+// then; it reports false if another has it. The port is marked used in
+// this process either way (freePorts is locked).
+func reservePort(port int) bool {
+	freePorts.used[port] = true
+	dir := os.TempDir() + "/cairn-test-ports"
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return true // no reservation: the listen check alone
+	}
+	f, err := os.OpenFile(fmt.Sprintf("%s/%d", dir, port), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return true
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return false
+	}
+	freePorts.locks = append(freePorts.locks, f) // held until the process exits
+	return true
 }
 
 // Seed returns the seed of a randomized test and logs it: the value of
