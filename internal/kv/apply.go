@@ -52,7 +52,8 @@ type StateMachine struct {
 	written []cacheUpdate
 	inBatch map[string]int
 
-	// locks spares the lock checks of absent locks a read of pebble.
+	// locks answers the apply step's reads of locks (absent ones, and
+	// the values of small ones) without a read of pebble.
 	locks lockSet
 
 	// held is the buffers of the last transaction command's held writes,
@@ -216,8 +217,9 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 }
 
 // BatchRW adapts a pebble indexed batch to mvcc.ReadWriter. Given the
-// range's lock set (the apply step's), it answers reads of absent locks
-// from the set and keeps the set current with its writes.
+// range's lock set (the apply step's), it answers the reads of locks the
+// set knows (absent, or small enough to keep) from it and keeps the set
+// current with its writes.
 type BatchRW struct {
 	B     *pebble.Batch
 	locks *lockSet

@@ -47,21 +47,15 @@ func (s *lockSet) get(r pebble.Reader, k []byte) (v []byte, found, known bool, e
 			return nil, false, false, err
 		}
 	}
-	v, ok := s.held[string(k)]
+	v, held := s.held[string(k)]
+	_, gone := s.gone[string(k)] // deleted in the batch
 	switch {
-	case !ok:
+	case !held || gone:
 		return nil, false, true, nil
-	case hasKey(s.gone, k):
-		return nil, false, true, nil // deleted in the batch
 	case v == nil:
-		return nil, false, false, nil
+		return nil, false, false, nil // too large to keep
 	}
 	return slices.Clone(v), true, true, nil
-}
-
-func hasKey(m map[string]struct{}, k []byte) bool {
-	_, ok := m[string(k)]
-	return ok
 }
 
 // heldValue is what the set keeps of a lock's value v.

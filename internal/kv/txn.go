@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/cairn-db/cairn/internal/codec"
 	"github.com/cairn-db/cairn/internal/mvcc"
-	"github.com/cockroachdb/pebble/v2"
 )
 
 // The transaction commands: each applies one rule of mvcc's transaction

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/testenv"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/raft/v3"
+
+	"github.com/cairn-db/cairn/internal/testenv"
 )
 
 // freePeerURL returns an http URL on a loopback port that was free a moment

@@ -39,16 +39,19 @@ func rangePrefix(rangeID uint64) []byte {
 }
 
 func stateKey(prefix []byte, suffix byte) []byte {
-	k := make([]byte, len(prefix), len(prefix)+1)
-	copy(k, prefix)
-	return append(k, suffix)
+	return appendStateKey(make([]byte, 0, len(prefix)+1), prefix, suffix)
+}
+
+func appendStateKey(dst, prefix []byte, suffix byte) []byte {
+	return append(append(dst, prefix...), suffix)
 }
 
 func logKey(prefix []byte, index uint64) []byte {
-	k := make([]byte, len(prefix), len(prefix)+9)
-	copy(k, prefix)
-	k = append(k, suffixLog)
-	return binary.BigEndian.AppendUint64(k, index)
+	return appendLogKey(make([]byte, 0, len(prefix)+9), prefix, index)
+}
+
+func appendLogKey(dst, prefix []byte, index uint64) []byte {
+	return binary.BigEndian.AppendUint64(appendStateKey(dst, prefix, suffixLog), index)
 }
 
 // logIndex decodes the index of a log key built by logKey for prefix.
@@ -61,10 +64,17 @@ func logIndex(prefix, key []byte) (uint64, bool) {
 
 // encodeValue frames payload as magic | version | payload | crc32c.
 func encodeValue(payload []byte) []byte {
-	v := make([]byte, 0, valueHeader+len(payload)+valueTrailer)
-	v = append(v, valueMagic, valueVersion)
-	v = append(v, payload...)
-	return binary.BigEndian.AppendUint32(v, crc32.Checksum(v, crcTable))
+	v := appendValueHeader(make([]byte, 0, valueHeader+len(payload)+valueTrailer))
+	return sealValue(append(v, payload...), 0)
+}
+
+// appendValueHeader starts a framed value (encodeValue) at the end of dst.
+func appendValueHeader(dst []byte) []byte { return append(dst, valueMagic, valueVersion) }
+
+// sealValue ends the framed value that starts at v[start:] (its header and
+// payload appended) with its checksum.
+func sealValue(v []byte, start int) []byte {
+	return binary.BigEndian.AppendUint32(v, crc32.Checksum(v[start:], crcTable))
 }
 
 // decodeValue checks the framing of v and returns its payload, which aliases v.

@@ -1,10 +1,8 @@
 package replica
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -339,19 +337,18 @@ func (s *raftStorage) truncated(index, term uint64) {
 
 func (s *raftStorage) setProto(b *pebble.Batch, suffix byte, m proto.Message) error {
 	// The key, then the value as encodeValue frames it, in one buffer.
-	buf := append(s.scratch[:0], s.prefix...)
+	var buf []byte
 	if e, ok := m.(*raftpb.Entry); ok {
-		buf = binary.BigEndian.AppendUint64(append(buf, suffixLog), e.GetIndex())
+		buf = appendLogKey(s.scratch[:0], s.prefix, e.GetIndex())
 	} else {
-		buf = append(buf, suffix)
+		buf = appendStateKey(s.scratch[:0], s.prefix, suffix)
 	}
 	klen := len(buf)
-	buf = append(buf, valueMagic, valueVersion)
-	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, m)
+	buf, err := proto.MarshalOptions{}.MarshalAppend(appendValueHeader(buf), m)
 	if err != nil {
 		return err
 	}
-	buf = binary.BigEndian.AppendUint32(buf, crc32.Checksum(buf[klen:], crcTable))
+	buf = sealValue(buf, klen)
 	if cap(buf) <= maxScratch {
 		s.scratch = buf // (a large entry's buffer is not kept for every range)
 	}
