@@ -250,6 +250,29 @@ func (o spaceOpener) Acquire(ctx context.Context, name string) (object.OpenSpace
 	return s, release, nil
 }
 
+// Name implements object.Spaces: the open spaces first, then the
+// catalog ("" if no space has the id: it was deleted).
+func (o spaceOpener) Name(ctx context.Context, id uint32) (string, error) {
+	o.n.mu.RLock()
+	for name, s := range o.n.mu.spaces {
+		if s.meta.ID == id {
+			o.n.mu.RUnlock()
+			return name, nil
+		}
+	}
+	o.n.mu.RUnlock()
+	all, err := o.n.catalog.ListSpaces(ctx)
+	if err != nil {
+		return "", object.Unreachable("space catalog", err)
+	}
+	for _, sp := range all {
+		if sp.ID == id && sp.State == meta.SpaceActive {
+			return sp.Name, nil
+		}
+	}
+	return "", nil
+}
+
 // acquire returns the space, held shared (see space.gate) until release is
 // called, or CodeSpaceNotFound. A space in the catalog that this node has
 // not opened (a create that failed half-way) is opened here.

@@ -17,6 +17,9 @@ const (
 	PrefixVersion byte = 'v'
 	// PrefixLock starts every lock (intent) key: 'l' | object.
 	PrefixLock byte = 'l'
+	// PrefixChild starts every entry of the children index:
+	// 'p' | object | ^ts | child object.
+	PrefixChild byte = 'p'
 )
 
 // HashPrefixLen is the length of the placement prefix HashPrefix returns.
@@ -361,6 +364,61 @@ func LockSpan(objStart, objEnd []byte) (lower, upper []byte) {
 		upper = []byte{PrefixLock + 1}
 	} else {
 		upper = Lock(objEnd)
+	}
+	return lower, upper
+}
+
+// Child returns the key of the children index entry that names object
+// child as cloned from version ts of object obj:
+//
+//	'p' | obj | ^ts (8, BE) | child
+//
+// It lives in obj's range (ChildSpan), after obj's earlier entries in
+// version order, newest first, like version keys.
+func Child(obj []byte, ts uint64, child []byte) []byte {
+	dst := ChildPrefix(obj, ts)
+	return append(dst, child...)
+}
+
+// ChildPrefix returns the prefix of every children index entry of version
+// ts of obj: 'p' | obj | ^ts.
+func ChildPrefix(obj []byte, ts uint64) []byte {
+	dst := make([]byte, 0, 1+len(obj)+tsLen+len(obj))
+	dst = append(dst, PrefixChild)
+	dst = append(dst, obj...)
+	return binary.BigEndian.AppendUint64(dst, ^ts)
+}
+
+// DecodeChild splits a children index key into the parent object, its
+// version and the child object (both aliasing k, checked with
+// DecodeObject).
+func DecodeChild(k []byte) (obj []byte, ts uint64, child []byte, err error) {
+	if len(k) < 1 || k[0] != PrefixChild {
+		return nil, 0, nil, ErrMalformedKey
+	}
+	n := objectEnd(k, 1)
+	if n < 0 || len(k) < n+tsLen {
+		return nil, 0, nil, ErrMalformedKey
+	}
+	obj, child = k[1:n:n], k[n+tsLen:]
+	if _, _, _, err := DecodeObject(obj); err != nil {
+		return nil, 0, nil, err
+	}
+	if _, _, _, err := DecodeObject(child); err != nil {
+		return nil, 0, nil, err
+	}
+	return obj, ^binary.BigEndian.Uint64(k[n : n+tsLen]), child, nil
+}
+
+// ChildSpan returns the span [lower, upper) of the children index entries
+// of every object in [objStart, objEnd); a nil objEnd means past the last
+// one (the end of the 'p' keyspace).
+func ChildSpan(objStart, objEnd []byte) (lower, upper []byte) {
+	lower = append([]byte{PrefixChild}, objStart...)
+	if objEnd == nil {
+		upper = []byte{PrefixChild + 1}
+	} else {
+		upper = append([]byte{PrefixChild}, objEnd...)
 	}
 	return lower, upper
 }

@@ -141,6 +141,22 @@ func TestRoundTrip(t *testing.T) {
 		if bytes.Compare(tr, lo) <= 0 || bytes.Compare(tr, hi) >= 0 {
 			t.Fatalf("%+v: txn record outside its object's lock span", tp)
 		}
+		// A children index entry decodes to its parts and lies in its
+		// parent object's child span, under its version's prefix.
+		child := Object(tp.space+1, nil, tp.key)
+		ck := Child(obj, tp.ts, child)
+		if o2, ts, c2, err := DecodeChild(ck); err != nil || ts != tp.ts || !bytes.Equal(o2, obj) || !bytes.Equal(c2, child) {
+			t.Fatalf("%+v: child decoded %q %d %q %v", tp, o2, ts, c2, err)
+		}
+		if !bytes.HasPrefix(ck, ChildPrefix(obj, tp.ts)) {
+			t.Fatal("child key does not start with ChildPrefix")
+		}
+		if lo, hi := ChildSpan(obj, PrefixEnd(obj)); bytes.Compare(ck, lo) <= 0 || bytes.Compare(ck, hi) >= 0 {
+			t.Fatalf("%+v: child entry outside its object's child span", tp)
+		}
+		if _, _, _, err := DecodeChild(ck[:len(ck)-1]); err == nil {
+			t.Fatalf("%+v: a truncated child key decoded", tp)
+		}
 	}
 }
 

@@ -85,11 +85,13 @@ func (m *StateMachine) Committed() {
 func (m *StateMachine) Spans(d rangedesc.Range) []replica.Span { return Spans(d) }
 
 // Spans returns the spans of the node's keyspace holding a range's state:
-// the locks and the versions of its object keys.
+// the locks, the children index entries and the versions of its object
+// keys.
 func Spans(d rangedesc.Range) []replica.Span {
 	vlo, vhi := keys.VersionSpan(d.Start, d.End)
 	llo, lhi := keys.LockSpan(d.Start, d.End)
-	return []replica.Span{{Start: llo, End: lhi}, {Start: vlo, End: vhi}}
+	plo, phi := keys.ChildSpan(d.Start, d.End)
+	return []replica.Span{{Start: llo, End: lhi}, {Start: plo, End: phi}, {Start: vlo, End: vhi}}
 }
 
 // Restored implements replica.Restorer: a range's state was replaced, so
@@ -210,6 +212,17 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 		}
 		m.wrote(c.Obj, nil) // the latest version may have changed: unknown
 		return &Result{Rec: rec}
+	case *ChildCmd:
+		if !m.bounds.ContainsKey(c.Obj) {
+			return ErrWrongRange
+		}
+		if _, _, _, err := keys.DecodeObject(c.Child); err != nil || c.Version == 0 {
+			return fmt.Errorf("%w: child entry for %q", ErrBadCommand, c.Child)
+		}
+		if err := rw.Set(keys.Child(c.Obj, c.Version, c.Child), nil); err != nil {
+			return err
+		}
+		return &Result{}
 	case *PrewriteCmd, *CommitCmd, *RollbackCmd, *CheckTxnCmd, *HeartbeatCmd, *OnePhaseCmd, *ResolveCmd:
 		return m.applyTxn(rw, c)
 	}

@@ -135,12 +135,26 @@ func TestCommandRoundTrip(t *testing.T) {
 	if _, err := decode(st.Encode()[:len(st.Encode())-1]); !errors.Is(err, ErrBadCommand) {
 		t.Fatalf("truncated set-tags: %v", err)
 	}
+	ch := &ChildCmd{Obj: c.Obj, Version: 14, Child: keys.Object(8, nil, []byte("c"))}
+	got, err = decode(ch.Encode())
+	if g, ok := got.(*ChildCmd); err != nil || !ok || g.Version != 14 || string(g.Obj) != string(c.Obj) || string(g.Child) != string(ch.Child) {
+		t.Fatalf("child round trip: %+v %v", got, err)
+	}
+	if _, err := decode(ch.Encode()[:len(ch.Encode())-1]); !errors.Is(err, ErrBadCommand) {
+		t.Fatalf("truncated child: %v", err)
+	}
+	// A child entry that names no object is refused and writes nothing.
+	db := openMem(t)
+	if err, _ := apply(t, db, (&ChildCmd{Obj: c.Obj, Version: 14, Child: []byte("junk")}).Encode()).(error); !errors.Is(err, ErrBadCommand) {
+		t.Fatalf("child entry naming no object: %v", err)
+	}
 }
 
 func FuzzDecodeCommand(f *testing.F) {
 	f.Add((&DeleteVersionCmd{Obj: []byte("o"), Version: 1}).Encode())
 	f.Add((&SetTagsCmd{Obj: []byte("o"), Version: 1, Tags: map[string]string{"k": "v"}}).Encode())
 	f.Add((&PutCmd{Obj: []byte("o"), Rec: &mvcc.Record{Version: 1}}).Encode())
+	f.Add((&ChildCmd{Obj: []byte("o"), Version: 1, Child: []byte("c")}).Encode())
 	for _, c := range txnCmds() {
 		f.Add(c.Encode())
 	}
@@ -270,8 +284,11 @@ func TestSpansHoldTheRangesWrites(t *testing.T) {
 		obj := keys.Object(1, nil, []byte(key))
 		c := &PutCmd{Obj: obj, Rec: &mvcc.Record{Version: uint64(10 + i), Size: 1, Inline: []byte("x")}}
 		apply(t, db, c.Encode())
+		// A clone of it in another space: the entry is the parent's.
+		child := keys.Object(2, nil, []byte(key))
+		apply(t, db, (&ChildCmd{Obj: obj, Version: uint64(10 + i), Child: child}).Encode())
 		want := key >= "b" && key < "d"
-		for _, k := range [][]byte{keys.Version(obj, uint64(10+i)), keys.Lock(obj)} {
+		for _, k := range [][]byte{keys.Version(obj, uint64(10+i)), keys.Lock(obj), keys.Child(obj, uint64(10+i), child)} {
 			if in(k) != want {
 				t.Fatalf("key %x of object %q: inside the spans %v, want %v", k, key, in(k), want)
 			}
@@ -285,11 +302,11 @@ func TestSpansHoldTheRangesWrites(t *testing.T) {
 			n++
 		}
 	}
-	if n != 3 {
-		t.Fatalf("%d keys inside the spans, want 3 (b, bzz, c)", n)
+	if n != 6 {
+		t.Fatalf("%d keys inside the spans, want 6 (versions and child entries of b, bzz, c)", n)
 	}
 	last := (&StateMachine{}).Spans(rangedesc.Range{Start: keys.SpaceStart(1)})
-	if last[0].End == nil || last[1].End == nil {
+	if last[0].End == nil || last[1].End == nil || last[2].End == nil {
 		t.Fatalf("open-ended range has unbounded spans: %v", last)
 	}
 }
@@ -322,6 +339,9 @@ func TestBounds(t *testing.T) {
 		}
 		if err, _ := run(obj, &DeleteVersionCmd{Obj: obj, Version: 10}).(error); !errors.Is(err, ErrWrongRange) {
 			t.Fatalf("delete outside the bounds: %v", err)
+		}
+		if err, _ := run(obj, &ChildCmd{Obj: obj, Version: 10, Child: lo}).(error); !errors.Is(err, ErrWrongRange) {
+			t.Fatalf("child entry outside the bounds: %v", err)
 		}
 	}
 	m.SetBounds(rangedesc.Range{Start: mid}) // unbounded above

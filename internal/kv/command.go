@@ -18,6 +18,7 @@ const (
 	opPut           byte = 1
 	opDeleteVersion byte = 2
 	opSetTags       byte = 3
+	opChild         byte = 12 // after the transaction commands (txn.go)
 )
 
 // ErrBadCommand is returned when a Raft entry does not decode as a command.
@@ -50,6 +51,17 @@ type SetTagsCmd struct {
 	Obj     []byte
 	Version uint64
 	Tags    map[string]string // nil or empty: remove them
+}
+
+// ChildCmd records in the children index that object Child was cloned
+// from version Version of object Obj (the command's range holds Obj). The
+// clone writes it before it commits the child's version, so the index
+// never misses a child; an entry whose child never committed is told
+// apart by reading the child (its version's Origin), and is harmless.
+type ChildCmd struct {
+	Obj     []byte
+	Version uint64
+	Child   []byte
 }
 
 func appendBytes(dst, b []byte) []byte {
@@ -100,7 +112,16 @@ func (c *SetTagsCmd) Encode() []byte {
 	return b
 }
 
-// decode parses a command into *PutCmd, *DeleteVersionCmd, *SetTagsCmd or
+// Encode returns the command's bytes.
+func (c *ChildCmd) Encode() []byte {
+	b := append(make([]byte, 0, 16+len(c.Obj)+len(c.Child)), opChild, cmdVersion)
+	b = appendBytes(b, c.Obj)
+	b = binary.AppendUvarint(b, c.Version)
+	return appendBytes(b, c.Child)
+}
+
+// decode parses a command into *PutCmd, *DeleteVersionCmd, *SetTagsCmd,
+// *ChildCmd or
 // a transaction command (txn.go).
 // Any failure is ErrBadCommand.
 func decode(b []byte) (any, error) {
@@ -135,6 +156,12 @@ func decode(b []byte) (any, error) {
 		return c, nil
 	case opDeleteVersion:
 		c := &DeleteVersionCmd{Obj: d.Bytes(), Version: d.Uvarint()}
+		if err := d.Done(); err != nil {
+			return nil, err
+		}
+		return c, nil
+	case opChild:
+		c := &ChildCmd{Obj: d.Bytes(), Version: d.Uvarint(), Child: d.Bytes()}
 		if err := d.Done(); err != nil {
 			return nil, err
 		}

@@ -45,6 +45,20 @@ type Record struct {
 	// Manifest is the encoded chunk manifest of large objects (package chunk
 	// owns its format).
 	Manifest []byte
+	// Origin is the version this one was cloned from, in another object
+	// (or an older version of this one), when it is a clone: its content
+	// is Origin's, chunks shared. Encoded only when set (flagOrigin),
+	// after Headers.
+	Origin *Origin
+}
+
+// Origin names a version of an object by its space's id (stable for the
+// space's life; names may be reused after a delete), its key and its
+// version.
+type Origin struct {
+	SpaceID uint32
+	Key     string
+	Version uint64
 }
 
 // Record encoding (see the package doc for the drawing).
@@ -56,7 +70,8 @@ const (
 	trailerLen    = 4 // CRC32C
 	flagDelete    = 1 << 0
 	flagHeaders   = 1 << 1 // a Headers map follows Manifest
-	knownFlags    = flagDelete | flagHeaders
+	flagOrigin    = 1 << 2 // an Origin follows Headers
+	knownFlags    = flagDelete | flagHeaders | flagOrigin
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -76,6 +91,9 @@ func (r *Record) AppendMarshal(b []byte) []byte {
 	if len(r.Headers) > 0 {
 		flags |= flagHeaders
 	}
+	if r.Origin != nil {
+		flags |= flagOrigin
+	}
 	b = append(b, flags)
 	b = binary.AppendUvarint(b, r.Parent)
 	b = binary.AppendUvarint(b, r.StartTS)
@@ -89,6 +107,11 @@ func (r *Record) AppendMarshal(b []byte) []byte {
 	b = appendBytes(b, r.Manifest)
 	if len(r.Headers) > 0 {
 		b = appendMap(b, r.Headers)
+	}
+	if o := r.Origin; o != nil {
+		b = binary.AppendUvarint(b, uint64(o.SpaceID))
+		b = appendString(b, o.Key)
+		b = binary.AppendUvarint(b, o.Version)
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
 }
@@ -105,6 +128,9 @@ func (r *Record) MarshalCap() int {
 	}
 	for k, v := range r.Headers {
 		n += len(k) + len(v) + 2*binary.MaxVarintLen64
+	}
+	if r.Origin != nil {
+		n += len(r.Origin.Key) + 3*binary.MaxVarintLen64
 	}
 	return n
 }
@@ -189,6 +215,18 @@ func unmarshal(r *Record, b []byte, content bool) error {
 		if r.Headers = d.stringMap(); d.Err() == nil && len(r.Headers) == 0 {
 			d.fail("headers flag with no headers")
 		}
+	}
+	if flags&flagOrigin != 0 {
+		o := &Origin{}
+		id := d.uvarint()
+		if id > 1<<32-1 {
+			d.fail("origin space id %d out of range", id)
+		}
+		o.SpaceID, o.Key, o.Version = uint32(id), d.string(), d.uvarint()
+		if d.Err() == nil && (o.Key == "" || o.Version == 0) {
+			d.fail("origin without a key or version")
+		}
+		r.Origin = o
 	}
 	return d.Done()
 }

@@ -20,7 +20,8 @@ func sampleRecords() []*Record {
 	for i := range full.Hash {
 		full.Hash[i] = byte(i)
 	}
-	return []*Record{{}, {DeleteMarker: true, Parent: 7, StartTS: 9}, {Size: -1}, full}
+	clone := &Record{Size: 4, Inline: []byte("data"), Origin: &Origin{SpaceID: 1<<32 - 1, Key: "a/b\x00", Version: 1 << 50}}
+	return []*Record{{}, {DeleteMarker: true, Parent: 7, StartTS: 9}, {Size: -1}, full, clone}
 }
 
 func TestRecordRoundTrip(t *testing.T) {
@@ -70,6 +71,15 @@ func TestRecordFormat(t *testing.T) {
 	if got := r.Marshal(); !bytes.Equal(got, want) {
 		t.Fatalf("encoding with headers\n got % x\nwant % x", got, want)
 	}
+	// An origin sets flag 4 and follows the headers: space id, key, version.
+	r.Origin = &Origin{SpaceID: 7, Key: "k", Version: 300}
+	want = want[:len(want)-4]
+	want[3] |= 4
+	want = append(want, 7, 1, 'k', 0xAC, 0x02)
+	want = binary.BigEndian.AppendUint32(want, crc32.Checksum(want, crc32.MakeTable(crc32.Castagnoli)))
+	if got := r.Marshal(); !bytes.Equal(got, want) {
+		t.Fatalf("encoding with an origin\n got % x\nwant % x", got, want)
+	}
 }
 
 func TestRecordCorrupt(t *testing.T) {
@@ -89,6 +99,18 @@ func TestRecordCorrupt(t *testing.T) {
 			b := sampleRecords()[1].Marshal()
 			b = append(b[:len(b)-4:len(b)-4], 0, 0, 0, 0, 0)
 			b[3] |= 2
+			return reseal(b)
+		}(),
+		"no origin": func() []byte { // the origin flag with an empty key
+			b := sampleRecords()[1].Marshal()
+			b = append(b[:len(b)-4:len(b)-4], 1, 0, 5, 0, 0, 0, 0)
+			b[3] |= 4
+			return reseal(b)
+		}(),
+		"origin id": func() []byte { // a space id over 32 bits
+			b := sampleRecords()[1].Marshal()
+			b = append(b[:len(b)-4:len(b)-4], 0x80, 0x80, 0x80, 0x80, 0x10, 1, 'k', 5, 0, 0, 0, 0)
+			b[3] |= 4
 			return reseal(b)
 		}(),
 		"crc":        mutate(func(b []byte) []byte { b[len(b)-1] ^= 1; return b }),

@@ -56,6 +56,17 @@ type Info struct {
 	// content-disposition, content-encoding, content-language, expires,
 	// and x-amz-checksum-ALGORITHM (base64, verified when written).
 	Headers map[string]string
+	// Origin is the version this one was cloned from (Clone), nil if it
+	// was written. Its Space is "" if that space has been deleted.
+	Origin *VersionRef
+}
+
+// VersionRef names one version of an object.
+type VersionRef struct {
+	Space, Key string
+	Version    uint64
+
+	spaceID uint32 // an origin's, until Store.name fills in Space
 }
 
 // PutRequest asks for a new version.

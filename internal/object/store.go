@@ -77,6 +77,9 @@ type Spaces interface {
 	// (a space being deleted waits for its holders), or a SpaceNotFound
 	// error.
 	Acquire(ctx context.Context, name string) (s OpenSpace, release func(), err error)
+	// Name returns the name of the space with id, "" if there is none
+	// (it was deleted).
+	Name(ctx context.Context, id uint32) (string, error)
 }
 
 // OpenSpace is a space as the object service uses it.
@@ -518,12 +521,17 @@ func (st *Store) summarize(ctx context.Context, m chunk.Manifest, replicas int) 
 }
 
 func objectInfo(spaceName, key string, rec *mvcc.Record) Info {
-	return Info{
+	info := Info{
 		Space: spaceName, Key: key, Version: rec.Version, Parent: rec.Parent,
 		Size: rec.Size, ETag: rec.ETag, Hash: rec.Hash, ContentType: rec.ContentType,
 		Modified: tstamp.Time(rec.Version).UnixNano(), DeleteMarker: rec.DeleteMarker,
 		Meta: rec.Meta, Tags: rec.Tags, Headers: rec.Headers,
 	}
+	if o := rec.Origin; o != nil {
+		// The record names the space by id; Store.name names it.
+		info.Origin = &VersionRef{Key: o.Key, Version: o.Version, spaceID: o.SpaceID}
+	}
+	return info
 }
 
 // Stat implements Service.
@@ -540,7 +548,9 @@ func (st *Store) Stat(ctx context.Context, req *GetRequest) (Info, error) {
 		}
 		return Info{}, err
 	}
-	return objectInfo(req.Space, req.Key, rec), nil
+	info := objectInfo(req.Space, req.Key, rec)
+	st.name(ctx, &info)
+	return info, nil
 }
 
 // Get implements Service.
@@ -558,7 +568,9 @@ func (st *Store) Get(ctx context.Context, req *GetRequest) (Info, io.ReadCloser,
 		return Info{}, nil, err
 	}
 	body, err := st.body(ctx, s, rec, req.Offset, req.Length)
-	return objectInfo(req.Space, req.Key, rec), body, err
+	info := objectInfo(req.Space, req.Key, rec)
+	st.name(ctx, &info)
+	return info, body, err
 }
 
 // chunkReader streams pieces of chunks, each verified by the segment store,
@@ -795,6 +807,7 @@ func (st *Store) listOnce(ctx context.Context, s OpenSpace, req *ListRequest, lo
 			return ListResult{}, Errorf(Corrupt, "object key: %v", err)
 		}
 		out.Objects = append(out.Objects, objectInfo(req.Space, string(key), e.Rec))
+		st.name(ctx, &out.Objects[len(out.Objects)-1])
 	}
 	if out.Truncated && len(out.Objects) > 0 {
 		last := out.Objects[len(out.Objects)-1]
@@ -827,6 +840,7 @@ func (st *Store) Versions(ctx context.Context, req *VersionsRequest) (VersionsRe
 	out := VersionsResult{Truncated: more}
 	for _, rec := range recs {
 		out.Versions = append(out.Versions, objectInfo(req.Space, req.Key, rec))
+		st.name(ctx, &out.Versions[len(out.Versions)-1])
 	}
 	return out, nil
 }

@@ -19,7 +19,7 @@ import (
 type Handler func(ctx context.Context, r *Range, req []byte) ([]byte, error)
 
 // MethodNames are the cairn.Range methods Methods serves.
-var MethodNames = []string{"Propose", "Read", "List", "Versions", "TxnStatus"}
+var MethodNames = []string{"Propose", "Read", "List", "Versions", "TxnStatus", "Children"}
 
 // Methods returns the cairn.Range methods this package serves, for the
 // peer server: those of MethodNames.
@@ -31,6 +31,8 @@ func (c *Client) Methods() map[string]transport.Unary {
 		"Versions": c.Method(true, c.handleVersions),
 		// TxnStatus reads what a transaction's primary says of it.
 		"TxnStatus": c.Method(true, c.handleTxnStatus),
+		// Children reads the children index of a version (clones of it).
+		"Children": c.Method(true, c.handleChildren),
 	}
 }
 

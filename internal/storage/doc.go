@@ -16,6 +16,7 @@
 //	0x03 ...                          node-local: identity, format version
 //	'l'  object-key                   mvcc: transaction locks (intents)
 //	'l'  object-key ^start_ts         mvcc: transaction records (on a primary)
+//	'p'  object-key ^ts object-key    kv: children index (clones of a version)
 //	'v'  object-key ^ts               mvcc: version records
 //
 // Object keys (space | placement prefix | key) are built by package keys.
