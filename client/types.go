@@ -1,6 +1,7 @@
 package client
 
 import (
+	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/wire"
 
 	"github.com/cairn-db/cairn/internal/object"
@@ -18,6 +19,18 @@ type (
 	ListResult = object.ListResult
 	// VersionsResult is one page of versions, newest first.
 	VersionsResult = object.VersionsResult
+	// VersionRef names one version of an object (a clone's origin).
+	VersionRef = object.VersionRef
+	// Lineage is a version's ancestors and children (Client.Lineage).
+	Lineage = object.Lineage
+	// LineageEntry is one version of a lineage.
+	LineageEntry = object.LineageEntry
+	// Diff is what changed between two versions (Client.Diff).
+	Diff = object.Diff
+	// FieldChange is one metadata field that differs.
+	FieldChange = object.FieldChange
+	// Extent is a byte range of an object's content.
+	Extent = chunk.Extent
 	// Error is an error answered by the server, with a numbered Code.
 	Error = wire.Error
 	// Code is a numbered protocol error code (the table in docs/protocol.md).

@@ -34,12 +34,11 @@ func run(t *testing.T, bin string, srv *server, stdin string, args ...string) (s
 	return out.String(), errb.String(), code
 }
 
-func TestCLI(t *testing.T) {
-	bin := cairnBinary(t)
-	srv := startServer(t, bin, t.TempDir(), [5]int{testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)})
-	defer srv.kill()
-	dir := t.TempDir()
-	must := func(stdin string, args ...string) string {
+// cliChecks returns must, which runs cairn and fails the test unless it
+// exits 0 (returning stdout), and fails, which runs it and fails the test
+// unless it exits wantCode with wantErr in its stderr.
+func cliChecks(t *testing.T, bin string, srv *server) (must func(stdin string, args ...string) string, fails func(wantCode int, wantErr string, args ...string)) {
+	must = func(stdin string, args ...string) string {
 		t.Helper()
 		out, errs, code := run(t, bin, srv, stdin, args...)
 		if code != 0 {
@@ -47,13 +46,22 @@ func TestCLI(t *testing.T) {
 		}
 		return out
 	}
-	fails := func(wantCode int, wantErr string, args ...string) {
+	fails = func(wantCode int, wantErr string, args ...string) {
 		t.Helper()
 		_, errs, code := run(t, bin, srv, "", args...)
 		if code != wantCode || !strings.Contains(errs, wantErr) {
 			t.Fatalf("cairn %s: exit %d, stderr %q; want exit %d containing %q", strings.Join(args, " "), code, errs, wantCode, wantErr)
 		}
 	}
+	return must, fails
+}
+
+func TestCLI(t *testing.T) {
+	bin := cairnBinary(t)
+	srv := startServer(t, bin, t.TempDir(), [5]int{testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)})
+	defer srv.kill()
+	dir := t.TempDir()
+	must, fails := cliChecks(t, bin, srv)
 
 	must("", "space", "create", "docs", "--retention", "last:5")
 	// S3 access keys.

@@ -52,7 +52,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(
 		newServerCmd(),
 		newPutCmd(), newGetCmd(), newCatCmd(), newRmCmd(), newStatCmd(),
-		newVersionsCmd(), newLsCmd(), newSpaceCmd(),
+		newVersionsCmd(), newLsCmd(), newSpaceCmd(), newCloneCmd(), newLineageCmd(), newDiffCmd(),
 		newShellCmd(), newTxnCmd(), newReplayCmd(), newBenchCmd(), newClusterCmd(), newNodeCmd(), newKeyCmd(),
 	)
 	return root

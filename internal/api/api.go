@@ -63,6 +63,7 @@ type Config struct {
 type Handler struct {
 	cfg Config
 	tr  object.Transactor
+	vs  object.Versioner
 }
 
 // New returns a handler.
@@ -71,7 +72,8 @@ func New(cfg Config) *Handler {
 		cfg.Logger = slog.Default()
 	}
 	tr, _ := cfg.Service.(object.Transactor)
-	return &Handler{cfg: cfg, tr: tr}
+	vs, _ := cfg.Service.(object.Versioner)
+	return &Handler{cfg: cfg, tr: tr, vs: vs}
 }
 
 // ServeHTTP implements http.Handler.
@@ -85,8 +87,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	if h.tr == nil {
-		writeError(w, &ErrorBody{Status: http.StatusNotImplemented, Code: "NotImplemented", Message: "this server runs no transactions"})
+	if h.tr == nil || h.vs == nil {
+		writeError(w, &ErrorBody{Status: http.StatusNotImplemented, Code: "NotImplemented", Message: "this server runs no transactions or version operations"})
 		return
 	}
 	q := &call{h: h, ctx: r.Context(), access: access}
@@ -106,6 +108,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var req CommitRequest
 		if e = decode(body, &req); e == nil {
 			out, e = q.commit(&req)
+		}
+	case "clone":
+		var req CloneRequest
+		if e = decode(body, &req); e == nil {
+			out, e = q.clone(&req)
+		}
+	case "lineage":
+		var req LineageRequest
+		if e = decode(body, &req); e == nil {
+			out, e = q.lineage(&req)
+		}
+	case "diff":
+		var req DiffRequest
+		if e = decode(body, &req); e == nil {
+			out, e = q.diff(&req)
 		}
 	default:
 		e = &ErrorBody{Status: http.StatusNotFound, Code: "NoSuchEndpoint", Message: fmt.Sprintf("no endpoint %s (see docs/api.md)", r.URL.Path)}

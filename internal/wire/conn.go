@@ -741,6 +741,33 @@ func (c *Conn) Versions(ctx context.Context, req *object.VersionsRequest) (objec
 	return DecodeVersionsResult(b)
 }
 
+// Clone makes a clone (object.Versioner.Clone).
+func (c *Conn) Clone(ctx context.Context, req *object.CloneRequest) (object.Info, error) {
+	b, err := c.Call(ctx, OpClone, AppendCloneRequest(nil, req))
+	if err != nil {
+		return object.Info{}, err
+	}
+	return DecodeCloneResult(b)
+}
+
+// Lineage reads a version's lineage (object.Versioner.Lineage).
+func (c *Conn) Lineage(ctx context.Context, req *object.LineageRequest) (object.Lineage, error) {
+	b, err := c.Call(ctx, OpLineage, AppendLineageRequest(nil, req))
+	if err != nil {
+		return object.Lineage{}, err
+	}
+	return DecodeLineage(b)
+}
+
+// Diff compares two versions (object.Versioner.Diff).
+func (c *Conn) Diff(ctx context.Context, req *object.DiffRequest) (object.Diff, error) {
+	b, err := c.Call(ctx, OpDiff, AppendDiffRequest(nil, req))
+	if err != nil {
+		return object.Diff{}, err
+	}
+	return DecodeDiff(b)
+}
+
 // Batch sends items as one BATCH frame and returns one result per item.
 // The error is non-nil only if the batch as a whole failed.
 func (c *Conn) Batch(ctx context.Context, items []BatchItem) ([]BatchResult, error) {

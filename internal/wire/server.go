@@ -1089,6 +1089,8 @@ func (c *serverConn) handle(ctx context.Context, h Header, txnID uint64, body []
 				resp = AppendVersionsResult(buf, &res)
 			}
 		}
+	case OpClone, OpLineage, OpDiff:
+		resp, err = c.versionsOp(ctx, h.Op, tx, buf, body)
 	case OpBatch:
 		var items []BatchItem
 		if items, err = DecodeBatchRequest(body); err == nil {

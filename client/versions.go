@@ -1,0 +1,73 @@
+package client
+
+import (
+	"cmp"
+	"context"
+
+	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// CloneOptions select the source version of a clone and guard its target.
+type CloneOptions struct {
+	// Version is the exact source version; 0 is the latest (or the one
+	// as of AsOf).
+	Version, AsOf uint64
+	// IfNoneMatch makes the clone only if the target key has no live
+	// version (ErrPreconditionFailed otherwise).
+	IfNoneMatch bool
+}
+
+// Clone makes dstSpace/dstKey a new version with the content and
+// metadata of a version of space/key, sharing its chunks: no data is
+// copied, whatever its size. The result's Origin names the source. The
+// call needs the read grant on space and the write grant on dstSpace.
+// It is retried like a Put: a retry after an answer was lost may make a
+// second version of the clone.
+func (c *Client) Clone(ctx context.Context, space, key, dstSpace, dstKey string, o CloneOptions) (ObjectInfo, error) {
+	req := object.CloneRequest{Space: space, Key: key, Version: o.Version, AsOf: o.AsOf, DstSpace: dstSpace, DstKey: dstKey, IfNoneMatch: o.IfNoneMatch}
+	var info ObjectInfo
+	err := c.doKey(ctx, cmp.Or(dstSpace, space), dstKey, false, nil, func(cn *wire.Conn) (err error) {
+		info, err = cn.Clone(ctx, &req)
+		return err
+	})
+	return info, err
+}
+
+// Lineage returns where a version of space/key (0: the latest) came from,
+// nearest first, following clones to their origins and versions to
+// their parents (at most limit; 0: 100), and what was made of it: the
+// key's next version and its clones in every space the key may read.
+func (c *Client) Lineage(ctx context.Context, space, key string, version uint64, limit int) (Lineage, error) {
+	req := object.LineageRequest{Space: space, Key: key, Version: version, Limit: limit}
+	var l Lineage
+	err := c.doKey(ctx, space, key, true, nil, func(cn *wire.Conn) (err error) {
+		l, err = cn.Lineage(ctx, &req)
+		return err
+	})
+	return l, err
+}
+
+// DiffOptions name what a diff compares a version with, and how closely.
+type DiffOptions struct {
+	// ToSpace and ToKey name another object to compare with ("": the
+	// same one).
+	ToSpace, ToKey string
+	// Exact reads both versions where their manifests differ and reports
+	// only the bytes that do.
+	Exact bool
+}
+
+// Diff compares version from of space/key with version to (0: the
+// latest) of the same object or of o.ToSpace/o.ToKey: the metadata
+// fields that differ and the byte ranges where the content does,
+// computed from the two manifests without reading data unless o.Exact.
+func (c *Client) Diff(ctx context.Context, space, key string, from, to uint64, o DiffOptions) (Diff, error) {
+	req := object.DiffRequest{Space: space, Key: key, From: from, ToSpace: o.ToSpace, ToKey: o.ToKey, To: to, Exact: o.Exact}
+	var d Diff
+	err := c.doKey(ctx, space, key, true, nil, func(cn *wire.Conn) (err error) {
+		d, err = cn.Diff(ctx, &req)
+		return err
+	})
+	return d, err
+}

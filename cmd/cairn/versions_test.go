@@ -1,0 +1,75 @@
+package main
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/cairn-db/cairn/client"
+	"github.com/cairn-db/cairn/internal/testenv"
+)
+
+// TestCLIVersions: clone, lineage and diff as a user runs them, with
+// their JSON, their errors, and a key that may read the source but not
+// write the target.
+func TestCLIVersions(t *testing.T) {
+	bin := cairnBinary(t)
+	srv := startServer(t, bin, t.TempDir(), [5]int{testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)})
+	defer srv.kill()
+	must, fails := cliChecks(t, bin, srv)
+	version := regexp.MustCompile(`version ([0-9a-f]{16})`)
+	must("", "space", "create", "models")
+	must("", "space", "create", "forks")
+	v1 := version.FindStringSubmatch(must("weights v1\n", "put", "models/w", "-", "--meta", "epoch=1"))[1]
+	v2 := version.FindStringSubmatch(must("weights v2\n", "put", "models/w", "-", "--meta", "epoch=2"))[1]
+
+	out := must("", "clone", "models/w", "forks/w", "--version", v1)
+	if !strings.Contains(out, "forks/w") || !strings.Contains(out, "cloned from models/w "+v1) {
+		t.Fatalf("clone: %q", out)
+	}
+	if got := must("", "cat", "forks/w"); got != "weights v1\n" {
+		t.Fatalf("the clone reads %q", got)
+	}
+	var info client.ObjectInfo
+	if err := json.Unmarshal([]byte(must("", "clone", "models/w", "forks/latest", "--json")), &info); err != nil || info.Origin == nil || info.Origin.Space != "models" {
+		t.Fatalf("clone --json: %+v %v", info, err)
+	}
+	fails(1, "precondition", "clone", "models/w", "forks/w", "--if-none-match")
+	fails(1, "not", "clone", "models/nothing", "forks/x")
+	fails(2, "SPACE/KEY", "clone", "models/w", "forks")
+
+	out = must("", "lineage", "forks/w")
+	if !strings.Contains(out, "origin (-1)") || !strings.Contains(out, "models/w") || !strings.Contains(out, v1) {
+		t.Fatalf("lineage of the clone: %q", out)
+	}
+	out = must("", "lineage", "models/w", "--version", v1)
+	if !strings.Contains(out, "next version") || !strings.Contains(out, v2) || !strings.Contains(out, "clone ") || !strings.Contains(out, "forks/w") {
+		t.Fatalf("lineage of v1: %q", out)
+	}
+	var l client.Lineage
+	if err := json.Unmarshal([]byte(must("", "lineage", "models/w", "--json")), &l); err != nil || len(l.Ancestors) != 1 || len(l.Children) != 1 {
+		t.Fatalf("lineage --json: %+v %v", l, err)
+	}
+
+	out = must("", "diff", "models/w", v1, v2)
+	if !strings.Contains(out, `~ meta.epoch: "1" -> "2"`) || !strings.Contains(out, "[9, 10) 1 bytes") {
+		t.Fatalf("diff: %q", out)
+	}
+	if out := must("", "diff", "models/w", v1, "--to", "forks/w"); !strings.Contains(out, "content: the same") {
+		t.Fatalf("diff against the clone: %q", out)
+	}
+	fails(2, "version id", "diff", "models/w", "nope")
+
+	// A key that may read models and forks but write neither.
+	out = must("", "key", "create", "--access", "viewer", "--grant", "models=read", "--grant", "forks=read")
+	secret := regexp.MustCompile(`secret key: (\S+)`).FindStringSubmatch(out)[1]
+	_, errs, code := run(t, bin, srv, "", "clone", "models/w", "forks/stolen", "--access-key", "viewer", "--secret-key", secret)
+	if code != 1 || !strings.Contains(errs, "may not write") {
+		t.Fatalf("clone without the write grant: exit %d, %q", code, errs)
+	}
+	if out, _, code := run(t, bin, srv, "", "lineage", "models/w", "--access-key", "viewer", "--secret-key", secret); code != 0 || !strings.Contains(out, "this") {
+		t.Fatalf("lineage with the read grant: exit %d, %q", code, out)
+	}
+	fails(1, "no such object", "cat", "forks/stolen")
+}

@@ -1,0 +1,218 @@
+package api
+
+import (
+	"cmp"
+	"encoding/hex"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/auth"
+	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/tstamp"
+)
+
+// Version is one version of an object as the version endpoints describe
+// it.
+type Version struct {
+	Ref
+	Version      string            `json:"version"`
+	Parent       string            `json:"parent,omitempty"`
+	Origin       *VersionName      `json:"origin,omitempty"`
+	Size         int64             `json:"size"`
+	ETag         string            `json:"etag,omitempty"`
+	Hash         string            `json:"hash,omitempty"`
+	ContentType  string            `json:"content_type,omitempty"`
+	Modified     string            `json:"modified,omitempty"`
+	DeleteMarker bool              `json:"delete_marker,omitempty"`
+	Meta         map[string]string `json:"meta,omitempty"`
+	Tags         map[string]string `json:"tags,omitempty"`
+}
+
+// VersionName names a version: a space ("" if deleted), a key and a
+// version id.
+type VersionName struct {
+	Ref
+	Version string `json:"version"`
+}
+
+func versionOf(i *object.Info) Version {
+	v := Version{Ref: Ref{Space: i.Space, Key: i.Key}, Version: tstamp.String(i.Version), Size: i.Size, ETag: i.ETag,
+		ContentType: i.ContentType, DeleteMarker: i.DeleteMarker, Meta: i.Meta, Tags: i.Tags}
+	if i.Parent != 0 {
+		v.Parent = tstamp.String(i.Parent)
+	}
+	if i.Hash != ([32]byte{}) {
+		v.Hash = hex.EncodeToString(i.Hash[:])
+	}
+	if i.Modified != 0 {
+		v.Modified = time.Unix(0, i.Modified).UTC().Format(time.RFC3339Nano)
+	}
+	if o := i.Origin; o != nil {
+		v.Origin = &VersionName{Ref: Ref{Space: o.Space, Key: o.Key}, Version: tstamp.String(o.Version)}
+	}
+	return v
+}
+
+// optTS parses an optional version id ("" is 0).
+func optTS(field, s string) (uint64, *ErrorBody) {
+	if s == "" {
+		return 0, nil
+	}
+	return parseTS(field, s)
+}
+
+// CloneRequest clones a version (the latest unless Version) of Space/Key
+// into To.
+type CloneRequest struct {
+	Ref
+	Version     string `json:"version,omitempty"`
+	To          Ref    `json:"to"`
+	IfNoneMatch bool   `json:"if_none_match,omitempty"`
+}
+
+func (q *call) clone(req *CloneRequest) (any, *ErrorBody) {
+	v, e := optTS("version", req.Version)
+	if e != nil {
+		return nil, e
+	}
+	dst := cmp.Or(req.To.Space, req.Space)
+	if e := q.allow(req.Space, auth.Read); e != nil {
+		return nil, e
+	}
+	if e := q.allow(dst, auth.Write); e != nil {
+		return nil, e
+	}
+	info, err := q.versioner().Clone(q.ctx, &object.CloneRequest{Space: req.Space, Key: req.Key, Version: v, DstSpace: dst, DstKey: req.To.Key, IfNoneMatch: req.IfNoneMatch})
+	if err != nil {
+		return nil, serviceError(err)
+	}
+	return versionOf(&info), nil
+}
+
+// LineageRequest asks for a version's lineage (the latest unless
+// Version); Limit bounds the ancestors (0: 100).
+type LineageRequest struct {
+	Ref
+	Version string `json:"version,omitempty"`
+	Limit   int    `json:"limit,omitempty"`
+}
+
+// LineageResponse is a version, its ancestors nearest first and its
+// children.
+type LineageResponse struct {
+	Version   Version        `json:"version"`
+	Ancestors []LineageEntry `json:"ancestors"`
+	Children  []LineageEntry `json:"children"`
+	Truncated bool           `json:"truncated,omitempty"`
+}
+
+// LineageEntry is one version of a lineage: Clone when the relation
+// crosses objects, Gone when the version no longer exists.
+type LineageEntry struct {
+	Version
+	Clone bool `json:"clone,omitempty"`
+	Gone  bool `json:"gone,omitempty"`
+}
+
+func (q *call) lineage(req *LineageRequest) (any, *ErrorBody) {
+	v, e := optTS("version", req.Version)
+	if e != nil {
+		return nil, e
+	}
+	if e := q.allow(req.Space, auth.Read); e != nil {
+		return nil, e
+	}
+	l, err := q.versioner().Lineage(q.ctx, &object.LineageRequest{Space: req.Space, Key: req.Key, Version: v, Limit: req.Limit})
+	if err != nil {
+		return nil, serviceError(err)
+	}
+	out := LineageResponse{Version: versionOf(&l.Version), Ancestors: []LineageEntry{}, Children: []LineageEntry{}, Truncated: l.Truncated}
+	for _, a := range l.Ancestors {
+		if a.Space != "" && !q.h.cfg.Keys.Allowed(q.access, a.Space, auth.Read) {
+			out.Truncated = true // the rest of the chain is in a space the key may not read
+			break
+		}
+		out.Ancestors = append(out.Ancestors, lineageEntry(&a))
+	}
+	for _, c := range l.Children {
+		if q.h.cfg.Keys.Allowed(q.access, c.Space, auth.Read) {
+			out.Children = append(out.Children, lineageEntry(&c))
+		}
+	}
+	return out, nil
+}
+
+func lineageEntry(e *object.LineageEntry) LineageEntry {
+	le := LineageEntry{Version: versionOf(&e.Info), Clone: e.Clone, Gone: e.Gone}
+	if e.Gone {
+		le.Version = Version{Ref: Ref{Space: e.Space, Key: e.Key}, Version: tstamp.String(e.Version)}
+	}
+	return le
+}
+
+// DiffRequest compares version From of Space/Key with version To of the
+// same object or of ToRef ("" versions: the latest).
+type DiffRequest struct {
+	Ref
+	From  string `json:"from,omitempty"`
+	To    string `json:"to,omitempty"`
+	ToRef *Ref   `json:"to_object,omitempty"`
+	Exact bool   `json:"exact,omitempty"`
+}
+
+// DiffResponse is what changed: metadata fields and byte ranges.
+type DiffResponse struct {
+	From    Version        `json:"from"`
+	To      Version        `json:"to"`
+	Changes []FieldChange  `json:"changes"`
+	Ranges  []ChangedRange `json:"ranges"`
+	Exact   bool           `json:"exact"`
+}
+
+// FieldChange is one metadata field that differs.
+type FieldChange struct {
+	Field   string `json:"field"`
+	From    string `json:"from,omitempty"`
+	To      string `json:"to,omitempty"`
+	Added   bool   `json:"added,omitempty"`
+	Removed bool   `json:"removed,omitempty"`
+}
+
+// ChangedRange is a byte range of To's content that differs from From's.
+type ChangedRange struct {
+	Offset int64 `json:"offset"`
+	Length int64 `json:"length"`
+}
+
+func (q *call) diff(req *DiffRequest) (any, *ErrorBody) {
+	from, e := optTS("from", req.From)
+	if e != nil {
+		return nil, e
+	}
+	to, e := optTS("to", req.To)
+	if e != nil {
+		return nil, e
+	}
+	dr := &object.DiffRequest{Space: req.Space, Key: req.Key, From: from, To: to, Exact: req.Exact}
+	if req.ToRef != nil {
+		dr.ToSpace, dr.ToKey = req.ToRef.Space, req.ToRef.Key
+	}
+	for _, sp := range []string{req.Space, cmp.Or(dr.ToSpace, req.Space)} {
+		if e := q.allow(sp, auth.Read); e != nil {
+			return nil, e
+		}
+	}
+	d, err := q.versioner().Diff(q.ctx, dr)
+	if err != nil {
+		return nil, serviceError(err)
+	}
+	out := DiffResponse{From: versionOf(&d.From), To: versionOf(&d.To), Changes: []FieldChange{}, Ranges: []ChangedRange{}, Exact: d.Exact}
+	for _, c := range d.Changes {
+		out.Changes = append(out.Changes, FieldChange(c))
+	}
+	for _, r := range d.Ranges {
+		out.Ranges = append(out.Ranges, ChangedRange{Offset: r.Off, Length: r.Len})
+	}
+	return out, nil
+}
+
+func (q *call) versioner() object.Versioner { return q.h.vs }

@@ -1,0 +1,95 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/cairn-db/cairn/internal/api"
+	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/tstamp"
+)
+
+// TestVersionsOverJSON: clone, lineage and diff through the JSON
+// endpoints, and the errors they answer.
+func TestVersionsOverJSON(t *testing.T) {
+	ctx := context.Background()
+	n, ep := openNode(t)
+	for _, sp := range []string{"vjone", "vjtwo"} {
+		if _, err := n.CreateSpace(ctx, sp, object.SpaceSettings{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v1, err := n.Put(ctx, &object.PutRequest{Space: "vjone", Key: "a", Size: 5, Meta: map[string]string{"m": "1"}}, bytes.NewReader([]byte("hello")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := n.Put(ctx, &object.PutRequest{Space: "vjone", Key: "a", Size: 5}, bytes.NewReader([]byte("jello")))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	st, b := post(t, ep, "/_cairn/v1/clone", api.CloneRequest{Ref: api.Ref{Space: "vjone", Key: "a"}, Version: tstamp.String(v1.Version), To: api.Ref{Space: "vjtwo", Key: "c"}}, nil)
+	c := must[api.Version](t, st, b)
+	if c.Space != "vjtwo" || c.Key != "c" || c.Size != 5 || c.Meta["m"] != "1" || c.Origin == nil ||
+		c.Origin.Space != "vjone" || c.Origin.Key != "a" || c.Origin.Version != tstamp.String(v1.Version) {
+		t.Fatalf("clone: %s", b)
+	}
+
+	st, b = post(t, ep, "/_cairn/v1/lineage", api.LineageRequest{Ref: api.Ref{Space: "vjone", Key: "a"}, Version: tstamp.String(v1.Version)}, nil)
+	l := must[api.LineageResponse](t, st, b)
+	if len(l.Ancestors) != 0 || len(l.Children) != 2 {
+		t.Fatalf("lineage of a@1: %s", b)
+	}
+	for _, ch := range l.Children {
+		switch {
+		case ch.Space == "vjone" && ch.Version.Version == tstamp.String(v2.Version) && !ch.Clone:
+		case ch.Space == "vjtwo" && ch.Key == "c" && ch.Version.Version == c.Version && ch.Clone:
+		default:
+			t.Fatalf("child %+v", ch)
+		}
+	}
+	st, b = post(t, ep, "/_cairn/v1/lineage", api.LineageRequest{Ref: api.Ref{Space: "vjtwo", Key: "c"}}, nil)
+	if l := must[api.LineageResponse](t, st, b); len(l.Ancestors) != 1 || !l.Ancestors[0].Clone || l.Ancestors[0].Version.Version != tstamp.String(v1.Version) {
+		t.Fatalf("lineage of the clone: %s", b)
+	}
+
+	st, b = post(t, ep, "/_cairn/v1/diff", api.DiffRequest{Ref: api.Ref{Space: "vjone", Key: "a"}, From: tstamp.String(v1.Version)}, nil)
+	d := must[api.DiffResponse](t, st, b)
+	if !d.Exact || len(d.Ranges) != 1 || d.Ranges[0] != (api.ChangedRange{Offset: 0, Length: 1}) || d.To.Version != tstamp.String(v2.Version) {
+		t.Fatalf("diff: %s", b)
+	}
+	var removed bool
+	for _, ch := range d.Changes {
+		removed = removed || ch.Field == "meta.m" && ch.Removed
+	}
+	if !removed {
+		t.Fatalf("diff changes: %s", b)
+	}
+	st, b = post(t, ep, "/_cairn/v1/diff", api.DiffRequest{Ref: api.Ref{Space: "vjone", Key: "a"}, ToRef: &api.Ref{Space: "vjtwo", Key: "c"}}, nil)
+	if d := must[api.DiffResponse](t, st, b); len(d.Ranges) != 1 || d.From.Version != tstamp.String(v2.Version) {
+		t.Fatalf("diff across objects: %s", b)
+	}
+
+	for name, tc := range map[string]struct {
+		path   string
+		body   any
+		status int
+		code   string
+	}{
+		"bad version":    {"/_cairn/v1/clone", api.CloneRequest{Ref: api.Ref{Space: "vjone", Key: "a"}, Version: "zz", To: api.Ref{Key: "x"}}, 400, "InvalidArgument"},
+		"missing source": {"/_cairn/v1/clone", api.CloneRequest{Ref: api.Ref{Space: "vjone", Key: "nope"}, To: api.Ref{Key: "x"}}, 404, "NotFound"},
+		"missing space":  {"/_cairn/v1/lineage", api.LineageRequest{Ref: api.Ref{Space: "nospace", Key: "a"}}, 404, "SpaceNotFound"},
+		"unknown field":  {"/_cairn/v1/diff", map[string]any{"space": "vjone", "key": "a", "bogus": 1}, 400, "MalformedJSON"},
+	} {
+		st, b := post(t, ep, tc.path, tc.body, nil)
+		var e struct{ Error api.ErrorBody }
+		if err := json.Unmarshal(b, &e); err != nil || st != tc.status || e.Error.Code != tc.code {
+			t.Errorf("%s: %d %s, want %d %s", name, st, b, tc.status, tc.code)
+		}
+	}
+	if _, _, err := n.Get(ctx, &object.GetRequest{Space: "vjone", Key: "x", Length: -1}); object.KindOf(err) != object.NotFound {
+		t.Fatalf("a refused clone wrote: %v", err)
+	}
+}

@@ -1,0 +1,91 @@
+package wire
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/object"
+)
+
+func sampleVersionBodies(r *rand.Rand) [][]byte {
+	info := randInfo(r)
+	clone := info
+	clone.Origin = &object.VersionRef{Space: "src", Key: "k", Version: 9}
+	l := object.Lineage{Version: info, Ancestors: []object.LineageEntry{{Info: info, Clone: true}, {Info: object.Info{Space: "s", Key: "k", Version: 3}, Gone: true}},
+		Children: []object.LineageEntry{{Info: info}}, Truncated: true}
+	df := object.Diff{From: info, To: info, Changes: []object.FieldChange{{Field: "meta.a", To: "1", Added: true}, {Field: "size", From: "1", To: "2"}},
+		Ranges: []chunk.Extent{{Off: 0, Len: 5}, {Off: 100, Len: 1}}, Exact: true}
+	return [][]byte{
+		AppendCloneRequest(nil, &object.CloneRequest{Space: "a", Key: "b", Version: 1, AsOf: 2, DstSpace: "c", DstKey: "d", IfNoneMatch: true}),
+		AppendCloneResult(nil, &clone),
+		AppendLineageRequest(nil, &object.LineageRequest{Space: "a", Key: "b", Version: 7, Limit: 10}),
+		AppendLineage(nil, &l),
+		AppendDiffRequest(nil, &object.DiffRequest{Space: "a", Key: "b", From: 1, ToSpace: "c", ToKey: "d", To: 2, Exact: true}),
+		AppendDiff(nil, &df),
+	}
+}
+
+// decodeVersionBody decodes body as kind (the order of
+// sampleVersionBodies) and re-encodes it.
+func decodeVersionBody(kind int, b []byte) (v any, again func() (any, error), err error) {
+	switch kind % 6 {
+	case 0:
+		x, err := DecodeCloneRequest(b)
+		return x, func() (any, error) { return DecodeCloneRequest(AppendCloneRequest(nil, &x)) }, err
+	case 1:
+		x, err := DecodeCloneResult(b)
+		return x, func() (any, error) { return DecodeCloneResult(AppendCloneResult(nil, &x)) }, err
+	case 2:
+		x, err := DecodeLineageRequest(b)
+		return x, func() (any, error) { return DecodeLineageRequest(AppendLineageRequest(nil, &x)) }, err
+	case 3:
+		x, err := DecodeLineage(b)
+		return x, func() (any, error) { return DecodeLineage(AppendLineage(nil, &x)) }, err
+	case 4:
+		x, err := DecodeDiffRequest(b)
+		return x, func() (any, error) { return DecodeDiffRequest(AppendDiffRequest(nil, &x)) }, err
+	default:
+		x, err := DecodeDiff(b)
+		return x, func() (any, error) { return DecodeDiff(AppendDiff(nil, &x)) }, err
+	}
+}
+
+// TestVersionBodies: each CLONE, LINEAGE and DIFF body round-trips, and
+// every truncation of it is refused.
+func TestVersionBodies(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	for kind, b := range sampleVersionBodies(r) {
+		v, again, err := decodeVersionBody(kind, b)
+		if err != nil {
+			t.Fatalf("kind %d: %v", kind, err)
+		}
+		if v2, err := again(); err != nil || !reflect.DeepEqual(v, v2) {
+			t.Fatalf("kind %d does not round-trip: %v\n%+v\n%+v", kind, err, v, v2)
+		}
+		for i := range len(b) {
+			if _, _, err := decodeVersionBody(kind, b[:i]); err == nil {
+				t.Fatalf("kind %d: %d of %d bytes decoded", kind, i, len(b))
+			}
+		}
+		if _, _, err := decodeVersionBody(kind, append(b, 0)); err == nil {
+			t.Fatalf("kind %d: a trailing byte decoded", kind)
+		}
+	}
+}
+
+func FuzzDecodeVersionBodies(f *testing.F) {
+	for kind, b := range sampleVersionBodies(rand.New(rand.NewPCG(2, 2))) {
+		f.Add(uint8(kind), b)
+	}
+	f.Fuzz(func(t *testing.T, kind uint8, b []byte) {
+		v, again, err := decodeVersionBody(int(kind), b)
+		if err != nil {
+			return
+		}
+		if v2, err := again(); err != nil || !reflect.DeepEqual(v, v2) {
+			t.Fatalf("kind %d does not round-trip: %v\n%+v\n%+v", kind, err, v, v2)
+		}
+	})
+}
