@@ -71,3 +71,46 @@ func (c *Client) Diff(ctx context.Context, space, key string, from, to uint64, o
 	})
 	return d, err
 }
+
+// SnapshotInfo describes a snapshot: a read-only space showing Space as
+// of At.
+type SnapshotInfo = object.SnapshotInfo
+
+// CreateSnapshot makes name a read-only space that shows space exactly as
+// of one timestamp (read-atomic: a transaction is in it whole or not at
+// all), whatever the space holds: no data is copied. Read it as any
+// space (Get, List, Versions, S3). It needs the admin grant on space.
+func (c *Client) CreateSnapshot(ctx context.Context, space, name string) (SnapshotInfo, error) {
+	var l []SnapshotInfo
+	err := c.do(ctx, false, nil, func(cn *wire.Conn) (err error) {
+		l, err = cn.Snapshot(ctx, wire.SnapshotCreate, space, name)
+		return err
+	})
+	if err == nil && len(l) != 1 {
+		err = wire.Errorf(wire.CodeMalformed, "SNAPSHOT create answered %d snapshots", len(l))
+	}
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	return l[0], nil
+}
+
+// Snapshots lists the snapshots of space ("": of every space) that the
+// key may read, in name order.
+func (c *Client) Snapshots(ctx context.Context, space string) ([]SnapshotInfo, error) {
+	var l []SnapshotInfo
+	err := c.do(ctx, true, nil, func(cn *wire.Conn) (err error) {
+		l, err = cn.Snapshot(ctx, wire.SnapshotList, space, "")
+		return err
+	})
+	return l, err
+}
+
+// DeleteSnapshot removes snapshot name; the versions it held may be
+// pruned from then on. It needs the admin grant on name.
+func (c *Client) DeleteSnapshot(ctx context.Context, name string) error {
+	return c.do(ctx, false, nil, func(cn *wire.Conn) error {
+		_, err := cn.Snapshot(ctx, wire.SnapshotDelete, "", name)
+		return err
+	})
+}

@@ -52,7 +52,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(
 		newServerCmd(),
 		newPutCmd(), newGetCmd(), newCatCmd(), newRmCmd(), newStatCmd(),
-		newVersionsCmd(), newLsCmd(), newSpaceCmd(), newCloneCmd(), newLineageCmd(), newDiffCmd(),
+		newVersionsCmd(), newLsCmd(), newSpaceCmd(), newCloneCmd(), newLineageCmd(), newDiffCmd(), newSnapshotCmd(),
 		newShellCmd(), newTxnCmd(), newReplayCmd(), newBenchCmd(), newClusterCmd(), newNodeCmd(), newKeyCmd(),
 	)
 	return root

@@ -248,3 +248,80 @@ func printDiff(w io.Writer, d *client.Diff) {
 	}
 	fmt.Fprintf(w, "content: %d bytes in %d ranges %s\n%s", total, len(d.Ranges), how, sb.String())
 }
+
+func newSnapshotCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "snapshot", Short: "Make, list and remove snapshots: read-only spaces that show a space as of one moment"}
+	create := &cobra.Command{
+		Use:   "create SPACE NAME",
+		Short: "Make NAME a read-only space showing SPACE as it is now",
+		Long: `Snapshot create makes NAME a space that shows SPACE exactly as of one
+timestamp — a transaction is in it whole or not at all — and never changes.
+It copies nothing, whatever SPACE holds. Read it as any space: cairn cat,
+ls, versions, and S3 clients (a read-only bucket). While a space has
+snapshots, its retention policy prunes nothing and the versions they show
+cannot be removed.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			s, err := c.CreateSnapshot(cmd.Context(), args[0], args[1])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "snapshot %s of %s as of %s (%s)\n", s.Name, s.Space, tstamp.String(s.At), tstamp.Time(s.At).UTC().Format(time.RFC3339Nano))
+			return nil
+		},
+	}
+	ls := &cobra.Command{
+		Use:   "ls [SPACE]",
+		Short: "List the snapshots of SPACE (default: of every space)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			space := ""
+			if len(args) == 1 {
+				space = args[0]
+			}
+			c, err := dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			l, err := c.Snapshots(cmd.Context(), space)
+			if err != nil {
+				return err
+			}
+			if j, _ := cmd.Flags().GetBool("json"); j {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(l)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSPACE\tAS OF\tVERSION\t")
+			for _, s := range l {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", s.Name, s.Space, tstamp.Time(s.At).UTC().Format(time.RFC3339), tstamp.String(s.At))
+			}
+			return tw.Flush()
+		},
+	}
+	ls.Flags().Bool("json", false, "print JSON")
+	rm := &cobra.Command{
+		Use:   "rm NAME",
+		Short: "Remove a snapshot (the versions it held may then be pruned)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.DeleteSnapshot(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed snapshot %s\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(create, ls, rm)
+	return cmd
+}

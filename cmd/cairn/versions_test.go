@@ -72,4 +72,25 @@ func TestCLIVersions(t *testing.T) {
 		t.Fatalf("lineage with the read grant: exit %d, %q", code, out)
 	}
 	fails(1, "no such object", "cat", "forks/stolen")
+
+	// Snapshots: made, read as a space, refused writes, listed, removed.
+	out = must("", "snapshot", "create", "models", "models-v2")
+	if !strings.Contains(out, "snapshot models-v2 of models as of") {
+		t.Fatalf("snapshot create: %q", out)
+	}
+	must("weights v3\n", "put", "models/w", "-")
+	if got := must("", "cat", "models-v2/w"); got != "weights v2\n" {
+		t.Fatalf("the snapshot reads %q", got)
+	}
+	if out := must("", "ls", "models-v2"); !strings.Contains(out, " w\n") {
+		t.Fatalf("ls of the snapshot: %q", out)
+	}
+	fails(1, "read-only", "put", "models-v2/x", "-")
+	if out := must("", "snapshot", "ls", "models"); !strings.Contains(out, "models-v2") {
+		t.Fatalf("snapshot ls: %q", out)
+	}
+	fails(1, "has snapshots", "space", "rm", "models")
+	fails(1, "may not", "snapshot", "create", "models", "models-v3", "--access-key", "viewer", "--secret-key", secret)
+	must("", "snapshot", "rm", "models-v2")
+	fails(1, "does not exist", "cat", "models-v2/w")
 }

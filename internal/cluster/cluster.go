@@ -89,6 +89,8 @@ func (n *Node) newPeerServer() {
 		"Drained":       n.handleDrained,
 		"ClusterKeys":   n.handleClusterKeys,
 		"FenceSpace":    n.handleFenceSpace,
+		// RefreshSnapshots: read the snapshots and hold what they show.
+		"RefreshSnapshots": n.handleRefreshSnapshots,
 	})
 	// The range client's methods exist once the node's replicas do
 	// (Open sets rangeMethods before the server serves).

@@ -97,21 +97,9 @@ func (n *Node) handleFenceSpace(ctx context.Context, req []byte) ([]byte, error)
 		// the catalog's state, which is not active while fenced.
 		return nil, nil
 	}
-	locked := make(chan struct{})
-	go func() {
-		s.gate.Lock()
-		close(locked)
-	}()
-	select {
-	case <-locked:
-	case <-ctx.Done():
-		// The lock is taken later all the same: release it then. The
-		// delete that asked gives up and lifts its fences.
-		go func() {
-			<-locked
-			s.gate.Unlock()
-		}()
-		return nil, fmt.Errorf("operations on space %q did not end within the wait: %w", name, ctx.Err())
+	// On a timeout the delete that asked gives up and lifts its fences.
+	if err := lockGate(ctx, s); err != nil {
+		return nil, fmt.Errorf("space %q: %w", name, err)
 	}
 	s.fenced = on
 	s.gate.Unlock()

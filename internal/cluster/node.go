@@ -417,6 +417,7 @@ type Node struct {
 	mu struct {
 		sync.RWMutex
 		spaces map[string]*space // by name
+		snaps  map[string]*space // snapshot views, by name (snapshots.go)
 	}
 
 	closeOnce sync.Once
@@ -461,6 +462,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.log.Debug("random seed", "seed", seed)
 	n.repairPace.rate = float64(cfg.RepairRate)
 	n.mu.spaces = make(map[string]*space)
+	n.mu.snaps = make(map[string]*space)
 	defer func() {
 		if err != nil {
 			n.Close()

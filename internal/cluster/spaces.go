@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,20 +37,60 @@ type space struct {
 	gate    sync.RWMutex
 	deleted bool // guarded by gate
 	fenced  bool // guarded by gate: a delete is checking the space (fence.go)
+
+	// held is the newest timestamp a snapshot of the space shows
+	// (heldPending while one is being made, 0 with none): versions at
+	// or below it stay (snapshots.go). Set under gate held exclusively.
+	held atomic.Uint64
+
+	// base and readAt make the space a snapshot view: base's keys as of
+	// readAt, read-only.
+	base   *space
+	readAt uint64
 }
 
 // Replicas is how many nodes hold each of the space's chunks (and ranges):
 // its setting, or meta.DefaultReplicas.
-func (s *space) Replicas() int { return cmp.Or(s.meta.Settings.Replicas, meta.DefaultReplicas) }
+func (s *space) Replicas() int {
+	if s.base != nil {
+		return s.base.Replicas()
+	}
+	return cmp.Or(s.meta.Settings.Replicas, meta.DefaultReplicas)
+}
 
 // ID implements object.OpenSpace.
 func (s *space) ID() uint32 { return s.meta.ID }
 
-// Retention implements object.OpenSpace.
-func (s *space) Retention() mvcc.Retention { return *s.retention.Load() }
+// Retention implements object.OpenSpace. While the space has snapshots,
+// writes prune nothing: the versions a snapshot shows stay.
+func (s *space) Retention() mvcc.Retention {
+	if s.base != nil {
+		return s.base.Retention()
+	}
+	if s.held.Load() != 0 {
+		return mvcc.Retention{Mode: mvcc.KeepAll}
+	}
+	return *s.retention.Load()
+}
 
 // Table implements object.OpenSpace.
-func (s *space) Table() *rangeclient.Table { return &s.tab }
+func (s *space) Table() *rangeclient.Table {
+	if s.base != nil {
+		return &s.base.tab
+	}
+	return &s.tab
+}
+
+// ReadAt implements object.OpenSpace.
+func (s *space) ReadAt() uint64 { return s.readAt }
+
+// Held implements object.OpenSpace.
+func (s *space) Held() uint64 {
+	if s.base != nil {
+		return s.base.Held()
+	}
+	return s.held.Load()
+}
 
 // rng is one range of a space with its local replica (the range
 // client's table entry), carrying rangeExt.
@@ -140,9 +181,19 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 		tab = append(tab, newRng(d, rep))
 	}
 	s.tab.Set(tab)
+	// Its snapshot mark is read after the space is in the map, under its
+	// gate: a snapshot made meanwhile either finds it there (and raises
+	// the mark once the gate is free) or was recorded before this read.
+	s.gate.Lock()
 	n.mu.Lock()
 	n.mu.spaces[sp.Name] = s
 	n.mu.Unlock()
+	held := uint64(heldPending) // not known: keep everything until the next refresh
+	if snaps, err := n.catalog.Snapshots(ctx); err == nil {
+		held = heldOf(snaps, sp.ID)
+	}
+	s.held.Store(held)
+	s.gate.Unlock()
 	return s, nil
 }
 
@@ -255,7 +306,7 @@ func (o spaceOpener) Acquire(ctx context.Context, name string) (object.OpenSpace
 func (o spaceOpener) Name(ctx context.Context, id uint32) (string, error) {
 	o.n.mu.RLock()
 	for name, s := range o.n.mu.spaces {
-		if s.meta.ID == id {
+		if s.meta.ID == id && s.base == nil {
 			o.n.mu.RUnlock()
 			return name, nil
 		}
@@ -279,12 +330,23 @@ func (o spaceOpener) Name(ctx context.Context, id uint32) (string, error) {
 func (n *Node) acquire(ctx context.Context, name string) (s *space, release func(), err error) {
 	n.mu.RLock()
 	s = n.mu.spaces[name]
+	if s == nil {
+		s = n.mu.snaps[name]
+	}
 	n.mu.RUnlock()
 	if s == nil {
 		if err := meta.ValidSpaceName(name); err != nil {
 			return nil, nil, object.Errorf(object.BadSpaceName, "%v", err)
 		}
 		sp, err := n.catalog.GetSpace(ctx, name)
+		if errors.Is(err, meta.ErrSpaceNotFound) {
+			if s, err = n.openSnapshot(ctx, name); s != nil || err != nil {
+				if err != nil {
+					return nil, nil, err
+				}
+				return n.holdSpace(s, name)
+			}
+		}
 		if err == nil && sp.State == meta.SpaceFencing {
 			return nil, nil, errFenced(name)
 		}
@@ -298,6 +360,11 @@ func (n *Node) acquire(ctx context.Context, name string) (s *space, release func
 			return nil, nil, err
 		}
 	}
+	return n.holdSpace(s, name)
+}
+
+// holdSpace takes s's gate shared for an operation.
+func (n *Node) holdSpace(s *space, name string) (*space, func(), error) {
 	s.gate.RLock()
 	if s.deleted {
 		s.gate.RUnlock()
@@ -405,6 +472,22 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 	if err := meta.ValidSpaceName(name); err != nil {
 		return object.Errorf(object.BadSpaceName, "%v", err)
 	}
+	if _, err := n.catalog.GetSnapshot(ctx, name); err == nil {
+		return object.Errorf(object.InvalidArgument, "%q is a snapshot: remove it with cairn snapshot rm %s", name, name)
+	}
+	snaps, err := n.Snapshots(ctx, "")
+	if err != nil {
+		return err
+	}
+	var of []string
+	for _, sn := range snaps {
+		if sn.Space == name {
+			of = append(of, sn.Name)
+		}
+	}
+	if len(of) > 0 {
+		return object.Errorf(object.SpaceNotEmpty, "space %q has snapshots (%s): remove them first (cairn snapshot rm NAME)", name, strings.Join(of, ", "))
+	}
 	n.mu.RLock()
 	s := n.mu.spaces[name]
 	n.mu.RUnlock()
@@ -496,6 +579,14 @@ func (n *Node) refreshSettings(ctx context.Context) {
 		return
 	}
 	n.applySettings(ctx, spaces)
+	// A snapshot raises a space's mark through every node before it takes
+	// its timestamp (snapshots.go); here a node catches up with removals,
+	// and with marks it missed, without waiting long for a busy space.
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := n.refreshSnapshots(sctx); err != nil {
+		n.log.Debug("refreshing snapshot marks", "err", err)
+	}
 }
 
 // applySettings is refreshSettings for spaces, the catalog as read a

@@ -177,6 +177,12 @@ func (c *Catalog) CreateSpace(ctx context.Context, name string, set SpaceSetting
 	} else if !errors.Is(err, ErrNotFound) {
 		return Space{}, err
 	}
+	if snap, err := c.snapshotNamed(ctx, name); err != nil || snap {
+		if err != nil {
+			return Space{}, err
+		}
+		return Space{}, fmt.Errorf("%w: %q is a snapshot", ErrSpaceExists, name)
+	}
 	first, err := c.allocIDs(ctx, keySpaceCounter, 1, 1<<32-1)
 	if err != nil {
 		return Space{}, err
@@ -189,6 +195,12 @@ func (c *Catalog) CreateSpace(ctx context.Context, name string, set SpaceSetting
 	for {
 		_, err := c.store.Put(ctx, spaceKey(name), encodeSpace(sp), 0)
 		if err == nil {
+			if snap, _ := c.snapshotNamed(ctx, name); snap {
+				// A snapshot took the name at the same moment (it checks
+				// for spaces after writing itself, too).
+				_ = c.store.Delete(ctx, spaceKey(name), AnyRev)
+				return Space{}, fmt.Errorf("%w: %q is a snapshot", ErrSpaceExists, name)
+			}
 			return sp, nil
 		}
 		if errors.Is(err, ErrConflict) {
@@ -203,6 +215,15 @@ func (c *Catalog) CreateSpace(ctx context.Context, name string, set SpaceSetting
 			return Space{}, err
 		}
 	}
+}
+
+// snapshotNamed reports whether a snapshot is called name.
+func (c *Catalog) snapshotNamed(ctx context.Context, name string) (bool, error) {
+	_, err := c.store.Get(ctx, snapKey(name))
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // GetSpace returns the space called name, or ErrSpaceNotFound.

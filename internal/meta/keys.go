@@ -10,6 +10,7 @@ const (
 	keyTSO           = Prefix + "tso"
 	keyLeaderPrefix  = Prefix + "leader/"
 	keySpacePrefix   = Prefix + "spaces/"
+	keySnapPrefix    = Prefix + "snapshots/"
 	keyRangePrefix   = Prefix + "ranges/"
 	keyLayoutPrefix  = Prefix + "layouts/"
 	keySpaceCounter  = Prefix + "counters/space"
@@ -20,6 +21,8 @@ const (
 )
 
 func spaceKey(name string) string { return keySpacePrefix + name }
+
+func snapKey(name string) string { return keySnapPrefix + name }
 
 // layoutKey holds the first ranges of space spaceID as claimed at its
 // creation (CreatePlacedRanges).

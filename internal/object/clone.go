@@ -146,7 +146,7 @@ func (st *Store) Clone(ctx context.Context, req *CloneRequest) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	s, obj, release, err := st.target(ctx, dstSpace, req.DstKey)
+	s, obj, release, err := st.writeTarget(ctx, dstSpace, req.DstKey)
 	if err != nil {
 		return Info{}, err
 	}
@@ -504,4 +504,44 @@ func sortedKeys(a, b map[string]string) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// Snapshotter is implemented by a Service that makes snapshots: read-only
+// spaces that show another as of one timestamp.
+type Snapshotter interface {
+	// CreateSnapshot makes name a snapshot of space as of a fresh
+	// timestamp: SpaceExists if the name is taken, Unavailable if a node
+	// of the cluster could not be told (nothing is made then).
+	CreateSnapshot(ctx context.Context, space, name string) (SnapshotInfo, error)
+	// Snapshots lists the snapshots of space ("": of every space) in name
+	// order.
+	Snapshots(ctx context.Context, space string) ([]SnapshotInfo, error)
+	// DeleteSnapshot removes snapshot name (SpaceNotFound if none).
+	DeleteSnapshot(ctx context.Context, name string) error
+}
+
+// SnapshotInfo describes a snapshot.
+type SnapshotInfo struct {
+	Name, Space string
+	At          uint64 // the timestamp it shows Space as of
+	Created     int64  // Unix nanoseconds
+}
+
+// readOnly refuses a write to a snapshot.
+func readOnly(s OpenSpace, space string) error {
+	if at := s.ReadAt(); at != 0 {
+		return Errorf(AccessDenied, "%q is a snapshot (as of %s): it is read-only", space, tstamp.String(at))
+	}
+	return nil
+}
+
+// heldError refuses the removal of version v that a snapshot holds.
+func heldError(s OpenSpace, v uint64) error {
+	switch held := s.Held(); {
+	case held == HeldPending:
+		return Errorf(Unavailable, "a snapshot of the space is being made; remove version %s after it", tstamp.String(v))
+	case held != 0 && v <= held:
+		return Errorf(PreconditionFailed, "version %s is held by a snapshot of the space (as of %s); remove the snapshot first", tstamp.String(v), tstamp.String(held))
+	}
+	return nil
 }

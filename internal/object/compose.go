@@ -17,7 +17,7 @@ import (
 // the whole content, so unless the version is a whole copy of one source
 // the content is read once, through verified chunk reads.
 func (st *Store) Compose(ctx context.Context, req *PutRequest, etag string, sources []ComposeSource) (Info, error) {
-	s, obj, release, err := st.target(ctx, req.Space, req.Key)
+	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key)
 	if err != nil {
 		return Info{}, err
 	}

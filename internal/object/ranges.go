@@ -82,6 +82,16 @@ func (st *Store) propose(ctx context.Context, s OpenSpace, obj, cmd []byte) (*kv
 // lock's version is read (if it committed in time); pending, a read of the
 // latest reads past it, one as of a time waits for the outcome.
 func (st *Store) readRecord(ctx context.Context, s OpenSpace, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
+	if at := s.ReadAt(); at != 0 {
+		// A snapshot: versions after it do not exist, and the latest is
+		// the newest at or before it.
+		if version > at {
+			return nil, Errorf(NotFound, "no such version in snapshot (as of %s)", tstamp.String(at))
+		}
+		if version == 0 && (asOf == 0 || asOf > at) {
+			asOf = at
+		}
+	}
 	asOf, err := st.clampAsOf(ctx, asOf)
 	if err != nil {
 		return nil, err
@@ -126,6 +136,9 @@ func (st *Store) settle(ctx context.Context, err error, attempt int) (bool, erro
 
 // versions lists obj's versions on the leaseholder of its range in s.
 func (st *Store) versions(ctx context.Context, s OpenSpace, obj []byte, before uint64, limit int) ([]*mvcc.Record, bool, error) {
+	if at := s.ReadAt(); at != 0 && (before == 0 || before > at+1) {
+		before = at + 1 // a snapshot lists the versions at or before it
+	}
 	recs, more, err := st.cfg.Ranges.Versions(ctx, s.Table(), obj, before, limit)
 	return recs, more, FromRange(err)
 }

@@ -92,7 +92,18 @@ type OpenSpace interface {
 	Retention() mvcc.Retention
 	// Table is the space's range table.
 	Table() *rangeclient.Table
+	// ReadAt is non-zero for a snapshot: the space is read-only, and
+	// shows its keys as of that timestamp.
+	ReadAt() uint64
+	// Held is the newest timestamp a snapshot of the space shows
+	// (HeldPending while one is being made; 0: none): no version at or
+	// below it may be removed.
+	Held() uint64
 }
+
+// HeldPending is OpenSpace.Held while a snapshot of the space is being
+// made.
+const HeldPending = ^uint64(0)
 
 // Chunks stores and fetches chunks on the nodes of the cluster.
 type Chunks interface {
@@ -177,9 +188,22 @@ func (st *Store) target(ctx context.Context, spaceName, key string) (s OpenSpace
 	return s, obj, release, nil
 }
 
+// writeTarget is target for a write: a snapshot refuses it.
+func (st *Store) writeTarget(ctx context.Context, spaceName, key string) (OpenSpace, []byte, func(), error) {
+	s, obj, release, err := st.target(ctx, spaceName, key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := readOnly(s, spaceName); err != nil {
+		release()
+		return nil, nil, nil, err
+	}
+	return s, obj, release, nil
+}
+
 // Put implements Service.
 func (st *Store) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, error) {
-	s, obj, release, err := st.target(ctx, req.Space, req.Key)
+	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key)
 	if err != nil {
 		return Info{}, err
 	}
@@ -668,12 +692,15 @@ func (cr *chunkReader) Close() error {
 
 // Delete implements Service.
 func (st *Store) Delete(ctx context.Context, req *DeleteRequest) (Info, error) {
-	s, obj, release, err := st.target(ctx, req.Space, req.Key)
+	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key)
 	if err != nil {
 		return Info{}, err
 	}
 	defer release()
 	if req.Version != 0 {
+		if err := heldError(s, req.Version); err != nil {
+			return Info{}, err
+		}
 		res, err := st.propose(ctx, s, obj, (&kv.DeleteVersionCmd{Obj: obj, Version: req.Version}).Encode())
 		if err != nil {
 			return Info{}, err
@@ -691,7 +718,7 @@ func (st *Store) DeleteMarked(ctx context.Context, req *DeleteRequest, headers m
 	if err := validMeta(nil, nil, headers); err != nil {
 		return Info{}, err
 	}
-	s, obj, release, err := st.target(ctx, req.Space, req.Key)
+	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key)
 	if err != nil {
 		return Info{}, err
 	}
@@ -704,7 +731,7 @@ func (st *Store) SetTags(ctx context.Context, req *TagRequest) (Info, error) {
 	if err := validMeta(nil, req.Tags, nil); err != nil {
 		return Info{}, err
 	}
-	s, obj, release, err := st.target(ctx, req.Space, req.Key)
+	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key)
 	if err != nil {
 		return Info{}, err
 	}
@@ -747,6 +774,11 @@ func (st *Store) List(ctx context.Context, req *ListRequest) (ListResult, error)
 	var after []byte
 	if req.StartAfter != "" {
 		after = keys.Object(s.ID(), nil, []byte(req.StartAfter))
+	}
+	if at := s.ReadAt(); at != 0 && (req.AsOf == 0 || req.AsOf > at) {
+		snap := *req // a snapshot lists its space as of its timestamp
+		snap.AsOf = at
+		req = &snap
 	}
 	// A range that split under the listing: read the table again.
 	if r, err := st.clampAsOf(ctx, req.AsOf); err != nil {

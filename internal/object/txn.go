@@ -160,7 +160,7 @@ func (t *Txn) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, e
 	if req.Mode != PutReplace {
 		return Info{}, Errorf(InvalidArgument, "a transaction writes whole objects (no byte-range write or append)")
 	}
-	s, obj, release, err := t.st.target(ctx, req.Space, req.Key)
+	s, obj, release, err := t.st.writeTarget(ctx, req.Space, req.Key)
 	if err != nil {
 		return Info{}, err
 	}
@@ -207,7 +207,7 @@ func (t *Txn) DeleteMarked(ctx context.Context, req *DeleteRequest, headers map[
 	if err := validMeta(nil, nil, headers); err != nil {
 		return err
 	}
-	s, obj, release, err := t.st.target(ctx, req.Space, req.Key)
+	s, obj, release, err := t.st.writeTarget(ctx, req.Space, req.Key)
 	if err != nil {
 		return err
 	}

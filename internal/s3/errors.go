@@ -98,6 +98,8 @@ func fromService(err error) *apiError {
 		return errConditionalConflict
 	case object.Canceled:
 		return errRequestTimeout
+	case object.AccessDenied:
+		return errAccessDenied.with(msg)
 	}
 	return errInternal
 }

@@ -768,6 +768,23 @@ func (c *Conn) Diff(ctx context.Context, req *object.DiffRequest) (object.Diff, 
 	return DecodeDiff(b)
 }
 
+// Snapshot sends a SNAPSHOT request (AppendSnapshotRequest) and returns
+// the snapshots answered: the one made, or those listed (none for a
+// delete).
+func (c *Conn) Snapshot(ctx context.Context, action byte, space, name string) ([]object.SnapshotInfo, error) {
+	b, err := c.Call(ctx, OpSnapshot, AppendSnapshotRequest(nil, action, space, name))
+	if err != nil {
+		return nil, err
+	}
+	if action == SnapshotDelete {
+		if len(b) != 0 {
+			return nil, Errorf(CodeMalformed, "SNAPSHOT delete answered %d bytes", len(b))
+		}
+		return nil, nil
+	}
+	return DecodeSnapshotInfos(b)
+}
+
 // Batch sends items as one BATCH frame and returns one result per item.
 // The error is non-nil only if the batch as a whole failed.
 func (c *Conn) Batch(ctx context.Context, items []BatchItem) ([]BatchResult, error) {

@@ -1091,6 +1091,8 @@ func (c *serverConn) handle(ctx context.Context, h Header, txnID uint64, body []
 		}
 	case OpClone, OpLineage, OpDiff:
 		resp, err = c.versionsOp(ctx, h.Op, tx, buf, body)
+	case OpSnapshot:
+		resp, err = c.snapshotOp(ctx, buf, body)
 	case OpBatch:
 		var items []BatchItem
 		if items, err = DecodeBatchRequest(body); err == nil {

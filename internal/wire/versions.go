@@ -295,3 +295,120 @@ func (c *serverConn) versionsOp(ctx context.Context, op Op, tx *object.Txn, buf,
 	}
 	return nil, Errorf(CodeUnknownOp, "opcode 0x%02x", uint8(op))
 }
+
+// SNAPSHOT actions.
+const (
+	SnapshotCreate = 1
+	SnapshotList   = 2
+	SnapshotDelete = 3
+)
+
+// AppendSnapshotRequest encodes a SNAPSHOT request: the action, then the
+// space and the snapshot's name (create), the space ("" for all: list) or
+// the name (delete).
+func AppendSnapshotRequest(b []byte, action byte, space, name string) []byte {
+	b = append(b, action)
+	switch action {
+	case SnapshotCreate:
+		b = appendStr(b, space)
+		return appendStr(b, name)
+	case SnapshotList:
+		return appendStr(b, space)
+	}
+	return appendStr(b, name)
+}
+
+// DecodeSnapshotRequest decodes a SNAPSHOT request.
+func DecodeSnapshotRequest(b []byte) (action byte, space, name string, err error) {
+	d := newDecoder(b)
+	action = d.u8("action")
+	switch action {
+	case SnapshotCreate:
+		space, name = d.str("space"), d.str("name")
+	case SnapshotList:
+		space = d.str("space")
+	case SnapshotDelete:
+		name = d.str("name")
+	default:
+		d.fail("snapshot action")
+	}
+	if e := d.done(); e != nil {
+		return 0, "", "", e
+	}
+	return action, space, name, nil
+}
+
+func appendSnapshotInfo(b []byte, s *object.SnapshotInfo) []byte {
+	b = appendStr(b, s.Name)
+	b = appendStr(b, s.Space)
+	b = appendU64(b, s.At)
+	return appendI64(b, s.Created)
+}
+
+func (d *decoder) snapshotInfo() object.SnapshotInfo {
+	return object.SnapshotInfo{Name: d.str("name"), Space: d.str("space"), At: d.u64("at"), Created: d.i64("created")}
+}
+
+// AppendSnapshotInfos encodes a SNAPSHOT answer: the snapshot made
+// (create, one) or listed.
+func AppendSnapshotInfos(b []byte, l []object.SnapshotInfo) []byte {
+	b = appendUvarint(b, uint64(len(l)))
+	for i := range l {
+		b = appendSnapshotInfo(b, &l[i])
+	}
+	return b
+}
+
+// DecodeSnapshotInfos decodes a SNAPSHOT answer.
+func DecodeSnapshotInfos(b []byte) ([]object.SnapshotInfo, error) {
+	d := newDecoder(b)
+	n := d.count(1+1+8+8, "snapshot count")
+	out := []object.SnapshotInfo{}
+	for i := 0; i < n && d.Err() == nil; i++ {
+		out = append(out, d.snapshotInfo())
+	}
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// snapshotOp serves SNAPSHOT: create needs the admin grant on the space
+// (a snapshot holds its history), list the read grant, delete the admin
+// grant on the snapshot's name.
+func (c *serverConn) snapshotOp(ctx context.Context, buf, body []byte) ([]byte, error) {
+	sn, ok := c.s.svc.(object.Snapshotter)
+	if !ok {
+		return nil, Errorf(CodeUnknownOp, "this server makes no snapshots")
+	}
+	action, space, name, err := DecodeSnapshotRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	switch action {
+	case SnapshotCreate:
+		if e := c.allow(space, auth.Admin); e != nil {
+			return nil, e
+		}
+		s, err := sn.CreateSnapshot(ctx, space, name)
+		if err != nil {
+			return nil, err
+		}
+		return AppendSnapshotInfos(buf, []object.SnapshotInfo{s}), nil
+	case SnapshotList:
+		l, err := sn.Snapshots(ctx, space)
+		if err != nil {
+			return nil, err
+		}
+		// Only what the key may read.
+		l = slices.DeleteFunc(l, func(s object.SnapshotInfo) bool {
+			return c.allow(s.Name, auth.Read) != nil && c.allow(s.Space, auth.Read) != nil
+		})
+		return AppendSnapshotInfos(buf, l), nil
+	default:
+		if e := c.allow(name, auth.Admin); e != nil {
+			return nil, e
+		}
+		return buf, sn.DeleteSnapshot(ctx, name)
+	}
+}

@@ -24,13 +24,15 @@ func sampleVersionBodies(r *rand.Rand) [][]byte {
 		AppendLineage(nil, &l),
 		AppendDiffRequest(nil, &object.DiffRequest{Space: "a", Key: "b", From: 1, ToSpace: "c", ToKey: "d", To: 2, Exact: true}),
 		AppendDiff(nil, &df),
+		AppendSnapshotRequest(nil, SnapshotCreate, "space", "snap"),
+		AppendSnapshotInfos(nil, []object.SnapshotInfo{{Name: "snap", Space: "space", At: 5, Created: 6}, {Name: "s2", Space: "sp", At: 7}}),
 	}
 }
 
 // decodeVersionBody decodes body as kind (the order of
 // sampleVersionBodies) and re-encodes it.
 func decodeVersionBody(kind int, b []byte) (v any, again func() (any, error), err error) {
-	switch kind % 6 {
+	switch kind % 8 {
 	case 0:
 		x, err := DecodeCloneRequest(b)
 		return x, func() (any, error) { return DecodeCloneRequest(AppendCloneRequest(nil, &x)) }, err
@@ -46,9 +48,26 @@ func decodeVersionBody(kind int, b []byte) (v any, again func() (any, error), er
 	case 4:
 		x, err := DecodeDiffRequest(b)
 		return x, func() (any, error) { return DecodeDiffRequest(AppendDiffRequest(nil, &x)) }, err
-	default:
+	case 5:
 		x, err := DecodeDiff(b)
 		return x, func() (any, error) { return DecodeDiff(AppendDiff(nil, &x)) }, err
+	case 6:
+		type req struct {
+			action      byte
+			space, name string
+		}
+		var x req
+		var err error
+		x.action, x.space, x.name, err = DecodeSnapshotRequest(b)
+		return x, func() (any, error) {
+			var y req
+			var err error
+			y.action, y.space, y.name, err = DecodeSnapshotRequest(AppendSnapshotRequest(nil, x.action, x.space, x.name))
+			return y, err
+		}, err
+	default:
+		x, err := DecodeSnapshotInfos(b)
+		return x, func() (any, error) { return DecodeSnapshotInfos(AppendSnapshotInfos(nil, x)) }, err
 	}
 }
 
