@@ -319,6 +319,37 @@ func (tx *Txn) Put(ctx context.Context, space, key string, data []byte, opts ...
 	return err
 }
 
+// WriteAt writes data at offset off of key as the transaction sees it
+// (its own earlier writes, else the version at its snapshot; a key with
+// none is empty, and a gap past its end reads as zeros). Any number of
+// WriteAt and Append calls to one key make one version at commit, sharing
+// the untouched chunks of the key's version: VOSD's set of many ranges at
+// once. Options apply as for Client.WriteAt. The data goes to the node at
+// once (the transaction begins there if it has not).
+func (tx *Txn) WriteAt(ctx context.Context, space, key string, off int64, data []byte, opts ...PutOption) error {
+	req := putRequest(space, key, int64(len(data)), opts)
+	req.Mode, req.Offset = object.PutWriteAt, off
+	return tx.sendNow(ctx, &req, data)
+}
+
+// Append appends data to key as the transaction sees it (see WriteAt).
+func (tx *Txn) Append(ctx context.Context, space, key string, data []byte, opts ...PutOption) error {
+	req := putRequest(space, key, int64(len(data)), opts)
+	req.Mode = object.PutAppend
+	return tx.sendNow(ctx, &req, data)
+}
+
+// sendNow sends a write to the transaction's node, after the writes
+// buffered before it.
+func (tx *Txn) sendNow(ctx context.Context, req *object.PutRequest, data []byte) error {
+	tctx, cn, err := tx.begun(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = cn.PutBytes(tctx, req, data)
+	return err
+}
+
 // Delete deletes key at commit.
 func (tx *Txn) Delete(ctx context.Context, space, key string) error {
 	tx.mu.Lock()

@@ -36,6 +36,38 @@ func TestTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	t.Run("range writes", func(t *testing.T) {
+		// Many byte-range writes and an append to one key in a transaction
+		// make one version; a buffered put before them comes first.
+		if _, err := c.CreateSpace(ctx, "ledgers", client.SpaceSettings{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Put(ctx, "ledgers", "ledger", []byte("0123456789")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Update(ctx, func(tx *client.Txn) error {
+			if err := tx.Put(ctx, "ledgers", "other", []byte("x")); err != nil {
+				return err
+			}
+			for i, s := range []string{"ab", "cd", "ef"} {
+				if err := tx.WriteAt(ctx, "ledgers", "ledger", int64(3*i), []byte(s)); err != nil {
+					return err
+				}
+			}
+			return tx.Append(ctx, "ledgers", "ledger", []byte("!"))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		b, info, err := c.Get(ctx, "ledgers", "ledger")
+		if err != nil || string(b) != "ab2cd5ef89!" {
+			t.Fatalf("ledger reads %q (%v)", b, err)
+		}
+		vs, err := c.Versions(ctx, "ledgers", "ledger", client.VersionsOptions{})
+		if err != nil || len(vs.Versions) != 2 || vs.Versions[0].Version != info.Version {
+			t.Fatalf("the range writes made %d versions (%v)", len(vs.Versions), err)
+		}
+	})
+
 	t.Run("update", func(t *testing.T) {
 		// Concurrent increments of one counter: each loses conflicts and
 		// runs again; none is lost.

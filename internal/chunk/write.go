@@ -14,8 +14,12 @@ const DefaultFixedSize = 1 << 20
 //
 // Only the chunks the write touches are re-cut: the region from the start of
 // the first touched chunk to the end of the last one (or of the write) is cut
-// into pieces of fixedSize bytes (DefaultFixedSize if fixedSize <= 0; the
-// last piece may be shorter), each handed to store. Every chunk entirely
+// into pieces that end on multiples of fixedSize bytes from the object's
+// start (DefaultFixedSize if fixedSize <= 0; the first piece runs from the
+// region's start to the first multiple at least a quarter piece away, the
+// last may be shorter), each handed to store. Regions rewritten at
+// different times thus share one grid, and a later write of fixedSize
+// bytes touches at most two pieces. Every chunk entirely
 // before off or entirely after the write keeps its Ref, so the new version
 // shares it with the parent. An empty write returns m unchanged (a copy).
 //
@@ -150,7 +154,19 @@ func rewrite(m Manifest, i0, i1 int, parts []part, fixedSize int, load func(Ref)
 		out     []Ref
 		buf     []byte // a piece being assembled
 		zeroRef *Ref   // the Ref of a full piece of zeros, once stored
+		// room is the size of the piece being assembled (see WriteAt).
+		room = fixedSize
 	)
+	var s0 int64 // where the region starts
+	for _, r := range m.Chunks[:i0] {
+		s0 += int64(r.Size)
+	}
+	if rem := int(s0 % int64(fixedSize)); rem != 0 {
+		room = fixedSize - rem
+		if room < fixedSize/4 && room+fixedSize <= MaxChunkSize {
+			room += fixedSize // no sliver of a piece: the first one runs to the next multiple
+		}
+	}
 	put := func(p []byte) error {
 		r, err := store(p)
 		if err != nil {
@@ -160,26 +176,28 @@ func rewrite(m Manifest, i0, i1 int, parts []part, fixedSize int, load func(Ref)
 			return fmt.Errorf("chunk: store returned size %d for a piece of %d bytes", r.Size, len(p))
 		}
 		out = append(out, r)
+		room = fixedSize
 		return nil
 	}
 	// add appends b to the piece being assembled, storing full pieces. A
 	// whole piece available in b is stored without copying.
 	add := func(b []byte) error {
 		for len(b) > 0 {
-			if len(buf) == 0 && len(b) >= fixedSize {
-				if err := put(b[:fixedSize]); err != nil {
+			if len(buf) == 0 && len(b) >= room {
+				n := room
+				if err := put(b[:n]); err != nil {
 					return err
 				}
-				b = b[fixedSize:]
+				b = b[n:]
 				continue
 			}
 			if buf == nil {
 				buf = make([]byte, 0, fixedSize)
 			}
-			n := min(fixedSize-len(buf), len(b))
+			n := min(room-len(buf), len(b))
 			buf = append(buf, b[:n]...)
 			b = b[n:]
-			if len(buf) == fixedSize {
+			if len(buf) == room {
 				if err := put(buf); err != nil {
 					return err
 				}
@@ -205,7 +223,7 @@ func rewrite(m Manifest, i0, i1 int, parts []part, fixedSize int, load func(Ref)
 			}
 			left := p.zeros
 			for left > 0 {
-				if len(buf) == 0 && left >= int64(fixedSize) {
+				if len(buf) == 0 && room == fixedSize && left >= int64(fixedSize) {
 					// Whole pieces of zeros are all the same chunk: store
 					// it once.
 					if zeroRef == nil {
@@ -220,7 +238,7 @@ func rewrite(m Manifest, i0, i1 int, parts []part, fixedSize int, load func(Ref)
 					left -= int64(fixedSize)
 					continue
 				}
-				n := min(int64(fixedSize-len(buf)), left)
+				n := min(int64(room-len(buf)), left, int64(fixedSize))
 				if err := add(zeros[:n]); err != nil {
 					return Manifest{}, err
 				}

@@ -405,18 +405,9 @@ func bodyErr(err error) error {
 // against the current latest version and commits with IfMatch on it, so a
 // concurrent writer makes it re-plan rather than lose an update.
 func (st *Store) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *PutRequest, body io.Reader) (Info, error) {
-	if req.Size < 0 {
-		return Info{}, Errorf(InvalidArgument, "a byte-range write or append needs a declared size")
-	}
-	if req.Size > st.cfg.MaxRangeWrite {
-		return Info{}, Errorf(TooLarge, "a byte-range write or append of %d bytes is over the %d byte limit; split it", req.Size, st.cfg.MaxRangeWrite)
-	}
-	if req.Mode == PutWriteAt && req.Offset < 0 {
-		return Info{}, Errorf(InvalidRange, "negative offset %d", req.Offset)
-	}
-	data := make([]byte, req.Size)
-	if _, err := io.ReadFull(body, data); err != nil {
-		return Info{}, bodyErr(err)
+	data, err := st.rangeData(req, body)
+	if err != nil {
+		return Info{}, err
 	}
 	for attempt := 0; ; attempt++ {
 		parent, err := st.readRecord(ctx, s, obj, 0, 0)
@@ -439,40 +430,9 @@ func (st *Store) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *P
 		if req.IfNoneMatch && parent != nil {
 			return Info{}, Errorf(PreconditionFailed, "the object exists")
 		}
-		off := req.Offset
-		if req.Mode == PutAppend {
-			off = pm.Size()
-		}
-		// A write may leave a hole (read as zeros) of at most MaxRangeWrite
-		// past the end; the checks avoid off+len, which may overflow.
-		if off > pm.Size() && off-pm.Size() > st.cfg.MaxRangeWrite {
-			return Info{}, Errorf(InvalidRange, "offset %d is more than %d bytes past the end (%d)", off, st.cfg.MaxRangeWrite, pm.Size())
-		}
-		if off > st.cfg.MaxObjectSize-int64(len(data)) {
-			return Info{}, Errorf(TooLarge, "the object would be over the %d byte limit", st.cfg.MaxObjectSize)
-		}
-		nm, err := chunk.WriteAt(pm, off, data, 0, st.loadChunk(ctx, s.Replicas()), st.storeChunk(ctx, s.Replicas()))
+		rec, err := st.applyRange(ctx, s, req, pm, parent, data)
 		if err != nil {
 			return Info{}, err
-		}
-		rec, err := st.summarize(ctx, nm, s.Replicas())
-		if err != nil {
-			return Info{}, err
-		}
-		rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
-		if parent != nil {
-			if rec.ContentType == "" {
-				rec.ContentType = parent.ContentType
-			}
-			if rec.Meta == nil {
-				rec.Meta = parent.Meta
-			}
-			if rec.Tags == nil {
-				rec.Tags = parent.Tags
-			}
-			if rec.Headers == nil {
-				rec.Headers = parent.Headers
-			}
 		}
 		info, err := st.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: rec, IfMatch: pver, IfAbsent: pver == 0})
 		if KindOf(err) == PreconditionFailed && req.IfMatch == 0 && attempt < maxPlanRetries {
@@ -480,6 +440,88 @@ func (st *Store) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *P
 		}
 		return info, err
 	}
+}
+
+// rangeData checks a byte-range write or append and reads its bytes.
+func (st *Store) rangeData(req *PutRequest, body io.Reader) ([]byte, error) {
+	if req.Size < 0 {
+		return nil, Errorf(InvalidArgument, "a byte-range write or append needs a declared size")
+	}
+	if req.Size > st.cfg.MaxRangeWrite {
+		return nil, Errorf(TooLarge, "a byte-range write or append of %d bytes is over the %d byte limit; split it", req.Size, st.cfg.MaxRangeWrite)
+	}
+	if req.Mode == PutWriteAt && req.Offset < 0 {
+		return nil, Errorf(InvalidRange, "negative offset %d", req.Offset)
+	}
+	data := make([]byte, req.Size)
+	if _, err := io.ReadFull(body, data); err != nil {
+		return nil, bodyErr(err)
+	}
+	return data, nil
+}
+
+// applyRange writes data into pm, the content of parent (nil: none), at
+// req's offset (or its end, for an append), storing the pieces it
+// rewrites, and returns the new version's record: metadata from req, or
+// the parent's where req has none.
+func (st *Store) applyRange(ctx context.Context, s OpenSpace, req *PutRequest, pm chunk.Manifest, parent *mvcc.Record, data []byte) (*mvcc.Record, error) {
+	off := req.Offset
+	if req.Mode == PutAppend {
+		off = pm.Size()
+	}
+	// A write may leave a hole (read as zeros) of at most MaxRangeWrite
+	// past the end; the checks avoid off+len, which may overflow.
+	if off > pm.Size() && off-pm.Size() > st.cfg.MaxRangeWrite {
+		return nil, Errorf(InvalidRange, "offset %d is more than %d bytes past the end (%d)", off, st.cfg.MaxRangeWrite, pm.Size())
+	}
+	if off > st.cfg.MaxObjectSize-int64(len(data)) {
+		return nil, Errorf(TooLarge, "the object would be over the %d byte limit", st.cfg.MaxObjectSize)
+	}
+	nm, err := chunk.WriteAt(pm, off, data, rangePiece(len(data)), st.loadChunk(ctx, s.Replicas()), st.storeChunk(ctx, s.Replicas()))
+	if err != nil {
+		return nil, err
+	}
+	rec, err := st.summarize(ctx, nm, s.Replicas())
+	if err != nil {
+		return nil, err
+	}
+	rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
+	if parent != nil {
+		if rec.ContentType == "" {
+			rec.ContentType = parent.ContentType
+		}
+		if rec.Meta == nil {
+			rec.Meta = parent.Meta
+		}
+		if rec.Tags == nil {
+			rec.Tags = parent.Tags
+		}
+		if rec.Headers == nil {
+			rec.Headers = parent.Headers
+		}
+	}
+	return rec, nil
+}
+
+// Piece sizes of byte-range writes (rangePiece).
+const (
+	minRangePiece = 16 << 10
+	maxRangePiece = chunk.DefaultFixedSize
+)
+
+// rangePiece is the size of the pieces a byte-range write of n bytes cuts
+// the region it rewrites into: n rounded up to a power of two, between 16
+// KiB and 1 MiB. The chunks a write touches are re-cut whole, so after the
+// first write to a region later ones of the same size rewrite about two
+// pieces: a small write stores about what it changes (VOSD's 16 KiB
+// modifications store ~32 KiB each, not the ~1 MiB content-defined chunk
+// around them), and a large one keeps chunks large for reads.
+func rangePiece(n int) int {
+	p := minRangePiece
+	for p < n && p < maxRangePiece {
+		p <<= 1
+	}
+	return p
 }
 
 // manifestOf returns rec's content as a manifest, moving inline bytes into a

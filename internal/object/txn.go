@@ -157,8 +157,8 @@ func (t *Txn) read(ctx context.Context, req *GetRequest) (Info, OpenSpace, *mvcc
 // req.Mode must be PutReplace; IfMatch and IfNoneMatch are checked at
 // commit against the newest version at the transaction's start.
 func (t *Txn) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, error) {
-	if req.Mode != PutReplace {
-		return Info{}, Errorf(InvalidArgument, "a transaction writes whole objects (no byte-range write or append)")
+	if req.Mode != PutReplace && req.Mode != PutWriteAt && req.Mode != PutAppend {
+		return Info{}, Errorf(InvalidArgument, "unknown put mode %d", req.Mode)
 	}
 	s, obj, release, err := t.st.writeTarget(ctx, req.Space, req.Key)
 	if err != nil {
@@ -174,11 +174,18 @@ func (t *Txn) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, e
 	}
 	// The body is durable before the commit locks anything: the
 	// transaction carries its manifest.
-	rec, err := t.st.writeBody(ctx, body, req.Size, s.Replicas())
+	var rec *mvcc.Record
+	if req.Mode == PutReplace {
+		rec, err = t.st.writeBody(ctx, body, req.Size, s.Replicas())
+		if err == nil {
+			rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
+		}
+	} else {
+		rec, err = t.rangeWrite(ctx, s, obj, req, body)
+	}
 	if err != nil {
 		return Info{}, err
 	}
-	rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
 	switch {
 	case req.IfMatch != 0:
 		err = t.tx.WriteIf(obj, rec, s.Retention(), req.IfMatch)
@@ -191,6 +198,33 @@ func (t *Txn) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, e
 		return Info{}, FromRange(err)
 	}
 	return objectInfo(req.Space, req.Key, rec), nil
+}
+
+// rangeWrite is a byte-range write or append inside the transaction: its
+// parent is the key as the transaction sees it (its own earlier write, or
+// the version at its snapshot; absent is empty), so many writes to one
+// key make one version at commit (VOSD's set of many ranges at once). A
+// commit after another transaction wrote the key fails as any write
+// conflict does.
+func (t *Txn) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *PutRequest, body io.Reader) (*mvcc.Record, error) {
+	data, err := t.st.rangeData(req, body)
+	if err != nil {
+		return nil, err
+	}
+	parent, _, err := t.tx.Read(ctx, s.Table(), obj)
+	if err != nil {
+		return nil, FromRange(err)
+	}
+	if parent != nil && parent.DeleteMarker {
+		parent = nil
+	}
+	var pm chunk.Manifest
+	if parent != nil {
+		if pm, err = t.st.manifestOf(ctx, parent, s.Replicas()); err != nil {
+			return nil, err
+		}
+	}
+	return t.st.applyRange(ctx, s, req, pm, parent, data)
 }
 
 // Delete deletes key at commit (a delete marker). req.Version must be 0.
