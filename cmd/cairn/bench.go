@@ -71,6 +71,7 @@ Credentials: --access-key/--secret-key, else (with --s3) AWS_ACCESS_KEY_ID
 and AWS_SECRET_ACCESS_KEY, else CAIRN_ACCESS_KEY and CAIRN_SECRET_KEY, else
 the credentials file's profile (--profile).`,
 		Example: `  cairn bench --op get --size 1KiB --concurrency 64 --duration 10s
+  cairn bench --op vosd --rounds 10 --concurrency 8 --data-dir ./data
   cairn bench --s3 http://127.0.0.1:7080 --op put --size 4KiB --concurrency 20
   cairn bench --s3 http://127.0.0.1:7080 --op get --size 16MiB --concurrency 8 --keys 64
   cairn bench --s3 http://127.0.0.1:7080 --op list --size 1KiB --concurrency 1 --json`,
@@ -91,6 +92,9 @@ the credentials file's profile (--profile).`,
 			}
 			if endpoint, _ := f.GetString("s3"); endpoint != "" {
 				return runS3BenchCmd(cmd, endpoint, op, sizeS, size, conc, dur, nkeys, asJSON)
+			}
+			if op == "vosd" {
+				return runVOSDCmd(cmd, size, conc, space, asJSON)
 			}
 			switch {
 			case !slices.Contains([]string{"put", "get", "mixed", "txn", "txn-read", "gets"}, op):
@@ -136,8 +140,12 @@ the credentials file's profile (--profile).`,
 		},
 	}
 	f := cmd.Flags()
-	f.String("op", "put", "workload: put, get, or mixed (50% get, 50% put); txn (transactions each inserting --objects new objects), txn-read (read-only transactions of --objects keys), gets (--objects single GETs in a row, to compare); with --s3 also stat, delete, list, and mixed is 45% get, 30% stat, 15% put, 10% delete")
-	f.Int("objects", 4, "objects per operation of txn, txn-read and gets")
+	f.String("op", "put", "workload: put, get, or mixed (50% get, 50% put); vosd (VOSD's version workload: --objects of --size, --rounds of --mods byte-range writes of --mod-size per object in one transaction, a snapshot per round; defaults 100 x 4MiB, 100 x 64 x 16KiB); txn (transactions each inserting --objects new objects), txn-read (read-only transactions of --objects keys), gets (--objects single GETs in a row, to compare); with --s3 also stat, delete, list, and mixed is 45% get, 30% stat, 15% put, 10% delete")
+	f.Int("objects", 4, "objects per operation of txn, txn-read and gets; objects of vosd (default 100 there)")
+	f.Int("rounds", 100, "vosd: rounds (each: one new version of every object, then a snapshot)")
+	f.Int("mods", 64, "vosd: modifications per object per round")
+	f.String("mod-size", "16KiB", "vosd: size of each modification")
+	f.String("data-dir", "", "vosd: the server's data directory, to report the disk the run took")
 	f.Int("ranges", 1, "ranges of the space, if the bench creates it: keys spread over them (txn, txn-read, gets)")
 	f.String("size", "1KiB", "object size")
 	f.Int("concurrency", 64, "concurrent closed-loop workers")

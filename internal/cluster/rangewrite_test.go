@@ -110,13 +110,14 @@ func TestTxnRangeWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info, err := n.Stat(ctx, &object.GetRequest{Space: "txnrange", Key: "o"}); err != nil || info.Version != ts || info.Parent != v1.Version {
+	if info, err := n.Stat(ctx, &object.GetRequest{Space: "txnrange", Key: "o"}); err != nil || info.Version != ts || info.Parent != v1.Version ||
+		info.Hash != chunk.Sum(model) || info.Size != int64(len(model)) {
 		t.Fatalf("the latest version after the commit: %+v %v", info, err)
 	}
 	if got, _, err := get(t, n, object.GetRequest{Space: "txnrange", Key: "o"}); err != nil || !bytes.Equal(got, model) {
 		t.Fatalf("the committed version differs from the model (%v)", err)
 	}
-	if got, _, err := get(t, n, object.GetRequest{Space: "txnrange", Key: "fresh"}); err != nil || string(got) != "\x00\x00\x00hi" {
+	if got, info, err := get(t, n, object.GetRequest{Space: "txnrange", Key: "fresh"}); err != nil || string(got) != "\x00\x00\x00hi" || info.Hash != chunk.Sum(got) {
 		t.Fatalf("fresh reads %q (%v)", got, err)
 	}
 

@@ -430,7 +430,7 @@ func (st *Store) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *P
 		if req.IfNoneMatch && parent != nil {
 			return Info{}, Errorf(PreconditionFailed, "the object exists")
 		}
-		rec, err := st.applyRange(ctx, s, req, pm, parent, data)
+		rec, err := st.applyRange(ctx, s, req, pm, parent, data, true)
 		if err != nil {
 			return Info{}, err
 		}
@@ -463,8 +463,10 @@ func (st *Store) rangeData(req *PutRequest, body io.Reader) ([]byte, error) {
 // applyRange writes data into pm, the content of parent (nil: none), at
 // req's offset (or its end, for an append), storing the pieces it
 // rewrites, and returns the new version's record: metadata from req, or
-// the parent's where req has none.
-func (st *Store) applyRange(ctx context.Context, s OpenSpace, req *PutRequest, pm chunk.Manifest, parent *mvcc.Record, data []byte) (*mvcc.Record, error) {
+// the parent's where req has none. Without sum, the record has only its
+// manifest and size: its hashes are left to summarizeInto (a transaction
+// sums a key once at commit, however many writes built it).
+func (st *Store) applyRange(ctx context.Context, s OpenSpace, req *PutRequest, pm chunk.Manifest, parent *mvcc.Record, data []byte, sum bool) (*mvcc.Record, error) {
 	off := req.Offset
 	if req.Mode == PutAppend {
 		off = pm.Size()
@@ -481,9 +483,11 @@ func (st *Store) applyRange(ctx context.Context, s OpenSpace, req *PutRequest, p
 	if err != nil {
 		return nil, err
 	}
-	rec, err := st.summarize(ctx, nm, s.Replicas())
-	if err != nil {
-		return nil, err
+	rec := &mvcc.Record{Size: nm.Size(), Manifest: nm.Marshal()}
+	if sum {
+		if rec, err = st.summarize(ctx, nm, s.Replicas()); err != nil {
+			return nil, err
+		}
 	}
 	rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
 	if parent != nil {
@@ -584,6 +588,21 @@ func (st *Store) summarize(ctx context.Context, m chunk.Manifest, replicas int) 
 		rec.Manifest = m.Marshal()
 	}
 	return rec, nil
+}
+
+// summarizeInto fills in the hashes of rec, whose content is its
+// manifest, and moves a small content inline.
+func (st *Store) summarizeInto(ctx context.Context, rec *mvcc.Record, replicas int) error {
+	m, err := chunk.UnmarshalManifest(rec.Manifest)
+	if err != nil {
+		return Errorf(Corrupt, "manifest of a transaction's write: %v", err)
+	}
+	sum, err := st.summarize(ctx, m, replicas)
+	if err != nil {
+		return err
+	}
+	rec.Size, rec.Hash, rec.ETag, rec.Inline, rec.Manifest = sum.Size, sum.Hash, sum.ETag, sum.Inline, sum.Manifest
+	return nil
 }
 
 func objectInfo(spaceName, key string, rec *mvcc.Record) Info {

@@ -46,6 +46,14 @@ type Txn struct {
 
 	mu     sync.Mutex
 	spaces map[uint32]string // the spaces it touched, by id (naming conflicts)
+	// unsummed are the records of byte-range writes whose hashes Commit
+	// computes, by object key (the newest write of each key).
+	unsummed map[string]unsummed
+}
+
+type unsummed struct {
+	rec      *mvcc.Record
+	replicas int
 }
 
 // ConflictError is a transaction's conflict on one key (kind TxnConflict).
@@ -224,7 +232,17 @@ func (t *Txn) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *PutR
 			return nil, err
 		}
 	}
-	return t.st.applyRange(ctx, s, req, pm, parent, data)
+	rec, err := t.st.applyRange(ctx, s, req, pm, parent, data, false)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	if t.unsummed == nil {
+		t.unsummed = map[string]unsummed{}
+	}
+	t.unsummed[string(obj)] = unsummed{rec: rec, replicas: s.Replicas()}
+	t.mu.Unlock()
+	return rec, nil
 }
 
 // Delete deletes key at commit (a delete marker). req.Version must be 0.
@@ -330,6 +348,19 @@ func (t *Txn) mergeWrites(s OpenSpace, req *ListRequest, res ListResult) ListRes
 // transaction, its start). A TxnConflict or TxnAborted failure means the
 // transaction did nothing and may run again from its start.
 func (t *Txn) Commit(ctx context.Context) (uint64, error) {
+	// The hashes of keys built by byte-range writes, once each (the
+	// records are the ones the write set holds; a key written whole
+	// since is summed for nothing).
+	t.mu.Lock()
+	pending := t.unsummed
+	t.unsummed = nil
+	t.mu.Unlock()
+	for _, u := range pending {
+		if err := t.st.summarizeInto(ctx, u.rec, u.replicas); err != nil {
+			t.tx.Rollback()
+			return 0, err
+		}
+	}
 	ts, err := t.tx.Commit(ctx)
 	if err != nil {
 		return 0, t.named(err)
