@@ -110,6 +110,12 @@ func TestTxnRangeWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Listed right away: a secondary's lock not yet resolved is resolved
+	// by the listing, so the committed version shows.
+	vs, err := n.Versions(ctx, &object.VersionsRequest{Space: "txnrange", Key: "o"})
+	if err != nil || len(vs.Versions) != 2 || vs.Versions[0].Version != ts {
+		t.Fatalf("versions after the commit: %+v %v", vs.Versions, err)
+	}
 	if info, err := n.Stat(ctx, &object.GetRequest{Space: "txnrange", Key: "o"}); err != nil || info.Version != ts || info.Parent != v1.Version ||
 		info.Hash != chunk.Sum(model) || info.Size != int64(len(model)) {
 		t.Fatalf("the latest version after the commit: %+v %v", info, err)

@@ -139,8 +139,17 @@ func (st *Store) versions(ctx context.Context, s OpenSpace, obj []byte, before u
 	if at := s.ReadAt(); at != 0 && (before == 0 || before > at+1) {
 		before = at + 1 // a snapshot lists the versions at or before it
 	}
-	recs, more, err := st.cfg.Ranges.Versions(ctx, s.Table(), obj, before, limit)
-	return recs, more, FromRange(err)
+	for attempt := 0; ; attempt++ {
+		recs, more, err := st.cfg.Ranges.Versions(ctx, s.Table(), obj, before, limit)
+		// A transaction's lock on the key: resolve it (waiting if it is
+		// still pending) and list again, so a committed version shows.
+		if again, serr := st.settle(ctx, err, attempt); serr != nil || !again {
+			if serr != nil {
+				return nil, false, serr
+			}
+			return recs, more, FromRange(err)
+		}
+	}
 }
 
 // futureSlack is how far past this node's clock a timestamp may lie and

@@ -201,7 +201,19 @@ func (c *Client) versionsOwned(r *Range, obj []byte, before uint64, limit int) (
 		return nil, false, errMoved(rep.Descriptor().ID)
 	}
 	r.Load.Note(obj)
-	recs, more, err := mvcc.Versions(kv.Reader{R: c.cfg.DB}, obj, before, limit)
+	rd := kv.Reader{R: c.cfg.DB}
+	// A lock on the key may stand for a version committed but not yet
+	// resolved here (a transaction's secondary): the listing fails with
+	// it, so the caller resolves it and lists again, as a listing of keys
+	// does.
+	locks, err := mvcc.Locks(rd, obj, keys.PrefixEnd(obj), ^uint64(0), lockedMax)
+	if err != nil {
+		return nil, false, c.corrupt(err)
+	}
+	if len(locks) > 0 {
+		return nil, false, &LockedError{Locks: locks}
+	}
+	recs, more, err := mvcc.Versions(rd, obj, before, limit)
 	return recs, more, c.corrupt(err)
 }
 
