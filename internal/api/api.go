@@ -124,6 +124,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if e = decode(body, &req); e == nil {
 			out, e = q.diff(&req)
 		}
+	case "snapshot/create", "snapshot/list", "snapshot/delete":
+		var req SnapshotRequest
+		if e = decode(body, &req); e == nil {
+			out, e = q.snapshot(strings.TrimPrefix(r.URL.Path, Prefix+"snapshot/"), &req)
+		}
 	default:
 		e = &ErrorBody{Status: http.StatusNotFound, Code: "NoSuchEndpoint", Message: fmt.Sprintf("no endpoint %s (see docs/api.md)", r.URL.Path)}
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"cmp"
 	"encoding/hex"
+	"net/http"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/auth"
@@ -216,3 +217,67 @@ func (q *call) diff(req *DiffRequest) (any, *ErrorBody) {
 }
 
 func (q *call) versioner() object.Versioner { return q.h.vs }
+
+// SnapshotRequest names a snapshot to make (Space and Name), the space
+// whose snapshots to list (Space; "" for every space), or one to remove
+// (Name).
+type SnapshotRequest struct {
+	Space string `json:"space,omitempty"`
+	Name  string `json:"name,omitempty"`
+}
+
+// Snapshot describes a snapshot: At is the version id (timestamp) it
+// shows Space as of.
+type Snapshot struct {
+	Name    string `json:"name"`
+	Space   string `json:"space"`
+	At      string `json:"at"`
+	Created string `json:"created"`
+}
+
+// SnapshotList answers snapshot/list.
+type SnapshotList struct {
+	Snapshots []Snapshot `json:"snapshots"`
+}
+
+func snapshotOf(s object.SnapshotInfo) Snapshot {
+	return Snapshot{Name: s.Name, Space: s.Space, At: tstamp.String(s.At), Created: time.Unix(0, s.Created).UTC().Format(time.RFC3339Nano)}
+}
+
+func (q *call) snapshot(op string, req *SnapshotRequest) (any, *ErrorBody) {
+	sn, ok := q.h.cfg.Service.(object.Snapshotter)
+	if !ok {
+		return nil, &ErrorBody{Status: http.StatusNotImplemented, Code: "NotImplemented", Message: "this server makes no snapshots"}
+	}
+	switch op {
+	case "create":
+		if e := q.allow(req.Space, auth.Admin); e != nil {
+			return nil, e
+		}
+		s, err := sn.CreateSnapshot(q.ctx, req.Space, req.Name)
+		if err != nil {
+			return nil, serviceError(err)
+		}
+		return snapshotOf(s), nil
+	case "list":
+		l, err := sn.Snapshots(q.ctx, req.Space)
+		if err != nil {
+			return nil, serviceError(err)
+		}
+		out := SnapshotList{Snapshots: []Snapshot{}}
+		for _, s := range l {
+			if q.h.cfg.Keys.Allowed(q.access, s.Name, auth.Read) || q.h.cfg.Keys.Allowed(q.access, s.Space, auth.Read) {
+				out.Snapshots = append(out.Snapshots, snapshotOf(s))
+			}
+		}
+		return out, nil
+	default:
+		if e := q.allow(req.Name, auth.Admin); e != nil {
+			return nil, e
+		}
+		if err := sn.DeleteSnapshot(q.ctx, req.Name); err != nil {
+			return nil, serviceError(err)
+		}
+		return struct{}{}, nil
+	}
+}

@@ -72,6 +72,35 @@ func TestVersionsOverJSON(t *testing.T) {
 		t.Fatalf("diff across objects: %s", b)
 	}
 
+	// Snapshots: made, listed, read through the transaction endpoints,
+	// removed.
+	st, b = post(t, ep, "/_cairn/v1/snapshot/create", api.SnapshotRequest{Space: "vjone", Name: "vjone-snap"}, nil)
+	snap := must[api.Snapshot](t, st, b)
+	if snap.Name != "vjone-snap" || snap.Space != "vjone" || snap.At == "" {
+		t.Fatalf("snapshot create: %s", b)
+	}
+	if _, err := n.Put(ctx, &object.PutRequest{Space: "vjone", Key: "a", Size: 3}, bytes.NewReader([]byte("new"))); err != nil {
+		t.Fatal(err)
+	}
+	st, b = post(t, ep, "/_cairn/v1/txn/read", api.ReadRequest{At: begin(t, ep), Objects: []api.Ref{{Space: "vjone-snap", Key: "a"}}}, nil)
+	if rd := must[api.ReadResponse](t, st, b); string(rd.Objects[0].Data) != "jello" {
+		t.Fatalf("reading the snapshot: %s", b)
+	}
+	st, b = post(t, ep, "/_cairn/v1/snapshot/list", api.SnapshotRequest{Space: "vjone"}, nil)
+	if l := must[api.SnapshotList](t, st, b); len(l.Snapshots) != 1 || l.Snapshots[0] != snap {
+		t.Fatalf("snapshot list: %s", b)
+	}
+	st, b = post(t, ep, "/_cairn/v1/txn/commit", api.CommitRequest{Start: begin(t, ep), Writes: []api.Write{{Ref: api.Ref{Space: "vjone-snap", Key: "x"}, Data: []byte("x")}}}, nil)
+	if st != 403 {
+		t.Fatalf("a commit into a snapshot: %d %s", st, b)
+	}
+	st, b = post(t, ep, "/_cairn/v1/snapshot/delete", api.SnapshotRequest{Name: "vjone-snap"}, nil)
+	must[struct{}](t, st, b)
+	st, b = post(t, ep, "/_cairn/v1/snapshot/list", api.SnapshotRequest{}, nil)
+	if l := must[api.SnapshotList](t, st, b); len(l.Snapshots) != 0 {
+		t.Fatalf("snapshot list after delete: %s", b)
+	}
+
 	for name, tc := range map[string]struct {
 		path   string
 		body   any

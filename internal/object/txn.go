@@ -150,7 +150,21 @@ func (t *Txn) read(ctx context.Context, req *GetRequest) (Info, OpenSpace, *mvcc
 		return Info{}, nil, nil, nil, err
 	}
 	t.touched(s, req.Space)
-	rec, _, err := t.tx.Read(ctx, s.Table(), obj)
+	var rec *mvcc.Record
+	if at := s.ReadAt(); at != 0 {
+		// A snapshot never changes: it is read as it shows, outside the
+		// transaction's read set.
+		rec, err = t.st.readRecord(ctx, s, obj, 0, at)
+		if KindOf(err) == NotFound {
+			rec, err = nil, nil
+		}
+		if err != nil {
+			release()
+			return Info{}, nil, nil, nil, err
+		}
+	} else {
+		rec, _, err = t.tx.Read(ctx, s.Table(), obj)
+	}
 	if err == nil && rec == nil {
 		err = Errorf(NotFound, "%s/%s does not exist at the transaction's snapshot", req.Space, req.Key)
 	}
@@ -278,11 +292,22 @@ func (t *Txn) List(ctx context.Context, req *ListRequest) (ListResult, error) {
 	}
 	r := *req
 	r.AsOf = t.tx.StartTS
+	// (No space is held across List, which holds its own.)
+	s, release, err := t.st.cfg.Spaces.Acquire(ctx, req.Space)
+	if err != nil {
+		return ListResult{}, err
+	}
+	at := s.ReadAt()
+	release()
+	if at != 0 {
+		r.AsOf = at // a snapshot lists as it shows, outside the read set
+		return t.st.List(ctx, &r)
+	}
 	res, err := t.st.List(ctx, &r)
 	if err != nil {
 		return ListResult{}, err
 	}
-	s, release, err := t.st.cfg.Spaces.Acquire(ctx, req.Space)
+	s, release, err = t.st.cfg.Spaces.Acquire(ctx, req.Space)
 	if err != nil {
 		return ListResult{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -101,6 +102,20 @@ func (h *Handler) listBuckets(q *request) {
 		if h.allowed(q, s.Name, PermRead) { // a key sees the buckets it may read
 			res.Buckets = append(res.Buckets, bucketInfo{Name: s.Name, CreationDate: isoTime(s.Created)})
 		}
+	}
+	// Snapshots are read-only buckets.
+	if sn, ok := h.cfg.Service.(object.Snapshotter); ok {
+		snaps, err := sn.Snapshots(q.r.Context(), "")
+		if err != nil {
+			h.serviceError(q, err)
+			return
+		}
+		for _, s := range snaps {
+			if h.allowed(q, s.Name, PermRead) {
+				res.Buckets = append(res.Buckets, bucketInfo{Name: s.Name, CreationDate: isoTime(s.Created)})
+			}
+		}
+		slices.SortFunc(res.Buckets, func(a, b bucketInfo) int { return strings.Compare(a.Name, b.Name) })
 	}
 	writeXML(q.w, http.StatusOK, res)
 }

@@ -38,6 +38,10 @@ func TestSDKSnapshotBucket(t *testing.T) {
 	}
 
 	frozen := aws.String("live-frozen")
+	bl, err := c.ListBuckets(ctx, &s3.ListBucketsInput{})
+	if err != nil || len(bl.Buckets) != 2 || *bl.Buckets[0].Name != "live" || *bl.Buckets[1].Name != "live-frozen" {
+		t.Fatalf("ListBuckets: %+v %v", bl, err)
+	}
 	l, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: frozen})
 	if err != nil || len(l.Contents) != 2 || *l.Contents[0].Key != "a.txt" || *l.Contents[1].Key != "b.txt" {
 		t.Fatalf("listing the snapshot: %+v %v", l, err)
