@@ -204,7 +204,6 @@ func printVOSD(cmd *cobra.Command, res vosdResult, asJSON bool) error {
 	return nil
 }
 
-
 // runVOSDCmd is `cairn bench --op vosd`.
 func runVOSDCmd(cmd *cobra.Command, size int64, conc int, space string, asJSON bool) error {
 	f := cmd.Flags()

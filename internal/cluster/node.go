@@ -419,6 +419,10 @@ type Node struct {
 		spaces map[string]*space // by name
 		snaps  map[string]*space // snapshot views, by name (snapshots.go)
 	}
+	// snapMu runs refreshSnapshots one at a time: a slow refresh that read
+	// the catalog before a snapshot was made must not lower the mark a
+	// later one raised.
+	snapMu sync.Mutex
 
 	closeOnce sync.Once
 	closeErr  error

@@ -282,3 +282,42 @@ func heldMark(n *Node, name string) uint64 {
 	defer n.mu.RUnlock()
 	return n.mu.spaces[name].held.Load()
 }
+
+// TestSnapshotHoldsAgainstTransactions: a transaction that buffered a
+// write before a snapshot was made and commits after it prunes nothing
+// the snapshot shows (its space's policy is taken at the commit), and a
+// version the snapshot shows keeps its tags.
+func TestSnapshotHoldsAgainstTransactions(t *testing.T) {
+	n := openTestNode(t)
+	ctx := context.Background()
+	if _, err := n.CreateSpace(ctx, "txheld", object.SpaceSettings{Retention: "last", KeepLast: 1}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, n, "txheld", "k", []byte("old"))
+	tx, err := n.Begin(ctx, object.TxnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Put(ctx, &object.PutRequest{Space: "txheld", Key: "k", Size: 3}, strings.NewReader("new")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.CreateSnapshot(ctx, "txheld", "txheld-snap"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := get(t, n, object.GetRequest{Space: "txheld-snap", Key: "k"}); err != nil || string(got) != "old" {
+		t.Fatalf("the snapshot reads k as %q (%v): the commit pruned it", got, err)
+	}
+	if _, err := n.SetTags(ctx, &object.TagRequest{Space: "txheld", Key: "k", Version: 0, Tags: map[string]string{"a": "b"}}); err != nil {
+		t.Fatalf("tagging the version after the snapshot: %v", err)
+	}
+	vs, err := n.Versions(ctx, &object.VersionsRequest{Space: "txheld-snap", Key: "k"})
+	if err != nil || len(vs.Versions) != 1 {
+		t.Fatalf("the snapshot's versions: %+v %v", vs, err)
+	}
+	if _, err := n.SetTags(ctx, &object.TagRequest{Space: "txheld", Key: "k", Version: vs.Versions[0].Version, Tags: map[string]string{"a": "b"}}); object.KindOf(err) != object.PreconditionFailed {
+		t.Fatalf("retagging a version the snapshot shows: %v", err)
+	}
+}

@@ -171,6 +171,8 @@ func heldOf(snaps []meta.Snapshot, id uint32) uint64 {
 // line with the catalog. A mark that rises waits for the space's
 // operations in flight (ctx bounds the wait).
 func (n *Node) refreshSnapshots(ctx context.Context) error {
+	n.snapMu.Lock()
+	defer n.snapMu.Unlock()
 	snaps, err := n.catalog.Snapshots(ctx)
 	if err != nil {
 		return err

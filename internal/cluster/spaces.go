@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -535,6 +536,13 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 	}()
 	if err := n.fenceEverywhere(ctx, name); err != nil {
 		return object.Errorf(object.Unavailable, "space %q was not deleted: writes to it could not be stopped on every node: %v", name, err)
+	}
+	// A snapshot made before the fence (pending ones too; the fence stops
+	// new ones) keeps the space.
+	if all, err := n.catalog.Snapshots(ctx); err != nil {
+		return object.Unreachable("space catalog", err)
+	} else if i := slices.IndexFunc(all, func(sn meta.Snapshot) bool { return sn.OfID == s.meta.ID }); i >= 0 {
+		return object.Errorf(object.SpaceNotEmpty, "space %q has snapshots (%s): remove them first (cairn snapshot rm NAME)", name, all[i].Name)
 	}
 	// Only client keys count: system keys (an S3 bucket's settings, its
 	// open multipart uploads) go with the space.

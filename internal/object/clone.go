@@ -178,7 +178,8 @@ func (st *Store) Clone(ctx context.Context, req *CloneRequest) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	info.Origin.Space = req.Space
+	info.Origin.Space = "" // the source's space by id: a snapshot's is the space it shows
+	st.name(ctx, &info)
 	return info, nil
 }
 
@@ -197,14 +198,23 @@ func (st *Store) cloneSource(ctx context.Context, req *CloneRequest, dstSpace st
 	if rec.DeleteMarker {
 		return nil, 0, 0, Errorf(Deleted, "version %s of %q is a delete marker", tstamp.String(rec.Version), req.Key)
 	}
+	// The target is checked before the index entry is written: a clone
+	// refused for its target leaves no entry.
 	dstID := s.ID()
+	if err := readOnly(s, req.Space); dstSpace == req.Space && err != nil {
+		return nil, 0, 0, err
+	}
 	if dstSpace != req.Space {
 		d, drelease, err := st.cfg.Spaces.Acquire(ctx, dstSpace)
 		if err != nil {
 			return nil, 0, 0, err
 		}
 		dstID = d.ID()
+		err = readOnly(d, dstSpace)
 		drelease()
+		if err != nil {
+			return nil, 0, 0, err
+		}
 	}
 	child := keys.Object(dstID, nil, []byte(req.DstKey))
 	if _, err := st.propose(ctx, s, obj, (&kv.ChildCmd{Obj: obj, Version: rec.Version, Child: child}).Encode()); err != nil {
@@ -282,7 +292,7 @@ func (st *Store) children(ctx context.Context, info Info) ([]LineageEntry, error
 		out = append(out, LineageEntry{Info: n})
 	}
 	kids, err := st.cfg.Ranges.Children(ctx, s.Table(), obj, info.Version)
-	srcID := s.ID()
+	srcID, readAt := s.ID(), s.ReadAt()
 	release()
 	if err != nil {
 		return nil, FromRange(err)
@@ -315,6 +325,9 @@ func (st *Store) children(ctx context.Context, info Info) ([]LineageEntry, error
 			return nil, err
 		}
 		for _, c := range clones {
+			if readAt != 0 && c.Version > readAt {
+				continue // made after the snapshot the lineage is read through
+			}
 			c.Origin.Space = info.Space
 			out = append(out, LineageEntry{Info: c, Clone: true})
 		}
@@ -535,7 +548,8 @@ func readOnly(s OpenSpace, space string) error {
 	return nil
 }
 
-// heldError refuses the removal of version v that a snapshot holds.
+// heldError refuses the removal (or retagging) of version v that a
+// snapshot holds.
 func heldError(s OpenSpace, v uint64) error {
 	switch held := s.Held(); {
 	case held == HeldPending:

@@ -17,18 +17,22 @@ import (
 // the whole content, so unless the version is a whole copy of one source
 // the content is read once, through verified chunk reads.
 func (st *Store) Compose(ctx context.Context, req *PutRequest, etag string, sources []ComposeSource) (Info, error) {
-	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key)
+	// The target is held only to learn its copies, then again to commit:
+	// a source may be in the same space, and a space held twice by one
+	// operation deadlocks once a fence or snapshot waits for it.
+	s, _, release, err := st.writeTarget(ctx, req.Space, req.Key)
 	if err != nil {
 		return Info{}, err
 	}
-	defer release()
+	replicas := s.Replicas()
+	release()
 	if err := validMeta(req.Meta, req.Tags, req.Headers); err != nil {
 		return Info{}, err
 	}
 	var m chunk.Manifest
 	var whole *Info // the one source, copied whole
 	for i, src := range sources {
-		sm, info, full, err := st.sourceChunks(ctx, src, s.Replicas())
+		sm, info, full, err := st.sourceChunks(ctx, src, replicas)
 		if err != nil {
 			return Info{}, err
 		}
@@ -40,10 +44,15 @@ func (st *Store) Compose(ctx context.Context, req *PutRequest, etag string, sour
 			return Info{}, Errorf(TooLarge, "the sources up to %d are over the %d byte object limit", i, st.cfg.MaxObjectSize)
 		}
 	}
-	r, err := st.composeRecord(ctx, m, whole, s.Replicas())
+	r, err := st.composeRecord(ctx, m, whole, replicas)
 	if err != nil {
 		return Info{}, err
 	}
+	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key)
+	if err != nil {
+		return Info{}, err
+	}
+	defer release()
 	if etag != "" {
 		r.ETag = etag
 	}

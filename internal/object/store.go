@@ -808,6 +808,10 @@ func (st *Store) SetTags(ctx context.Context, req *TagRequest) (Info, error) {
 		}
 		v = rec.Version
 	}
+	// Tags change in place: a version a snapshot shows keeps its tags.
+	if err := heldError(s, v); err != nil {
+		return Info{}, err
+	}
 	res, err := st.propose(ctx, s, obj, (&kv.SetTagsCmd{Obj: obj, Version: v, Tags: req.Tags}).Encode())
 	if err != nil {
 		return Info{}, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -49,6 +50,11 @@ type Txn struct {
 	// unsummed are the records of byte-range writes whose hashes Commit
 	// computes, by object key (the newest write of each key).
 	unsummed map[string]unsummed
+	// committing is set once Commit has begun: writes are refused.
+	committing bool
+	// rangeMu makes each byte-range write's read of its parent and its
+	// write one step (two at once on a key would build on one parent).
+	rangeMu sync.Mutex
 }
 
 type unsummed struct {
@@ -196,6 +202,9 @@ func (t *Txn) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, e
 	}
 	// The body is durable before the commit locks anything: the
 	// transaction carries its manifest.
+	if err := t.writable(); err != nil {
+		return Info{}, err
+	}
 	var rec *mvcc.Record
 	if req.Mode == PutReplace {
 		rec, err = t.st.writeBody(ctx, body, req.Size, s.Replicas())
@@ -203,10 +212,17 @@ func (t *Txn) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, e
 			rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
 		}
 	} else {
+		t.rangeMu.Lock() // until the write is in the write set
+		defer t.rangeMu.Unlock()
 		rec, err = t.rangeWrite(ctx, s, obj, req, body)
 	}
 	if err != nil {
 		return Info{}, err
+	}
+	if req.Mode == PutReplace {
+		t.mu.Lock()
+		delete(t.unsummed, string(obj)) // a whole write replaces the key's range writes
+		t.mu.Unlock()
 	}
 	switch {
 	case req.IfMatch != 0:
@@ -220,6 +236,16 @@ func (t *Txn) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, e
 		return Info{}, FromRange(err)
 	}
 	return objectInfo(req.Space, req.Key, rec), nil
+}
+
+// writable refuses a write once Commit has begun.
+func (t *Txn) writable() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.committing {
+		return FromRange(txn.ErrDone)
+	}
+	return nil
 }
 
 // rangeWrite is a byte-range write or append inside the transaction: its
@@ -279,6 +305,12 @@ func (t *Txn) DeleteMarked(ctx context.Context, req *DeleteRequest, headers map[
 	}
 	defer release()
 	t.touched(s, req.Space)
+	if err := t.writable(); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	delete(t.unsummed, string(obj))
+	t.mu.Unlock()
 	return FromRange(t.tx.Write(obj, &mvcc.Record{DeleteMarker: true, Headers: headers}, s.Retention()))
 }
 
@@ -373,13 +405,40 @@ func (t *Txn) mergeWrites(s OpenSpace, req *ListRequest, res ListResult) ListRes
 // transaction, its start). A TxnConflict or TxnAborted failure means the
 // transaction did nothing and may run again from its start.
 func (t *Txn) Commit(ctx context.Context) (uint64, error) {
-	// The hashes of keys built by byte-range writes, once each (the
-	// records are the ones the write set holds; a key written whole
-	// since is summed for nothing).
+	t.rangeMu.Lock() // no byte-range write is half done
 	t.mu.Lock()
+	if t.committing {
+		t.mu.Unlock()
+		t.rangeMu.Unlock()
+		return 0, FromRange(txn.ErrDone)
+	}
+	t.committing = true
 	pending := t.unsummed
 	t.unsummed = nil
+	spaces := maps.Clone(t.spaces)
 	t.mu.Unlock()
+	t.rangeMu.Unlock()
+	// The spaces written are held through the commit and their retention
+	// taken now: a snapshot made meanwhile either waits for the commit or
+	// is seen by it (its mark makes the policy keep-all), so the commit
+	// prunes nothing a snapshot shows.
+	held := map[uint32]OpenSpace{}
+	for id, name := range spaces {
+		s, release, err := t.st.cfg.Spaces.Acquire(ctx, name)
+		if err != nil {
+			t.tx.Rollback()
+			return 0, err
+		}
+		defer release()
+		held[id] = s
+	}
+	t.tx.Retain(func(obj []byte, ret mvcc.Retention) mvcc.Retention {
+		if id, _, _, err := keys.DecodeObject(obj); err == nil && held[id] != nil {
+			return held[id].Retention()
+		}
+		return ret
+	})
+	// The hashes of keys built by byte-range writes, once each.
 	for _, u := range pending {
 		if err := t.st.summarizeInto(ctx, u.rec, u.replicas); err != nil {
 			t.tx.Rollback()

@@ -182,6 +182,17 @@ func (tx *Txn) write(w *write) error {
 	return nil
 }
 
+// Retain replaces the retention of every buffered write with f's answer
+// (a committer that takes its spaces' policies at the commit, not when
+// the writes were buffered).
+func (tx *Txn) Retain(f func(obj []byte, ret mvcc.Retention) mvcc.Retention) {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	for _, w := range tx.writes {
+		w.ret = f(w.obj, w.ret)
+	}
+}
+
 // Writes returns the buffered writes in key order, for a listing that
 // must show them: the object key and the record (a delete marker for a
 // delete).
