@@ -93,4 +93,16 @@ func TestCLIVersions(t *testing.T) {
 	fails(1, "may not", "snapshot", "create", "models", "models-v3", "--access-key", "viewer", "--secret-key", secret)
 	must("", "snapshot", "rm", "models-v2")
 	fails(1, "does not exist", "cat", "models-v2/w")
+
+	// Listing a space's snapshots needs the read grant on it; the admin
+	// of a space may remove its snapshots.
+	must("", "space", "create", "private")
+	fails(1, "may not", "snapshot", "ls", "private", "--access-key", "viewer", "--secret-key", secret)
+	out = must("", "key", "create", "--access", "modeladmin", "--grant", "models=admin")
+	adminSecret := regexp.MustCompile(`secret key: (\S+)`).FindStringSubmatch(out)[1]
+	must("", "snapshot", "create", "models", "models-v4")
+	fails(1, "may not", "snapshot", "rm", "models-v4", "--access-key", "viewer", "--secret-key", secret)
+	if out, errs, code := run(t, bin, srv, "", "snapshot", "rm", "models-v4", "--access-key", "modeladmin", "--secret-key", adminSecret); code != 0 {
+		t.Fatalf("the space's admin removing its snapshot: exit %d %s %s", code, out, errs)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/hex"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/auth"
@@ -260,6 +261,11 @@ func (q *call) snapshot(op string, req *SnapshotRequest) (any, *ErrorBody) {
 		}
 		return snapshotOf(s), nil
 	case "list":
+		if req.Space != "" {
+			if e := q.allow(req.Space, auth.Read); e != nil {
+				return nil, e
+			}
+		}
 		l, err := sn.Snapshots(q.ctx, req.Space)
 		if err != nil {
 			return nil, serviceError(err)
@@ -272,8 +278,16 @@ func (q *call) snapshot(op string, req *SnapshotRequest) (any, *ErrorBody) {
 		}
 		return out, nil
 	default:
+		// The admin of the snapshot's name, or of the space it shows.
 		if e := q.allow(req.Name, auth.Admin); e != nil {
-			return nil, e
+			all, err := sn.Snapshots(q.ctx, "")
+			if err != nil {
+				return nil, serviceError(err)
+			}
+			i := slices.IndexFunc(all, func(s object.SnapshotInfo) bool { return s.Name == req.Name })
+			if i < 0 || !q.h.cfg.Keys.Allowed(q.access, all[i].Space, auth.Admin) {
+				return nil, e
+			}
 		}
 		if err := sn.DeleteSnapshot(q.ctx, req.Name); err != nil {
 			return nil, serviceError(err)

@@ -374,8 +374,9 @@ func DecodeSnapshotInfos(b []byte) ([]object.SnapshotInfo, error) {
 }
 
 // snapshotOp serves SNAPSHOT: create needs the admin grant on the space
-// (a snapshot holds its history), list the read grant, delete the admin
-// grant on the snapshot's name.
+// (a snapshot holds its history), a list of one space's the read grant on
+// it (and lists what the key may read), delete the admin grant on the
+// snapshot's name or on the space it shows.
 func (c *serverConn) snapshotOp(ctx context.Context, buf, body []byte) ([]byte, error) {
 	sn, ok := c.s.svc.(object.Snapshotter)
 	if !ok {
@@ -396,6 +397,11 @@ func (c *serverConn) snapshotOp(ctx context.Context, buf, body []byte) ([]byte, 
 		}
 		return AppendSnapshotInfos(buf, []object.SnapshotInfo{s}), nil
 	case SnapshotList:
+		if space != "" { // whether a space exists is for keys that may read it
+			if e := c.allow(space, auth.Read); e != nil {
+				return nil, e
+			}
+		}
 		l, err := sn.Snapshots(ctx, space)
 		if err != nil {
 			return nil, err
@@ -406,8 +412,16 @@ func (c *serverConn) snapshotOp(ctx context.Context, buf, body []byte) ([]byte, 
 		})
 		return AppendSnapshotInfos(buf, l), nil
 	default:
+		// The admin of the snapshot's name, or of the space it shows.
 		if e := c.allow(name, auth.Admin); e != nil {
-			return nil, e
+			all, err := sn.Snapshots(ctx, "")
+			if err != nil {
+				return nil, err
+			}
+			i := slices.IndexFunc(all, func(s object.SnapshotInfo) bool { return s.Name == name })
+			if i < 0 || c.allow(all[i].Space, auth.Admin) != nil {
+				return nil, e
+			}
 		}
 		return buf, sn.DeleteSnapshot(ctx, name)
 	}
