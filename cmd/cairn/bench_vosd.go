@@ -10,7 +10,6 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -107,6 +106,7 @@ func runVOSD(ctx context.Context, c *client.Client, space string, objects int, s
 	var seed [16]byte
 	rand.Read(seed[:])
 	var snaps []string
+	var mLat, sLat latencies
 	defer func() {
 		for _, s := range snaps {
 			_ = c.DeleteSnapshot(context.WithoutCancel(ctx), s)
@@ -131,17 +131,19 @@ func runVOSD(ctx context.Context, c *client.Client, space string, objects int, s
 		}); err != nil {
 			return res, err
 		}
-		res.MRounds = append(res.MRounds, ms(time.Since(t0)))
+		mLat = append(mLat, time.Since(t0))
+		res.MRounds = append(res.MRounds, ms(mLat[len(mLat)-1]))
 		t0 = time.Now()
 		name := fmt.Sprintf("%s-r%d", run, r)
 		if _, err := c.CreateSnapshot(ctx, space, name); err != nil {
 			return res, err
 		}
-		res.SRounds = append(res.SRounds, ms(time.Since(t0)))
+		sLat = append(sLat, time.Since(t0))
+		res.SRounds = append(res.SRounds, ms(sLat[len(sLat)-1]))
 		snaps = append(snaps, name)
 	}
 	progress("\r")
-	res.MMs, res.SMs = median(res.MRounds), median(res.SRounds)
+	res.MMs, res.SMs = ms(mLat.sorted().pct(0.5)), ms(sLat.sorted().pct(0.5))
 	res.ChangedBytes = int64(objects)*size + int64(rounds*objects*mods)*modSize
 	if dataDir != "" {
 		res.DiskBytes = dirBytes(dataDir) - before
@@ -149,30 +151,21 @@ func runVOSD(ctx context.Context, c *client.Client, space string, objects int, s
 	// Reads: the latest of a random object, and a random object through a
 	// random round's snapshot, alternating.
 	rng := mrand.New(mrand.NewPCG(1, 2))
-	var latest, random []float64
+	var latest, random latencies
 	for range max(20, min(200, objects*2)) {
 		t0 = time.Now()
 		if _, _, err := c.Get(ctx, space, key(rng.IntN(objects))); err != nil {
 			return res, err
 		}
-		latest = append(latest, ms(time.Since(t0)))
+		latest = append(latest, time.Since(t0))
 		t0 = time.Now()
 		if _, _, err := c.Get(ctx, snaps[rng.IntN(len(snaps))], key(rng.IntN(objects))); err != nil {
 			return res, err
 		}
-		random = append(random, ms(time.Since(t0)))
+		random = append(random, time.Since(t0))
 	}
-	res.LatestP50Ms, res.RandomP50Ms = median(latest), median(random)
+	res.LatestP50Ms, res.RandomP50Ms = ms(latest.sorted().pct(0.5)), ms(random.sorted().pct(0.5))
 	return res, nil
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 // dirBytes is the disk space the files under dir take (0 for "").

@@ -248,7 +248,7 @@ func TestSnapshotThreeNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range nodes {
-		if h := heldMark(n, "held"); h == 0 || h == heldPending {
+		if h := heldMark(n, "held"); h == 0 || h == object.HeldPending {
 			t.Fatalf("node %d's mark is %d after the snapshot", n.NodeID(), h)
 		}
 	}

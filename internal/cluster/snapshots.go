@@ -29,9 +29,6 @@ import (
 // snapshot; one that misses the completion stays held at "everything"
 // until it next reads the catalog, which keeps more, never less.
 
-// heldPending is a space's held mark while a snapshot of it is made.
-const heldPending = object.HeldPending
-
 // holdWait bounds how long one node may take to hold a space.
 const holdWait = fenceWait
 
@@ -160,7 +157,7 @@ func heldOf(snaps []meta.Snapshot, id uint32) uint64 {
 			continue
 		}
 		if s.Pending() {
-			return heldPending
+			return object.HeldPending
 		}
 		held = max(held, s.At)
 	}

@@ -40,7 +40,7 @@ type space struct {
 	fenced  bool // guarded by gate: a delete is checking the space (fence.go)
 
 	// held is the newest timestamp a snapshot of the space shows
-	// (heldPending while one is being made, 0 with none): versions at
+	// (object.HeldPending while one is being made, 0 with none): versions at
 	// or below it stay (snapshots.go). Set under gate held exclusively.
 	held atomic.Uint64
 
@@ -189,7 +189,7 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 	n.mu.Lock()
 	n.mu.spaces[sp.Name] = s
 	n.mu.Unlock()
-	held := uint64(heldPending) // not known: keep everything until the next refresh
+	held := object.HeldPending // not known: keep everything until the next refresh
 	if snaps, err := n.catalog.Snapshots(ctx); err == nil {
 		held = heldOf(snaps, sp.ID)
 	}
@@ -466,6 +466,21 @@ func (n *Node) ListSpaces(ctx context.Context) ([]object.SpaceInfo, error) {
 	return out, nil
 }
 
+// snapshotsKeep refuses the delete of space name if any of all that
+// matches shows it, naming them.
+func snapshotsKeep(name string, all []meta.Snapshot, of func(meta.Snapshot) bool) error {
+	var names []string
+	for _, sn := range all {
+		if of(sn) {
+			names = append(names, sn.Name)
+		}
+	}
+	if len(names) > 0 {
+		return object.Errorf(object.SpaceNotEmpty, "space %q has snapshots (%s): remove them first (cairn snapshot rm NAME)", name, strings.Join(names, ", "))
+	}
+	return nil
+}
+
 // DeleteSpace implements object.Service. A space can be deleted when it holds
 // no live object; its history (noncurrent versions, delete markers) goes
 // with it.
@@ -473,21 +488,17 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 	if err := meta.ValidSpaceName(name); err != nil {
 		return object.Errorf(object.BadSpaceName, "%v", err)
 	}
-	if _, err := n.catalog.GetSnapshot(ctx, name); err == nil {
+	// Snapshots keep their space: refused early here by name, and again
+	// after the fence by id (pending ones too: the fence stops new ones).
+	all, err := n.catalog.Snapshots(ctx)
+	if err != nil {
+		return object.Unreachable("space catalog", err)
+	}
+	if slices.ContainsFunc(all, func(sn meta.Snapshot) bool { return sn.Name == name }) {
 		return object.Errorf(object.InvalidArgument, "%q is a snapshot: remove it with cairn snapshot rm %s", name, name)
 	}
-	snaps, err := n.Snapshots(ctx, "")
-	if err != nil {
+	if err := snapshotsKeep(name, all, func(sn meta.Snapshot) bool { return sn.Of == name && !sn.Pending() }); err != nil {
 		return err
-	}
-	var of []string
-	for _, sn := range snaps {
-		if sn.Space == name {
-			of = append(of, sn.Name)
-		}
-	}
-	if len(of) > 0 {
-		return object.Errorf(object.SpaceNotEmpty, "space %q has snapshots (%s): remove them first (cairn snapshot rm NAME)", name, strings.Join(of, ", "))
 	}
 	n.mu.RLock()
 	s := n.mu.spaces[name]
@@ -537,12 +548,10 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 	if err := n.fenceEverywhere(ctx, name); err != nil {
 		return object.Errorf(object.Unavailable, "space %q was not deleted: writes to it could not be stopped on every node: %v", name, err)
 	}
-	// A snapshot made before the fence (pending ones too; the fence stops
-	// new ones) keeps the space.
 	if all, err := n.catalog.Snapshots(ctx); err != nil {
 		return object.Unreachable("space catalog", err)
-	} else if i := slices.IndexFunc(all, func(sn meta.Snapshot) bool { return sn.OfID == s.meta.ID }); i >= 0 {
-		return object.Errorf(object.SpaceNotEmpty, "space %q has snapshots (%s): remove them first (cairn snapshot rm NAME)", name, all[i].Name)
+	} else if err := snapshotsKeep(name, all, func(sn meta.Snapshot) bool { return sn.OfID == s.meta.ID }); err != nil {
+		return err
 	}
 	// Only client keys count: system keys (an S3 bucket's settings, its
 	// open multipart uploads) go with the space.

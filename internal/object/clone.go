@@ -122,11 +122,29 @@ const (
 )
 
 // name fills in the space name of info's origin.
-func (st *Store) name(ctx context.Context, info *Info) {
-	if o := info.Origin; o != nil && o.Space == "" && o.spaceID != 0 {
-		if n, err := st.cfg.Spaces.Name(ctx, o.spaceID); err == nil {
-			o.Space = n
+func (st *Store) name(ctx context.Context, info *Info) { st.namer()(ctx, info) }
+
+// namer returns name for a page of infos: each space id is looked up
+// once (a deleted space's costs a read of the catalog).
+func (st *Store) namer() func(context.Context, *Info) {
+	var names map[uint32]string
+	return func(ctx context.Context, info *Info) {
+		o := info.Origin
+		if o == nil || o.Space != "" || o.spaceID == 0 {
+			return
 		}
+		n, ok := names[o.spaceID]
+		if !ok {
+			var err error
+			if n, err = st.cfg.Spaces.Name(ctx, o.spaceID); err != nil {
+				return
+			}
+			if names == nil {
+				names = map[uint32]string{}
+			}
+			names[o.spaceID] = n
+		}
+		o.Space = n
 	}
 }
 
@@ -201,10 +219,11 @@ func (st *Store) cloneSource(ctx context.Context, req *CloneRequest, dstSpace st
 	// The target is checked before the index entry is written: a clone
 	// refused for its target leaves no entry.
 	dstID := s.ID()
-	if err := readOnly(s, req.Space); dstSpace == req.Space && err != nil {
-		return nil, 0, 0, err
-	}
-	if dstSpace != req.Space {
+	if dstSpace == req.Space {
+		if err := readOnly(s, req.Space); err != nil {
+			return nil, 0, 0, err
+		}
+	} else {
 		d, drelease, err := st.cfg.Spaces.Acquire(ctx, dstSpace)
 		if err != nil {
 			return nil, 0, 0, err
@@ -476,11 +495,11 @@ func fieldChanges(a, b *mvcc.Record) []FieldChange {
 			out = append(out, FieldChange{Field: name, From: x, To: y})
 		}
 	}
-	field("delete_marker", boolStr(a.DeleteMarker), boolStr(b.DeleteMarker))
-	field("size", itoa(a.Size), itoa(b.Size))
+	field("delete_marker", strconv.FormatBool(a.DeleteMarker), strconv.FormatBool(b.DeleteMarker))
+	field("size", strconv.FormatInt(a.Size, 10), strconv.FormatInt(b.Size, 10))
 	field("content_type", a.ContentType, b.ContentType)
 	field("etag", a.ETag, b.ETag)
-	field("hash", hexHash(a.Hash), hexHash(b.Hash))
+	field("hash", hex.EncodeToString(a.Hash[:]), hex.EncodeToString(b.Hash[:]))
 	for _, m := range []struct {
 		prefix string
 		x, y   map[string]string
@@ -500,12 +519,6 @@ func fieldChanges(a, b *mvcc.Record) []FieldChange {
 	}
 	return out
 }
-
-func boolStr(b bool) string { return strconv.FormatBool(b) }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-func hexHash(h [32]byte) string { return hex.EncodeToString(h[:]) }
 
 // sortedKeys returns the keys of both maps, sorted, once each.
 func sortedKeys(a, b map[string]string) []string {

@@ -898,13 +898,14 @@ func (st *Store) listOnce(ctx context.Context, s OpenSpace, req *ListRequest, lo
 		return ListResult{}, err // a range client failure: List classes it
 	}
 	out := ListResult{Objects: make([]Info, 0, len(ents)), Truncated: more}
+	name := st.namer()
 	for _, e := range ents {
 		_, _, key, err := keys.DecodeObject(e.Obj)
 		if err != nil {
 			return ListResult{}, Errorf(Corrupt, "object key: %v", err)
 		}
 		out.Objects = append(out.Objects, objectInfo(req.Space, string(key), e.Rec))
-		st.name(ctx, &out.Objects[len(out.Objects)-1])
+		name(ctx, &out.Objects[len(out.Objects)-1])
 	}
 	if out.Truncated && len(out.Objects) > 0 {
 		last := out.Objects[len(out.Objects)-1]
@@ -935,9 +936,10 @@ func (st *Store) Versions(ctx context.Context, req *VersionsRequest) (VersionsRe
 		return VersionsResult{}, err
 	}
 	out := VersionsResult{Truncated: more}
+	name := st.namer()
 	for _, rec := range recs {
 		out.Versions = append(out.Versions, objectInfo(req.Space, req.Key, rec))
-		st.name(ctx, &out.Versions[len(out.Versions)-1])
+		name(ctx, &out.Versions[len(out.Versions)-1])
 	}
 	return out, nil
 }
