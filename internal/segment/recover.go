@@ -45,6 +45,15 @@ func (s *Store) recover() error {
 	if err != nil {
 		return err
 	}
+	for seg := range metas {
+		if !slices.Contains(segs, seg) {
+			// Compaction removed the file and a crash came before its
+			// bookkeeping went (see removeSegment).
+			if err := s.db.Delete(segKey(seg), pebble.Sync); err != nil {
+				return fmt.Errorf("segment: drop the bookkeeping of removed %s: %w", segmentName(seg), err)
+			}
+		}
+	}
 	writable := false
 	for i, seg := range segs {
 		last := i == len(segs)-1
@@ -77,6 +86,7 @@ func (s *Store) recover() error {
 			f := s.files.m[seg]
 			s.w.app.reset(f, s.openDirect(name), name, res.size)
 			s.w.seg, s.w.records = seg, res.records
+			s.openSeg.Store(seg)
 			writable = true
 			continue
 		}
@@ -199,11 +209,11 @@ func (s *Store) scan(seg uint64, f vfs.File, durable int64) (scanResult, error) 
 			off = end
 			continue
 		}
-		if ok, err := s.Has(rh.hash); err != nil {
-			return scanResult{}, err
-		} else if !ok {
-			loc := location{seg: seg, off: off, length: rh.length}
-			if err := b.Set(indexKey(rh.hash), loc.encode(), nil); err != nil {
+		// Records before durable were indexed when they were written; one
+		// missing from the index now was deleted by the collector (gc.go)
+		// and stays deleted.
+		if off >= durable {
+			if err := s.reindex(b, seg, off, rh); err != nil {
 				return scanResult{}, err
 			}
 		}
@@ -243,6 +253,16 @@ func (s *Store) scan(seg uint64, f vfs.File, durable int64) (scanResult, error) 
 		}
 	}
 	return res, nil
+}
+
+// reindex adds to b the index entry of the record rh at off in seg unless
+// the index holds its chunk.
+func (s *Store) reindex(b *pebble.Batch, seg uint64, off int64, rh recordHeader) error {
+	if ok, err := s.Has(rh.hash); err != nil || ok {
+		return err
+	}
+	loc := location{seg: seg, off: off, length: rh.length}
+	return b.Set(indexKey(rh.hash), loc.encode(), nil)
 }
 
 // rewriteHeader empties segment seg's file and writes its header block

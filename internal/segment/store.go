@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -33,6 +34,8 @@ var (
 	ErrTooLarge = errors.New("segment: chunk too large")
 	// ErrClosed is returned by operations on a closed Store.
 	ErrClosed = errors.New("segment: store closed")
+
+	errSegmentGone = errors.New("segment: segment file removed")
 )
 
 // Options configures Open. The zero value of every field but Dir and DB
@@ -52,6 +55,9 @@ type Options struct {
 	SegmentSize int64
 	// Logger receives recovery and failure reports. Default: slog.Default().
 	Logger *slog.Logger
+	// Now is the clock chunk touches are taken by (gc.go). Default:
+	// time.Now.
+	Now func() time.Time
 }
 
 // DefaultSegmentSize is the default Options.SegmentSize.
@@ -67,6 +73,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 }
 
@@ -91,8 +100,8 @@ type Stats struct {
 	Segments int
 	// Bytes is the total size of the segment files.
 	Bytes int64
-	// Chunks is the number of records appended (live or not: garbage is
-	// counted until compaction exists).
+	// Chunks is the number of chunk records in the segment files, live
+	// or not (garbage is counted until compaction removes its segment).
 	Chunks int64
 }
 
@@ -136,6 +145,11 @@ type Store struct {
 		app     appender
 	}
 
+	// gc holds the chunks' touches (gc.go); openSeg is the open segment's
+	// number, for Compact.
+	gc      gcState
+	openSeg atomic.Uint64
+
 	stats struct {
 		segments atomic.Int64
 		bytes    atomic.Int64
@@ -162,6 +176,9 @@ func Open(o Options) (*Store, error) {
 	}
 	s.files.m = map[uint64]vfs.File{}
 	s.mu.inflight = map[chunk.Hash]*Pending{}
+	s.gc.openedAt = s.now()
+	s.gc.touched = map[chunk.Hash]int64{}
+	s.gc.written = map[uint64]int64{}
 	s.w.app = newAppender(s.log)
 	if err := s.recover(); err != nil {
 		s.w.app.closeDirect()
@@ -243,7 +260,20 @@ func (s *Store) Get(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, erro
 		dst = make([]byte, n)
 	}
 	var hdr [recordHeaderSize]byte
-	if err := s.readAt(loc.seg, hdr[:], dst, loc.off); err != nil {
+	for {
+		err := s.readAt(loc.seg, hdr[:], dst, loc.off)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, errSegmentGone) {
+			// Compaction moved the chunk and removed the file since the
+			// lookup: look again.
+			if now, lerr := s.lookup(h); lerr == nil && now != loc {
+				loc = now
+				continue
+			}
+			err = fmt.Errorf("%w: index names missing segment %s", ErrCorrupt, segmentName(loc.seg))
+		}
 		return nil, fmt.Errorf("segment: get %s: %w", h, err)
 	}
 	if err := verifyRead(hdr[:], h, loc.length, dst); err != nil {
@@ -261,7 +291,7 @@ func (s *Store) readAt(seg uint64, hdr, data []byte, off int64) error {
 		if s.isClosed() {
 			return ErrClosed
 		}
-		return fmt.Errorf("%w: index names missing segment %s", ErrCorrupt, segmentName(seg))
+		return errSegmentGone
 	}
 	if _, err := f.ReadAt(hdr, off); err != nil {
 		return readErr(err)

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -19,6 +20,10 @@ type Pending struct {
 	rec  *[]byte // the encoded record, from bufpool; the writer gives it back once written
 	done chan struct{}
 	err  error
+	// from is set for a compaction's copy (relocate): the chunk's place
+	// when it was read; relocated says the copy took its place.
+	from      *location
+	relocated bool
 }
 
 // Wait blocks until the chunk is durable (nil) or the write failed, or ctx
@@ -90,8 +95,9 @@ func (s *Store) putAsync(h chunk.Hash, data []byte, verify bool) *Pending {
 		}
 		return p
 	}
-	// Fast dedup path; the writer checks again before appending.
-	if ok, err := s.Has(h); err != nil {
+	// Fast dedup path; the writer checks again before appending. Both
+	// touch the chunk they find (gc.go).
+	if ok, err := s.touchHeld(h); err != nil {
 		return finished(err)
 	} else if ok {
 		return finished(nil)
@@ -207,8 +213,21 @@ func (s *Store) commit(batch []*Pending) error {
 	var records, bytes int64
 	a := &s.w.app
 	pads := a.pads
+	segs := []uint64{s.w.seg}
 	for _, p := range batch {
-		if ok, err := s.Has(p.h); err != nil {
+		if p.from != nil {
+			// A compaction's copy goes in only if the chunk is still
+			// where compaction read it.
+			switch cur, err := s.lookup(p.h); {
+			case errors.Is(err, ErrNotFound):
+				continue
+			case err != nil:
+				return err
+			case cur != *p.from:
+				continue
+			}
+			p.relocated = true
+		} else if ok, err := s.touchHeld(p.h); err != nil {
 			return err
 		} else if ok {
 			continue
@@ -221,6 +240,7 @@ func (s *Store) commit(batch []*Pending) error {
 			if err := s.rotate(b); err != nil {
 				return err
 			}
+			segs = append(segs, s.w.seg)
 		}
 		loc := location{seg: s.w.seg, off: a.tail(), length: uint32(len(rec) - recordHeaderSize)}
 		if err := a.add(rec); err != nil {
@@ -247,6 +267,13 @@ func (s *Store) commit(batch []*Pending) error {
 	if err := b.Set(segKey(s.w.seg), meta.encode(), nil); err != nil {
 		return err
 	}
+	// The chunks count as touched now (gc.go) before the index shows them.
+	s.gc.mu.Lock()
+	now := s.now()
+	for _, seg := range segs {
+		s.gc.written[seg] = now
+	}
+	s.gc.mu.Unlock()
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("segment: commit index: %w", err)
 	}
@@ -305,6 +332,7 @@ func (s *Store) startSegment(seg uint64) error {
 	s.files.m[seg] = f
 	s.files.Unlock()
 	s.w.seg, s.w.records = seg, 0
+	s.openSeg.Store(seg)
 	s.stats.segments.Add(1)
 	s.stats.bytes.Add(a.tail())
 	return nil
