@@ -32,9 +32,9 @@ import (
 //     decides that under the same lock as a Put's dedup check: a Put
 //     either finds the chunk (and touches it first) or writes it again.
 //
-// Deleting a chunk removes its index entry; its bytes stay in the segment
-// until Compact rewrites the segment's live chunks into the open segment
-// and removes the file.
+// Deleting a chunk removes its index entry (synced); its bytes stay in the
+// segment until Compact rewrites the segment's live chunks into the open
+// segment and removes the file.
 
 type gcState struct {
 	mu       sync.Mutex
@@ -109,10 +109,26 @@ func (s *Store) Collectable(ctx context.Context, after *chunk.Hash, cutoff time.
 // Delete removes the chunks of hs whose last touch is before cutoff (the
 // others stay: something touched them since the caller decided they were
 // garbage) and returns how many it removed and the bytes of their records.
-// The deletion is not synced: one lost in a crash leaves garbage for the
-// next collection, never a missing chunk.
+// It works in slices of deleteSlice chunks, each decided and committed
+// (synced: compaction removes files on the strength of it) under the lock
+// a write's dedup check takes, so writes wait for one slice at most.
 func (s *Store) Delete(hs []chunk.Hash, cutoff time.Time) (n int, bytes int64, err error) {
-	c := cutoff.UnixNano()
+	for len(hs) > 0 {
+		k := min(len(hs), deleteSlice)
+		dn, db, err := s.deleteSlice(hs[:k], cutoff.UnixNano())
+		n, bytes = n+dn, bytes+db
+		if err != nil {
+			return n, bytes, err
+		}
+		hs = hs[k:]
+	}
+	return n, bytes, nil
+}
+
+// deleteSlice bounds the chunks one Delete step decides under the lock.
+const deleteSlice = 1024
+
+func (s *Store) deleteSlice(hs []chunk.Hash, cutoff int64) (n int, bytes int64, err error) {
 	b := s.db.NewBatch()
 	defer b.Close()
 	s.gc.mu.Lock()
@@ -125,7 +141,7 @@ func (s *Store) Delete(hs []chunk.Hash, cutoff time.Time) (n int, bytes int64, e
 		if err != nil {
 			return 0, 0, err
 		}
-		if s.lastTouch(h, loc.seg) >= c {
+		if s.lastTouch(h, loc.seg) >= cutoff {
 			continue
 		}
 		if err := errors.Join(b.Delete(indexKey(h), nil), b.Delete(copiesKey(h), nil)); err != nil {
@@ -139,7 +155,7 @@ func (s *Store) Delete(hs []chunk.Hash, cutoff time.Time) (n int, bytes int64, e
 	}
 	// Committed before the lock is released: a Put that waited for it
 	// finds the chunk gone and writes it again.
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := b.Commit(pebble.Sync); err != nil {
 		return 0, 0, fmt.Errorf("segment: delete chunks: %w", err)
 	}
 	return n, bytes, nil
@@ -228,6 +244,17 @@ func (s *Store) Compact(ctx context.Context, maxLive float64) (CompactStats, err
 		st.Before.Live += v
 	}
 	open := s.openSeg.Load()
+	if m, ok := metas[open]; ok && m.size >= s.o.SegmentSize/4 && float64(live[open]) < maxLive*float64(m.size) {
+		// The open segment is mostly garbage too (a large delete right
+		// after the writes): seal it, so that it can go as well.
+		if err := s.sealOpen(ctx, open); err != nil {
+			return st, err
+		}
+		if metas, err = s.loadMetas(); err != nil {
+			return st, err
+		}
+		open = s.openSeg.Load()
+	}
 	var victims []uint64
 	for seg, m := range metas {
 		if m.state == stateSealed && seg < open && float64(live[seg]) < maxLive*float64(m.size) {
@@ -319,12 +346,21 @@ func (s *Store) relocate(h chunk.Hash, from location, data []byte) (*Pending, er
 		return nil, err
 	}
 	p := &Pending{h: h, rec: rec, from: &from, done: make(chan struct{})}
-	s.mu.queue = append(s.mu.queue, p)
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.enqueueLocked(p)
 	return p, nil
+}
+
+// sealOpen has the writer seal segment seg if it is still the open one.
+func (s *Store) sealOpen(ctx context.Context, seg uint64) error {
+	s.mu.Lock()
+	if err := s.unusableLocked(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	p := &Pending{from: &location{seg: seg}, seal: true, done: make(chan struct{})}
+	s.enqueueLocked(p)
+	s.mu.Unlock()
+	return p.Wait(ctx)
 }
 
 // removeSegment removes a segment file the index no longer points into:

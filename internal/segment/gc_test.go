@@ -308,3 +308,82 @@ func TestCollectModel(t *testing.T) {
 		})
 	}
 }
+
+// TestCompactSealsGarbageOpenSegment deletes every chunk right after
+// writing them: compaction seals the open segment to give it back too.
+func TestCompactSealsGarbageOpenSegment(t *testing.T) {
+	ctx := context.Background()
+	clock := &fakeClock{}
+	n := openClocked(t, vfs.NewMem(), 1<<20, clock)
+	defer n.close(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var all []chunk.Hash
+	for range 100 {
+		d, h := randomChunk(rng, 8000)
+		if err := n.st.Put(ctx, h, d); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, h)
+	}
+	before := n.st.Stats()
+	clock.add(time.Hour)
+	if nd, _, err := n.st.Delete(all, clock.Now()); err != nil || nd != len(all) {
+		t.Fatalf("Delete: %d, %v", nd, err)
+	}
+	st, err := n.st.Compact(ctx, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := n.st.Stats()
+	if st.Segments != before.Segments || after.Segments != 1 || after.Bytes > 16<<10 {
+		t.Fatalf("compact %+v: %+v -> %+v; want every written segment gone and one empty open segment", st, before, after)
+	}
+	// The store takes writes as before.
+	d, h := randomChunk(rng, 8000)
+	if err := n.st.Put(ctx, h, d); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, n.st, h, d)
+}
+
+// TestRecoveryDropsEntriesOfRemovedFiles: a segment file gone with its
+// bookkeeping left (a crash inside a compaction's removal) takes the
+// index entries that point into it along: the chunks read as absent and
+// a Put stores them again, rather than being "found" and acknowledged.
+func TestRecoveryDropsEntriesOfRemovedFiles(t *testing.T) {
+	ctx := context.Background()
+	clock := &fakeClock{}
+	fs := vfs.NewMem()
+	n := openClocked(t, fs, 32<<10, clock)
+	rng := rand.New(rand.NewPCG(7, 8))
+	data := map[chunk.Hash][]byte{}
+	var order []chunk.Hash
+	for range 20 {
+		d, h := randomChunk(rng, 6000)
+		if err := n.st.Put(ctx, h, d); err != nil {
+			t.Fatal(err)
+		}
+		data[h] = d
+		order = append(order, h)
+	}
+	first := mustLocate(t, n.st, order[0]).seg
+	n.close(t)
+	if err := fs.Remove(fs.PathJoin("seg", segmentName(first))); err != nil {
+		t.Fatal(err)
+	}
+	n = openClocked(t, fs, 32<<10, clock)
+	defer n.close(t)
+	for _, h := range order {
+		if ok, _ := n.st.Has(h); ok {
+			mustGet(t, n.st, h, data[h]) // in a segment still there
+			continue
+		}
+		if err := n.st.Put(ctx, h, data[h]); err != nil {
+			t.Fatal(err)
+		}
+		mustGet(t, n.st, h, data[h])
+	}
+	if ok, _ := n.st.Has(order[0]); !ok {
+		t.Fatal("the chunk of the removed file was not stored again")
+	}
+}

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/storage"
 )
 
@@ -45,13 +47,18 @@ func (s *Store) recover() error {
 	if err != nil {
 		return err
 	}
+	gone := map[uint64]bool{}
 	for seg := range metas {
 		if !slices.Contains(segs, seg) {
-			// Compaction removed the file and a crash came before its
-			// bookkeeping went (see removeSegment).
-			if err := s.db.Delete(segKey(seg), pebble.Sync); err != nil {
-				return fmt.Errorf("segment: drop the bookkeeping of removed %s: %w", segmentName(seg), err)
-			}
+			gone[seg] = true
+		}
+	}
+	if len(gone) > 0 {
+		// Compaction removed these files and a crash came before their
+		// bookkeeping went (see removeSegment). No index entry should
+		// point into them; any that does is dropped, not trusted.
+		if err := s.dropGone(gone); err != nil {
+			return err
 		}
 	}
 	writable := false
@@ -253,6 +260,36 @@ func (s *Store) scan(seg uint64, f vfs.File, durable int64) (scanResult, error) 
 		}
 	}
 	return res, nil
+}
+
+// dropGone removes the bookkeeping of the segments gone (whose files
+// are missing) and any index entry that points into one.
+func (s *Store) dropGone(gone map[uint64]bool) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	dangling := 0
+	err := s.entries(context.Background(), nil, func(h chunk.Hash, loc location) bool {
+		if gone[loc.seg] {
+			dangling++
+			_ = b.Delete(indexKey(h), nil)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for seg := range gone {
+		if err := b.Delete(segKey(seg), nil); err != nil {
+			return err
+		}
+	}
+	if dangling > 0 {
+		s.log.Error("chunk index entries pointed into removed segment files; dropped (the repairer restores copies from other nodes)", "entries", dangling)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("segment: drop the bookkeeping of removed segments: %w", err)
+	}
+	return nil
 }
 
 // reindex adds to b the index entry of the record rh at off in seg unless

@@ -268,9 +268,13 @@ func (s *Store) Get(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, erro
 		if errors.Is(err, errSegmentGone) {
 			// Compaction moved the chunk and removed the file since the
 			// lookup: look again.
-			if now, lerr := s.lookup(h); lerr == nil && now != loc {
+			now, lerr := s.lookup(h)
+			if lerr == nil && now != loc {
 				loc = now
 				continue
+			}
+			if errors.Is(lerr, ErrNotFound) {
+				return nil, lerr // deleted, then its segment compacted away
 			}
 			err = fmt.Errorf("%w: index names missing segment %s", ErrCorrupt, segmentName(loc.seg))
 		}
@@ -341,34 +345,7 @@ func readErr(err error) error {
 // hash order, starting after the hash after (nil: from the first), until fn
 // returns false or ctx ends. It reads one consistent view of the index.
 func (s *Store) Chunks(ctx context.Context, after *chunk.Hash, fn func(h chunk.Hash, length uint32) bool) error {
-	lower := []byte(storage.PrefixChunkIndex)
-	if after != nil {
-		lower = append(indexKey(*after), 0)
-	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: indexEnd})
-	if err != nil {
-		return fmt.Errorf("segment: iterate the chunk index: %w", err)
-	}
-	defer it.Close()
-	for valid := it.First(); valid; valid = it.Next() {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		k := it.Key()
-		if len(k) != len(storage.PrefixChunkIndex)+chunk.HashSize {
-			return fmt.Errorf("%w: chunk index key of %d bytes", ErrCorrupt, len(k))
-		}
-		loc, err := decodeLocation(it.Value())
-		if err != nil {
-			return err
-		}
-		var h chunk.Hash
-		copy(h[:], k[len(storage.PrefixChunkIndex):])
-		if !fn(h, loc.length) {
-			return nil
-		}
-	}
-	return it.Error()
+	return s.entries(ctx, after, func(h chunk.Hash, loc location) bool { return fn(h, loc.length) })
 }
 
 // indexEnd bounds the chunk index from above.

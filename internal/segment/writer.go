@@ -24,6 +24,9 @@ type Pending struct {
 	// when it was read; relocated says the copy took its place.
 	from      *location
 	relocated bool
+	// seal asks the writer to seal segment from.seg if it is still the
+	// open one (Compact).
+	seal bool
 }
 
 // Wait blocks until the chunk is durable (nil) or the write failed, or ctx
@@ -122,12 +125,17 @@ func (s *Store) putAsync(h chunk.Hash, data []byte, verify bool) *Pending {
 	}
 	p := &Pending{h: h, rec: rec, done: make(chan struct{})}
 	s.mu.inflight[h] = p
+	s.enqueueLocked(p)
+	return p
+}
+
+// enqueueLocked hands p to the writer goroutine; s.mu is held.
+func (s *Store) enqueueLocked(p *Pending) {
 	s.mu.queue = append(s.mu.queue, p)
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	return p
 }
 
 // shared returns the in-flight Pending for h, if any, or the reason the
@@ -191,7 +199,9 @@ func (s *Store) commitQueued() bool {
 		s.mu.failed = err
 	}
 	for _, p := range batch {
-		delete(s.mu.inflight, p.h)
+		if s.mu.inflight[p.h] == p { // (a compaction's copy is not in it)
+			delete(s.mu.inflight, p.h)
+		}
 	}
 	s.mu.Unlock()
 	// Waiters are released only after the inflight entries are gone, so a
@@ -214,7 +224,19 @@ func (s *Store) commit(batch []*Pending) error {
 	a := &s.w.app
 	pads := a.pads
 	segs := []uint64{s.w.seg}
+	sealed := false
 	for _, p := range batch {
+		if p.seal {
+			// Compact asks for the open segment to be sealed, to compact it.
+			if s.w.seg == p.from.seg && s.w.records > 0 {
+				if err := s.rotate(b); err != nil {
+					return err
+				}
+				segs = append(segs, s.w.seg)
+				sealed = true
+			}
+			continue
+		}
 		if p.from != nil {
 			// A compaction's copy goes in only if the chunk is still
 			// where compaction read it.
@@ -253,7 +275,7 @@ func (s *Store) commit(batch []*Pending) error {
 			return err
 		}
 	}
-	if records == 0 {
+	if records == 0 && !sealed {
 		return nil
 	}
 	if err := a.finish(); err != nil {
