@@ -45,6 +45,8 @@ type (
 	ClusterMember = wire.ClusterMember
 	// ClusterRange is one range with its replicas and leader.
 	ClusterRange = wire.ClusterRange
+	// GCNode is one node's chunk collector (ClusterReport.GC).
+	GCNode = wire.GCNode
 )
 
 // Batch item kinds.

@@ -145,6 +145,48 @@ type ClusterReport struct {
 	// Ranges lists every range with its replicas; Leader is known for the
 	// ranges the answering node holds a replica of (0 otherwise).
 	Ranges []ClusterRange `json:"ranges"`
+	// GC is each node's chunk collector, as the node last reported it.
+	GC []GCNode `json:"gc,omitempty"`
+}
+
+// GCNode is one node's chunk collector: its settings, the current or last
+// collection, and totals since the node started.
+type GCNode struct {
+	Node     uint64 `json:"node"`
+	Grace    string `json:"grace,omitempty"`    // a chunk unreferenced this long goes
+	Interval string `json:"interval,omitempty"` // between collections ("" : only on request)
+	// Phase is idle, pruning (versions by their space's retention),
+	// marking (asking the ranges which chunks they reference), sweeping
+	// (deleting the others) or compacting.
+	Phase string `json:"phase,omitempty"`
+	// Started, Finished and Cutoff are the current or last collection's:
+	// only chunks untouched since Cutoff (Started less Grace) may go.
+	Started  time.Time `json:"started,omitempty"`
+	Finished time.Time `json:"finished,omitempty"`
+	Cutoff   time.Time `json:"cutoff,omitempty"`
+	// Examined chunks were old enough to be candidates; Garbage of them
+	// no range referenced; RangesRead counts the ranges asked.
+	Examined   int `json:"examined"`
+	Garbage    int `json:"garbage"`
+	RangesRead int `json:"ranges_read"`
+	// Totals since the node started. PrunedVersions are versions removed
+	// by their space's retention from keys not written again.
+	Runs              int64 `json:"runs"`
+	PrunedVersions    int64 `json:"pruned_versions"`
+	DeletedChunks     int64 `json:"deleted_chunks"`
+	DeletedBytes      int64 `json:"deleted_bytes"`
+	CompactedSegments int64 `json:"compacted_segments"`
+	MovedBytes        int64 `json:"moved_bytes"`
+	ReclaimedBytes    int64 `json:"reclaimed_bytes"`
+	// The segment files now, and as of the last collection the bytes
+	// live chunks take and the bytes compaction could still give back.
+	Segments     int   `json:"segments"`
+	SegmentBytes int64 `json:"segment_bytes"`
+	LiveBytes    int64 `json:"live_bytes"`
+	Reclaimable  int64 `json:"reclaimable_bytes"`
+	// Error is why the last collection stopped, or why the node did not
+	// answer.
+	Error string `json:"error,omitempty"`
 }
 
 // ClusterNode is one node of the cluster map.

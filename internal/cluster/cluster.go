@@ -91,6 +91,8 @@ func (n *Node) newPeerServer() {
 		"FenceSpace":    n.handleFenceSpace,
 		// RefreshSnapshots: read the snapshots and hold what they show.
 		"RefreshSnapshots": n.handleRefreshSnapshots,
+		// GCStatus: the node's chunk collector (the cluster report's gc).
+		"GCStatus": n.handleGCStatus,
 	})
 	// The range client's methods exist once the node's replicas do
 	// (Open sets rangeMethods before the server serves).
@@ -106,6 +108,7 @@ func (n *Node) newPeerServer() {
 		"PutCopies": func(ctx context.Context, req []byte) ([]byte, error) { return n.plane.HandlePutCopies(ctx, req) },
 		"Get":       func(ctx context.Context, req []byte) ([]byte, error) { return n.plane.HandleGet(ctx, req) },
 		"Has":       n.handleChunkHas,
+		"Touch":     func(ctx context.Context, req []byte) ([]byte, error) { return n.plane.HandleTouch(ctx, req) },
 	})
 }
 

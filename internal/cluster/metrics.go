@@ -67,6 +67,7 @@ func newMetrics(n *Node) *metrics {
 		}, func() float64 { return float64(n.chunks.Stats().Segments) }),
 		raftLoopCollector{n},
 		storageCollector{n},
+		gcCollector{n},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cairn_spaces", Help: "Spaces served by this node.",
 		}, func() float64 {

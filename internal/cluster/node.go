@@ -118,6 +118,18 @@ type Config struct {
 	// RepairCheck is how often the node checks whether the cluster map
 	// changed since its last chunk repair pass. Default: 5s.
 	RepairCheck time.Duration
+	// TestingAfterTouch is a testing knob (object.StoreConfig).
+	TestingAfterTouch func()
+	// SegmentSize is the size at which a chunk segment file is sealed
+	// (segment.Options). Default: 256 MiB.
+	SegmentSize int64
+	// GCGrace is how long a chunk no version references stays before the
+	// chunk collector deletes it (gc.go): an upload must commit within it
+	// of writing its chunks. Default: 1h.
+	GCGrace time.Duration
+	// GCInterval is how often the node collects its chunks. Default: 10m;
+	// -1: never on its own (CollectGarbage still runs one).
+	GCInterval time.Duration
 	// RebalanceAfter is how long every node must have been up before range
 	// replicas and leases move to their best-placed nodes (so a restart or
 	// a fault moves nothing back and forth). Default: 10s.
@@ -244,6 +256,12 @@ func (c *Config) EnsureDefaults() {
 	if c.RepairCheck == 0 {
 		c.RepairCheck = 5 * time.Second
 	}
+	if c.GCGrace == 0 {
+		c.GCGrace = time.Hour
+	}
+	if c.GCInterval == 0 {
+		c.GCInterval = 10 * time.Minute
+	}
 	if c.SplitSize == 0 {
 		c.SplitSize = 64 << 20
 	}
@@ -314,6 +332,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MinCopies < 0 || c.MinCopies > 7 {
 		errs = append(errs, fmt.Errorf("min copies %d must be between 1 and 7 (0: the default)", c.MinCopies))
+	}
+	if c.GCGrace < 0 {
+		errs = append(errs, fmt.Errorf("gc grace %v must not be negative", c.GCGrace))
+	}
+	if c.GCInterval < -1 || c.GCInterval > 0 && c.GCInterval < time.Second {
+		errs = append(errs, fmt.Errorf("gc interval %v must be a second or more, or -1 for never", c.GCInterval))
 	}
 	if c.RepairRate < -1 {
 		errs = append(errs, fmt.Errorf("repair rate %d must be bytes per second, or -1 for no limit", c.RepairRate))
@@ -404,6 +428,7 @@ type Node struct {
 	stopBG         context.CancelFunc // ends the loops Start started
 	stopOnce       sync.Once
 	chunkPass      atomic.Pointer[chunkPass]
+	gc             gcState
 	moving         atomic.Int64      // ranges this node leads that have a learner (repairRanges)
 	rangec         chan rangeEvent   // splits and merges applied here (onSplit, onMerge -> followRanges)
 	merged         sync.Map          // range id -> true: merged away here (merges.go)
@@ -578,6 +603,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.chunks, err = segment.Open(segment.Options{
 		Dir: filepath.Join(cfg.DataDir, "segments"), FS: cfg.FS, DB: n.eng.DB(), Logger: n.log,
+		SegmentSize: cfg.SegmentSize, Now: cfg.Clock,
 	})
 	if err != nil {
 		return nil, err
@@ -607,6 +633,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		Spaces: spaceOpener{n}, Ranges: n.rc, Timestamps: n.tso, Chunks: n.plane,
 		InlineThreshold: cfg.InlineThreshold, MaxObjectSize: cfg.MaxObjectSize, MaxRangeWrite: cfg.MaxRangeWrite,
 		Chunking: cfg.Chunking, ChunkBytes: n.metrics.chunkBytes, Txns: n.txns,
+		GCGrace: cfg.GCGrace, TestingAfterTouch: cfg.TestingAfterTouch,
 	})
 	if err := n.loadSpaces(ctx); err != nil {
 		return nil, err
@@ -635,6 +662,18 @@ func (n *Node) Start() {
 		defer n.bg.Done()
 		every(bgCtx, n.cfg.RepairCheck, n.repairStep)
 	}()
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		every(bgCtx, time.Minute, n.forgetTouches)
+	}()
+	if n.cfg.GCInterval > 0 {
+		n.bg.Add(1)
+		go func() {
+			defer n.bg.Done()
+			every(bgCtx, n.cfg.GCInterval, n.gcStep)
+		}()
+	}
 	go func() {
 		defer n.bg.Done()
 		n.keepBeating(bgCtx)

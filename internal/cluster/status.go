@@ -78,6 +78,7 @@ func (n *Node) ClusterStatus(ctx context.Context) ([]byte, error) {
 		}
 		rep.Ranges = append(rep.Ranges, cr)
 	}
+	rep.GC = n.gcReport(ctx, nodes)
 	return json.Marshal(rep)
 }
 

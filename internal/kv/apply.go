@@ -202,6 +202,16 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 		}
 		m.wrote(c.Obj, nil) // the latest version may have gone: unknown
 		return &Result{Rec: rec}
+	case *PruneCmd:
+		if !m.bounds.ContainsKey(c.Obj) {
+			return ErrWrongRange
+		}
+		pruned, err := mvcc.Prune(rw, c.Obj, c.Retention, c.Now)
+		if err != nil {
+			return err
+		}
+		// Only older versions go: the latest (and the cache's) stays.
+		return &Result{Pruned: pruned}
 	case *SetTagsCmd:
 		if !m.bounds.ContainsKey(c.Obj) {
 			return ErrWrongRange

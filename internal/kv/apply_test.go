@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -142,6 +143,14 @@ func TestCommandRoundTrip(t *testing.T) {
 	}
 	if _, err := decode(ch.Encode()[:len(ch.Encode())-1]); !errors.Is(err, ErrBadCommand) {
 		t.Fatalf("truncated child: %v", err)
+	}
+	pr := &PruneCmd{Obj: c.Obj, Retention: mvcc.Retention{Mode: mvcc.KeepFor, KeepFor: time.Hour}, Now: 77}
+	got, err = decode(pr.Encode())
+	if g, ok := got.(*PruneCmd); err != nil || !ok || g.Retention != pr.Retention || g.Now != 77 || string(g.Obj) != string(c.Obj) {
+		t.Fatalf("prune round trip: %+v %v", got, err)
+	}
+	if _, err := decode(pr.Encode()[:len(pr.Encode())-1]); !errors.Is(err, ErrBadCommand) {
+		t.Fatalf("truncated prune: %v", err)
 	}
 	// A child entry that names no object is refused and writes nothing.
 	db := openMem(t)

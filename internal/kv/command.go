@@ -19,6 +19,7 @@ const (
 	opDeleteVersion byte = 2
 	opSetTags       byte = 3
 	opChild         byte = 12 // after the transaction commands (txn.go)
+	opPrune         byte = 13
 )
 
 // ErrBadCommand is returned when a Raft entry does not decode as a command.
@@ -62,6 +63,25 @@ type ChildCmd struct {
 	Obj     []byte
 	Version uint64
 	Child   []byte
+}
+
+// PruneCmd applies a space's retention to one object's history at a
+// timestamp (mvcc.Prune): the version collector's command for keys no one
+// writes again.
+type PruneCmd struct {
+	Obj       []byte
+	Retention mvcc.Retention
+	Now       uint64
+}
+
+// Encode returns the command's bytes.
+func (c *PruneCmd) Encode() []byte {
+	b := append(make([]byte, 0, 32+len(c.Obj)), opPrune, cmdVersion)
+	b = appendBytes(b, c.Obj)
+	b = append(b, byte(c.Retention.Mode))
+	b = binary.AppendUvarint(b, uint64(c.Retention.KeepLast))
+	b = binary.AppendUvarint(b, uint64(c.Retention.KeepFor))
+	return binary.AppendUvarint(b, c.Now)
 }
 
 func appendBytes(dst, b []byte) []byte {
@@ -121,7 +141,7 @@ func (c *ChildCmd) Encode() []byte {
 }
 
 // decode parses a command into *PutCmd, *DeleteVersionCmd, *SetTagsCmd,
-// *ChildCmd or
+// *ChildCmd, *PruneCmd or
 // a transaction command (txn.go).
 // Any failure is ErrBadCommand.
 func decode(b []byte) (any, error) {
@@ -156,6 +176,16 @@ func decode(b []byte) (any, error) {
 		return c, nil
 	case opDeleteVersion:
 		c := &DeleteVersionCmd{Obj: d.Bytes(), Version: d.Uvarint()}
+		if err := d.Done(); err != nil {
+			return nil, err
+		}
+		return c, nil
+	case opPrune:
+		c := &PruneCmd{Obj: d.Bytes()}
+		c.Retention.Mode = mvcc.RetentionMode(d.U8())
+		c.Retention.KeepLast = int(d.Uvarint())
+		c.Retention.KeepFor = time.Duration(d.Uvarint())
+		c.Now = d.Uvarint()
 		if err := d.Done(); err != nil {
 			return nil, err
 		}

@@ -207,6 +207,38 @@ func Versions(r Reader, obj []byte, before uint64, limit int) (recs []*Record, m
 	return recs, false, v.done(nil)
 }
 
+// Prune applies pol to obj's history at time now (a timestamp), as a Put
+// would, without writing a version: for a key no one writes again, whose
+// noncurrent versions outlive a KeepFor policy or a policy made stricter
+// since its last write. It returns the versions it deleted, newest first.
+// The newest version is never pruned. Deterministic, like Put.
+func Prune(rw ReadWriter, obj []byte, pol Retention, now uint64) (pruned []*Record, err error) {
+	if err := pol.Validate(); err != nil {
+		return nil, err
+	}
+	if pol.Mode == KeepAll {
+		return nil, nil
+	}
+	recs, _, err := Versions(rw, obj, 0, 0)
+	if err != nil || len(recs) < 2 {
+		return nil, err
+	}
+	ts := make([]uint64, len(recs))
+	for i, r := range recs {
+		ts[i] = r.Version
+	}
+	for i, drop := range pol.Prune(ts, now) {
+		if !drop || i == 0 {
+			continue
+		}
+		if err := rw.Delete(keys.Version(obj, ts[i])); err != nil {
+			return nil, err
+		}
+		pruned = append(pruned, recs[i])
+	}
+	return pruned, nil
+}
+
 // Put writes rec as version rec.Version of obj and applies pol to obj's
 // history at time now (a timestamp). It sets rec.Parent to the newest
 // existing version older than rec.Version (0 if none) and rec.StartTS to

@@ -3,9 +3,12 @@ package mvcc
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/tstamp"
 )
 
 func TestPutNewest(t *testing.T) {
@@ -68,6 +71,54 @@ func TestPutNewestOverMatchesPutNewest(t *testing.T) {
 			if !bytes.Equal(ra[i].Marshal(), rb[i].Marshal()) || ra[i].Version != rb[i].Version {
 				t.Fatalf("%v: version %d differs", pol, i)
 			}
+		}
+	}
+}
+
+// TestPrune applies policies to a history written under KeepAll, as the
+// version collector does for keys no one writes again: the newest version
+// always stays, KeepLast keeps its count, KeepFor drops what has been
+// noncurrent longer than its duration at the given time.
+func TestPrune(t *testing.T) {
+	obj := keys.Object(1, nil, []byte("k"))
+	ms := func(m int64) uint64 { return tstamp.Make(m, 0) }
+	write := func() *MemKV {
+		kv := NewMemKV()
+		for _, v := range []uint64{ms(1000), ms(2000), ms(3000), ms(4000)} {
+			if _, err := Put(kv, obj, &Record{Version: v}, Retention{}, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return kv
+	}
+	left := func(kv *MemKV) []uint64 {
+		recs, _, err := Versions(kv, obj, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []uint64
+		for _, r := range recs {
+			out = append(out, uint64(tstamp.Physical(r.Version)))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		pol  Retention
+		now  uint64
+		want []uint64
+	}{
+		{Retention{}, ms(9000), []uint64{4000, 3000, 2000, 1000}},
+		{Retention{Mode: KeepLast, KeepLast: 2}, ms(9000), []uint64{4000, 3000}},
+		{Retention{Mode: KeepLast, KeepLast: 1}, ms(9000), []uint64{4000}},
+		// Version 3000 became noncurrent at 4000, 2000 at 3000, 1000 at 2000.
+		{Retention{Mode: KeepFor, KeepFor: 1500 * time.Millisecond}, ms(4600), []uint64{4000, 3000}},
+		{Retention{Mode: KeepFor, KeepFor: time.Second}, ms(100000), []uint64{4000}},
+	} {
+		kv := write()
+		pruned, err := Prune(kv, obj, c.pol, c.now)
+		got := left(kv)
+		if err != nil || !slices.Equal(got, c.want) || len(pruned) != 4-len(c.want) {
+			t.Fatalf("%v at %d: left %v (pruned %d), %v; want %v", c.pol, tstamp.Physical(c.now), got, len(pruned), err, c.want)
 		}
 	}
 }

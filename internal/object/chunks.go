@@ -337,8 +337,17 @@ func (cp *ChunkPlane) GetChunk(ctx context.Context, h chunk.Hash, dst []byte, r 
 	if corrupt {
 		return nil, Errorf(Corrupt, "chunk %s failed its checksum and no other node has a good copy", h)
 	}
-	return nil, Errorf(Corrupt, "chunk %s is missing on every node that could hold it", h)
+	return nil, chunkMissing{Errorf(Corrupt, "chunk %s is missing on every node that could hold it", h)}
 }
+
+// chunkMissing is GetChunk's error for a chunk no node has: lost, or
+// collected because the version that referenced it was removed after the
+// reader read it (the reader tells which: removedWhileRead).
+type chunkMissing struct{ err *Error }
+
+func (e chunkMissing) Error() string    { return e.err.Error() }
+func (e chunkMissing) Unwrap() error    { return e.err }
+func (e chunkMissing) ObjectKind() Kind { return e.err.Kind }
 
 // chunkSources lists the other nodes to ask for chunk h, in order: its
 // first r ranked nodes, least loaded first, then the rest of the ranking,
@@ -408,4 +417,104 @@ func (cp *ChunkPlane) HandleGet(ctx context.Context, req []byte) ([]byte, error)
 		return nil, fmt.Errorf("chunk %s: %w", h, transport.ErrCorrupt)
 	}
 	return b, err
+}
+
+// TouchChunks tells every node that may hold one of hs that a new version
+// is about to reference it without writing it (a clone, a copy, a
+// multipart completion), so that no chunk collection already under way
+// deletes it (segment.Store.Touch). It fails if a node that is up cannot
+// be told, or if some chunk is on no node that answered: the caller must
+// not commit. (A suspect node that does not answer may still collect;
+// the copies touched elsewhere stay, and the repairer restores the
+// count.)
+func (cp *ChunkPlane) TouchChunks(ctx context.Context, hs []chunk.Hash) error {
+	if len(hs) == 0 {
+		return nil
+	}
+	req := make([]byte, 0, len(hs)*chunk.HashSize)
+	for _, h := range hs {
+		req = append(req, h[:]...)
+	}
+	held := make(map[chunk.Hash]bool, len(hs))
+	note := func(missing []byte) {
+		gone := map[chunk.Hash]bool{}
+		for len(missing) >= chunk.HashSize {
+			gone[chunk.Hash(missing[:chunk.HashSize])] = true
+			missing = missing[chunk.HashSize:]
+		}
+		for _, h := range hs {
+			if !gone[h] {
+				held[h] = true
+			}
+		}
+	}
+	out, err := cp.HandleTouch(ctx, req)
+	if err != nil {
+		return err
+	}
+	note(out)
+	var (
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		errs   []error
+		missed bool // a node that may hold copies was not told
+	)
+	for _, nd := range cp.cfg.Nodes() {
+		alive := nd.State == meta.NodeUp || nd.State == meta.NodeSuspect || nd.State == meta.NodeDraining
+		if nd.ID == cp.cfg.Self || !alive {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := cp.cfg.Call(ctx, nd.ID, ChunkService, "Touch", req, 10*time.Second)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				note(out)
+			case nd.State == meta.NodeUp:
+				errs = append(errs, fmt.Errorf("node %d: %w", nd.ID, err))
+			default:
+				missed = true // suspect: likely gone; its copies are not counted
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return Errorf(Unavailable, "could not mark the shared chunks in use on every node; nothing was written: %v", errors.Join(errs...))
+	}
+	for _, h := range hs {
+		if held[h] {
+			continue
+		}
+		if missed {
+			return Errorf(Unavailable, "chunk %s was found on no node that answered; nothing was written (try again)", h)
+		}
+		// Collected: the version that referenced it was removed after
+		// the caller read it.
+		return Errorf(NotFound, "the source was removed meanwhile (its chunk %s is gone); nothing was written", h)
+	}
+	return nil
+}
+
+// HandleTouch touches the chunks a TouchChunks request names (their
+// hashes, back to back) and answers the ones this node does not hold.
+func (cp *ChunkPlane) HandleTouch(_ context.Context, req []byte) ([]byte, error) {
+	if len(req)%chunk.HashSize != 0 {
+		return nil, fmt.Errorf("chunk touch: %d bytes is not a list of hashes", len(req))
+	}
+	hs := make([]chunk.Hash, 0, len(req)/chunk.HashSize)
+	for ; len(req) > 0; req = req[chunk.HashSize:] {
+		hs = append(hs, chunk.Hash(req[:chunk.HashSize]))
+	}
+	missing, err := cp.cfg.Local.Touch(hs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(missing)*chunk.HashSize)
+	for _, h := range missing {
+		out = append(out, h[:]...)
+	}
+	return out, nil
 }

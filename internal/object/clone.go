@@ -187,6 +187,15 @@ func (st *Store) Clone(ctx context.Context, req *CloneRequest) (Info, error) {
 			}
 		}
 	}
+	if rec.Manifest != nil {
+		m, err := chunk.UnmarshalManifest(rec.Manifest)
+		if err != nil {
+			return Info{}, Errorf(Corrupt, "the manifest of %s/%s: %v", req.Space, req.Key, err)
+		}
+		if err := st.touchShared(ctx, m); err != nil {
+			return Info{}, err
+		}
+	}
 	c := &mvcc.Record{
 		Size: rec.Size, Hash: rec.Hash, ETag: rec.ETag, ContentType: rec.ContentType,
 		Meta: rec.Meta, Tags: rec.Tags, Headers: rec.Headers, Inline: rec.Inline, Manifest: rec.Manifest,

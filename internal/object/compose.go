@@ -48,6 +48,10 @@ func (st *Store) Compose(ctx context.Context, req *PutRequest, etag string, sour
 	if err != nil {
 		return Info{}, err
 	}
+	// Touched after composeRecord, which may read the whole content.
+	if err := st.touchShared(ctx, m); err != nil {
+		return Info{}, err
+	}
 	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key)
 	if err != nil {
 		return Info{}, err

@@ -69,6 +69,13 @@ type StoreConfig struct {
 	Txns *txn.Manager
 	// Clock defaults to time.Now.
 	Clock func() time.Time
+	// GCGrace is the chunk collector's grace (cluster.Config.GCGrace): a
+	// write that took more than half of it between storing its first
+	// chunk and committing touches its chunks again first. 0: never.
+	GCGrace time.Duration
+	// TestingAfterTouch, a testing knob, runs after a clone, a copy or a
+	// transaction touched the chunks it shares and before it commits.
+	TestingAfterTouch func()
 }
 
 // Spaces opens spaces for the object service.
@@ -115,6 +122,10 @@ type Chunks interface {
 	// it fits; r is the space's replication factor, a hint of where
 	// copies are.
 	GetChunk(ctx context.Context, h chunk.Hash, dst []byte, r int) ([]byte, error)
+	// TouchChunks tells the nodes holding hs that a version is about to
+	// reference them without writing them (ChunkPlane.TouchChunks); an
+	// error means the version must not be committed.
+	TouchChunks(ctx context.Context, hs []chunk.Hash) error
 }
 
 // ChunkPut is a chunk being stored.
@@ -216,8 +227,12 @@ func (st *Store) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info
 	}
 	switch req.Mode {
 	case PutReplace:
+		started := st.cfg.Clock()
 		rec, err := st.writeBody(ctx, body, req.Size, s.Replicas())
 		if err != nil {
+			return Info{}, err
+		}
+		if err := st.keepIfSlow(ctx, started, rec); err != nil {
 			return Info{}, err
 		}
 		rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
@@ -431,6 +446,9 @@ func (st *Store) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *P
 			return Info{}, Errorf(PreconditionFailed, "the object exists")
 		}
 		rec, err := st.applyRange(ctx, s, req, pm, parent, data, true)
+		if st.removedWhileRead(ctx, s, obj, parent, err) && attempt < maxPlanRetries {
+			continue // the parent went (and its chunks with it): plan again
+		}
 		if err != nil {
 			return Info{}, err
 		}
@@ -526,6 +544,62 @@ func rangePiece(n int) int {
 		p <<= 1
 	}
 	return p
+}
+
+// touchShared touches the chunks of manifest (a record's encoded
+// manifest, nil for an inline body) that a new version is about to
+// share: a clone, a copy, a composition or a transaction's byte-range
+// writes reference chunks they did not write, and the chunk collector
+// must not take them meanwhile (see cluster/gc.go).
+func (st *Store) touchShared(ctx context.Context, m chunk.Manifest) error {
+	seen := make(map[chunk.Hash]bool, len(m.Chunks))
+	hs := make([]chunk.Hash, 0, len(m.Chunks))
+	for _, r := range m.Chunks {
+		if !seen[r.Hash] {
+			seen[r.Hash] = true
+			hs = append(hs, r.Hash)
+		}
+	}
+	if err := st.cfg.Chunks.TouchChunks(ctx, hs); err != nil {
+		return err
+	}
+	if st.cfg.TestingAfterTouch != nil {
+		st.cfg.TestingAfterTouch()
+	}
+	return nil
+}
+
+// removedWhileRead reports whether err, from reading version rec of obj
+// (nil: none), is a chunk gone because the version was removed and
+// collected meanwhile: the read is moot rather than the data lost.
+func (st *Store) removedWhileRead(ctx context.Context, s OpenSpace, obj []byte, rec *mvcc.Record, err error) bool {
+	var cm chunkMissing
+	if rec == nil || !errors.As(err, &cm) {
+		return false
+	}
+	_, rerr := st.cfg.Ranges.Read(ctx, s.Table(), obj, rec.Version, 0)
+	return KindOf(FromRange(rerr)) == NotFound
+}
+
+// keepIfSlow touches the chunks of rec, a version about to commit whose
+// chunks were stored from started on, when that took more than half the
+// collector's grace: its first chunks may be old enough to look like
+// garbage (a slow upload, a long transaction). It fails if one is gone.
+func (st *Store) keepIfSlow(ctx context.Context, started time.Time, rec *mvcc.Record) error {
+	if rec.Manifest == nil || st.cfg.GCGrace <= 0 || st.cfg.Clock().Sub(started) <= st.cfg.GCGrace/2 {
+		return nil
+	}
+	m, err := chunk.UnmarshalManifest(rec.Manifest)
+	if err != nil {
+		return Errorf(Corrupt, "manifest: %v", err)
+	}
+	if err := st.touchShared(ctx, m); KindOf(err) == NotFound {
+		return Errorf(Unavailable, "the write took %v, longer than the chunk collector's grace (--gc-grace %v), and its first chunks were collected; nothing was written: write it again, faster or in parts",
+			st.cfg.Clock().Sub(started).Round(time.Millisecond), st.cfg.GCGrace)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // manifestOf returns rec's content as a manifest, moving inline bytes into a

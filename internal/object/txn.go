@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/keys"
@@ -44,6 +45,9 @@ type Transactor interface {
 type Txn struct {
 	st *Store
 	tx *txn.Txn
+	// began is when it began: a long one touches its bodies' chunks at
+	// commit (Store.keepIfSlow).
+	began time.Time
 
 	mu     sync.Mutex
 	spaces map[uint32]string // the spaces it touched, by id (naming conflicts)
@@ -109,7 +113,7 @@ func (st *Store) Begin(ctx context.Context, opts TxnOptions) (*Txn, error) {
 	if err != nil {
 		return nil, Unreachable("timestamp oracle", err)
 	}
-	return &Txn{st: st, tx: tx}, nil
+	return &Txn{st: st, tx: tx, began: st.cfg.Clock()}, nil
 }
 
 // BeginAt implements Transactor.
@@ -117,7 +121,7 @@ func (st *Store) BeginAt(startTS uint64, opts TxnOptions) (*Txn, error) {
 	if startTS == 0 || tstamp.Physical(startTS) > st.cfg.Clock().Add(futureSlack).UnixMilli() {
 		return nil, Errorf(InvalidArgument, "start %s is not a timestamp the server handed out (begin a transaction for one)", tstamp.String(startTS))
 	}
-	return &Txn{st: st, tx: st.cfg.Txns.BeginAt(startTS, txn.Options{Serializable: opts.Serializable})}, nil
+	return &Txn{st: st, tx: st.cfg.Txns.BeginAt(startTS, txn.Options{Serializable: opts.Serializable}), began: st.cfg.Clock()}, nil
 }
 
 // StartTS is the transaction's snapshot: reads see what committed at or
@@ -273,6 +277,9 @@ func (t *Txn) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *PutR
 		}
 	}
 	rec, err := t.st.applyRange(ctx, s, req, pm, parent, data, false)
+	if t.st.removedWhileRead(ctx, s, obj, parent, err) {
+		return nil, Errorf(TxnConflict, "the version of %s the write builds on was removed meanwhile; run the transaction again", req.Key)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -441,6 +448,30 @@ func (t *Txn) Commit(ctx context.Context) (uint64, error) {
 	// The hashes of keys built by byte-range writes, once each.
 	for _, u := range pending {
 		if err := t.st.summarizeInto(ctx, u.rec, u.replicas); err != nil {
+			t.tx.Rollback()
+			return 0, err
+		}
+		// Unlike a plain byte-range write, which commits only over the
+		// version it started from, the version a transaction's writes
+		// share chunks with may have been removed since its snapshot:
+		// the shared chunks are touched.
+		if u.rec.Manifest != nil {
+			m, err := chunk.UnmarshalManifest(u.rec.Manifest)
+			if err == nil {
+				err = t.st.touchShared(ctx, m)
+			}
+			if err != nil {
+				t.tx.Rollback()
+				return 0, err
+			}
+		}
+	}
+	// A long transaction's bodies were stored long ago: touched again.
+	for _, w := range t.tx.Writes() {
+		if _, ranged := pending[string(w.Obj)]; ranged || w.Rec == nil {
+			continue // touched above
+		}
+		if err := t.st.keepIfSlow(ctx, t.began, w.Rec); err != nil {
 			t.tx.Rollback()
 			return 0, err
 		}

@@ -19,7 +19,7 @@ import (
 type Handler func(ctx context.Context, r *Range, req []byte) ([]byte, error)
 
 // MethodNames are the cairn.Range methods Methods serves.
-var MethodNames = []string{"Propose", "Read", "List", "Versions", "TxnStatus", "Children"}
+var MethodNames = []string{"Propose", "Read", "List", "Versions", "TxnStatus", "Children", "Refs"}
 
 // Methods returns the cairn.Range methods this package serves, for the
 // peer server: those of MethodNames.
@@ -33,6 +33,9 @@ func (c *Client) Methods() map[string]transport.Unary {
 		"TxnStatus": c.Method(true, c.handleTxnStatus),
 		// Children reads the children index of a version (clones of it).
 		"Children": c.Method(true, c.handleChildren),
+		// Refs reads which of a batch of chunks the range's versions
+		// and locks reference (the chunk collector's mark).
+		"Refs": c.Method(true, c.handleRefs),
 	}
 }
 

@@ -24,6 +24,7 @@ type (
 	Route              = admin.Route
 	RouteService       = admin.RouteService
 	ClusterReport      = admin.ClusterReport
+	GCNode             = admin.GCNode
 	ClusterNode        = admin.ClusterNode
 	ClusterMember      = admin.ClusterMember
 	ClusterRange       = admin.ClusterRange

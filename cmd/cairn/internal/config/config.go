@@ -44,6 +44,8 @@ type Server struct {
 	RecordCache     int64         `koanf:"record-cache"`
 	DownAfter       time.Duration `koanf:"down-after"`
 	RepairRate      int64         `koanf:"repair-rate"`
+	GCGrace         time.Duration `koanf:"gc-grace"`
+	GCInterval      time.Duration `koanf:"gc-interval"`
 	MinCopies       int           `koanf:"min-copies"`
 	RebalanceAfter  time.Duration `koanf:"rebalance-after"`
 	SplitSize       int64         `koanf:"split-size"`
@@ -85,6 +87,8 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.Duration("down-after", 5*time.Minute, "how long a node that stopped heartbeating stays suspect before it is down and its data is copied elsewhere")
 	fs.Int("min-copies", 0, "fewest durable copies of a chunk a write may be acknowledged with; fewer nodes to hold them fail the write (0: 2 when a space keeps 2+ copies and the cluster has 2+ nodes, else 1)")
 	fs.Int64("repair-rate", 64<<20, "bytes per second this node copies to restore other nodes' lost copies (-1: no limit)")
+	fs.Duration("gc-grace", time.Hour, "how long a chunk no version references stays on disk before the collector deletes it (an upload must finish within it)")
+	fs.Duration("gc-interval", 10*time.Minute, "how often each node collects its unreferenced chunks and compacts its segments (-1: never)")
 	fs.Duration("rebalance-after", 10*time.Second, "how long every node must have been up before range replicas and leases move to balance the cluster")
 	fs.Int64("split-size", 64<<20, "bytes on disk above which a range splits in two (-1: never)")
 	fs.Int("split-load", 2500, "requests per second above which (for 5s) a range splits at its median key (-1: never)")
@@ -104,7 +108,7 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 }
 
-var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "token", "token-ttl", "inline-threshold", "ranges", "record-cache", "down-after", "min-copies", "repair-rate", "rebalance-after", "split-size", "split-load", "merge-size", "merge-after", "meta-members", "root-access-key", "root-secret-key", "s3-region", "s3-domain", "multipart-expiry", "tls-cert", "tls-key", "idle-timeout", "max-connections", "pprof", "log-level"}
+var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "token", "token-ttl", "inline-threshold", "ranges", "record-cache", "down-after", "min-copies", "repair-rate", "gc-grace", "gc-interval", "rebalance-after", "split-size", "split-load", "merge-size", "merge-after", "meta-members", "root-access-key", "root-secret-key", "s3-region", "s3-domain", "multipart-expiry", "tls-cert", "tls-key", "idle-timeout", "max-connections", "pprof", "log-level"}
 
 // LoadServer merges the config file (from --config or CAIRN_CONFIG), the
 // CAIRN_* environment (environ, e.g. os.Environ) and the flags of fs.
@@ -201,6 +205,8 @@ func (s Server) NodeConfig() (node.Config, error) {
 			RecordCache:       s.RecordCache,
 			DownAfter:         s.DownAfter,
 			RepairRate:        s.RepairRate,
+			GCGrace:           s.GCGrace,
+			GCInterval:        s.GCInterval,
 			MinCopies:         s.MinCopies,
 			RebalanceAfter:    s.RebalanceAfter,
 			SplitSize:         s.SplitSize,

@@ -1,0 +1,415 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cairn-db/cairn/internal/admin"
+	"github.com/cairn-db/cairn/internal/chunk"
+	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/rangeclient"
+	"github.com/cairn-db/cairn/internal/rangedesc"
+)
+
+// The chunk collector. Every node collects its own chunks, mark and sweep,
+// every GCInterval:
+//
+//  1. It takes the cutoff: now less GCGrace. Only chunks last touched
+//     before it are candidates (segment.Store: a chunk is touched when
+//     written, when a write finds it stored, and when a clone, a copy, a
+//     multipart completion or a transaction's byte-range writes are about
+//     to share it — object.Store.touchShared).
+//  2. For a batch of candidates (at most rangeclient.RefsMax, in hash
+//     order) it asks every range of every space which of them its
+//     versions and locks reference (rangeclient.Refs: each range answers
+//     from one point-in-time view on its leaseholder).
+//  3. It deletes the candidates no range named, each only if still
+//     untouched since the cutoff (decided under the lock a write's dedup
+//     check takes).
+//  4. It compacts the segments that are mostly garbage.
+//
+// Why a referenced chunk is never deleted: a version that references it
+// either was committed before the mark read its range (the mark sees it,
+// or sees the lock it was committed from), or was committed after. One
+// committed after wrote the chunk (touched then: an upload finishes
+// within GCGrace of writing its chunks), or shares it with a version that
+// existed when it was built and touched it before committing (so a
+// deletion already decided finds the touch, and one already done makes
+// the touch find the chunk missing and the new version fail), or shares
+// it with the version it replaces in the same key and commits only over
+// it (a plain byte-range write: the range's view holds one or the other).
+// A node that restarts counts every chunk as touched at its start, so
+// touches lost with it lose nothing.
+//
+// Before the chunks, each collection applies every space's retention to
+// the keys of the ranges the node leads (pruneVersions): a key no one
+// writes again still loses the versions its retention no longer keeps.
+//
+// What the collector does not do yet: delete copies on nodes the ranking
+// no longer wants (the repairer's leftovers).
+
+// gcCompactBelow: a sealed segment whose live chunks take less than this
+// share of it is compacted.
+const gcCompactBelow = 0.5
+
+// gcState is the collector's progress and totals (admin.GCNode).
+type gcState struct {
+	mu  sync.Mutex
+	st  admin.GCNode
+	run sync.Mutex // one collection at a time
+}
+
+func (n *Node) gcUpdate(f func(st *admin.GCNode)) {
+	n.gc.mu.Lock()
+	defer n.gc.mu.Unlock()
+	f(&n.gc.st)
+}
+
+// GCStatus returns the collector's state on this node.
+func (n *Node) GCStatus() admin.GCNode {
+	n.gc.mu.Lock()
+	st := n.gc.st
+	n.gc.mu.Unlock()
+	st.Node = n.id.NodeID
+	if st.Phase == "" {
+		st.Phase = "idle"
+	}
+	st.Grace = n.cfg.GCGrace.String()
+	if n.cfg.GCInterval > 0 {
+		st.Interval = n.cfg.GCInterval.String()
+	}
+	s := n.chunks.Stats()
+	st.SegmentBytes, st.Segments = s.Bytes, s.Segments
+	return st
+}
+
+func (n *Node) handleGCStatus(context.Context, []byte) ([]byte, error) {
+	return json.Marshal(n.GCStatus())
+}
+
+// forgetTouches drops the chunk touches no collection needs when none is
+// running (a node that does not collect on its own, or whose collections
+// fail, keeps them from growing without bound).
+func (n *Node) forgetTouches(context.Context) {
+	if !n.gc.run.TryLock() {
+		return // a collection forgets its own
+	}
+	defer n.gc.run.Unlock()
+	n.chunks.ForgetTouches(n.cfg.Clock().Add(-n.cfg.GCGrace))
+}
+
+// gcStep is the background collection, every GCInterval.
+func (n *Node) gcStep(ctx context.Context) {
+	if err := n.CollectGarbage(ctx); err != nil && ctx.Err() == nil {
+		n.log.Warn("chunk collection stopped; it runs again", "err", err)
+	}
+}
+
+// CollectGarbage runs one collection of this node's chunks now (see the
+// comment at the top of this file).
+func (n *Node) CollectGarbage(ctx context.Context) (err error) {
+	n.gc.run.Lock()
+	defer n.gc.run.Unlock()
+	start := n.cfg.Clock()
+	cutoff := start.Add(-n.cfg.GCGrace)
+	n.gcUpdate(func(st *admin.GCNode) {
+		st.Phase, st.Started, st.Cutoff = "pruning", start, cutoff
+		st.Examined, st.Garbage, st.RangesRead, st.Error = 0, 0, 0, ""
+	})
+	defer func() {
+		// Touches before the cutoff matter to no later collection (their
+		// cutoffs are later still), whether this one finished or not.
+		n.chunks.ForgetTouches(cutoff)
+		n.gcUpdate(func(st *admin.GCNode) {
+			st.Phase, st.Finished = "idle", n.cfg.Clock()
+			if err != nil {
+				st.Error = err.Error()
+			} else {
+				st.Runs++
+			}
+		})
+	}()
+	// Versions first: what they drop, a later collection takes.
+	if err := n.pruneVersions(ctx); err != nil {
+		return err
+	}
+	n.gcUpdate(func(st *admin.GCNode) { st.Phase = "marking" })
+	var after *chunk.Hash
+	for {
+		var (
+			batch   []chunk.Hash
+			lengths = map[chunk.Hash]uint32{}
+		)
+		if err := n.chunks.Collectable(ctx, after, cutoff, func(h chunk.Hash, l uint32) bool {
+			batch = append(batch, h)
+			lengths[h] = l
+			return len(batch) < rangeclient.RefsMax
+		}); err != nil {
+			return err
+		}
+		if len(batch) == 0 {
+			break
+		}
+		after = &batch[len(batch)-1]
+		n.gcUpdate(func(st *admin.GCNode) { st.Phase = "marking"; st.Examined += len(batch) })
+		refs, err := n.markRefs(ctx, batch)
+		if err != nil {
+			return err
+		}
+		var garbage []chunk.Hash
+		for _, h := range batch {
+			if !refs[h] {
+				garbage = append(garbage, h)
+			}
+		}
+		n.gcUpdate(func(st *admin.GCNode) { st.Phase = "sweeping"; st.Garbage += len(garbage) })
+		deleted, bytes, err := n.chunks.Delete(garbage, cutoff)
+		if err != nil {
+			return err
+		}
+		n.gcUpdate(func(st *admin.GCNode) { st.DeletedChunks += int64(deleted); st.DeletedBytes += bytes })
+		if len(batch) < rangeclient.RefsMax {
+			break
+		}
+	}
+	n.gcUpdate(func(st *admin.GCNode) { st.Phase = "compacting" })
+	cs, err := n.chunks.Compact(ctx, gcCompactBelow)
+	n.gcUpdate(func(st *admin.GCNode) {
+		st.CompactedSegments += int64(cs.Segments)
+		st.MovedBytes += cs.MovedBytes
+		st.ReclaimedBytes += cs.Freed
+		if err == nil {
+			st.LiveBytes = cs.Before.Live
+			st.Reclaimable = max(0, n.chunks.Stats().Bytes-cs.Before.Live)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if cs.Segments > 0 || cs.Moved > 0 {
+		n.log.Info("chunk collection", "segments_removed", cs.Segments, "freed", cs.Freed, "moved", cs.Moved,
+			"took", n.cfg.Clock().Sub(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// pruneVersions applies each space's retention, at a timestamp from the
+// oracle, to the keys of the ranges this node leads, as a write to each
+// key would (kv.PruneCmd): a key no one writes again still loses the
+// versions its space's retention no longer keeps (a keep-for duration
+// passed, or a stricter policy set since). A space with snapshots keeps
+// every version (its retention reads keep-all meanwhile), and each key is
+// pruned holding the space as a write does, so a snapshot made meanwhile
+// either waits or is seen.
+func (n *Node) pruneVersions(ctx context.Context) error {
+	n.mu.RLock()
+	spaces := make([]*space, 0, len(n.mu.spaces))
+	for _, s := range n.mu.spaces {
+		spaces = append(spaces, s)
+	}
+	n.mu.RUnlock()
+	var now uint64
+	for _, s := range spaces {
+		pol := s.Retention()
+		if pol.Mode == mvcc.KeepAll {
+			continue
+		}
+		if now == 0 {
+			var err error
+			if now, err = n.tso.Next(ctx); err != nil {
+				return err
+			}
+		}
+		for _, r := range s.tab.Ranges() {
+			if !r.LeaseHere(ctx) {
+				continue
+			}
+			objs, err := n.prunable(s, *r.Desc(), pol, now)
+			if err != nil {
+				return err
+			}
+			for _, obj := range objs {
+				if err := n.pruneKey(ctx, s.meta.Name, obj, now); err != nil {
+					return fmt.Errorf("space %q: %w", s.meta.Name, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// prunable lists the keys of range d (of space s) with versions pol drops
+// at now, from the local replica.
+func (n *Node) prunable(s *space, d rangedesc.Range, pol mvcc.Retention, now uint64) ([][]byte, error) {
+	start, end := d.Start, d.End
+	if start == nil {
+		start = keys.SpaceStart(s.meta.ID)
+	}
+	if end == nil {
+		end = keys.SpaceEnd(s.meta.ID)
+	}
+	lo, hi := keys.VersionSpan(start, end)
+	it, err := n.eng.DB().NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var (
+		out  [][]byte
+		cur  []byte
+		vers []uint64
+	)
+	flush := func() {
+		if len(vers) > 1 && slices.Contains(pol.Prune(vers, now), true) {
+			out = append(out, cur)
+		}
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		obj, ts, err := keys.DecodeVersion(it.Key())
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.Equal(obj, cur) {
+			flush()
+			cur, vers = slices.Clone(obj), vers[:0]
+		}
+		vers = append(vers, ts)
+	}
+	flush()
+	return out, it.Error()
+}
+
+// pruneKey prunes obj holding its space, with the retention read under it.
+func (n *Node) pruneKey(ctx context.Context, name string, obj []byte, now uint64) error {
+	s, release, err := n.acquire(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer release()
+	pol := s.Retention()
+	if pol.Mode == mvcc.KeepAll {
+		return nil // a snapshot came meanwhile
+	}
+	res, err := n.rc.Propose(ctx, s.Table(), obj, (&kv.PruneCmd{Obj: obj, Retention: pol, Now: now}).Encode())
+	if err != nil {
+		return err
+	}
+	n.gcUpdate(func(st *admin.GCNode) { st.PrunedVersions += int64(len(res.Pruned)) })
+	return nil
+}
+
+// markRefs asks every range of every space which of cands it references.
+func (n *Node) markRefs(ctx context.Context, cands []chunk.Hash) (map[chunk.Hash]bool, error) {
+	spaces, err := n.catalog.ListSpaces(ctx)
+	if err != nil {
+		return nil, object.Unreachable("space catalog", err)
+	}
+	refs := map[chunk.Hash]bool{}
+	read := 0 // ranges read in the spaces before this one
+	for _, sp := range spaces {
+		if sp.State == meta.SpaceDeleting {
+			continue // its ranges are going, and nothing can read them
+		}
+		t, err := n.tableOf(ctx, sp.ID)
+		if object.KindOf(err) == object.SpaceNotFound {
+			continue // deleted since the list: nothing reads it
+		}
+		if err != nil {
+			return nil, fmt.Errorf("space %q: %w", sp.Name, err)
+		}
+		here := 0
+		found, err := n.rc.Refs(ctx, t, sp.ID, cands, func(r int) {
+			here = r
+			n.gcUpdate(func(st *admin.GCNode) { st.RangesRead = read + r })
+		})
+		if err != nil {
+			return nil, fmt.Errorf("space %q: %w", sp.Name, err)
+		}
+		read += here
+		for h := range found {
+			refs[h] = true
+		}
+	}
+	return refs, nil
+}
+
+// gcReport gathers every node's collector state for the cluster report:
+// this node's at once, the others' by asking them (a node that does not
+// answer is listed with the error).
+func (n *Node) gcReport(ctx context.Context, nodes []meta.NodeInfo) []admin.GCNode {
+	out := make([]admin.GCNode, len(nodes))
+	var wg sync.WaitGroup
+	for i, nd := range nodes {
+		if nd.ID == n.id.NodeID {
+			out[i] = n.GCStatus()
+			continue
+		}
+		if nd.State == meta.NodeRemoved || nd.State == meta.NodeDown {
+			out[i] = admin.GCNode{Node: nd.ID, Error: nd.State}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := n.callNode(ctx, nd.ID, adminService, "GCStatus", nil, time.Second)
+			if err == nil {
+				err = json.Unmarshal(b, &out[i])
+			}
+			if err != nil {
+				out[i] = admin.GCNode{Node: nd.ID, Error: err.Error()}
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// gcCollector exports the collector's state as Prometheus series.
+type gcCollector struct{ n *Node }
+
+var (
+	gcDeletedChunks = prometheus.NewDesc("cairn_gc_deleted_chunks_total", "Chunks the collector deleted (no version referenced them).", nil, nil)
+	gcDeletedBytes  = prometheus.NewDesc("cairn_gc_deleted_bytes_total", "Bytes of the chunk records the collector deleted.", nil, nil)
+	gcReclaimed     = prometheus.NewDesc("cairn_gc_reclaimed_bytes_total", "Bytes of segment files compaction removed.", nil, nil)
+	gcMoved         = prometheus.NewDesc("cairn_gc_moved_bytes_total", "Bytes of live chunks compaction rewrote.", nil, nil)
+	gcReclaimable   = prometheus.NewDesc("cairn_gc_reclaimable_bytes", "Bytes of segment files no live chunk uses, as of the last collection (deleted chunks in segments not yet compacted, and padding).", nil, nil)
+	gcRuns          = prometheus.NewDesc("cairn_gc_runs_total", "Chunk collections completed.", nil, nil)
+	gcLastRun       = prometheus.NewDesc("cairn_gc_last_run_timestamp_seconds", "When the last chunk collection ended.", nil, nil)
+	gcExamined      = prometheus.NewDesc("cairn_gc_examined_chunks", "Chunks old enough to be examined by the current or last collection.", nil, nil)
+	gcPruned        = prometheus.NewDesc("cairn_gc_pruned_versions_total", "Versions the collector removed by their space's retention (keys not written again).", nil, nil)
+)
+
+func (c gcCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{gcDeletedChunks, gcDeletedBytes, gcReclaimed, gcMoved, gcReclaimable, gcRuns, gcLastRun, gcExamined, gcPruned} {
+		ch <- d
+	}
+}
+
+func (c gcCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.n.GCStatus()
+	ch <- prometheus.MustNewConstMetric(gcDeletedChunks, prometheus.CounterValue, float64(st.DeletedChunks))
+	ch <- prometheus.MustNewConstMetric(gcDeletedBytes, prometheus.CounterValue, float64(st.DeletedBytes))
+	ch <- prometheus.MustNewConstMetric(gcReclaimed, prometheus.CounterValue, float64(st.ReclaimedBytes))
+	ch <- prometheus.MustNewConstMetric(gcMoved, prometheus.CounterValue, float64(st.MovedBytes))
+	ch <- prometheus.MustNewConstMetric(gcReclaimable, prometheus.GaugeValue, float64(st.Reclaimable))
+	ch <- prometheus.MustNewConstMetric(gcRuns, prometheus.CounterValue, float64(st.Runs))
+	var last float64
+	if !st.Finished.IsZero() {
+		last = float64(st.Finished.UnixNano()) / 1e9
+	}
+	ch <- prometheus.MustNewConstMetric(gcLastRun, prometheus.GaugeValue, last)
+	ch <- prometheus.MustNewConstMetric(gcExamined, prometheus.GaugeValue, float64(st.Examined))
+	ch <- prometheus.MustNewConstMetric(gcPruned, prometheus.CounterValue, float64(st.PrunedVersions))
+}
