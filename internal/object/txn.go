@@ -59,6 +59,12 @@ type Txn struct {
 	// rangeMu makes each byte-range write's read of its parent and its
 	// write one step (two at once on a key would build on one parent).
 	rangeMu sync.Mutex
+	// staged are the pieces its byte-range writes stored, by hash, and
+	// puts their stores: a write answers without waiting for its pieces
+	// to be durable (Commit waits for all of them, once), and a later
+	// write reads the pieces it overlaps from here.
+	staged map[chunk.Hash][]byte
+	puts   []ChunkPut
 }
 
 type unsummed struct {
@@ -276,7 +282,7 @@ func (t *Txn) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *PutR
 			return nil, err
 		}
 	}
-	rec, err := t.st.applyRange(ctx, s, req, pm, parent, data, false)
+	rec, err := t.st.applyRangeTo(ctx, s, req, pm, parent, data, t.loadPiece(ctx, s.Replicas()), t.stagePiece(ctx, s.Replicas()), false)
 	if t.st.removedWhileRead(ctx, s, obj, parent, err) {
 		return nil, Errorf(TxnConflict, "the version of %s the write builds on was removed meanwhile; run the transaction again", req.Key)
 	}
@@ -290,6 +296,38 @@ func (t *Txn) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *PutR
 	t.unsummed[string(obj)] = unsummed{rec: rec, replicas: s.Replicas()}
 	t.mu.Unlock()
 	return rec, nil
+}
+
+// loadPiece reads a piece for a byte-range write: one this transaction
+// staged, or a stored chunk.
+func (t *Txn) loadPiece(ctx context.Context, replicas int) func(chunk.Ref) ([]byte, error) {
+	return func(ref chunk.Ref) ([]byte, error) {
+		t.mu.Lock()
+		b, ok := t.staged[ref.Hash]
+		t.mu.Unlock()
+		if ok {
+			return b, nil
+		}
+		return t.st.cfg.Chunks.GetChunk(ctx, ref.Hash, nil, replicas)
+	}
+}
+
+// stagePiece starts storing a piece of a byte-range write; Commit waits
+// for it. The store outlives the write's request (its context's end
+// does not cancel it).
+func (t *Txn) stagePiece(ctx context.Context, replicas int) func([]byte) (chunk.Ref, error) {
+	ctx = context.WithoutCancel(ctx)
+	return func(b []byte) (chunk.Ref, error) {
+		h, p := t.st.cfg.Chunks.PutChunk(ctx, b, replicas)
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.staged == nil {
+			t.staged = map[chunk.Hash][]byte{}
+		}
+		t.staged[h] = slices.Clone(b)
+		t.puts = append(t.puts, p)
+		return chunk.Ref{Hash: h, Size: uint32(len(b))}, nil
+	}
 }
 
 // Delete deletes key at commit (a delete marker). req.Version must be 0.
@@ -422,6 +460,8 @@ func (t *Txn) Commit(ctx context.Context) (uint64, error) {
 	t.committing = true
 	pending := t.unsummed
 	t.unsummed = nil
+	puts := t.puts
+	t.puts, t.staged = nil, nil
 	spaces := maps.Clone(t.spaces)
 	t.mu.Unlock()
 	t.rangeMu.Unlock()
@@ -445,25 +485,36 @@ func (t *Txn) Commit(ctx context.Context) (uint64, error) {
 		}
 		return ret
 	})
-	// The hashes of keys built by byte-range writes, once each.
-	for _, u := range pending {
-		if err := t.st.summarizeInto(ctx, u.rec, u.replicas); err != nil {
+	// The pieces byte-range writes stored, durable before anything names
+	// them.
+	for _, p := range puts {
+		if err := p.Wait(ctx); err != nil {
 			t.tx.Rollback()
 			return 0, err
 		}
+	}
+	// The hashes of keys built by byte-range writes, once each.
+	for key, u := range pending {
 		// Unlike a plain byte-range write, which commits only over the
 		// version it started from, the version a transaction's writes
-		// share chunks with may have been removed since its snapshot:
-		// the shared chunks are touched.
-		if u.rec.Manifest != nil {
-			m, err := chunk.UnmarshalManifest(u.rec.Manifest)
-			if err == nil {
+		// share chunks with may have been removed since its snapshot
+		// (another commit to the key pruned it): the shared chunks are
+		// touched, and one already collected is that conflict.
+		err := t.st.summarizeInto(ctx, u.rec, u.replicas)
+		if err == nil && u.rec.Manifest != nil {
+			var m chunk.Manifest
+			if m, err = chunk.UnmarshalManifest(u.rec.Manifest); err == nil {
 				err = t.st.touchShared(ctx, m)
 			}
-			if err != nil {
-				t.tx.Rollback()
-				return 0, err
-			}
+		}
+		var cm chunkMissing
+		if errors.As(err, &cm) || KindOf(err) == NotFound {
+			_, _, k, _ := keys.DecodeObject([]byte(key))
+			err = Errorf(TxnConflict, "the version the writes to %q build on was removed meanwhile; run the transaction again", k)
+		}
+		if err != nil {
+			t.tx.Rollback()
+			return 0, err
 		}
 	}
 	// A long transaction's bodies were stored long ago: touched again.
