@@ -79,12 +79,15 @@ type Txn struct {
 	opts txnOptions
 	stop chan struct{} // closed when the transaction ends (keepAlive)
 
-	mu       sync.Mutex
-	cn       *wire.Conn // the connection it runs on, once open
-	id       uint64     // its id there
-	startTS  uint64
-	buf      []wire.BatchItem
-	bufIdx   map[string]int // space/key -> index in buf
+	mu      sync.Mutex
+	cn      *wire.Conn // the connection it runs on, once open
+	id      uint64     // its id there
+	startTS uint64
+	buf     []wire.BatchItem
+	bufIdx  map[string]int // space/key -> index in buf of its whole write
+	// ranged are the keys with byte-range writes in buf: what they read
+	// as is the node's to say (buffered ones are sent first).
+	ranged   map[string]bool
 	bufBytes int
 	done     bool
 	commitTS uint64
@@ -105,7 +108,7 @@ func (c *Client) Begin(ctx context.Context, opts ...TxnOption) (*Txn, error) {
 		return nil, fmt.Errorf("%w: client closed", wire.ErrConnClosed)
 	default:
 	}
-	return &Txn{c: c, opts: txnOpts(opts), stop: make(chan struct{}), bufIdx: map[string]int{}}, nil
+	return &Txn{c: c, opts: txnOpts(opts), stop: make(chan struct{}), bufIdx: map[string]int{}, ranged: map[string]bool{}}, nil
 }
 
 // open begins the transaction on a node if it has not been; tx.mu is
@@ -128,24 +131,24 @@ func (tx *Txn) open(ctx context.Context) error {
 	return err
 }
 
-// flush sends the buffered writes to the node; tx.mu is held and the
-// transaction open.
+// flush sends the buffered writes to the node, in one request; tx.mu is
+// held and the transaction open.
 func (tx *Txn) flush(ctx context.Context) error {
-	tctx := wire.WithTxn(ctx, tx.id)
-	for i := range tx.buf {
-		it := &tx.buf[i]
-		var err error
-		if it.Op == wire.BatchPut {
-			_, err = tx.cn.PutBytes(tctx, &it.Put, it.Body)
-		} else {
-			_, err = tx.cn.Delete(tctx, &it.Delete)
-		}
-		if err != nil {
-			return err
+	if len(tx.buf) == 0 {
+		return nil
+	}
+	rs, err := tx.cn.Batch(wire.WithTxn(ctx, tx.id), tx.buf)
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if r.Code != 0 {
+			return &wire.Error{Code: r.Code, Message: r.Message}
 		}
 	}
 	tx.buf, tx.bufBytes = nil, 0
 	clear(tx.bufIdx)
+	clear(tx.ranged)
 	return nil
 }
 
@@ -162,6 +165,7 @@ func (tx *Txn) buffer(k string, it wire.BatchItem, size int) {
 	tx.bufIdx[k] = len(tx.buf)
 	tx.buf = append(tx.buf, it)
 	tx.bufBytes += size
+	delete(tx.ranged, k) // a whole write or a delete: what the key reads as is known again
 }
 
 func bufKey(it *wire.BatchItem) string {
@@ -248,7 +252,7 @@ func (tx *Txn) buffered(space, key string) (wire.BatchItem, bool, error) {
 		return wire.BatchItem{}, false, ErrTxnDone
 	}
 	i, ok := tx.bufIdx[space+"/"+key]
-	if !ok {
+	if !ok || tx.ranged[space+"/"+key] {
 		return wire.BatchItem{}, false, nil
 	}
 	return tx.buf[i], true, nil
@@ -305,7 +309,7 @@ func (tx *Txn) Put(ctx context.Context, space, key string, data []byte, opts ...
 		tx.mu.Unlock()
 		return ErrTxnDone
 	}
-	if len(data) <= bufferedBody && tx.bufBytes+size <= bufferedTotal {
+	if len(data) <= bufferedBody && tx.bufBytes+size <= bufferedTotal && len(tx.buf) < wire.MaxBatchItems {
 		tx.buffer(space+"/"+key, wire.BatchItem{Op: wire.BatchPut, Put: req, Body: data}, size)
 		tx.mu.Unlock()
 		return nil
@@ -329,14 +333,44 @@ func (tx *Txn) Put(ctx context.Context, space, key string, data []byte, opts ...
 func (tx *Txn) WriteAt(ctx context.Context, space, key string, off int64, data []byte, opts ...PutOption) error {
 	req := putRequest(space, key, int64(len(data)), opts)
 	req.Mode, req.Offset = object.PutWriteAt, off
-	return tx.sendNow(ctx, &req, data)
+	return tx.rangeWrite(ctx, &req, data)
 }
 
 // Append appends data to key as the transaction sees it (see WriteAt).
 func (tx *Txn) Append(ctx context.Context, space, key string, data []byte, opts ...PutOption) error {
 	req := putRequest(space, key, int64(len(data)), opts)
 	req.Mode = object.PutAppend
-	return tx.sendNow(ctx, &req, data)
+	return tx.rangeWrite(ctx, &req, data)
+}
+
+// rangeWrite keeps a small byte-range write for the commit, after the
+// writes before it (many of them go to the node in one request: VOSD's
+// set of many ranges at once); a large one goes at once. data is not
+// copied: it must not change until the commit.
+func (tx *Txn) rangeWrite(ctx context.Context, req *object.PutRequest, data []byte) error {
+	if len(data) > bufferedBody {
+		return tx.sendNow(ctx, req, data)
+	}
+	size := len(data) + len(req.Space) + len(req.Key) + 64
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if tx.done {
+		return ErrTxnDone
+	}
+	if tx.bufBytes+size > bufferedTotal || len(tx.buf) >= wire.MaxBatchItems {
+		// Make room: what is buffered goes to the node in one request.
+		if err := tx.open(ctx); err != nil {
+			return err
+		}
+		if err := tx.flush(ctx); err != nil {
+			return err
+		}
+	}
+	k := req.Space + "/" + req.Key
+	tx.buf = append(tx.buf, wire.BatchItem{Op: wire.BatchPut, Put: *req, Body: data})
+	tx.bufBytes += size
+	tx.ranged[k] = true
+	return nil
 }
 
 // sendNow sends a write to the transaction's node, after the writes
@@ -358,7 +392,7 @@ func (tx *Txn) Delete(ctx context.Context, space, key string) error {
 		return ErrTxnDone
 	}
 	size := len(space) + len(key) + 16
-	if tx.bufBytes+size <= bufferedTotal {
+	if tx.bufBytes+size <= bufferedTotal && len(tx.buf) < wire.MaxBatchItems {
 		tx.buffer(space+"/"+key, wire.BatchItem{Op: wire.BatchDelete, Delete: object.DeleteRequest{Space: space, Key: key}}, size)
 		tx.mu.Unlock()
 		return nil

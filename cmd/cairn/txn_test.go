@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -65,6 +66,37 @@ func TestTransactions(t *testing.T) {
 		vs, err := c.Versions(ctx, "ledgers", "ledger", client.VersionsOptions{})
 		if err != nil || len(vs.Versions) != 2 || vs.Versions[0].Version != info.Version {
 			t.Fatalf("the range writes made %d versions (%v)", len(vs.Versions), err)
+		}
+
+		// More range writes than the client keeps (they go ahead in one
+		// request each time it fills), and a read inside the transaction
+		// that must see the ones still buffered.
+		model := make([]byte, 1<<20)
+		if _, err := c.Put(ctx, "ledgers", "big", model); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Update(ctx, func(tx *client.Txn) error {
+			for i := range 80 {
+				mod := bytes.Repeat([]byte{byte(i + 1)}, 16<<10)
+				off := int64(i * 13001 % (len(model) - len(mod)))
+				if err := tx.WriteAt(ctx, "ledgers", "big", off, mod); err != nil {
+					return err
+				}
+				copy(model[off:], mod)
+			}
+			got, _, err := tx.Get(ctx, "ledgers", "big")
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(got, model) {
+				t.Errorf("inside the transaction the object does not show its range writes")
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if b, _, err := c.Get(ctx, "ledgers", "big"); err != nil || !bytes.Equal(b, model) {
+			t.Fatalf("after 80 range writes in one transaction: %d bytes, %v, equal %v", len(b), err, bytes.Equal(b, model))
 		}
 	})
 

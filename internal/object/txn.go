@@ -283,7 +283,7 @@ func (t *Txn) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *PutR
 		}
 	}
 	rec, err := t.st.applyRangeTo(ctx, s, req, pm, parent, data, t.loadPiece(ctx, s.Replicas()), t.stagePiece(ctx, s.Replicas()), false)
-	if t.st.removedWhileRead(ctx, s, obj, parent, err) {
+	if t.builtOnRemoved(ctx, s, obj, err) {
 		return nil, Errorf(TxnConflict, "the version of %s the write builds on was removed meanwhile; run the transaction again", req.Key)
 	}
 	if err != nil {
@@ -296,6 +296,22 @@ func (t *Txn) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *PutR
 	t.unsummed[string(obj)] = unsummed{rec: rec, replicas: s.Replicas()}
 	t.mu.Unlock()
 	return rec, nil
+}
+
+// builtOnRemoved reports whether err, from a byte-range write to obj, is a
+// chunk gone because another commit to obj (after this transaction's
+// snapshot) removed the version the write builds on and the collector
+// took its chunks: a conflict, not a loss.
+func (t *Txn) builtOnRemoved(ctx context.Context, s OpenSpace, obj []byte, err error) bool {
+	var cm chunkMissing
+	if !errors.As(err, &cm) {
+		return false
+	}
+	latest, rerr := t.st.cfg.Ranges.Read(ctx, s.Table(), obj, 0, 0)
+	if KindOf(FromRange(rerr)) == NotFound {
+		return true
+	}
+	return rerr == nil && latest.Version > t.tx.StartTS
 }
 
 // loadPiece reads a piece for a byte-range write: one this transaction

@@ -1096,7 +1096,7 @@ func (c *serverConn) handle(ctx context.Context, h Header, txnID uint64, body []
 	case OpBatch:
 		var items []BatchItem
 		if items, err = DecodeBatchRequest(body); err == nil {
-			resp = c.batch(ctx, buf, items)
+			resp = c.batch(ctx, buf, items, tx)
 		}
 	default:
 		err = Errorf(CodeUnknownOp, "opcode 0x%02x", uint8(h.Op))
@@ -1262,9 +1262,18 @@ func max64(a, b int64) int64 {
 }
 
 // batch runs the items in order and encodes their results. Each item
-// succeeds or fails alone; the batch is not atomic.
-func (c *serverConn) batch(ctx context.Context, buf []byte, items []BatchItem) []byte {
+// succeeds or fails alone; the batch is not atomic. In a transaction (tx
+// not nil) the items are its reads and writes, in order (a client sends
+// the writes it buffered in one request).
+func (c *serverConn) batch(ctx context.Context, buf []byte, items []BatchItem, tx *object.Txn) []byte {
 	svc := c.s.svc
+	put, get, stat, del := svc.Put, svc.Get, svc.Stat, svc.Delete
+	if tx != nil {
+		put, get, stat = tx.Put, tx.Get, tx.Stat
+		del = func(ctx context.Context, req *object.DeleteRequest) (object.Info, error) {
+			return object.Info{}, tx.Delete(ctx, req)
+		}
+	}
 	budget := c.s.opts.MaxFrame - 16
 	buf = appendUvarint(buf, uint64(len(items)))
 	for i := range items {
@@ -1289,14 +1298,14 @@ func (c *serverConn) batch(ctx context.Context, buf []byte, items []BatchItem) [
 		switch {
 		case err != nil:
 		case it.Op == BatchPut:
-			info, err = svc.Put(ctx, &it.Put, bytes.NewReader(it.Body))
+			info, err = put(ctx, &it.Put, bytes.NewReader(it.Body))
 		case it.Op == BatchStat:
-			info, err = svc.Stat(ctx, &it.Get)
+			info, err = stat(ctx, &it.Get)
 		case it.Op == BatchDelete:
-			info, err = svc.Delete(ctx, &it.Delete)
+			info, err = del(ctx, &it.Delete)
 		case it.Op == BatchGet:
 			var rc io.ReadCloser
-			if info, rc, err = svc.Get(ctx, &it.Get); err == nil {
+			if info, rc, err = get(ctx, &it.Get); err == nil {
 				left := int64(budget - len(buf) - 64 - ObjectInfoSize(&info))
 				r.Data, err = io.ReadAll(io.LimitReader(rc, max64(left, 0)+1))
 				rc.Close()

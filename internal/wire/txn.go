@@ -57,7 +57,7 @@ func txnOverhead(ctx context.Context) int {
 // inTxn reports whether op may run inside a transaction.
 func inTxn(op Op) bool {
 	switch op {
-	case OpGet, OpStat, OpPut, OpDelete, OpList:
+	case OpGet, OpStat, OpPut, OpDelete, OpList, OpBatch:
 		return true
 	}
 	return false
