@@ -58,15 +58,24 @@ func TestDiskComesBack(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	// The collection that gave the space back may still be compacting
+	// (its totals come at its end): wait for them.
+	for {
+		var gcs []client.GCNode
+		if err := json.Unmarshal([]byte(must("", "gc", "status", "--json")), &gcs); err != nil || len(gcs) != 1 {
+			t.Fatalf("gc status --json: %v %+v", err, gcs)
+		}
+		g := gcs[0]
+		if g.ReclaimedBytes >= int64(total)*9/10 && g.DeletedBytes >= int64(total) && g.Runs > 0 {
+			break
+		}
+		if time.Since(deleted) > 2*time.Minute {
+			t.Fatalf("collector two minutes after the drop: %+v", g)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 	out := must("", "gc", "status")
-	if !strings.Contains(out, "RECLAIMED") || !strings.Contains(out, "idle") && !strings.Contains(out, "marking") {
+	if !strings.Contains(out, "RECLAIMED") || !strings.Contains(out, "\n1 ") {
 		t.Fatalf("gc status:\n%s", out)
-	}
-	var gcs []client.GCNode
-	if err := json.Unmarshal([]byte(must("", "gc", "status", "--json")), &gcs); err != nil || len(gcs) != 1 {
-		t.Fatalf("gc status --json: %v %+v", err, gcs)
-	}
-	if g := gcs[0]; g.ReclaimedBytes < int64(total)*9/10 || g.DeletedBytes < int64(total) || g.Runs == 0 {
-		t.Fatalf("collector after the drop: %+v", g)
 	}
 }
