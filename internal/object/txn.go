@@ -153,8 +153,27 @@ func (t *Txn) Get(ctx context.Context, req *GetRequest) (Info, io.ReadCloser, er
 		return Info{}, nil, err
 	}
 	defer release()
+	// Its own range writes' pieces are read from the chunk store: they
+	// must be stored first.
+	if err := t.piecesStored(ctx); err != nil {
+		return Info{}, nil, err
+	}
 	body, err := t.st.body(ctx, s, rec, req.Offset, req.Length)
 	return info, body, err
+}
+
+// piecesStored waits for the pieces its byte-range writes stored so far
+// (they stay listed: Commit waits again, at once, and sees a failure).
+func (t *Txn) piecesStored(ctx context.Context) error {
+	t.mu.Lock()
+	puts := slices.Clone(t.puts)
+	t.mu.Unlock()
+	for _, p := range puts {
+		if err := p.Wait(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (t *Txn) read(ctx context.Context, req *GetRequest) (Info, OpenSpace, *mvcc.Record, func(), error) {
