@@ -158,7 +158,9 @@ func TestGCRacesWriters(t *testing.T) {
 	ctx := context.Background()
 	fs, ms := vfs.NewMem(), meta.NewMemStore(time.Now)
 	cfg := gcConfig(fs, ms)
-	cfg.GCGrace = 100 * time.Millisecond
+	// The grace must outlast every write's commit (the collector's
+	// contract), lock waits under the race detector included.
+	cfg.GCGrace = time.Second
 	cfg.SegmentSize = 256 << 10
 	n, err := openStarted(ctx, cfg)
 	if err != nil {
@@ -175,9 +177,9 @@ func TestGCRacesWriters(t *testing.T) {
 		}
 	}
 	const keys = 12
-	rounds, round := 3, 1500*time.Millisecond
+	rounds, round := 3, 3*time.Second
 	if testing.Short() {
-		rounds, round = 2, 700*time.Millisecond
+		rounds, round = 2, 2*time.Second
 	}
 	var clones, txns, deletes, collections atomic.Int64
 	for r := range rounds {
@@ -206,7 +208,7 @@ func TestGCRacesWriters(t *testing.T) {
 			// Slow enough that versions outlive the grace.
 			k := fmt.Sprintf("k%d", rng.IntN(keys))
 			_, err := n.Put(ctx, &object.PutRequest{Space: "src", Key: k, Size: 96 << 10}, bytes.NewReader(randBytes(rng, 96<<10)))
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(60 * time.Millisecond)
 			return err
 		})
 		worker(1, func(rng *rand.Rand) error { // clones of src's versions, old ones too
