@@ -26,8 +26,17 @@ func TestFirstStartCredentials(t *testing.T) {
 	dir := t.TempDir()
 	ports := freePorts(t)
 	srv := startServer(t, bin, dir, ports)
-	if !strings.Contains(srv.log.String(), "made the root key") || !strings.Contains(srv.log.String(), "saved it as the default profile") {
-		t.Fatalf("first start did not show and save the root key:\n%s", srv.log)
+	// The server may report the saved profile just after it answers
+	// /healthz: give its log a moment.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		l := srv.log.String()
+		if strings.Contains(l, "made the root key") && strings.Contains(l, "saved it as the default profile") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("first start did not show and save the root key:\n%s", l)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if st, err := os.Stat(srv.creds); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("credentials file: %v %v", st, err)
