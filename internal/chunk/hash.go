@@ -32,6 +32,27 @@ func ParseHash(s string) (Hash, error) {
 	return h, nil
 }
 
+// AppendHashes appends hs to b back to back: the hash lists nodes send
+// each other.
+func AppendHashes(b []byte, hs []Hash) []byte {
+	for _, h := range hs {
+		b = append(b, h[:]...)
+	}
+	return b
+}
+
+// ParseHashes parses a list AppendHashes made.
+func ParseHashes(b []byte) ([]Hash, error) {
+	if len(b)%HashSize != 0 {
+		return nil, fmt.Errorf("chunk: %d bytes is not a list of hashes", len(b))
+	}
+	hs := make([]Hash, len(b)/HashSize)
+	for i := range hs {
+		hs[i] = Hash(b[i*HashSize:])
+	}
+	return hs, nil
+}
+
 // Sum returns the BLAKE3-256 hash of b.
 func Sum(b []byte) Hash { return blake3.Sum256(b) }
 

@@ -65,3 +65,18 @@ func TestGearTable(t *testing.T) {
 		}
 	}
 }
+
+func TestHashLists(t *testing.T) {
+	hs := []Hash{Sum([]byte("a")), Sum([]byte("b")), {}}
+	b := AppendHashes([]byte(nil), hs)
+	got, err := ParseHashes(b)
+	if err != nil || len(got) != len(hs) || got[0] != hs[0] || got[1] != hs[1] || got[2] != hs[2] {
+		t.Fatalf("round trip: %v %v", got, err)
+	}
+	if got, err := ParseHashes(nil); err != nil || len(got) != 0 {
+		t.Fatalf("empty list: %v %v", got, err)
+	}
+	if _, err := ParseHashes(b[:len(b)-1]); err == nil {
+		t.Fatal("a list cut short parsed")
+	}
+}

@@ -148,13 +148,9 @@ func (n *Node) CollectGarbage(ctx context.Context) (err error) {
 	n.gcUpdate(func(st *admin.GCNode) { st.Phase = "marking" })
 	var after *chunk.Hash
 	for {
-		var (
-			batch   []chunk.Hash
-			lengths = map[chunk.Hash]uint32{}
-		)
-		if err := n.chunks.Collectable(ctx, after, cutoff, func(h chunk.Hash, l uint32) bool {
+		var batch []chunk.Hash
+		if err := n.chunks.Collectable(ctx, after, cutoff, func(h chunk.Hash, _ uint32) bool {
 			batch = append(batch, h)
-			lengths[h] = l
 			return len(batch) < rangeclient.RefsMax
 		}); err != nil {
 			return err
@@ -191,8 +187,8 @@ func (n *Node) CollectGarbage(ctx context.Context) (err error) {
 		st.MovedBytes += cs.MovedBytes
 		st.ReclaimedBytes += cs.Freed
 		if err == nil {
-			st.LiveBytes = cs.Before.Live
-			st.Reclaimable = max(0, n.chunks.Stats().Bytes-cs.Before.Live)
+			st.LiveBytes = cs.Live
+			st.Reclaimable = max(0, n.chunks.Stats().Bytes-cs.Live)
 		}
 	})
 	if err != nil {

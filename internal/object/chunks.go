@@ -431,28 +431,31 @@ func (cp *ChunkPlane) TouchChunks(ctx context.Context, hs []chunk.Hash) error {
 	if len(hs) == 0 {
 		return nil
 	}
-	req := make([]byte, 0, len(hs)*chunk.HashSize)
-	for _, h := range hs {
-		req = append(req, h[:]...)
-	}
+	req := chunk.AppendHashes(nil, hs)
 	held := make(map[chunk.Hash]bool, len(hs))
-	note := func(missing []byte) {
+	note := func(out []byte) error {
+		missing, err := chunk.ParseHashes(out)
+		if err != nil {
+			return err
+		}
 		gone := map[chunk.Hash]bool{}
-		for len(missing) >= chunk.HashSize {
-			gone[chunk.Hash(missing[:chunk.HashSize])] = true
-			missing = missing[chunk.HashSize:]
+		for _, h := range missing {
+			gone[h] = true
 		}
 		for _, h := range hs {
 			if !gone[h] {
 				held[h] = true
 			}
 		}
+		return nil
 	}
 	out, err := cp.HandleTouch(ctx, req)
+	if err == nil {
+		err = note(out)
+	}
 	if err != nil {
 		return err
 	}
-	note(out)
 	var (
 		mu     sync.Mutex
 		wg     sync.WaitGroup
@@ -470,9 +473,11 @@ func (cp *ChunkPlane) TouchChunks(ctx context.Context, hs []chunk.Hash) error {
 			out, err := cp.cfg.Call(ctx, nd.ID, ChunkService, "Touch", req, 10*time.Second)
 			mu.Lock()
 			defer mu.Unlock()
+			if err == nil {
+				err = note(out)
+			}
 			switch {
 			case err == nil:
-				note(out)
 			case nd.State == meta.NodeUp:
 				errs = append(errs, fmt.Errorf("node %d: %w", nd.ID, err))
 			default:
@@ -501,20 +506,13 @@ func (cp *ChunkPlane) TouchChunks(ctx context.Context, hs []chunk.Hash) error {
 // HandleTouch touches the chunks a TouchChunks request names (their
 // hashes, back to back) and answers the ones this node does not hold.
 func (cp *ChunkPlane) HandleTouch(_ context.Context, req []byte) ([]byte, error) {
-	if len(req)%chunk.HashSize != 0 {
-		return nil, fmt.Errorf("chunk touch: %d bytes is not a list of hashes", len(req))
-	}
-	hs := make([]chunk.Hash, 0, len(req)/chunk.HashSize)
-	for ; len(req) > 0; req = req[chunk.HashSize:] {
-		hs = append(hs, chunk.Hash(req[:chunk.HashSize]))
+	hs, err := chunk.ParseHashes(req)
+	if err != nil {
+		return nil, fmt.Errorf("chunk touch: %w", err)
 	}
 	missing, err := cp.cfg.Local.Touch(hs)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(missing)*chunk.HashSize)
-	for _, h := range missing {
-		out = append(out, h[:]...)
-	}
-	return out, nil
+	return chunk.AppendHashes(nil, missing), nil
 }

@@ -445,7 +445,7 @@ func (st *Store) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *P
 		if req.IfNoneMatch && parent != nil {
 			return Info{}, Errorf(PreconditionFailed, "the object exists")
 		}
-		rec, err := st.applyRange(ctx, s, req, pm, parent, data, st.loadChunk(ctx, s.Replicas()), st.storeChunk(ctx, s.Replicas()))
+		rec, err := st.applyRange(ctx, s, req, pm, parent, data, st.loadChunk(ctx, s.Replicas()), st.storeChunk(ctx, s.Replicas()), true)
 		if st.removedWhileRead(ctx, s, obj, parent, err) && attempt < maxPlanRetries {
 			continue // the parent went (and its chunks with it): plan again
 		}
@@ -482,17 +482,10 @@ func (st *Store) rangeData(req *PutRequest, body io.Reader) ([]byte, error) {
 // req's offset (or its end, for an append), storing the pieces it
 // rewrites, and returns the new version's record: metadata from req, or
 // the parent's where req has none. load and store read and store the
-// pieces. Without sum (store == nil... see applyRangeTo), the record has
-// only its manifest and size.
+// pieces. Without sum, the record has only its manifest and size: its
+// hashes are left to summarizeInto (a transaction sums a key once at
+// commit, however many writes built it).
 func (st *Store) applyRange(ctx context.Context, s OpenSpace, req *PutRequest, pm chunk.Manifest, parent *mvcc.Record, data []byte,
-	load func(chunk.Ref) ([]byte, error), store func([]byte) (chunk.Ref, error)) (*mvcc.Record, error) {
-	return st.applyRangeTo(ctx, s, req, pm, parent, data, load, store, true)
-}
-
-// applyRangeTo is applyRange; without sum the record has only its
-// manifest and size: its hashes are left to summarizeInto (a transaction
-// sums a key once at commit, however many writes built it).
-func (st *Store) applyRangeTo(ctx context.Context, s OpenSpace, req *PutRequest, pm chunk.Manifest, parent *mvcc.Record, data []byte,
 	load func(chunk.Ref) ([]byte, error), store func([]byte) (chunk.Ref, error), sum bool) (*mvcc.Record, error) {
 	off := req.Offset
 	if req.Mode == PutAppend {

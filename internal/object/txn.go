@@ -163,7 +163,8 @@ func (t *Txn) Get(ctx context.Context, req *GetRequest) (Info, io.ReadCloser, er
 }
 
 // piecesStored waits for the pieces its byte-range writes stored so far
-// (they stay listed: Commit waits again, at once, and sees a failure).
+// (they stay listed: a later call waits again, at once, and sees a
+// failure).
 func (t *Txn) piecesStored(ctx context.Context) error {
 	t.mu.Lock()
 	puts := slices.Clone(t.puts)
@@ -301,7 +302,7 @@ func (t *Txn) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *PutR
 			return nil, err
 		}
 	}
-	rec, err := t.st.applyRangeTo(ctx, s, req, pm, parent, data, t.loadPiece(ctx, s.Replicas()), t.stagePiece(ctx, s.Replicas()), false)
+	rec, err := t.st.applyRange(ctx, s, req, pm, parent, data, t.loadPiece(ctx, s.Replicas()), t.stagePiece(ctx, s.Replicas()), false)
 	if t.builtOnRemoved(ctx, s, obj, err) {
 		return nil, Errorf(TxnConflict, "the version of %s the write builds on was removed meanwhile; run the transaction again", req.Key)
 	}
@@ -495,8 +496,6 @@ func (t *Txn) Commit(ctx context.Context) (uint64, error) {
 	t.committing = true
 	pending := t.unsummed
 	t.unsummed = nil
-	puts := t.puts
-	t.puts, t.staged = nil, nil
 	spaces := maps.Clone(t.spaces)
 	t.mu.Unlock()
 	t.rangeMu.Unlock()
@@ -522,11 +521,9 @@ func (t *Txn) Commit(ctx context.Context) (uint64, error) {
 	})
 	// The pieces byte-range writes stored, durable before anything names
 	// them.
-	for _, p := range puts {
-		if err := p.Wait(ctx); err != nil {
-			t.tx.Rollback()
-			return 0, err
-		}
+	if err := t.piecesStored(ctx); err != nil {
+		t.tx.Rollback()
+		return 0, err
 	}
 	// The hashes of keys built by byte-range writes, once each.
 	for key, u := range pending {

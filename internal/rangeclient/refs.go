@@ -32,15 +32,12 @@ func (c *Client) Refs(ctx context.Context, t *Table, space uint32, cands []chunk
 	for _, h := range cands {
 		want[h] = true
 	}
-	req := make([]byte, 0, len(cands)*chunk.HashSize)
-	for _, h := range cands {
-		req = append(req, h[:]...)
-	}
+	req := chunk.AppendHashes(nil, cands)
 	found := map[chunk.Hash]bool{}
 	lo, hi := keys.SpaceStart(space), keys.SpaceEnd(space)
 	for cursor, n := lo, 0; ; n++ {
 		var (
-			got [][]byte
+			got []chunk.Hash
 			end []byte
 		)
 		err := c.OnRange(ctx, t, cursor, func(r *Range) error {
@@ -58,14 +55,19 @@ func (c *Client) Refs(ctx context.Context, t *Table, space uint32, cands []chunk
 				return err
 			}
 			d := NewDecoder(b)
-			end, got = d.OptBytes(), splitHashes(d.Bytes())
-			return d.Done()
+			end = d.OptBytes()
+			packed := d.Bytes()
+			if err := d.Done(); err != nil {
+				return err
+			}
+			got, err = chunk.ParseHashes(packed)
+			return err
 		})
 		if err != nil {
 			return nil, err
 		}
 		for _, h := range got {
-			found[chunk.Hash(h)] = true
+			found[h] = true
 		}
 		if done != nil {
 			done(n + 1)
@@ -77,44 +79,32 @@ func (c *Client) Refs(ctx context.Context, t *Table, space uint32, cands []chunk
 	}
 }
 
-func splitHashes(b []byte) [][]byte {
-	out := make([][]byte, 0, len(b)/chunk.HashSize)
-	for len(b) >= chunk.HashSize {
-		out = append(out, b[:chunk.HashSize])
-		b = b[chunk.HashSize:]
-	}
-	return out
-}
-
 func (c *Client) handleRefs(_ context.Context, r *Range, req []byte) ([]byte, error) {
 	d := NewDecoder(req)
 	from, to, packed := d.Bytes(), d.OptBytes(), d.Bytes()
 	if err := d.Done(); err != nil {
 		return nil, err
 	}
-	if len(packed)%chunk.HashSize != 0 || len(packed) > RefsMax*chunk.HashSize {
+	cands, err := chunk.ParseHashes(packed)
+	if err != nil || len(cands) > RefsMax {
 		return nil, errorf(CodeMalformed, "refs request with %d bytes of hashes", len(packed))
 	}
-	want := make(map[chunk.Hash]bool, len(packed)/chunk.HashSize)
-	for _, h := range splitHashes(packed) {
-		want[chunk.Hash(h)] = true
+	want := make(map[chunk.Hash]bool, len(cands))
+	for _, h := range cands {
+		want[h] = true
 	}
 	got, end, err := c.refsOwned(r, from, to, want)
 	if err != nil {
 		return nil, err
 	}
-	var flat []byte
-	for _, h := range got {
-		flat = append(flat, h...)
-	}
-	return AppendBytes(AppendOptBytes(nil, end), flat), nil
+	return AppendBytes(AppendOptBytes(nil, end), chunk.AppendHashes(nil, got)), nil
 }
 
 // refsOwned reads which chunks of want the versions and locks of the local
 // replica of r name, from from (which r must hold) to the range's end or
 // to, whichever is first, and returns them with where it stopped (nil: the
 // end of the keyspace).
-func (c *Client) refsOwned(r *Range, from, to []byte, want map[chunk.Hash]bool) (found [][]byte, end []byte, err error) {
+func (c *Client) refsOwned(r *Range, from, to []byte, want map[chunk.Hash]bool) (found []chunk.Hash, end []byte, err error) {
 	rep := r.Replica()
 	before := rep.Descriptor()
 	if !rep.Contains(from) {
@@ -153,7 +143,7 @@ func (c *Client) refsOwned(r *Range, from, to []byte, want map[chunk.Hash]bool) 
 		for _, ref := range m.Chunks {
 			if want[ref.Hash] && !seen[ref.Hash] {
 				seen[ref.Hash] = true
-				found = append(found, ref.Hash[:])
+				found = append(found, ref.Hash)
 			}
 		}
 		return nil

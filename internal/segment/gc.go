@@ -46,15 +46,19 @@ type gcState struct {
 func (s *Store) now() int64 { return s.o.Now().UnixNano() }
 
 // touchHeld reports whether the index holds h and, if it does, records a
-// touch now, under the lock Delete decides under.
+// touch now. A new chunk (the common case) costs one index lookup and no
+// lock. A held one is touched under the lock Delete decides under, then
+// looked up again: a Delete decided before the touch has committed by
+// then (it commits under the lock) and the chunk reads as absent; one
+// decided after sees the touch and keeps it.
 func (s *Store) touchHeld(h chunk.Hash) (bool, error) {
-	s.gc.mu.Lock()
-	defer s.gc.mu.Unlock()
-	ok, err := s.Has(h)
-	if ok {
-		s.gc.touched[h] = s.now()
+	if ok, err := s.Has(h); !ok || err != nil {
+		return ok, err
 	}
-	return ok, err
+	s.gc.mu.Lock()
+	s.gc.touched[h] = s.now()
+	s.gc.mu.Unlock()
+	return s.Has(h)
 }
 
 // lastTouch is h's last touch as the collector counts it; gc.mu is held.
@@ -193,14 +197,6 @@ func (s *Store) entries(ctx context.Context, after *chunk.Hash, fn func(h chunk.
 	return it.Error()
 }
 
-// Usage is how much of the segment files the chunk index still points at.
-type Usage struct {
-	// Bytes is the total size of the segment files; Live the bytes of the
-	// records of indexed chunks (headers included). The rest is garbage
-	// (and block padding) that compaction gives back.
-	Bytes, Live int64
-}
-
 // CompactStats reports one Compact.
 type CompactStats struct {
 	// Segments is the number of segment files removed; Moved and MovedBytes
@@ -210,8 +206,10 @@ type CompactStats struct {
 	Moved      int
 	MovedBytes int64
 	Freed      int64
-	// Before is the usage Compact found.
-	Before Usage
+	// Live is the bytes of the records of indexed chunks (headers
+	// included) Compact found; the rest of the segment files is garbage
+	// (and block padding) that compaction gives back.
+	Live int64
 }
 
 // compactBatch bounds the bytes of chunks Compact holds in memory at once.
@@ -239,9 +237,8 @@ func (s *Store) Compact(ctx context.Context, maxLive float64) (CompactStats, err
 	}); err != nil {
 		return st, err
 	}
-	st.Before.Bytes = s.stats.bytes.Load()
 	for _, v := range live {
-		st.Before.Live += v
+		st.Live += v
 	}
 	open := s.openSeg.Load()
 	if m, ok := metas[open]; ok && m.size >= s.o.SegmentSize/4 && float64(live[open]) < maxLive*float64(m.size) {
@@ -265,8 +262,21 @@ func (s *Store) Compact(ctx context.Context, maxLive float64) (CompactStats, err
 		return st, nil
 	}
 	slices.Sort(victims)
+	// One more pass over the index finds the victims' chunks.
+	ents := map[uint64][]moved{}
 	for _, seg := range victims {
-		if err := s.compactSegment(ctx, seg, metas[seg], &st); err != nil {
+		ents[seg] = nil
+	}
+	if err := s.entries(ctx, nil, func(h chunk.Hash, loc location) bool {
+		if e, ok := ents[loc.seg]; ok {
+			ents[loc.seg] = append(e, moved{h, loc})
+		}
+		return true
+	}); err != nil {
+		return st, err
+	}
+	for _, seg := range victims {
+		if err := s.compactSegment(ctx, seg, metas[seg], ents[seg], &st); err != nil {
 			return st, err
 		}
 	}
@@ -278,16 +288,10 @@ type moved struct {
 	loc location
 }
 
-func (s *Store) compactSegment(ctx context.Context, seg uint64, m segMeta, st *CompactStats) error {
-	var ents []moved
-	if err := s.entries(ctx, nil, func(h chunk.Hash, loc location) bool {
-		if loc.seg == seg {
-			ents = append(ents, moved{h, loc})
-		}
-		return true
-	}); err != nil {
-		return err
-	}
+// compactSegment moves ents, the chunks of segment seg, into the open
+// segment and removes seg.
+func (s *Store) compactSegment(ctx context.Context, seg uint64, m segMeta, ents []moved, st *CompactStats) error {
+	all := ents
 	slices.SortFunc(ents, func(a, b moved) int { return int(a.loc.off - b.loc.off) })
 	for len(ents) > 0 {
 		var (
@@ -325,7 +329,7 @@ func (s *Store) compactSegment(ctx context.Context, seg uint64, m segMeta, st *C
 			}
 		}
 	}
-	if err := s.removeSegment(seg, m); err != nil {
+	if err := s.removeSegment(seg, m, all); err != nil {
 		return err
 	}
 	st.Segments++
@@ -363,18 +367,19 @@ func (s *Store) sealOpen(ctx context.Context, seg uint64) error {
 	return p.Wait(ctx)
 }
 
-// removeSegment removes a segment file the index no longer points into:
-// the file first, then its bookkeeping (a crash between leaves a record
-// of a missing file, which recovery drops).
-func (s *Store) removeSegment(seg uint64, m segMeta) error {
+// removeSegment removes segment seg once none of ents, the chunks it held,
+// is indexed there any more: the file first, then its bookkeeping (a
+// crash between leaves a record of a missing file, which recovery drops).
+func (s *Store) removeSegment(seg uint64, m segMeta, ents []moved) error {
 	left := 0
-	if err := s.entries(context.Background(), nil, func(_ chunk.Hash, loc location) bool {
-		if loc.seg == seg {
+	for _, e := range ents {
+		switch cur, err := s.lookup(e.h); {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return err
+		case cur.seg == seg:
 			left++
 		}
-		return true
-	}); err != nil {
-		return err
 	}
 	if left > 0 {
 		return fmt.Errorf("segment: %s still holds %d indexed chunks after compaction", segmentName(seg), left)
