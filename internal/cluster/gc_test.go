@@ -353,10 +353,19 @@ func TestGCSharingRacesCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(9, 10))
-	for _, op := range []string{"clone", "copy", "txn"} {
+	for _, op := range []string{"clone", "copy", "txn", "merge"} {
 		t.Run(op, func(t *testing.T) {
 			body := randBytes(rng, 512<<10)
-			src := put(t, n, "gcr", op+"-src", body)
+			space := "gcr"
+			if op == "merge" {
+				// The branch's version is merged while the branch is
+				// removed and collected.
+				space = "gcr-branch"
+				if _, err := n.CreateBranch(ctx, "gcr", space, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			src := put(t, n, space, op+"-src", body)
 			// A segment's chunks count as touched when it last took a
 			// write: the source's must be in a sealed one.
 			put(t, n, "gcr", op+"-filler", randBytes(rng, 1<<20))
@@ -364,7 +373,11 @@ func TestGCSharingRacesCollector(t *testing.T) {
 			ran := false
 			f := func() {
 				ran = true
-				if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "gcr", Key: op + "-src", Version: src.Version}); err != nil {
+				if op == "merge" {
+					if err := n.DeleteBranch(ctx, space); err != nil {
+						t.Error(err)
+					}
+				} else if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "gcr", Key: op + "-src", Version: src.Version}); err != nil {
 					t.Error(err)
 				}
 				if err := n.CollectGarbage(ctx); err != nil {
@@ -391,6 +404,9 @@ func TestGCSharingRacesCollector(t *testing.T) {
 					t.Fatal(err)
 				}
 				_, err = tx.Commit(ctx)
+			case "merge":
+				dst = op + "-src"
+				_, err = n.MergeBranch(ctx, &object.MergeRequest{Branch: space})
 			}
 			if err != nil {
 				t.Fatal(err)

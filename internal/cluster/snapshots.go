@@ -41,10 +41,13 @@ func (n *Node) CreateSnapshot(ctx context.Context, spaceName, name string) (obje
 	if err != nil {
 		return object.SnapshotInfo{}, err
 	}
-	id, isView := s.meta.ID, s.base != nil
+	id, isView, isBranch := s.meta.ID, s.base != nil, s.meta.Branch()
 	release()
 	if isView {
 		return object.SnapshotInfo{}, object.Errorf(object.InvalidArgument, "%q is a snapshot already; snapshot the space it shows", spaceName)
+	}
+	if isBranch {
+		return object.SnapshotInfo{}, object.Errorf(object.InvalidArgument, "%q is a branch: a branch cannot be snapshotted yet; merge it, or snapshot the space it branches from (%s)", spaceName, s.meta.Base)
 	}
 	snap, err := n.catalog.CreateSnapshot(ctx, name, spaceName, id)
 	if errors.Is(err, meta.ErrSpaceExists) {
@@ -149,6 +152,23 @@ func (n *Node) openSnapshot(ctx context.Context, name string) (*space, error) {
 	return v, nil
 }
 
+// withBranches is snaps with the branches of the catalog as snapshots of
+// their bases at their branch points (a branch holds its base's history
+// as a snapshot does; a pending one is a pending snapshot).
+func (n *Node) withBranches(ctx context.Context, snaps []meta.Snapshot) ([]meta.Snapshot, error) {
+	spaces, err := n.catalog.ListSpaces(ctx)
+	if err != nil {
+		return nil, err
+	}
+	holds := slices.Clip(snaps)
+	for _, sp := range spaces {
+		if sp.Branch() {
+			holds = append(holds, meta.Snapshot{Name: sp.Name, Of: sp.Base, OfID: sp.BaseID, At: sp.BaseAt})
+		}
+	}
+	return holds, nil
+}
+
 // heldOf returns the held mark of the space with id among snaps.
 func heldOf(snaps []meta.Snapshot, id uint32) uint64 {
 	var held uint64
@@ -174,6 +194,10 @@ func (n *Node) refreshSnapshots(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	holds, err := n.withBranches(ctx, snaps)
+	if err != nil {
+		return err
+	}
 	n.mu.RLock()
 	spaces := make([]*space, 0, len(n.mu.spaces))
 	for _, s := range n.mu.spaces {
@@ -188,7 +212,7 @@ func (n *Node) refreshSnapshots(ctx context.Context) error {
 	n.mu.RUnlock()
 	var errs []error
 	for _, s := range spaces {
-		held := heldOf(snaps, s.meta.ID)
+		held := heldOf(holds, s.meta.ID)
 		if held == s.held.Load() {
 			continue
 		}

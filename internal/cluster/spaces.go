@@ -48,6 +48,10 @@ type space struct {
 	// readAt, read-only.
 	base   *space
 	readAt uint64
+
+	// branch is, for a branch (meta.Branch), its base and branch point,
+	// found on its first use once the branch is made (branches.go).
+	branch atomic.Pointer[branchRef]
 }
 
 // Replicas is how many nodes hold each of the space's chunks (and ranges):
@@ -84,6 +88,14 @@ func (s *space) Table() *rangeclient.Table {
 
 // ReadAt implements object.OpenSpace.
 func (s *space) ReadAt() uint64 { return s.readAt }
+
+// Base implements object.OpenSpace.
+func (s *space) Base() (object.OpenSpace, uint64) {
+	if r := s.branch.Load(); r != nil {
+		return r.base, r.at
+	}
+	return nil, 0
+}
 
 // Held implements object.OpenSpace.
 func (s *space) Held() uint64 {
@@ -191,7 +203,9 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 	n.mu.Unlock()
 	held := object.HeldPending // not known: keep everything until the next refresh
 	if snaps, err := n.catalog.Snapshots(ctx); err == nil {
-		held = heldOf(snaps, sp.ID)
+		if holds, err := n.withBranches(ctx, snaps); err == nil {
+			held = heldOf(holds, sp.ID)
+		}
 	}
 	s.held.Store(held)
 	s.gate.Unlock()
@@ -361,6 +375,11 @@ func (n *Node) acquire(ctx context.Context, name string) (s *space, release func
 			return nil, nil, err
 		}
 	}
+	if s.meta.Branch() && s.branch.Load() == nil {
+		if err := n.findBase(ctx, s); err != nil {
+			return nil, nil, err
+		}
+	}
 	return n.holdSpace(s, name)
 }
 
@@ -485,6 +504,31 @@ func snapshotsKeep(name string, all []meta.Snapshot, of func(meta.Snapshot) bool
 // no live object; its history (noncurrent versions, delete markers) goes
 // with it.
 func (n *Node) DeleteSpace(ctx context.Context, name string) error {
+	return n.deleteSpace(ctx, name, false)
+}
+
+// branchesKeep refuses the delete of space name (id; 0: by name) while
+// branches of it exist, naming them.
+func (n *Node) branchesKeep(ctx context.Context, name string, id uint32) error {
+	all, err := n.catalog.ListSpaces(ctx)
+	if err != nil {
+		return object.Unreachable("space catalog", err)
+	}
+	var names []string
+	for _, sp := range all {
+		if sp.Branch() && (sp.BaseID == id || id == 0 && sp.Base == name) {
+			names = append(names, sp.Name)
+		}
+	}
+	if len(names) > 0 {
+		return object.Errorf(object.SpaceNotEmpty, "space %q has branches (%s): merge and remove them first (cairn branch rm NAME)", name, strings.Join(names, ", "))
+	}
+	return nil
+}
+
+// deleteSpace is DeleteSpace, or with branch, DeleteBranch: a branch goes
+// with what it holds.
+func (n *Node) deleteSpace(ctx context.Context, name string, branch bool) error {
 	if err := meta.ValidSpaceName(name); err != nil {
 		return object.Errorf(object.BadSpaceName, "%v", err)
 	}
@@ -498,6 +542,9 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 		return object.Errorf(object.InvalidArgument, "%q is a snapshot: remove it with cairn snapshot rm %s", name, name)
 	}
 	if err := snapshotsKeep(name, all, func(sn meta.Snapshot) bool { return sn.Of == name && !sn.Pending() }); err != nil {
+		return err
+	}
+	if err := n.branchesKeep(ctx, name, 0); err != nil {
 		return err
 	}
 	n.mu.RLock()
@@ -518,6 +565,12 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 		if s, err = n.openSpace(ctx, sp); err != nil {
 			return err
 		}
+	}
+	switch {
+	case s.meta.Branch() && !branch:
+		return object.Errorf(object.InvalidArgument, "%q is a branch of %q: remove it with cairn branch rm %s", name, s.meta.Base, name)
+	case branch && !s.meta.Branch():
+		return object.Errorf(object.InvalidArgument, "%q is not a branch (cairn branch ls lists them)", name)
 	}
 	// Stop writes to the space on every node before checking it is
 	// empty (fence.go); undo that unless the space goes.
@@ -553,6 +606,9 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 	} else if err := snapshotsKeep(name, all, func(sn meta.Snapshot) bool { return sn.OfID == s.meta.ID }); err != nil {
 		return err
 	}
+	if err := n.branchesKeep(ctx, name, s.meta.ID); err != nil {
+		return err
+	}
 	// Only client keys count: system keys (an S3 bucket's settings, its
 	// open multipart uploads) go with the space.
 	// Every range is asked at once (scatter-gather) for one live key.
@@ -561,7 +617,7 @@ func (n *Node) DeleteSpace(ctx context.Context, name string) error {
 	if err != nil {
 		return object.FromRange(err)
 	}
-	if len(live) > 0 {
+	if len(live) > 0 && !branch {
 		return object.Errorf(object.SpaceNotEmpty, "space %q still holds objects; delete them first", name)
 	}
 	if err := n.catalog.MoveSpaceState(ctx, name, meta.SpaceFencing, meta.SpaceDeleting); err != nil {

@@ -162,7 +162,7 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 				return err
 			}
 		}
-		if c.IfMatch != 0 || c.IfNoneMatch || c.IfAbsent {
+		if c.IfMatch != 0 || c.IfNoneMatch || c.IfAbsent || c.IfNoVersion {
 			if latest == nil {
 				var err error
 				latest, err = mvcc.Latest(rw, c.Obj)
@@ -175,6 +175,9 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 				return ErrPreconditionFailed
 			}
 			if (c.IfNoneMatch || (c.IfAbsent && c.IfMatch == 0)) && live {
+				return ErrPreconditionFailed
+			}
+			if c.IfNoVersion && latest != nil {
 				return ErrPreconditionFailed
 			}
 		}

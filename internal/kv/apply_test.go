@@ -112,7 +112,7 @@ func TestCommandRoundTrip(t *testing.T) {
 	c := &PutCmd{
 		Obj:       keys.Object(7, nil, []byte("a/b")),
 		Rec:       &mvcc.Record{Version: 99, StartTS: 99, Size: 3, Inline: []byte("abc"), Meta: map[string]string{"m": "1"}},
-		Retention: mvcc.Retention{Mode: mvcc.KeepLast, KeepLast: 3}, IfMatch: 5, IfNoneMatch: true, IfAbsent: true,
+		Retention: mvcc.Retention{Mode: mvcc.KeepLast, KeepLast: 3}, IfMatch: 5, IfNoneMatch: true, IfAbsent: true, IfNoVersion: true,
 	}
 	got, err := decode(c.Encode())
 	if err != nil {
@@ -120,7 +120,7 @@ func TestCommandRoundTrip(t *testing.T) {
 	}
 	g := got.(*PutCmd)
 	if string(g.Obj) != string(c.Obj) || g.Rec.Version != 99 || string(g.Rec.Inline) != "abc" || g.Rec.Meta["m"] != "1" ||
-		g.Retention != c.Retention || g.IfMatch != 5 || !g.IfNoneMatch || !g.IfAbsent {
+		g.Retention != c.Retention || g.IfMatch != 5 || !g.IfNoneMatch || !g.IfAbsent || !g.IfNoVersion {
 		t.Fatalf("round trip: %+v", g)
 	}
 	d := &DeleteVersionCmd{Obj: c.Obj, Version: 12}

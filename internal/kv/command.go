@@ -39,6 +39,11 @@ type PutCmd struct {
 	// no live latest version when IfMatch is zero; set by the planner when
 	// the write was planned against an absent object.
 	IfAbsent bool
+	// IfNoVersion requires that the key have no version at all, not even
+	// a delete marker: a branch's key not yet written in the branch,
+	// whose base shows through (a write planned against the base's
+	// version).
+	IfNoVersion bool
 }
 
 // DeleteVersionCmd removes one version of an object.
@@ -107,6 +112,9 @@ func (c *PutCmd) Encode() []byte {
 	if c.IfAbsent {
 		flags |= 2
 	}
+	if c.IfNoVersion {
+		flags |= 4
+	}
 	return append(b, flags)
 }
 
@@ -170,6 +178,7 @@ func decode(b []byte) (any, error) {
 		flags := d.U8()
 		c.IfNoneMatch = flags&1 != 0
 		c.IfAbsent = flags&2 != 0
+		c.IfNoVersion = flags&4 != 0
 		if err := d.Done(); err != nil {
 			return nil, err
 		}

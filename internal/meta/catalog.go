@@ -110,7 +110,17 @@ type Space struct {
 	Settings SpaceSettings
 	State    string    // SpaceActive, SpaceFencing or SpaceDeleting
 	Since    time.Time // when State last changed (zero: never recorded)
+	// Base, BaseID and BaseAt make the space a branch of space Base (id
+	// BaseID) as of BaseAt, its branch point; BaseAt is 0 while the
+	// branch is being made (every node holds Base's history from then
+	// on, as for a pending snapshot).
+	Base   string
+	BaseID uint32
+	BaseAt uint64
 }
+
+// Branch reports whether the space is a branch.
+func (sp Space) Branch() bool { return sp.BaseID != 0 }
 
 // Catalog is the space catalog and range table, kept in a Store. Its methods
 // may be called concurrently (from any number of nodes): every
@@ -133,11 +143,15 @@ type spaceRecord struct {
 	Settings SpaceSettings `json:"settings"`
 	State    string        `json:"state"`
 	Since    *time.Time    `json:"state_since,omitempty"`
+	Base     string        `json:"base,omitempty"`
+	BaseID   uint32        `json:"base_id,omitempty"`
+	BaseAt   uint64        `json:"base_at,omitempty"`
 }
 
 func encodeSpace(sp Space) []byte {
 	rec := spaceRecord{V: formatVersionOne, ID: sp.ID, Name: sp.Name,
-		Created: sp.Created.UTC(), Settings: sp.Settings, State: sp.State}
+		Created: sp.Created.UTC(), Settings: sp.Settings, State: sp.State,
+		Base: sp.Base, BaseID: sp.BaseID, BaseAt: sp.BaseAt}
 	if !sp.Since.IsZero() {
 		since := sp.Since.UTC()
 		rec.Since = &since
@@ -154,7 +168,8 @@ func decodeSpace(kv KV) (Space, error) {
 	if r.V != formatVersionOne {
 		return Space{}, fmt.Errorf("meta: %s has format version %d, want %d", kv.Key, r.V, formatVersionOne)
 	}
-	sp := Space{ID: r.ID, Name: r.Name, Created: r.Created, Settings: r.Settings, State: r.State}
+	sp := Space{ID: r.ID, Name: r.Name, Created: r.Created, Settings: r.Settings, State: r.State,
+		Base: r.Base, BaseID: r.BaseID, BaseAt: r.BaseAt}
 	if r.Since != nil {
 		sp.Since = *r.Since
 	}
@@ -165,6 +180,34 @@ func decodeSpace(kv KV) (Space, error) {
 // returns ErrBadSpaceName, a settings error, or ErrSpaceExists. The space's
 // ID comes from a counter and is never reused, even after deletion.
 func (c *Catalog) CreateSpace(ctx context.Context, name string, set SpaceSettings) (Space, error) {
+	return c.createSpace(ctx, name, set, "", 0)
+}
+
+// CreateBranch adds a pending branch of space base (id baseID) named
+// name (CreateSpace's errors); SetBranchPoint completes it.
+func (c *Catalog) CreateBranch(ctx context.Context, name string, set SpaceSettings, base string, baseID uint32) (Space, error) {
+	if baseID == 0 {
+		return Space{}, errors.New("meta: a branch needs the id of its base")
+	}
+	return c.createSpace(ctx, name, set, base, baseID)
+}
+
+// SetBranchPoint completes pending branch name: it branches from its base
+// as of at.
+func (c *Catalog) SetBranchPoint(ctx context.Context, name string, at uint64) (Space, error) {
+	sp, rev, err := c.getSpace(ctx, name)
+	if err != nil {
+		return Space{}, err
+	}
+	if !sp.Branch() || sp.BaseAt != 0 {
+		return Space{}, fmt.Errorf("meta: %q is not a pending branch", name)
+	}
+	sp.BaseAt = at
+	_, err = c.store.Put(ctx, spaceKey(name), encodeSpace(sp), rev)
+	return sp, err
+}
+
+func (c *Catalog) createSpace(ctx context.Context, name string, set SpaceSettings, base string, baseID uint32) (Space, error) {
 	if err := ValidNewSpaceName(name); err != nil {
 		return Space{}, err
 	}
@@ -187,7 +230,7 @@ func (c *Catalog) CreateSpace(ctx context.Context, name string, set SpaceSetting
 	if err != nil {
 		return Space{}, err
 	}
-	sp := Space{ID: uint32(first), Name: name, Created: c.clock().UTC(), Settings: set, State: SpaceActive}
+	sp := Space{ID: uint32(first), Name: name, Created: c.clock().UTC(), Settings: set, State: SpaceActive, Base: base, BaseID: baseID}
 	// A write whose outcome is unknown (the meta service changed leaders
 	// under it) is settled by reading: the space is ours if it carries the
 	// id allocated above, which no other create can have.

@@ -249,7 +249,7 @@ func (e *ddEnv) run(t *testing.T, d *datadriven.TestData) string {
 
 	case "list":
 		// list [space=N] [prefix=P | lower=K upper=K] [start-after=K] [limit=N] [as-of=TS]
-		//      [versions [after-version=TS]]
+		//      [versions [after-version=TS]] [markers]
 		space := 1
 		d.MaybeScanArgs(t, "space", &space)
 		var o ListOptions
@@ -274,6 +274,7 @@ func (e *ddEnv) run(t *testing.T, d *datadriven.TestData) string {
 			o.AsOf = e.ts(t, d, "as-of")
 		}
 		o.AllVersions = d.HasArg("versions")
+		o.Markers = d.HasArg("markers")
 		if d.HasArg("after-version") {
 			o.AfterVersion = e.ts(t, d, "after-version")
 		}

@@ -29,6 +29,10 @@ type ListOptions struct {
 	// StartAfter's history: its versions older than AfterVersion come
 	// first (the continuation of a page that ended there).
 	AfterVersion uint64
+	// Markers lists a key whose visible version is a delete marker too,
+	// with that marker (a branch's listing: its deletes hide its base's
+	// keys).
+	Markers bool
 }
 
 // Entry is one listed object.
@@ -37,7 +41,7 @@ type Entry struct {
 	// memory of their keys and records (a kept Entry keeps it all).
 	Obj []byte
 	// Rec is the visible version; never a delete marker unless
-	// AllVersions. It has every field but the content: Inline and
+	// AllVersions or Markers. It has every field but the content: Inline and
 	// Manifest are nil (read the version with Exact for them).
 	Rec *Record
 }
@@ -102,7 +106,7 @@ func List(r Reader, o ListOptions) (entries []Entry, more bool, err error) {
 		if err := decodeListed(rec, it.Value(), ts, obj); err != nil {
 			return nil, false, err
 		}
-		if !rec.DeleteMarker {
+		if !rec.DeleteMarker || o.Markers {
 			if o.Limit > 0 && len(entries) == o.Limit {
 				return entries, true, nil
 			}

@@ -82,6 +82,15 @@ func (st *Store) propose(ctx context.Context, s OpenSpace, obj, cmd []byte) (*kv
 // lock's version is read (if it committed in time); pending, a read of the
 // latest reads past it, one as of a time waits for the outcome.
 func (st *Store) readRecord(ctx context.Context, s OpenSpace, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
+	if b, at := s.Base(); b != nil {
+		return st.readBranch(ctx, s, b, at, obj, version, asOf)
+	}
+	return st.readOwn(ctx, s, obj, version, asOf)
+}
+
+// readOwn is readRecord of s's own versions (a branch's, without its
+// base).
+func (st *Store) readOwn(ctx context.Context, s OpenSpace, obj []byte, version, asOf uint64) (*mvcc.Record, error) {
 	if at := s.ReadAt(); at != 0 {
 		// A snapshot: versions after it do not exist, and the latest is
 		// the newest at or before it.
@@ -134,8 +143,29 @@ func (st *Store) settle(ctx context.Context, err error, attempt int) (bool, erro
 	return true, nil
 }
 
-// versions lists obj's versions on the leaseholder of its range in s.
+// versions lists obj's versions on the leaseholder of its range in s,
+// newest first (a branch's own, then its base's at or before the branch
+// point).
 func (st *Store) versions(ctx context.Context, s OpenSpace, obj []byte, before uint64, limit int) ([]*mvcc.Record, bool, error) {
+	recs, more, err := st.versionsOwn(ctx, s, obj, before, limit)
+	b, at := s.Base()
+	if b == nil || err != nil || more || (limit > 0 && len(recs) >= limit) {
+		return recs, more, err
+	}
+	bb := at + 1
+	if before != 0 && before < bb {
+		bb = before
+	}
+	if limit > 0 {
+		limit -= len(recs)
+	}
+	brecs, more, err := st.versionsOwn(ctx, b, rebase(obj, b.ID()), bb, limit)
+	return append(recs, brecs...), more, err
+}
+
+// versionsOwn is versions of s's own versions (a branch's, without its
+// base).
+func (st *Store) versionsOwn(ctx context.Context, s OpenSpace, obj []byte, before uint64, limit int) ([]*mvcc.Record, bool, error) {
 	if at := s.ReadAt(); at != 0 && (before == 0 || before > at+1) {
 		before = at + 1 // a snapshot lists the versions at or before it
 	}

@@ -102,6 +102,10 @@ type OpenSpace interface {
 	// ReadAt is non-zero for a snapshot: the space is read-only, and
 	// shows its keys as of that timestamp.
 	ReadAt() uint64
+	// Base is, for a branch, the space it branches from and the branch
+	// point: a key the branch has no version of reads as the base's did
+	// then (branch.go). Nil and 0 for any other space.
+	Base() (OpenSpace, uint64)
 	// Held is the newest timestamp a snapshot of the space shows
 	// (HeldPending while one is being made; 0: none): no version at or
 	// below it may be removed.
@@ -248,6 +252,9 @@ func (st *Store) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info
 // would land below the latest one; the apply step refuses that, and commit
 // retries with a new timestamp (the body is already stored).
 func (st *Store) commit(ctx context.Context, s OpenSpace, obj []byte, spaceName, key string, c *kv.PutCmd) (Info, error) {
+	if err := st.branchConditions(ctx, s, obj, c); err != nil {
+		return Info{}, err
+	}
 	for attempt := 0; ; attempt++ {
 		ts, err := st.cfg.Timestamps.Next(ctx)
 		if err != nil {
@@ -838,6 +845,9 @@ func (st *Store) Delete(ctx context.Context, req *DeleteRequest) (Info, error) {
 		if err := heldError(s, req.Version); err != nil {
 			return Info{}, err
 		}
+		if err := baseVersion(s, req.Version); err != nil {
+			return Info{}, err
+		}
 		res, err := st.propose(ctx, s, obj, (&kv.DeleteVersionCmd{Obj: obj, Version: req.Version}).Encode())
 		if err != nil {
 			return Info{}, err
@@ -882,7 +892,17 @@ func (st *Store) SetTags(ctx context.Context, req *TagRequest) (Info, error) {
 		if rec.DeleteMarker {
 			return Info{}, Errorf(NotFound, "%q is deleted", req.Key)
 		}
+		if b, at := s.Base(); b != nil && rec.Version <= at {
+			// The base's version, shown by a branch: the branch gets a
+			// version of its own with the new tags (sharing the content).
+			c := *rec
+			c.Tags, c.Origin, c.Parent = req.Tags, nil, 0
+			return st.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: &c, IfNoVersion: true})
+		}
 		v = rec.Version
+	}
+	if err := baseVersion(s, v); err != nil {
+		return Info{}, err
 	}
 	// Tags change in place: a version a snapshot shows keeps its tags.
 	if err := heldError(s, v); err != nil {
@@ -906,12 +926,7 @@ func (st *Store) List(ctx context.Context, req *ListRequest) (ListResult, error)
 	if len(req.Prefix) > keys.MaxKeyLen || len(req.StartAfter) > keys.MaxKeyLen {
 		return ListResult{}, Errorf(KeyTooLong, "prefix or start-after is over %d bytes", keys.MaxKeyLen)
 	}
-	lower := keys.ObjectPrefix(s.ID(), nil, []byte(req.Prefix))
-	upper := keys.PrefixEnd(lower)
-	if !strings.HasPrefix(req.Prefix, SystemKeyPrefix) || !SystemKeys(ctx) {
-		// System keys sort after every UTF-8 key: end the span before them.
-		upper = minBytes(upper, keys.ObjectPrefix(s.ID(), nil, []byte(SystemKeyPrefix)))
-	}
+	lower, upper := listBounds(ctx, s.ID(), req.Prefix)
 	var after []byte
 	if req.StartAfter != "" {
 		after = keys.Object(s.ID(), nil, []byte(req.StartAfter))
@@ -958,6 +973,9 @@ func pageLimit(n uint32) int {
 // listOnce lists [lower, upper) after after, range by range in key order
 // (a scan of one range at a time: a page never reads past its limit).
 func (st *Store) listOnce(ctx context.Context, s OpenSpace, req *ListRequest, lower, upper, after []byte, limit int) (ListResult, error) {
+	if b, at := s.Base(); b != nil {
+		return st.listBranch(ctx, s, b, at, req, limit)
+	}
 	o := listOptions(req, lower, upper, after, limit)
 	if o.AsOf == 0 && len(s.Table().Ranges()) > 1 {
 		// A listing of the latest over several ranges reads them all at

@@ -199,7 +199,11 @@ func (t *Txn) read(ctx context.Context, req *GetRequest) (Info, OpenSpace, *mvcc
 			return Info{}, nil, nil, nil, err
 		}
 	} else {
-		rec, _, err = t.tx.Read(ctx, s.Table(), obj)
+		var mine bool
+		rec, mine, err = t.tx.Read(ctx, s.Table(), obj)
+		if err == nil && rec == nil && !mine {
+			rec, err = t.baseShows(ctx, s, obj)
+		}
 	}
 	if err == nil && rec == nil {
 		err = Errorf(NotFound, "%s/%s does not exist at the transaction's snapshot", req.Space, req.Key)
@@ -254,7 +258,15 @@ func (t *Txn) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, e
 		delete(t.unsummed, string(obj)) // a whole write replaces the key's range writes
 		t.mu.Unlock()
 	}
-	switch {
+	switch b, at := s.Base(); {
+	case b != nil && (req.IfNoneMatch || (req.IfMatch != 0 && req.IfMatch <= at)):
+		// A condition on what the branch's base shows: checked here (the
+		// base's side never changes), and the branch must have had no
+		// live version of the key at the transaction's start.
+		if err := t.baseCondition(ctx, s, obj, req); err != nil {
+			return Info{}, err
+		}
+		err = t.tx.WriteIf(obj, rec, s.Retention(), 0)
 	case req.IfMatch != 0:
 		err = t.tx.WriteIf(obj, rec, s.Retention(), req.IfMatch)
 	case req.IfNoneMatch:
@@ -266,6 +278,52 @@ func (t *Txn) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, e
 		return Info{}, FromRange(err)
 	}
 	return objectInfo(req.Space, req.Key, rec), nil
+}
+
+// baseShows is what branch s shows of obj, which the transaction sees
+// no version of in the branch itself: the base's version at the branch
+// point, unless the branch deleted the key (nil then, and for a space
+// that is no branch).
+func (t *Txn) baseShows(ctx context.Context, s OpenSpace, obj []byte) (*mvcc.Record, error) {
+	b, at := s.Base()
+	if b == nil {
+		return nil, nil
+	}
+	if own, err := t.st.hasOwn(ctx, s, obj, t.tx.StartTS); err != nil || own {
+		return nil, err
+	}
+	rec, err := t.st.readOwn(ctx, b, rebase(obj, b.ID()), 0, at)
+	if KindOf(err) == NotFound {
+		return nil, nil
+	}
+	return rec, err
+}
+
+// baseCondition checks req's IfMatch (a version of the base) or
+// IfNoneMatch against what branch s shows of obj at the transaction's
+// start.
+func (t *Txn) baseCondition(ctx context.Context, s OpenSpace, obj []byte, req *PutRequest) error {
+	own, err := t.st.hasOwn(ctx, s, obj, t.tx.StartTS)
+	if err != nil {
+		return err
+	}
+	if own {
+		if req.IfMatch != 0 {
+			return Errorf(PreconditionFailed, "the branch has its own version of %q, not %s", req.Key, tstamp.String(req.IfMatch))
+		}
+		return nil // IfNoneMatch: the branch's version decides (WriteIf)
+	}
+	rec, err := t.baseShows(ctx, s, obj)
+	if err != nil {
+		return err
+	}
+	if req.IfMatch != 0 && (rec == nil || rec.Version != req.IfMatch) {
+		return Errorf(PreconditionFailed, "%q is not at version %s", req.Key, tstamp.String(req.IfMatch))
+	}
+	if req.IfNoneMatch && rec != nil {
+		return Errorf(PreconditionFailed, "%q exists (in the branch's base)", req.Key)
+	}
+	return nil
 }
 
 // writable refuses a write once Commit has begun.
@@ -289,7 +347,10 @@ func (t *Txn) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *PutR
 	if err != nil {
 		return nil, err
 	}
-	parent, _, err := t.tx.Read(ctx, s.Table(), obj)
+	parent, mine, err := t.tx.Read(ctx, s.Table(), obj)
+	if err == nil && parent == nil && !mine {
+		parent, err = t.baseShows(ctx, s, obj)
+	}
 	if err != nil {
 		return nil, FromRange(err)
 	}

@@ -316,6 +316,18 @@ func (c *Client) readRange(ctx context.Context, r *Range, obj []byte, version, a
 	return rec, err
 }
 
+// listFlags are a forwarded listing's options past its span.
+func listFlags(o mvcc.ListOptions) byte {
+	var f byte
+	if o.AllVersions {
+		f |= 1
+	}
+	if o.Markers {
+		f |= 2
+	}
+	return f
+}
+
 // List lists r's part of a listing on its leaseholder.
 func (c *Client) List(ctx context.Context, r *Range, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
 	if r.LeaseHere(ctx) {
@@ -326,8 +338,8 @@ func (c *Client) List(ctx context.Context, r *Range, o mvcc.ListOptions) ([]mvcc
 	req = AppendOptBytes(req, o.Lower)
 	req = AppendOptBytes(req, o.Upper)
 	req = AppendOptBytes(req, o.StartAfter)
-	if o.AllVersions {
-		req = binary.BigEndian.AppendUint64(append(req, 1), o.AfterVersion)
+	if o.AllVersions || o.Markers {
+		req = binary.BigEndian.AppendUint64(append(req, listFlags(o)), o.AfterVersion)
 	}
 	b, err := c.forward(ctx, r, "List", req)
 	if errors.Is(err, errLeaseHere) {

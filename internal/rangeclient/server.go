@@ -99,8 +99,10 @@ func (c *Client) handleList(ctx context.Context, r *Range, req []byte) ([]byte, 
 	o := mvcc.ListOptions{AsOf: d.U64(), Limit: int(d.U32())}
 	o.Lower, o.Upper, o.StartAfter = d.OptBytes(), d.OptBytes(), d.OptBytes()
 	if d.Err() == nil && d.Len() > 0 {
-		// An AllVersions listing: a flag byte and the version to resume after.
-		o.AllVersions, o.AfterVersion = d.U8() == 1, d.U64()
+		// Flags (listFlags) and the version an AllVersions listing
+		// resumes after.
+		f := d.U8()
+		o.AllVersions, o.Markers, o.AfterVersion = f&1 != 0, f&2 != 0, d.U64()
 	}
 	if err := d.Done(); err != nil {
 		return nil, err

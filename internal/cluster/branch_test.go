@@ -1,0 +1,357 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cairn-db/cairn/internal/object"
+)
+
+// TestBranch: a branch reads its base as of the branch point, takes
+// writes and deletes of its own without touching the base, lists and
+// lists versions as the merge of the two, checks conditional writes
+// against what it shows, holds the base's history, and goes with rm.
+func TestBranch(t *testing.T) {
+	n := openTestNode(t)
+	ctx := context.Background()
+	if _, err := n.CreateSpace(ctx, "main", object.SpaceSettings{Retention: "last", KeepLast: 1, Ranges: 3}); err != nil {
+		t.Fatal(err)
+	}
+	a1 := put(t, n, "main", "a", []byte("a1"))
+	put(t, n, "main", "b", []byte("b1"))
+	big := bytes.Repeat([]byte("big"), 200000)
+	put(t, n, "main", "m", big)
+	put(t, n, "main", "z", []byte("z1"))
+	put(t, n, "main", "t", []byte("t1"))
+	before := n.chunks.Stats().Bytes
+	br, err := n.CreateBranch(ctx, "main", "dev", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.chunks.Stats().Bytes != before || br.At <= a1.Version || br.Space != "main" || br.Name != "dev" {
+		t.Fatalf("branch %+v (segment bytes %d -> %d)", br, before, n.chunks.Stats().Bytes)
+	}
+	read := func(space, key string) string {
+		t.Helper()
+		got, _, err := get(t, n, object.GetRequest{Space: space, Key: key})
+		if err != nil {
+			return "error: " + object.KindOf(err).String()
+		}
+		return string(got)
+	}
+	keysOf := func(space string) string {
+		t.Helper()
+		return strings.Join(listAll(t, n, space, 2), ",")
+	}
+	// The base moves on after the branch point: the branch does not see it.
+	a2 := put(t, n, "main", "a", []byte("a2")) // keep-last 1 would prune a1
+	put(t, n, "main", "c", []byte("c1"))
+	if got := read("dev", "a"); got != "a1" {
+		t.Fatalf("branch reads a = %q, want the base's a1", got)
+	}
+	if got := read("dev", "m"); got != string(big) {
+		t.Fatal("branch reads the big object wrong")
+	}
+	// Writes and deletes land in the branch only.
+	put(t, n, "dev", "b", []byte("b-dev"))
+	put(t, n, "dev", "d", []byte("d-dev"))
+	if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "dev", Key: "z"}); err != nil {
+		t.Fatal(err)
+	}
+	for space, want := range map[string]map[string]string{
+		"dev":  {"a": "a1", "b": "b-dev", "c": "error: not found", "d": "d-dev", "z": "error: not found"},
+		"main": {"a": "a2", "b": "b1", "c": "c1", "d": "error: not found", "z": "z1"},
+	} {
+		for key, w := range want {
+			if got := read(space, key); got != w {
+				t.Fatalf("%s/%s = %q, want %q", space, key, got, w)
+			}
+		}
+	}
+	if got := keysOf("dev"); got != "a,b,d,m,t" {
+		t.Fatalf("branch lists %s", got)
+	}
+	if got := keysOf("main"); got != "a,b,c,m,t,z" {
+		t.Fatalf("base lists %s", got)
+	}
+	// The key's history in the branch: its own versions, then the base's
+	// up to the point; a base version reads by number.
+	vs, err := n.Versions(ctx, &object.VersionsRequest{Space: "dev", Key: "b"})
+	if err != nil || len(vs.Versions) != 2 || vs.Versions[0].Version <= br.At || vs.Versions[1].Version >= br.At {
+		t.Fatalf("versions of b in the branch: %+v %v", vs.Versions, err)
+	}
+	if got, _, err := get(t, n, object.GetRequest{Space: "dev", Key: "b", Version: vs.Versions[1].Version}); err != nil || string(got) != "b1" {
+		t.Fatalf("the base's version of b read through the branch: %q %v", got, err)
+	}
+	if _, _, err := get(t, n, object.GetRequest{Space: "dev", Key: "a", Version: a2.Version}); object.KindOf(err) != object.NotFound {
+		t.Fatalf("a base version after the point read through the branch: %v", err)
+	}
+	if got, _, err := get(t, n, object.GetRequest{Space: "dev", Key: "b", AsOf: br.At}); err != nil || string(got) != "b1" {
+		t.Fatalf("the branch as of its point: %q %v", got, err)
+	}
+	all, err := n.List(ctx, &object.ListRequest{Space: "dev", AllVersions: true, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hist []string
+	for _, o := range all.Objects {
+		hist = append(hist, fmt.Sprintf("%s:%v", o.Key, o.DeleteMarker))
+	}
+	if got := strings.Join(hist, ","); got != "a:false,b:false,b:false,d:false,m:false,t:false,z:true,z:false" {
+		t.Fatalf("the branch's version listing: %s", got)
+	}
+	// Conditional writes see what the branch shows.
+	if _, err := n.Put(ctx, &object.PutRequest{Space: "dev", Key: "a", Size: 1, IfNoneMatch: true}, strings.NewReader("x")); object.KindOf(err) != object.PreconditionFailed {
+		t.Fatalf("if-none-match over a base key: %v", err)
+	}
+	if _, err := n.Put(ctx, &object.PutRequest{Space: "dev", Key: "a", Size: 1, IfMatch: a2.Version}, strings.NewReader("x")); object.KindOf(err) != object.PreconditionFailed {
+		t.Fatalf("if-match of a version after the point: %v", err)
+	}
+	if _, err := n.Put(ctx, &object.PutRequest{Space: "dev", Key: "a", Size: 3, IfMatch: a1.Version}, strings.NewReader("a-d")); err != nil {
+		t.Fatalf("if-match of the base's version: %v", err)
+	}
+	if _, err := n.Put(ctx, &object.PutRequest{Space: "dev", Key: "z", Size: 3, IfNoneMatch: true}, strings.NewReader("z-d")); err != nil {
+		t.Fatalf("if-none-match of a key the branch deleted: %v", err)
+	}
+	// A byte-range write builds on the base's version.
+	if _, err := n.Put(ctx, &object.PutRequest{Space: "dev", Key: "m", Mode: object.PutWriteAt, Offset: 3, Size: 3}, strings.NewReader("BIG")); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("dev", "m"); got != "bigBIG"+string(big[6:]) {
+		t.Fatal("a byte-range write over the base's version reads wrong")
+	}
+	if got := read("main", "m"); got != string(big) {
+		t.Fatal("a byte-range write in the branch changed the base")
+	}
+	// Tagging the base's version gives the branch its own.
+	if info, err := n.SetTags(ctx, &object.TagRequest{Space: "dev", Key: "t", Tags: map[string]string{"k": "v"}}); err != nil || info.Version <= br.At {
+		t.Fatalf("tagging the base's version in the branch: %+v %v", info, err)
+	}
+	if got, info, err := get(t, n, object.GetRequest{Space: "dev", Key: "t"}); err != nil || string(got) != "t1" || info.Tags["k"] != "v" {
+		t.Fatalf("the branch's tagged t: %q %+v %v", got, info, err)
+	}
+	if _, info, err := get(t, n, object.GetRequest{Space: "main", Key: "t"}); err != nil || len(info.Tags) != 0 {
+		t.Fatalf("tagging in the branch tagged the base: %+v %v", info, err)
+	}
+	// The base's history is held; the branch changes only its own.
+	if got, _, err := get(t, n, object.GetRequest{Space: "main", Key: "a", Version: a1.Version}); err != nil || string(got) != "a1" {
+		t.Fatalf("a1 was pruned under the branch: %q %v", got, err)
+	}
+	if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "dev", Key: "b", Version: vs.Versions[1].Version}); object.KindOf(err) != object.InvalidArgument {
+		t.Fatalf("removing the base's version through the branch: %v", err)
+	}
+	// Names, kinds and removal.
+	if _, err := n.CreateBranch(ctx, "main", "main", ""); object.KindOf(err) != object.SpaceExists {
+		t.Fatalf("a branch named as a space: %v", err)
+	}
+	if _, err := n.CreateBranch(ctx, "dev", "dev2", ""); object.KindOf(err) != object.InvalidArgument {
+		t.Fatalf("a branch of a branch: %v", err)
+	}
+	if _, err := n.CreateSnapshot(ctx, "dev", "devsnap"); object.KindOf(err) != object.InvalidArgument {
+		t.Fatalf("a snapshot of a branch: %v", err)
+	}
+	if err := n.DeleteSpace(ctx, "main"); object.KindOf(err) != object.SpaceNotEmpty || !strings.Contains(err.Error(), "dev") {
+		t.Fatalf("deleting a space with a branch: %v", err)
+	}
+	if err := n.DeleteSpace(ctx, "dev"); object.KindOf(err) != object.InvalidArgument {
+		t.Fatalf("space rm of a branch: %v", err)
+	}
+	ls, err := n.Branches(ctx, "main")
+	if err != nil || len(ls) != 1 || ls[0].Name != "dev" || ls[0].At != br.At {
+		t.Fatalf("branches of main: %+v %v", ls, err)
+	}
+	spaces, err := n.ListSpaces(ctx)
+	if err != nil || !slices.ContainsFunc(spaces, func(s object.SpaceInfo) bool { return s.Name == "dev" }) {
+		t.Fatalf("a branch is a space: %+v %v", spaces, err)
+	}
+	if err := n.DeleteBranch(ctx, "dev"); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("dev", "a"); got != "error: space not found" {
+		t.Fatalf("a removed branch reads %q", got)
+	}
+	if err := n.DeleteBranch(ctx, "main"); object.KindOf(err) != object.InvalidArgument {
+		t.Fatalf("branch rm of a space: %v", err)
+	}
+	if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "main", Key: "a", Version: a1.Version}); err != nil {
+		t.Fatalf("removing a version no branch holds: %v", err)
+	}
+}
+
+// TestBranchFromSnapshot: a branch made from a snapshot shows the space
+// as the snapshot does, and outlives it.
+func TestBranchFromSnapshot(t *testing.T) {
+	n := openTestNode(t)
+	ctx := context.Background()
+	if _, err := n.CreateSpace(ctx, "main", object.SpaceSettings{Retention: "last", KeepLast: 1}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, n, "main", "a", []byte("a1"))
+	snap, err := n.CreateSnapshot(ctx, "main", "monday")
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, n, "main", "a", []byte("a2"))
+	br, err := n.CreateBranch(ctx, "main", "fix", "monday")
+	if err != nil || br.At != snap.At {
+		t.Fatalf("branch %+v from snapshot %+v: %v", br, snap, err)
+	}
+	if err := n.DeleteSnapshot(ctx, "monday"); err != nil {
+		t.Fatal(err)
+	}
+	put(t, n, "main", "a", []byte("a3")) // would prune a1 without the branch
+	if got, _, err := get(t, n, object.GetRequest{Space: "fix", Key: "a"}); err != nil || string(got) != "a1" {
+		t.Fatalf("the branch reads %q %v", got, err)
+	}
+	if _, err := n.CreateBranch(ctx, "main", "fix2", "nosnap"); object.KindOf(err) != object.SpaceNotFound {
+		t.Fatalf("a branch from no snapshot: %v", err)
+	}
+}
+
+// TestBranchMerge: a merge takes what changed only in the branch,
+// reports keys changed on both sides, and settles them by strategy, all
+// in one transaction; merging again changes nothing.
+func TestBranchMerge(t *testing.T) {
+	n := openTestNode(t)
+	ctx := context.Background()
+	if _, err := n.CreateSpace(ctx, "main", object.SpaceSettings{Ranges: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"same", "both", "gone-here", "gone-there", "edit-there"} {
+		put(t, n, "main", k, []byte(k+"0"))
+	}
+	if _, err := n.CreateBranch(ctx, "main", "work", ""); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("chunky"), 100000)
+	put(t, n, "work", "new", big)
+	put(t, n, "work", "both", []byte("both-branch"))
+	put(t, n, "work", "gone-here", []byte("edited"))
+	put(t, n, "work", "edit-there", []byte("edit-there1"))
+	if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "work", Key: "gone-there"}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, n, "main", "both", []byte("both-main"))
+	if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "main", Key: "gone-here"}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, n, "work", "twice", []byte("same change"))
+	put(t, n, "main", "twice", []byte("same change"))
+
+	res, err := n.MergeBranch(ctx, &object.MergeRequest{Branch: "work", Into: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conflicts []string
+	for _, c := range res.Conflicts {
+		conflicts = append(conflicts, c.Key)
+	}
+	if res.Version != 0 || res.Applied != 0 || strings.Join(conflicts, ",") != "both,gone-here" {
+		t.Fatalf("merge with conflicts (fail): %+v", res)
+	}
+	if got, _, _ := get(t, n, object.GetRequest{Space: "main", Key: "edit-there"}); string(got) != "edit-there0" {
+		t.Fatal("a failed merge wrote")
+	}
+	if _, err := n.MergeBranch(ctx, &object.MergeRequest{Branch: "work", Into: "work2"}); object.KindOf(err) != object.InvalidArgument {
+		t.Fatalf("merge into another space: %v", err)
+	}
+	if _, err := n.MergeBranch(ctx, &object.MergeRequest{Branch: "main"}); object.KindOf(err) != object.InvalidArgument {
+		t.Fatalf("merge of a space: %v", err)
+	}
+	before := n.chunks.Stats().Bytes
+	res, err = n.MergeBranch(ctx, &object.MergeRequest{Branch: "work", Strategy: object.MergeDestWins})
+	if err != nil || res.Version == 0 || res.Applied != 3 || len(res.Conflicts) != 2 {
+		t.Fatalf("merge, dest wins: %+v %v", res, err)
+	}
+	if n.chunks.Stats().Bytes != before {
+		t.Fatal("a merge copied data")
+	}
+	want := map[string]string{"same": "same0", "both": "both-main", "gone-here": "error", "gone-there": "error",
+		"edit-there": "edit-there1", "new": string(big), "twice": "same change"}
+	for k, w := range want {
+		got, info, err := get(t, n, object.GetRequest{Space: "main", Key: k})
+		if err != nil {
+			got = []byte("error")
+		}
+		if string(got) != w {
+			t.Fatalf("after the merge main/%s = %.20q, want %.20q", k, got, w)
+		}
+		if k == "new" && (info.Version != res.Version || info.Origin == nil || info.Origin.Key != "new") {
+			t.Fatalf("a merged key's version %+v (merge at %d)", info, res.Version)
+		}
+	}
+	res, err = n.MergeBranch(ctx, &object.MergeRequest{Branch: "work", Strategy: object.MergeSourceWins})
+	if err != nil || res.Applied != 2 || len(res.Conflicts) != 2 {
+		t.Fatalf("merge, source wins: %+v %v", res, err)
+	}
+	if got, _, _ := get(t, n, object.GetRequest{Space: "main", Key: "both"}); string(got) != "both-branch" {
+		t.Fatalf("source wins: both = %q", got)
+	}
+	res, err = n.MergeBranch(ctx, &object.MergeRequest{Branch: "work", Strategy: object.MergeFail})
+	if err != nil || res.Applied != 0 || len(res.Conflicts) != 0 || res.Version != 0 {
+		t.Fatalf("merging again: %+v %v", res, err)
+	}
+}
+
+// TestBranchListingModel lists a branch with random writes and deletes
+// on both sides, page by page at random sizes, and compares it with a
+// model: the base as of the point overlaid with the branch's own.
+func TestBranchListingModel(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	n := openTestNode(t)
+	ctx := context.Background()
+	if _, err := n.CreateSpace(ctx, "main", object.SpaceSettings{Ranges: 3}); err != nil {
+		t.Fatal(err)
+	}
+	model := map[string]string{}
+	key := func() string { return fmt.Sprintf("k%03d", rng.IntN(120)) }
+	step := func(space string, m map[string]string) {
+		k := key()
+		if rng.IntN(3) == 0 {
+			if _, err := n.Delete(ctx, &object.DeleteRequest{Space: space, Key: k}); err != nil {
+				t.Fatal(err)
+			}
+			delete(m, k)
+			return
+		}
+		v := fmt.Sprintf("%s-%d", space, rng.IntN(1000))
+		put(t, n, space, k, []byte(v))
+		m[k] = v
+	}
+	for range 150 {
+		step("main", model)
+	}
+	if _, err := n.CreateBranch(ctx, "main", "side", ""); err != nil {
+		t.Fatal(err)
+	}
+	branch := map[string]string{}
+	for k, v := range model {
+		branch[k] = v
+	}
+	after := map[string]string{}
+	for range 150 {
+		step("side", branch)
+		step("main", after) // the base moves on; the branch must not see it
+	}
+	var want []string
+	for k := range branch {
+		want = append(want, k)
+	}
+	slices.Sort(want)
+	got := listAll(t, n, "side", uint32(1+rng.IntN(7)))
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("branch lists\n%v\nwant\n%v", got, want)
+	}
+	for _, k := range want[:min(len(want), 20)] {
+		if b, _, err := get(t, n, object.GetRequest{Space: "side", Key: k}); err != nil || string(b) != branch[k] {
+			t.Fatalf("side/%s = %q %v, want %q", k, b, err, branch[k])
+		}
+	}
+}
