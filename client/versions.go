@@ -114,3 +114,75 @@ func (c *Client) DeleteSnapshot(ctx context.Context, name string) error {
 		return err
 	})
 }
+
+// BranchInfo describes a branch: a writable space whose reads fall
+// through to Space as of At.
+type BranchInfo = object.BranchInfo
+
+// MergeResult is a merge's outcome: its version, the keys taken and the
+// keys changed on both sides.
+type MergeResult = object.MergeResult
+
+// MergeConflict is one key changed on both sides of a merge.
+type MergeConflict = object.MergeConflict
+
+// Merge strategies for MergeBranch.
+const (
+	MergeFail       = object.MergeFail
+	MergeSourceWins = object.MergeSourceWins
+	MergeDestWins   = object.MergeDestWins
+)
+
+// CreateBranch makes name a writable space whose reads fall through to
+// space as of one timestamp (now, or snapshot from's: "" for now) and
+// whose writes never touch space; no data is copied. It needs the admin
+// grant on space.
+func (c *Client) CreateBranch(ctx context.Context, space, name, from string) (BranchInfo, error) {
+	var l []BranchInfo
+	err := c.do(ctx, false, nil, func(cn *wire.Conn) (err error) {
+		l, _, err = cn.Branch(ctx, &wire.BranchRequest{Action: wire.BranchCreate, Space: space, Name: name, From: from})
+		return err
+	})
+	if err == nil && len(l) != 1 {
+		err = wire.Errorf(wire.CodeMalformed, "BRANCH create answered %d branches", len(l))
+	}
+	if err != nil {
+		return BranchInfo{}, err
+	}
+	return l[0], nil
+}
+
+// Branches lists the branches of space ("": of every space) that the key
+// may read, in name order.
+func (c *Client) Branches(ctx context.Context, space string) ([]BranchInfo, error) {
+	var l []BranchInfo
+	err := c.do(ctx, true, nil, func(cn *wire.Conn) (err error) {
+		l, _, err = cn.Branch(ctx, &wire.BranchRequest{Action: wire.BranchList, Space: space})
+		return err
+	})
+	return l, err
+}
+
+// DeleteBranch removes branch name with everything written in it. It
+// needs the admin grant on name or on the space it branches from.
+func (c *Client) DeleteBranch(ctx context.Context, name string) error {
+	return c.do(ctx, false, nil, func(cn *wire.Conn) error {
+		_, _, err := cn.Branch(ctx, &wire.BranchRequest{Action: wire.BranchDelete, Name: name})
+		return err
+	})
+}
+
+// MergeBranch merges branch name into the space it branches from (into:
+// that space's name, or ""), three-way and by object, in one
+// transaction: a key changed only in the branch is taken; one changed on
+// both sides is a conflict, settled by strategy (MergeFail, the default:
+// nothing is merged and the result lists the conflicts). It needs the
+// read grant on the branch and the write grant on the space.
+func (c *Client) MergeBranch(ctx context.Context, name, into, strategy string) (MergeResult, error) {
+	var res MergeResult
+	err := c.do(ctx, false, nil, func(cn *wire.Conn) (err error) {
+		_, res, err = cn.Branch(ctx, &wire.BranchRequest{Action: wire.BranchMerge, Name: name, Into: into, Strategy: strategy})
+		return err
+	})
+	return res, err
+}

@@ -52,7 +52,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(
 		newServerCmd(),
 		newPutCmd(), newGetCmd(), newCatCmd(), newRmCmd(), newStatCmd(),
-		newVersionsCmd(), newLsCmd(), newSpaceCmd(), newCloneCmd(), newLineageCmd(), newDiffCmd(), newSnapshotCmd(),
+		newVersionsCmd(), newLsCmd(), newSpaceCmd(), newCloneCmd(), newLineageCmd(), newDiffCmd(), newSnapshotCmd(), newBranchCmd(),
 		newShellCmd(), newTxnCmd(), newReplayCmd(), newBenchCmd(), newClusterCmd(), newGCCmd(), newNodeCmd(), newKeyCmd(),
 	)
 	return root

@@ -105,4 +105,43 @@ func TestCLIVersions(t *testing.T) {
 	if out, errs, code := run(t, bin, srv, "", "snapshot", "rm", "models-v4", "--access-key", "modeladmin", "--secret-key", adminSecret); code != 0 {
 		t.Fatalf("the space's admin removing its snapshot: exit %d %s %s", code, out, errs)
 	}
+
+	// Branches: made, written without touching the space, merged back
+	// (conflicts stop a merge unless a strategy settles them), removed.
+	out = must("", "branch", "create", "models", "exp")
+	if !strings.Contains(out, "branch exp of models as of") {
+		t.Fatalf("branch create: %q", out)
+	}
+	must("exp weights\n", "put", "exp/w", "-")
+	must("new in exp\n", "put", "exp/new", "-")
+	if got := must("", "cat", "models/w"); got != "weights v3\n" {
+		t.Fatalf("a write to the branch changed the space: %q", got)
+	}
+	if out := must("", "ls", "exp"); !strings.Contains(out, " new\n") || !strings.Contains(out, " w\n") {
+		t.Fatalf("ls of the branch: %q", out)
+	}
+	if out := must("", "branch", "ls", "models"); !strings.Contains(out, "exp") {
+		t.Fatalf("branch ls: %q", out)
+	}
+	must("weights v4\n", "put", "models/w", "-")
+	fails(1, "nothing merged", "branch", "merge", "exp")
+	var res client.MergeResult
+	if err := json.Unmarshal([]byte(must("", "branch", "merge", "exp", "--into", "models", "--strategy", "dest-wins", "--json")), &res); err != nil || res.Applied != 1 || len(res.Conflicts) != 1 || res.Conflicts[0].Key != "w" {
+		t.Fatalf("merge --json: %+v %v", res, err)
+	}
+	if got := must("", "cat", "models/new"); got != "new in exp\n" {
+		t.Fatalf("the merged key reads %q", got)
+	}
+	if out := must("", "branch", "merge", "exp", "--strategy", "source-wins"); !strings.Contains(out, "merged exp: 1 keys") {
+		t.Fatalf("merge, source wins: %q", out)
+	}
+	if got := must("", "cat", "models/w"); got != "exp weights\n" {
+		t.Fatalf("source wins: %q", got)
+	}
+	fails(1, "has branches", "space", "rm", "models")
+	fails(1, "branch rm", "space", "rm", "exp")
+	fails(1, "may not", "branch", "create", "models", "exp2", "--access-key", "viewer", "--secret-key", secret)
+	fails(1, "may not", "branch", "merge", "exp", "--access-key", "viewer", "--secret-key", secret)
+	must("", "branch", "rm", "exp")
+	fails(1, "does not exist", "cat", "exp/w")
 }

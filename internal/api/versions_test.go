@@ -101,6 +101,34 @@ func TestVersionsOverJSON(t *testing.T) {
 		t.Fatalf("snapshot list after delete: %s", b)
 	}
 
+	// Branches: made, written through a transaction, merged, removed.
+	st, b = post(t, ep, "/_cairn/v1/branch/create", api.BranchRequest{Space: "vjone", Name: "vjone-dev"}, nil)
+	if br := must[api.Branch](t, st, b); br.Name != "vjone-dev" || br.Space != "vjone" || br.At == "" {
+		t.Fatalf("branch create: %s", b)
+	}
+	st, b = post(t, ep, "/_cairn/v1/txn/commit", api.CommitRequest{Start: begin(t, ep), Writes: []api.Write{{Ref: api.Ref{Space: "vjone-dev", Key: "dev"}, Data: []byte("dev")}}}, nil)
+	if st != 200 {
+		t.Fatalf("a commit into a branch: %d %s", st, b)
+	}
+	st, b = post(t, ep, "/_cairn/v1/txn/read", api.ReadRequest{At: begin(t, ep), Objects: []api.Ref{{Space: "vjone-dev", Key: "a"}, {Space: "vjone-dev", Key: "dev"}}}, nil)
+	if rd := must[api.ReadResponse](t, st, b); string(rd.Objects[0].Data) != "new" || string(rd.Objects[1].Data) != "dev" {
+		t.Fatalf("reading the branch: %s", b)
+	}
+	st, b = post(t, ep, "/_cairn/v1/branch/list", api.BranchRequest{Space: "vjone"}, nil)
+	if l := must[api.BranchList](t, st, b); len(l.Branches) != 1 || l.Branches[0].Name != "vjone-dev" {
+		t.Fatalf("branch list: %s", b)
+	}
+	st, b = post(t, ep, "/_cairn/v1/branch/merge", api.BranchRequest{Name: "vjone-dev"}, nil)
+	if m := must[api.MergeResponse](t, st, b); m.Applied != 1 || m.Version == "" || len(m.Conflicts) != 0 {
+		t.Fatalf("branch merge: %s", b)
+	}
+	st, b = post(t, ep, "/_cairn/v1/branch/merge", api.BranchRequest{Name: "vjone-dev", Strategy: "nope"}, nil)
+	if st != 400 {
+		t.Fatalf("a merge with no such strategy: %d %s", st, b)
+	}
+	st, b = post(t, ep, "/_cairn/v1/branch/delete", api.BranchRequest{Name: "vjone-dev"}, nil)
+	must[struct{}](t, st, b)
+
 	for name, tc := range map[string]struct {
 		path   string
 		body   any

@@ -1093,6 +1093,8 @@ func (c *serverConn) handle(ctx context.Context, h Header, txnID uint64, body []
 		resp, err = c.versionsOp(ctx, h.Op, tx, buf, body)
 	case OpSnapshot:
 		resp, err = c.snapshotOp(ctx, buf, body)
+	case OpBranch:
+		resp, err = c.branchOp(ctx, buf, body)
 	case OpBatch:
 		var items []BatchItem
 		if items, err = DecodeBatchRequest(body); err == nil {

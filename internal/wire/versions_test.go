@@ -26,13 +26,17 @@ func sampleVersionBodies(r *rand.Rand) [][]byte {
 		AppendDiff(nil, &df),
 		AppendSnapshotRequest(nil, SnapshotCreate, "space", "snap"),
 		AppendSnapshotInfos(nil, []object.SnapshotInfo{{Name: "snap", Space: "space", At: 5, Created: 6}, {Name: "s2", Space: "sp", At: 7}}),
+		AppendBranchRequest(nil, &BranchRequest{Action: BranchMerge, Name: "dev", Into: "main", Strategy: "source-wins"}),
+		AppendBranchInfos(nil, []object.BranchInfo{{Name: "dev", Space: "main", At: 5, Created: 6}}),
+		AppendMergeResult(nil, &object.MergeResult{Version: 9, Applied: 3, Conflicts: []object.MergeConflict{{Key: "a", Reason: "changed on both sides"}}}),
+		AppendBranchRequest(nil, &BranchRequest{Action: BranchCreate, Space: "main", Name: "dev", From: "monday"}),
 	}
 }
 
 // decodeVersionBody decodes body as kind (the order of
 // sampleVersionBodies) and re-encodes it.
 func decodeVersionBody(kind int, b []byte) (v any, again func() (any, error), err error) {
-	switch kind % 8 {
+	switch kind % 12 {
 	case 0:
 		x, err := DecodeCloneRequest(b)
 		return x, func() (any, error) { return DecodeCloneRequest(AppendCloneRequest(nil, &x)) }, err
@@ -65,13 +69,22 @@ func decodeVersionBody(kind int, b []byte) (v any, again func() (any, error), er
 			y.action, y.space, y.name, err = DecodeSnapshotRequest(AppendSnapshotRequest(nil, x.action, x.space, x.name))
 			return y, err
 		}, err
-	default:
+	case 7:
 		x, err := DecodeSnapshotInfos(b)
 		return x, func() (any, error) { return DecodeSnapshotInfos(AppendSnapshotInfos(nil, x)) }, err
+	case 8, 11:
+		x, err := DecodeBranchRequest(b)
+		return x, func() (any, error) { return DecodeBranchRequest(AppendBranchRequest(nil, &x)) }, err
+	case 9:
+		x, err := DecodeBranchInfos(b)
+		return x, func() (any, error) { return DecodeBranchInfos(AppendBranchInfos(nil, x)) }, err
+	default:
+		x, err := DecodeMergeResult(b)
+		return x, func() (any, error) { return DecodeMergeResult(AppendMergeResult(nil, &x)) }, err
 	}
 }
 
-// TestVersionBodies: each CLONE, LINEAGE and DIFF body round-trips, and
+// TestVersionBodies: each CLONE, LINEAGE, DIFF, SNAPSHOT and BRANCH body round-trips, and
 // every truncation of it is refused.
 func TestVersionBodies(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
