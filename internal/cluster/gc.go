@@ -217,6 +217,7 @@ func (n *Node) pruneVersions(ctx context.Context) error {
 	}
 	n.mu.RUnlock()
 	var now uint64
+spaces:
 	for _, s := range spaces {
 		pol := s.Retention()
 		if pol.Mode == mvcc.KeepAll {
@@ -238,6 +239,9 @@ func (n *Node) pruneVersions(ctx context.Context) error {
 			}
 			for _, obj := range objs {
 				if err := n.pruneKey(ctx, s.meta.Name, obj, now); err != nil {
+					if going(s) {
+						continue spaces // being deleted: its versions go with it, or wait for the next run
+					}
 					return fmt.Errorf("space %q: %w", s.meta.Name, err)
 				}
 			}
@@ -285,6 +289,13 @@ func (n *Node) prunable(s *space, d rangedesc.Range, pol mvcc.Retention, now uin
 	}
 	flush()
 	return out, it.Error()
+}
+
+// going reports whether s is being deleted (fenced) or is gone.
+func going(s *space) bool {
+	s.gate.RLock()
+	defer s.gate.RUnlock()
+	return s.fenced || s.deleted
 }
 
 // pruneKey prunes obj holding its space, with the retention read under it.

@@ -181,7 +181,7 @@ func TestGCRacesWriters(t *testing.T) {
 	if testing.Short() {
 		rounds, round = 2, 2*time.Second
 	}
-	var clones, txns, deletes, collections atomic.Int64
+	var clones, txns, deletes, merges, collections atomic.Int64
 	for r := range rounds {
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
@@ -237,8 +237,9 @@ func TestGCRacesWriters(t *testing.T) {
 				return err
 			}
 			_, err = n.Delete(ctx, &object.DeleteRequest{Space: "src", Key: k, Version: vs.Versions[len(vs.Versions)-1].Version})
-			if object.KindOf(err) == object.NotFound {
-				return nil
+			switch object.KindOf(err) {
+			case object.NotFound, object.PreconditionFailed, object.Unavailable:
+				return nil // gone, or held by a branch (being made)
 			}
 			if err == nil {
 				deletes.Add(1)
@@ -271,6 +272,30 @@ func TestGCRacesWriters(t *testing.T) {
 			}
 			return err
 		})
+		branches := 0
+		worker(5, func(rng *rand.Rand) error { // branches of src: byte-range writes over its versions, merged back, removed
+			name := fmt.Sprintf("br-%d-%d", r, branches)
+			branches++
+			if _, err := n.CreateBranch(ctx, "src", name, ""); err != nil {
+				return err
+			}
+			for range 1 + rng.IntN(3) {
+				k := fmt.Sprintf("k%d", rng.IntN(keys))
+				b := randBytes(rng, 16<<10)
+				req := &object.PutRequest{Space: name, Key: k, Size: int64(len(b)), Mode: object.PutWriteAt, Offset: int64(rng.IntN(64 << 10))}
+				if _, err := n.Put(ctx, req, bytes.NewReader(b)); err != nil {
+					return err
+				}
+			}
+			res, err := n.MergeBranch(ctx, &object.MergeRequest{Branch: name, Strategy: object.MergeSourceWins})
+			if err != nil && object.KindOf(err) != object.TxnConflict {
+				return err
+			}
+			if err == nil && res.Version != 0 {
+				merges.Add(1)
+			}
+			return n.DeleteBranch(ctx, name)
+		})
 		worker(4, func(*rand.Rand) error { // the collector, without pause
 			if err := n.CollectGarbage(ctx); err != nil {
 				return err
@@ -299,9 +324,9 @@ func TestGCRacesWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := n.GCStatus()
-	t.Logf("%d clones, %d transactions, %d version deletes, %d collections; last: %+v", clones.Load(), txns.Load(), deletes.Load(), collections.Load(), st)
-	if clones.Load() == 0 || txns.Load() == 0 || deletes.Load() == 0 || st.DeletedChunks == 0 {
-		t.Fatalf("the race did not happen: %d clones, %d transactions, %d deletes, %d chunks collected", clones.Load(), txns.Load(), deletes.Load(), st.DeletedChunks)
+	t.Logf("%d clones, %d transactions, %d version deletes, %d branch merges, %d collections; last: %+v", clones.Load(), txns.Load(), deletes.Load(), merges.Load(), collections.Load(), st)
+	if clones.Load() == 0 || txns.Load() == 0 || deletes.Load() == 0 || merges.Load() == 0 || st.DeletedChunks == 0 {
+		t.Fatalf("the race did not happen: %d clones, %d transactions, %d deletes, %d merges, %d chunks collected", clones.Load(), txns.Load(), deletes.Load(), merges.Load(), st.DeletedChunks)
 	}
 	read := 0
 	for _, space := range []string{"src", "dst", "txs"} {

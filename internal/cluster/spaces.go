@@ -313,6 +313,15 @@ func (o spaceOpener) Acquire(ctx context.Context, name string) (object.OpenSpace
 	if err != nil {
 		return nil, nil, err // not a nil *space in an interface
 	}
+	// A branch is read through its base: found on its first use (the
+	// node's own uses of the space, its ranges and their keys, need
+	// none).
+	if s.meta.Branch() && s.branch.Load() == nil {
+		if err := o.n.findBase(ctx, s); err != nil {
+			release()
+			return nil, nil, err
+		}
+	}
 	return s, release, nil
 }
 
@@ -372,11 +381,6 @@ func (n *Node) acquire(ctx context.Context, name string) (s *space, release func
 			return nil, nil, object.Errorf(object.SpaceNotFound, "space %q does not exist (create it with: cairn space create %s)", name, name)
 		}
 		if s, err = n.openSpace(ctx, sp); err != nil {
-			return nil, nil, err
-		}
-	}
-	if s.meta.Branch() && s.branch.Load() == nil {
-		if err := n.findBase(ctx, s); err != nil {
 			return nil, nil, err
 		}
 	}
