@@ -355,3 +355,60 @@ func TestBranchListingModel(t *testing.T) {
 		}
 	}
 }
+
+// TestBranchThreeNodes: a branch made through one node holds its base on
+// every node, is read and written through the others, merges through
+// any, and its removal lets every node prune again.
+func TestBranchThreeNodes(t *testing.T) {
+	ctx := context.Background()
+	nodes := threeNodes(t)
+	if _, err := nodes[0].CreateSpace(ctx, "trunk", object.SpaceSettings{Retention: "last", KeepLast: 1, Ranges: 2}); err != nil {
+		t.Fatal(err)
+	}
+	old := writeAny(t, nodes, "trunk", "k", "old")
+	for _, n := range nodes {
+		if _, err := n.List(ctx, &object.ListRequest{Space: "trunk"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := nodes[1].CreateBranch(ctx, "trunk", "twig", ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if h := heldMark(n, "trunk"); h == 0 || h == object.HeldPending {
+			t.Fatalf("node %d's mark is %d after the branch", n.NodeID(), h)
+		}
+	}
+	if _, err := nodes[0].Put(ctx, &object.PutRequest{Space: "trunk", Key: "k", Size: 3}, strings.NewReader("new")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodes[2].Put(ctx, &object.PutRequest{Space: "twig", Key: "t", Size: 4}, strings.NewReader("twig")); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if got, _, err := get(t, n, object.GetRequest{Space: "twig", Key: "k"}); err != nil || string(got) != "old" {
+			t.Fatalf("node %d reads the branch's k as %q (%v)", n.NodeID(), got, err)
+		}
+		if got, _, err := get(t, n, object.GetRequest{Space: "twig", Key: "t"}); err != nil || string(got) != "twig" {
+			t.Fatalf("node %d reads the branch's t as %q (%v)", n.NodeID(), got, err)
+		}
+		if _, _, err := get(t, n, object.GetRequest{Space: "trunk", Key: "k", Version: old.Version}); err != nil {
+			t.Fatalf("node %d: the held version was pruned: %v", n.NodeID(), err)
+		}
+	}
+	res, err := nodes[0].MergeBranch(ctx, &object.MergeRequest{Branch: "twig"})
+	if err != nil || res.Applied != 1 {
+		t.Fatalf("merge: %+v %v", res, err)
+	}
+	if got, _, err := get(t, nodes[1], object.GetRequest{Space: "trunk", Key: "t"}); err != nil || string(got) != "twig" {
+		t.Fatalf("the merged key reads %q (%v)", got, err)
+	}
+	if err := nodes[2].DeleteBranch(ctx, "twig"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if h := heldMark(n, "trunk"); h != 0 {
+			t.Fatalf("node %d's mark is %d after rm", n.NodeID(), h)
+		}
+	}
+}
