@@ -186,3 +186,29 @@ func (c *Client) MergeBranch(ctx context.Context, name, into, strategy string) (
 	})
 	return res, err
 }
+
+// SpaceDiffOptions narrow and page a space diff.
+type SpaceDiffOptions struct {
+	Prefix     string // only keys under it
+	StartAfter string // the page after this key (SpaceDiff.Next)
+	Limit      uint32 // 0: the server's default (1000)
+}
+
+// SpaceDiff is one page of a space diff; KeyChange one key in it.
+type (
+	SpaceDiff = object.SpaceDiff
+	KeyChange = object.KeyChange
+)
+
+// DiffSpaces lists the keys whose objects differ between from and to —
+// two views of one space: the space, its snapshots, its branches — as
+// added, removed or changed, in key order. Its cost follows the size of
+// the change, not of the space. It needs the read grant on both.
+func (c *Client) DiffSpaces(ctx context.Context, from, to string, o SpaceDiffOptions) (SpaceDiff, error) {
+	var d SpaceDiff
+	err := c.do(ctx, true, nil, func(cn *wire.Conn) (err error) {
+		d, err = cn.DiffSpaces(ctx, &object.SpaceDiffRequest{From: from, To: to, Prefix: o.Prefix, StartAfter: o.StartAfter, Limit: o.Limit})
+		return err
+	})
+	return d, err
+}

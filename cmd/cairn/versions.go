@@ -164,17 +164,25 @@ func printLineage(w io.Writer, l *client.Lineage) {
 
 func newDiffCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "diff SPACE/KEY V1 [V2]",
-		Short: "Show what changed between two versions: metadata and byte ranges",
+		Use:   "diff SPACE/KEY V1 [V2] | diff SPACE1 SPACE2",
+		Short: "Show what changed between two versions (metadata, byte ranges) or two views of a space (keys)",
 		Long: `Diff compares version V1 of SPACE/KEY with V2 (default: the latest), or with
 a version of another object (--to SPACE/KEY). It reports the metadata that
 changed and the byte ranges where the content differs, computed from the two
 versions' manifests without reading data: exact where the versions share
 chunks at the same places (byte-range writes), chunk-granular elsewhere.
 --exact reads both versions over those ranges to narrow them to the bytes
-that differ.`,
+that differ.
+
+Diff SPACE1 SPACE2 compares two views of one space — the space, its
+snapshots, its branches — and lists the keys added (+), removed (-) and
+changed (~) from SPACE1 to SPACE2 (--prefix narrows them). It reads only
+what changed between the two, not the whole space.`,
 		Args: cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 && !strings.Contains(args[0], "/") {
+				return diffSpaces(cmd, args[0], args[1])
+			}
 			space, key, err := splitTarget(args[0], true)
 			if err != nil {
 				return err
@@ -216,7 +224,66 @@ that differ.`,
 	cmd.Flags().String("to", "", "compare with a version of this object (SPACE/KEY) instead")
 	cmd.Flags().Bool("exact", false, "read both versions where they may differ, to report only the bytes that do")
 	cmd.Flags().Bool("json", false, "print JSON")
+	cmd.Flags().String("prefix", "", "diff SPACE1 SPACE2: only keys under this prefix")
 	return cmd
+}
+
+// diffSpaces prints every key that differs between two views of a space,
+// page by page.
+func diffSpaces(cmd *cobra.Command, from, to string) error {
+	f := cmd.Flags()
+	prefix, _ := f.GetString("prefix")
+	asJSON, _ := f.GetBool("json")
+	c, err := dial(cmd)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	w := cmd.OutOrStdout()
+	all := []client.KeyChange{}
+	var added, removed, changed int
+	o := client.SpaceDiffOptions{Prefix: prefix}
+	for {
+		d, err := c.DiffSpaces(cmd.Context(), from, to, o)
+		if err != nil {
+			return err
+		}
+		for _, ch := range d.Changes {
+			switch ch.Change {
+			case "added":
+				added++
+				if !asJSON {
+					fmt.Fprintf(w, "+ %s (%d bytes, version %s)\n", ch.Key, ch.To.Size, tstamp.String(ch.To.Version))
+				}
+			case "removed":
+				removed++
+				if !asJSON {
+					fmt.Fprintf(w, "- %s\n", ch.Key)
+				}
+			default:
+				changed++
+				if !asJSON {
+					fmt.Fprintf(w, "~ %s (%d -> %d bytes, version %s -> %s)\n", ch.Key, ch.From.Size, ch.To.Size, tstamp.String(ch.From.Version), tstamp.String(ch.To.Version))
+				}
+			}
+		}
+		if asJSON {
+			all = append(all, d.Changes...)
+		}
+		if !d.Truncated {
+			break
+		}
+		o.StartAfter = d.Next
+	}
+	if asJSON {
+		return json.NewEncoder(w).Encode(struct {
+			From    string             `json:"from"`
+			To      string             `json:"to"`
+			Changes []client.KeyChange `json:"changes"`
+		}{from, to, all})
+	}
+	fmt.Fprintf(w, "%s -> %s: %d added, %d removed, %d changed\n", from, to, added, removed, changed)
+	return nil
 }
 
 func printDiff(w io.Writer, d *client.Diff) {

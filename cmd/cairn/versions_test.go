@@ -138,6 +138,24 @@ func TestCLIVersions(t *testing.T) {
 	if got := must("", "cat", "models/w"); got != "exp weights\n" {
 		t.Fatalf("source wins: %q", got)
 	}
+	// A space diff between views of one space: the branch against the
+	// space, and the space against a snapshot of it.
+	must("only here\n", "put", "exp/only", "-")
+	must("", "rm", "exp/new")
+	out = must("", "diff", "models", "exp")
+	if !strings.Contains(out, "+ only (10 bytes") || !strings.Contains(out, "- new\n") || !strings.Contains(out, "1 added, 1 removed, 0 changed") {
+		t.Fatalf("diff of a space and its branch: %q", out)
+	}
+	must("", "snapshot", "create", "models", "models-before")
+	must("changed\n", "put", "models/w", "-")
+	var sd struct {
+		Changes []client.KeyChange `json:"changes"`
+	}
+	if err := json.Unmarshal([]byte(must("", "diff", "models-before", "models", "--json")), &sd); err != nil || len(sd.Changes) != 1 || sd.Changes[0].Key != "w" || sd.Changes[0].Change != "changed" {
+		t.Fatalf("diff --json of a snapshot and its space: %+v %v", sd, err)
+	}
+	fails(1, "not views of one space", "diff", "models", "forks")
+	must("", "snapshot", "rm", "models-before")
 	fails(1, "has branches", "space", "rm", "models")
 	fails(1, "branch rm", "space", "rm", "exp")
 	fails(1, "may not", "branch", "create", "models", "exp2", "--access-key", "viewer", "--secret-key", secret)

@@ -129,6 +129,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if e = decode(body, &req); e == nil {
 			out, e = q.snapshot(strings.TrimPrefix(r.URL.Path, Prefix+"snapshot/"), &req)
 		}
+	case "diff/spaces":
+		var req SpaceDiffRequest
+		if e = decode(body, &req); e == nil {
+			out, e = q.diffSpaces(&req)
+		}
 	case "branch/create", "branch/list", "branch/delete", "branch/merge":
 		var req BranchRequest
 		if e = decode(body, &req); e == nil {

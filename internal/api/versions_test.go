@@ -118,6 +118,10 @@ func TestVersionsOverJSON(t *testing.T) {
 	if l := must[api.BranchList](t, st, b); len(l.Branches) != 1 || l.Branches[0].Name != "vjone-dev" {
 		t.Fatalf("branch list: %s", b)
 	}
+	st, b = post(t, ep, "/_cairn/v1/diff/spaces", api.SpaceDiffRequest{From: "vjone", To: "vjone-dev"}, nil)
+	if d := must[api.SpaceDiffResponse](t, st, b); len(d.Changes) != 1 || d.Changes[0].Key != "dev" || d.Changes[0].Change != "added" || d.Changes[0].ToSize == nil || *d.Changes[0].ToSize != 3 {
+		t.Fatalf("diff/spaces: %s", b)
+	}
 	st, b = post(t, ep, "/_cairn/v1/branch/merge", api.BranchRequest{Name: "vjone-dev"}, nil)
 	if m := must[api.MergeResponse](t, st, b); m.Applied != 1 || m.Version == "" || len(m.Conflicts) != 0 {
 		t.Fatalf("branch merge: %s", b)

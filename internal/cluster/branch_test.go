@@ -412,3 +412,112 @@ func TestBranchThreeNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestSpaceDiffModel diffs every pair of views of one space — the space,
+// two snapshots, a branch made from the first and one made now — after
+// random writes and deletes on each writable one, page by page at random
+// sizes, against a model: both sides listed whole and compared key by
+// key.
+func TestSpaceDiffModel(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	n := openTestNode(t)
+	ctx := context.Background()
+	if _, err := n.CreateSpace(ctx, "base", object.SpaceSettings{Ranges: 3}); err != nil {
+		t.Fatal(err)
+	}
+	churn := func(space string, ops int) {
+		for range ops {
+			k := fmt.Sprintf("k%03d", rng.IntN(150))
+			if rng.IntN(4) == 0 {
+				if _, err := n.Delete(ctx, &object.DeleteRequest{Space: space, Key: k}); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			put(t, n, space, k, []byte(fmt.Sprint(space, rng.IntN(3)))) // often the same bytes again
+		}
+	}
+	churn("base", 200)
+	if _, err := n.CreateSnapshot(ctx, "base", "base-s1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.CreateBranch(ctx, "base", "base-b1", "base-s1"); err != nil {
+		t.Fatal(err)
+	}
+	churn("base", 60)
+	if _, err := n.CreateSnapshot(ctx, "base", "base-s2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.CreateBranch(ctx, "base", "base-b2", ""); err != nil {
+		t.Fatal(err)
+	}
+	churn("base", 40)
+	churn("base-b1", 50)
+	churn("base-b2", 30)
+	if _, err := n.CreateSpace(ctx, "other", object.SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// shows is what a view shows: key -> the object's content and metadata.
+	shows := func(space string) map[string]string {
+		m := map[string]string{}
+		for _, k := range listAll(t, n, space, 1000) {
+			b, info, err := get(t, n, object.GetRequest{Space: space, Key: k})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m[k] = fmt.Sprint(string(b), info.ETag, info.Size)
+		}
+		return m
+	}
+	views := []string{"base", "base-s1", "base-s2", "base-b1", "base-b2"}
+	for _, from := range views {
+		for _, to := range views {
+			fm, tm := shows(from), shows(to)
+			var want []string
+			for k := range fm {
+				if _, ok := tm[k]; !ok {
+					want = append(want, k+" removed")
+				} else if fm[k] != tm[k] {
+					want = append(want, k+" changed")
+				}
+			}
+			for k := range tm {
+				if _, ok := fm[k]; !ok {
+					want = append(want, k+" added")
+				}
+			}
+			slices.Sort(want)
+			var got []string
+			after, pages := "", 0
+			for {
+				d, err := n.DiffSpaces(ctx, &object.SpaceDiffRequest{From: from, To: to, StartAfter: after, Limit: uint32(1 + rng.IntN(20))})
+				if err != nil {
+					t.Fatalf("%s -> %s: %v", from, to, err)
+				}
+				pages++
+				for _, c := range d.Changes {
+					got = append(got, c.Key+" "+c.Change)
+					if (c.From == nil) != (c.Change == object.KeyAdded) || (c.To == nil) != (c.Change == object.KeyRemoved) {
+						t.Fatalf("%s -> %s: %+v", from, to, c)
+					}
+				}
+				if !d.Truncated {
+					break
+				}
+				after = d.Next
+			}
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Fatalf("%s -> %s (%d pages):\n got %v\nwant %v", from, to, pages, got, want)
+			}
+		}
+	}
+	if _, err := n.DiffSpaces(ctx, &object.SpaceDiffRequest{From: "base", To: "other"}); object.KindOf(err) != object.InvalidArgument {
+		t.Fatalf("a diff of two spaces: %v", err)
+	}
+	if _, err := n.DiffSpaces(ctx, &object.SpaceDiffRequest{From: "base", To: "nothing"}); object.KindOf(err) != object.SpaceNotFound {
+		t.Fatalf("a diff with no space: %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/rangedesc"
 	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/storage"
 )
 
 // ErrWrongRange is the result of a command whose key is outside the
@@ -288,6 +289,17 @@ type Reader struct{ R pebble.Reader }
 // NewIter implements mvcc.Reader.
 func (r Reader) NewIter(lower, upper []byte) (mvcc.Iterator, error) {
 	return newIter(r.R, lower, upper)
+}
+
+// NewIterSince implements mvcc.SinceReader: the iterator skips the blocks
+// and tables that hold no version newer than since.
+func (r Reader) NewIterSince(lower, upper []byte, since uint64) (mvcc.Iterator, error) {
+	it, err := r.R.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper, UseL6Filters: true,
+		PointKeyFilters: []pebble.BlockPropertyFilter{storage.SinceFilter(since)}})
+	if err != nil {
+		return nil, err
+	}
+	return it, nil
 }
 
 // Get implements mvcc.PointReader.

@@ -249,7 +249,7 @@ func (e *ddEnv) run(t *testing.T, d *datadriven.TestData) string {
 
 	case "list":
 		// list [space=N] [prefix=P | lower=K upper=K] [start-after=K] [limit=N] [as-of=TS]
-		//      [versions [after-version=TS]] [markers]
+		//      [versions [after-version=TS]] [markers] [since=TS]
 		space := 1
 		d.MaybeScanArgs(t, "space", &space)
 		var o ListOptions
@@ -275,6 +275,9 @@ func (e *ddEnv) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		o.AllVersions = d.HasArg("versions")
 		o.Markers = d.HasArg("markers")
+		if d.HasArg("since") {
+			o.Since = e.ts(t, d, "since")
+		}
 		if d.HasArg("after-version") {
 			o.AfterVersion = e.ts(t, d, "after-version")
 		}

@@ -33,6 +33,20 @@ type ListOptions struct {
 	// with that marker (a branch's listing: its deletes hide its base's
 	// keys).
 	Markers bool
+	// Since, when non-zero, lists only the objects whose visible version
+	// is newer than it: those that changed (were written, or deleted,
+	// with Markers) after Since, up to AsOf. A Reader that is a
+	// SinceReader reads only the parts of its store that hold such
+	// versions.
+	Since uint64
+}
+
+// SinceReader is a Reader that can skip what holds no version newer than
+// a timestamp (a store that indexes its version keys' times).
+type SinceReader interface {
+	// NewIterSince is NewIter, allowed to leave out any key of a block
+	// of keys none of whose versions is newer than since.
+	NewIterSince(lower, upper []byte, since uint64) (Iterator, error)
 }
 
 // Entry is one listed object.
@@ -54,7 +68,12 @@ type Entry struct {
 // was written with no older one: see skipObject).
 func List(r Reader, o ListOptions) (entries []Entry, more bool, err error) {
 	lower, upper := keys.VersionSpan(o.Lower, o.Upper)
-	it, err := r.NewIter(lower, upper)
+	var it Iterator
+	if sr, ok := r.(SinceReader); ok && o.Since != 0 && !o.AllVersions {
+		it, err = sr.NewIterSince(lower, upper, o.Since)
+	} else {
+		it, err = r.NewIter(lower, upper)
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -106,7 +125,7 @@ func List(r Reader, o ListOptions) (entries []Entry, more bool, err error) {
 		if err := decodeListed(rec, it.Value(), ts, obj); err != nil {
 			return nil, false, err
 		}
-		if !rec.DeleteMarker || o.Markers {
+		if (!rec.DeleteMarker || o.Markers) && rec.Version > o.Since {
 			if o.Limit > 0 && len(entries) == o.Limit {
 				return entries, true, nil
 			}

@@ -325,6 +325,9 @@ func listFlags(o mvcc.ListOptions) byte {
 	if o.Markers {
 		f |= 2
 	}
+	if o.Since != 0 {
+		f |= 4 // the timestamp follows the version to resume after
+	}
 	return f
 }
 
@@ -338,8 +341,11 @@ func (c *Client) List(ctx context.Context, r *Range, o mvcc.ListOptions) ([]mvcc
 	req = AppendOptBytes(req, o.Lower)
 	req = AppendOptBytes(req, o.Upper)
 	req = AppendOptBytes(req, o.StartAfter)
-	if o.AllVersions || o.Markers {
+	if o.AllVersions || o.Markers || o.Since != 0 {
 		req = binary.BigEndian.AppendUint64(append(req, listFlags(o)), o.AfterVersion)
+		if o.Since != 0 {
+			req = binary.BigEndian.AppendUint64(req, o.Since)
+		}
 	}
 	b, err := c.forward(ctx, r, "List", req)
 	if errors.Is(err, errLeaseHere) {

@@ -103,6 +103,9 @@ func (c *Client) handleList(ctx context.Context, r *Range, req []byte) ([]byte, 
 		// resumes after.
 		f := d.U8()
 		o.AllVersions, o.Markers, o.AfterVersion = f&1 != 0, f&2 != 0, d.U64()
+		if f&4 != 0 {
+			o.Since = d.U64()
+		}
 	}
 	if err := d.Done(); err != nil {
 		return nil, err

@@ -111,6 +111,7 @@ func Open(opts Options) (*Engine, error) {
 	// versions of an object that has none in a table (an insert's check for
 	// a newer version) skip the table.
 	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	po.BlockPropertyCollectors = []func() pebble.BlockPropertyCollector{versionTimesCollector}
 	po.EnsureDefaults()
 	db, err := pebble.Open(opts.Dir, po)
 	if err != nil && strings.Contains(err.Error(), "comparer name from file") {

@@ -53,6 +53,7 @@ const (
 	OpDiff        Op = 0x18 // what changed between two versions
 	OpSnapshot    Op = 0x19 // make, list or remove snapshots
 	OpBranch      Op = 0x1A // make, list, remove or merge branches
+	OpDiffSpaces  Op = 0x1B // the keys that differ between two views of a space
 	OpBatch       Op = 0x20
 	OpData        Op = 0x30 // body continuation of a streamed request or response
 	OpCancel      Op = 0x31 // the client abandons a request id
@@ -66,7 +67,7 @@ var opNames = map[Op]string{
 	OpDeleteSpace: "DELETE_SPACE", OpCluster: "CLUSTER", OpNode: "NODE", OpRoutes: "ROUTES", OpKeys: "KEYS",
 	OpHello: "HELLO", OpAuth: "AUTH", OpTokens: "TOKENS", OpPut: "PUT", OpGet: "GET", OpStat: "STAT",
 	OpDelete: "DELETE", OpList: "LIST", OpVersions: "VERSIONS", OpBatch: "BATCH",
-	OpClone: "CLONE", OpLineage: "LINEAGE", OpDiff: "DIFF", OpSnapshot: "SNAPSHOT", OpBranch: "BRANCH",
+	OpClone: "CLONE", OpLineage: "LINEAGE", OpDiff: "DIFF", OpSnapshot: "SNAPSHOT", OpBranch: "BRANCH", OpDiffSpaces: "DIFF_SPACES",
 	OpData: "DATA", OpCancel: "CANCEL",
 	OpTxnBegin: "TXN_BEGIN", OpTxnCommit: "TXN_COMMIT", OpTxnRollback: "TXN_ROLLBACK",
 }

@@ -30,13 +30,17 @@ func sampleVersionBodies(r *rand.Rand) [][]byte {
 		AppendBranchInfos(nil, []object.BranchInfo{{Name: "dev", Space: "main", At: 5, Created: 6}}),
 		AppendMergeResult(nil, &object.MergeResult{Version: 9, Applied: 3, Conflicts: []object.MergeConflict{{Key: "a", Reason: "changed on both sides"}}}),
 		AppendBranchRequest(nil, &BranchRequest{Action: BranchCreate, Space: "main", Name: "dev", From: "monday"}),
+		AppendSpaceDiffRequest(nil, &object.SpaceDiffRequest{From: "a", To: "b", Prefix: "p/", StartAfter: "p/x", Limit: 7}),
+		AppendSpaceDiff(nil, &object.SpaceDiff{Truncated: true, Next: "k", Changes: []object.KeyChange{
+			{Key: "a", Change: object.KeyAdded, To: &info}, {Key: "b", Change: object.KeyRemoved, From: &info},
+			{Key: "c", Change: object.KeyChanged, From: &info, To: &info}}}),
 	}
 }
 
 // decodeVersionBody decodes body as kind (the order of
 // sampleVersionBodies) and re-encodes it.
 func decodeVersionBody(kind int, b []byte) (v any, again func() (any, error), err error) {
-	switch kind % 12 {
+	switch kind % 14 {
 	case 0:
 		x, err := DecodeCloneRequest(b)
 		return x, func() (any, error) { return DecodeCloneRequest(AppendCloneRequest(nil, &x)) }, err
@@ -75,6 +79,12 @@ func decodeVersionBody(kind int, b []byte) (v any, again func() (any, error), er
 	case 8, 11:
 		x, err := DecodeBranchRequest(b)
 		return x, func() (any, error) { return DecodeBranchRequest(AppendBranchRequest(nil, &x)) }, err
+	case 12:
+		x, err := DecodeSpaceDiffRequest(b)
+		return x, func() (any, error) { return DecodeSpaceDiffRequest(AppendSpaceDiffRequest(nil, &x)) }, err
+	case 13:
+		x, err := DecodeSpaceDiff(b)
+		return x, func() (any, error) { return DecodeSpaceDiff(AppendSpaceDiff(nil, &x)) }, err
 	case 9:
 		x, err := DecodeBranchInfos(b)
 		return x, func() (any, error) { return DecodeBranchInfos(AppendBranchInfos(nil, x)) }, err
