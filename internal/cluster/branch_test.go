@@ -285,6 +285,16 @@ func TestBranchMerge(t *testing.T) {
 			t.Fatalf("a merged key's version %+v (merge at %d)", info, res.Version)
 		}
 	}
+	// Lineage crosses the merge both ways: the merged version's origin
+	// is the branch's, whose children name it.
+	l, err := n.Lineage(ctx, &object.LineageRequest{Space: "main", Key: "new"})
+	if err != nil || len(l.Ancestors) == 0 || !l.Ancestors[0].Clone || l.Ancestors[0].Space != "work" {
+		t.Fatalf("lineage of a merged key: %+v %v", l, err)
+	}
+	l, err = n.Lineage(ctx, &object.LineageRequest{Space: "work", Key: "new"})
+	if err != nil || !slices.ContainsFunc(l.Children, func(c object.LineageEntry) bool { return c.Space == "main" && c.Version == res.Version }) {
+		t.Fatalf("lineage of the branch's version: %+v %v", l, err)
+	}
 	res, err = n.MergeBranch(ctx, &object.MergeRequest{Branch: "work", Strategy: object.MergeSourceWins})
 	if err != nil || res.Applied != 2 || len(res.Conflicts) != 2 {
 		t.Fatalf("merge, source wins: %+v %v", res, err)
@@ -295,6 +305,13 @@ func TestBranchMerge(t *testing.T) {
 	res, err = n.MergeBranch(ctx, &object.MergeRequest{Branch: "work", Strategy: object.MergeFail})
 	if err != nil || res.Applied != 0 || len(res.Conflicts) != 0 || res.Version != 0 {
 		t.Fatalf("merging again: %+v %v", res, err)
+	}
+	// And the branch point: a key's history in the branch goes on into
+	// its base's.
+	put(t, n, "work", "same", []byte("same-branch"))
+	l, err = n.Lineage(ctx, &object.LineageRequest{Space: "work", Key: "same"})
+	if err != nil || len(l.Ancestors) != 1 || l.Ancestors[0].Clone {
+		t.Fatalf("lineage across the branch point: %+v %v", l, err)
 	}
 }
 

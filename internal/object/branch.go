@@ -195,12 +195,18 @@ func listBounds(ctx context.Context, id uint32, prefix string) (lower, upper []b
 // req's prefix after (startAfter, afterVersion), as of asOf; markers
 // lists the keys whose visible version is a delete marker too.
 func (st *Store) listSide(ctx context.Context, sp OpenSpace, req *ListRequest, startAfter string, afterVersion, asOf uint64, limit int, markers bool) ([]sideEntry, bool, error) {
-	lower, upper := listBounds(ctx, sp.ID(), req.Prefix)
-	o := mvcc.ListOptions{Lower: lower, Upper: upper, Limit: limit, AsOf: asOf,
-		AllVersions: req.AllVersions, Markers: markers && !req.AllVersions}
+	return st.scanSide(ctx, sp, req.Prefix, startAfter, mvcc.ListOptions{Limit: limit, AsOf: asOf,
+		AllVersions: req.AllVersions, AfterVersion: afterVersion, Markers: markers && !req.AllVersions})
+}
+
+// scanSide is a listing of space sp's keys under prefix after startAfter
+// (o's span and StartAfter are set here), its keys decoded.
+func (st *Store) scanSide(ctx context.Context, sp OpenSpace, prefix, startAfter string, o mvcc.ListOptions) ([]sideEntry, bool, error) {
+	o.Lower, o.Upper = listBounds(ctx, sp.ID(), prefix)
 	if startAfter != "" {
 		o.StartAfter = keys.Object(sp.ID(), nil, []byte(startAfter))
-		o.AfterVersion = afterVersion
+	} else {
+		o.AfterVersion = 0
 	}
 	ents, more, err := st.cfg.Ranges.Scan(ctx, sp.Table(), o, 1)
 	if err != nil {
@@ -412,8 +418,15 @@ func (st *Store) mergeKey(ctx context.Context, t *Txn, s, dst OpenSpace, at uint
 	if src == nil {
 		return true, reason, FromRange(t.tx.Write(obj, &mvcc.Record{DeleteMarker: true}, dst.Retention()))
 	}
-	full, err := st.readOwn(ctx, s, keys.Object(s.ID(), nil, []byte(e.key)), src.Version, 0)
+	sobj := keys.Object(s.ID(), nil, []byte(e.key))
+	full, err := st.readOwn(ctx, s, sobj, src.Version, 0)
 	if err != nil {
+		return false, "", err
+	}
+	// The merged version is a child of the branch's (lineage), recorded
+	// before it commits as a clone's is: a merge that then fails leaves
+	// an entry that lineage skips.
+	if _, err := st.propose(ctx, s, sobj, (&kv.ChildCmd{Obj: sobj, Version: full.Version, Child: obj}).Encode()); err != nil {
 		return false, "", err
 	}
 	if full.Manifest != nil {

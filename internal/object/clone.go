@@ -271,6 +271,13 @@ func (st *Store) Lineage(ctx context.Context, req *LineageRequest) (Lineage, err
 		if o := cur.Origin; o != nil {
 			next, clone, space, key = o.Version, true, o.Space, o.Key
 		}
+		if next == 0 && !clone {
+			// A branch's first version of the key: its parent is what the
+			// branch showed before, its base's version at the point.
+			if next, err = st.branchParent(ctx, space, key, cur.Version); err != nil {
+				return Lineage{}, err
+			}
+		}
 		if next == 0 {
 			break
 		}
@@ -580,4 +587,27 @@ func heldError(s OpenSpace, v uint64) error {
 		return Errorf(PreconditionFailed, "version %s is held by a snapshot of the space (as of %s); remove the snapshot first", tstamp.String(v), tstamp.String(held))
 	}
 	return nil
+}
+
+// branchParent is the version of key that space, a branch, showed from
+// its base before writing version v of its own: the base's at the branch
+// point (0 if none, or if space is no branch or v is the base's).
+func (st *Store) branchParent(ctx context.Context, space, key string, v uint64) (uint64, error) {
+	s, obj, release, err := st.target(ctx, space, key)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	b, at := s.Base()
+	if b == nil || v <= at {
+		return 0, nil
+	}
+	rec, err := st.readOwn(ctx, b, rebase(obj, b.ID()), 0, at)
+	if KindOf(err) == NotFound {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return rec.Version, nil
 }

@@ -177,24 +177,7 @@ func (st *Store) spaceSide(ctx context.Context, name string, now uint64) (diffSi
 // startAfter whose visible version as of asOf is newer than since (0:
 // every key with a version, delete markers too).
 func (st *Store) scanChanged(ctx context.Context, sp OpenSpace, list *ListRequest, startAfter string, asOf, since uint64, limit int) ([]sideEntry, bool, error) {
-	lower, upper := listBounds(ctx, sp.ID(), list.Prefix)
-	o := mvcc.ListOptions{Lower: lower, Upper: upper, Limit: limit, AsOf: asOf, Markers: true, Since: since}
-	if startAfter != "" {
-		o.StartAfter = keys.Object(sp.ID(), nil, []byte(startAfter))
-	}
-	ents, more, err := st.cfg.Ranges.Scan(ctx, sp.Table(), o, 1)
-	if err != nil {
-		return nil, false, err
-	}
-	out := make([]sideEntry, len(ents))
-	for i, e := range ents {
-		_, _, key, err := keys.DecodeObject(e.Obj)
-		if err != nil {
-			return nil, false, Errorf(Corrupt, "object key: %v", err)
-		}
-		out[i] = sideEntry{key: string(key), rec: e.Rec}
-	}
-	return out, more, nil
+	return st.scanSide(ctx, sp, list.Prefix, startAfter, mvcc.ListOptions{Limit: limit, AsOf: asOf, Markers: true, Since: since})
 }
 
 // diffKey compares key on the two sides: nil if they show the same.
