@@ -65,6 +65,10 @@ Merge a branch back with cairn branch merge.`,
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tSPACE\tFROM\tVERSION\t")
 			for _, b := range l {
+				if b.At == 0 {
+					fmt.Fprintf(tw, "%s\t%s\t(being made)\t\t\n", b.Name, b.Space)
+					continue
+				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", b.Name, b.Space, tstamp.Time(b.At).UTC().Format(time.RFC3339), tstamp.String(b.At))
 			}
 			return tw.Flush()

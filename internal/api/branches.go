@@ -74,8 +74,10 @@ func (q *call) branch(op string, req *BranchRequest) (any, *ErrorBody) {
 	}
 	switch op {
 	case "create":
-		if e := q.allow(req.Space, auth.Admin); e != nil {
-			return nil, e
+		for _, sp := range []string{req.Space, req.Name} { // as a new space's name, and its base
+			if e := q.allow(sp, auth.Admin); e != nil {
+				return nil, e
+			}
 		}
 		b, err := br.CreateBranch(q.ctx, req.Space, req.Name, req.From)
 		if err != nil {

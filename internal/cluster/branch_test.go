@@ -85,6 +85,27 @@ func TestBranch(t *testing.T) {
 	if err != nil || len(vs.Versions) != 2 || vs.Versions[0].Version <= br.At || vs.Versions[1].Version >= br.At {
 		t.Fatalf("versions of b in the branch: %+v %v", vs.Versions, err)
 	}
+	if one, err := n.Versions(ctx, &object.VersionsRequest{Space: "dev", Key: "b", Limit: 1}); err != nil || len(one.Versions) != 1 || !one.Truncated {
+		t.Fatalf("a page of the branch's own versions hides the base's: %+v %v", one, err)
+	}
+	// A serializable transaction that lists the branch (base keys
+	// showing through) commits.
+	tx, err := n.Begin(ctx, object.TxnOptions{Serializable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.List(ctx, &object.ListRequest{Space: "dev"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tx.Get(ctx, &object.GetRequest{Space: "dev", Key: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Put(ctx, &object.PutRequest{Space: "dev", Key: "from-txn", Size: 1}, strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Commit(ctx); err != nil {
+		t.Fatalf("a serializable transaction over the branch: %v", err)
+	}
 	if got, _, err := get(t, n, object.GetRequest{Space: "dev", Key: "b", Version: vs.Versions[1].Version}); err != nil || string(got) != "b1" {
 		t.Fatalf("the base's version of b read through the branch: %q %v", got, err)
 	}
@@ -102,7 +123,7 @@ func TestBranch(t *testing.T) {
 	for _, o := range all.Objects {
 		hist = append(hist, fmt.Sprintf("%s:%v", o.Key, o.DeleteMarker))
 	}
-	if got := strings.Join(hist, ","); got != "a:false,b:false,b:false,d:false,m:false,t:false,z:true,z:false" {
+	if got := strings.Join(hist, ","); got != "a:false,b:false,b:false,d:false,from-txn:false,m:false,t:false,z:true,z:false" {
 		t.Fatalf("the branch's version listing: %s", got)
 	}
 	// Conditional writes see what the branch shows.
@@ -536,5 +557,78 @@ func TestSpaceDiffModel(t *testing.T) {
 	}
 	if _, err := n.DiffSpaces(ctx, &object.SpaceDiffRequest{From: "base", To: "nothing"}); object.KindOf(err) != object.SpaceNotFound {
 		t.Fatalf("a diff with no space: %v", err)
+	}
+}
+
+// TestBranchMergeAgain: a key is compared with where the two sides last
+// agreed on it — its last merge from the branch, else the branch point —
+// so merging again takes what the branch changed since, keeps what the
+// space changed since, and a delete of a key that did not exist at the
+// branch point is no conflict with the space making it later.
+func TestBranchMergeAgain(t *testing.T) {
+	n := openTestNode(t)
+	ctx := context.Background()
+	if _, err := n.CreateSpace(ctx, "main", object.SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, n, "main", "k", []byte("k0"))
+	put(t, n, "main", "j", []byte("j0"))
+	if _, err := n.CreateBranch(ctx, "main", "bee", ""); err != nil {
+		t.Fatal(err)
+	}
+	put(t, n, "bee", "k", []byte("k-b1"))
+	put(t, n, "bee", "j", []byte("j-b1"))
+	if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "bee", Key: "late"}); err != nil { // no such key yet: a marker
+		t.Fatal(err)
+	}
+	if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "bee", Key: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, n, "main", "d", []byte("d0")) // made in the space after the branch deleted it (it did not exist then)
+	merge := func(strategy string) object.MergeResult {
+		t.Helper()
+		res, err := n.MergeBranch(ctx, &object.MergeRequest{Branch: "bee", Strategy: strategy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := merge(""); res.Applied != 2 || len(res.Conflicts) != 0 {
+		t.Fatalf("first merge: %+v", res)
+	}
+	// After the merge: the space changes k, the branch changes j; late
+	// is made in the space.
+	put(t, n, "main", "k", []byte("k-main2"))
+	put(t, n, "bee", "j", []byte("j-b2"))
+	put(t, n, "main", "late", []byte("late0"))
+	res := merge("")
+	if res.Applied != 1 || len(res.Conflicts) != 0 {
+		t.Fatalf("second merge: %+v", res)
+	}
+	for k, want := range map[string]string{"k": "k-main2", "j": "j-b2", "late": "late0", "d": "d0"} {
+		if got, _, err := get(t, n, object.GetRequest{Space: "main", Key: k}); err != nil || string(got) != want {
+			t.Fatalf("main/%s = %q %v, want %q", k, got, err, want)
+		}
+	}
+	// Both change k now: a conflict again.
+	put(t, n, "bee", "k", []byte("k-b3"))
+	put(t, n, "main", "k", []byte("k-main3"))
+	if res := merge(""); res.Version != 0 || len(res.Conflicts) != 1 || res.Conflicts[0].Key != "k" {
+		t.Fatalf("third merge: %+v", res)
+	}
+	// A merged delete counts as a merge: the space re-making the key
+	// afterwards is its own change.
+	if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "bee", Key: "j"}); err != nil {
+		t.Fatal(err)
+	}
+	if res := merge(object.MergeDestWins); res.Applied != 1 {
+		t.Fatalf("merging a delete: %+v", res)
+	}
+	put(t, n, "main", "j", []byte("j-main"))
+	if res := merge(""); len(res.Conflicts) != 1 || res.Applied != 0 {
+		t.Fatalf("after a merged delete: %+v", res)
+	}
+	if got, _, _ := get(t, n, object.GetRequest{Space: "main", Key: "j"}); string(got) != "j-main" {
+		t.Fatalf("main/j = %q", got)
 	}
 }

@@ -56,8 +56,13 @@ func (n *Node) CreateBranch(ctx context.Context, spaceName, name, from string) (
 		return object.BranchInfo{}, object.Unreachable("space catalog", err)
 	}
 	undo := func() {
-		uctx := context.WithoutCancel(ctx)
-		_ = n.finishDeleteSpace(uctx, sp)
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), holdWait)
+		defer cancel()
+		if err := n.finishDeleteSpace(uctx, sp); err != nil {
+			// It stays pending, holding its base everywhere: branch ls
+			// shows it as being made, and branch rm removes it.
+			n.log.Warn("a branch that was not made could not be removed; remove it with cairn branch rm", "branch", name, "err", err)
+		}
 		n.releaseEverywhere(bm.Name)
 	}
 	if err := n.holdEverywhere(ctx, bm.Name); err != nil {
@@ -82,7 +87,8 @@ func (n *Node) CreateBranch(ctx context.Context, spaceName, name, from string) (
 	}
 	n.releaseEverywhere(bm.Name) // each node's mark goes down to the newest hold
 	if _, err := n.openSpace(ctx, sp); err != nil {
-		return object.BranchInfo{}, err
+		// Made all the same: it opens on its first use.
+		n.log.Warn("a branch was made but not opened here", "branch", name, "err", err)
 	}
 	return branchInfo(sp), nil
 }
@@ -110,7 +116,8 @@ func branchInfo(sp meta.Space) object.BranchInfo {
 }
 
 // Branches implements object.Brancher: the branches of space spaceName
-// ("": of every space) in name order, pending ones left out.
+// ("": of every space) in name order; one being made (or left so by a
+// failure) has point 0.
 func (n *Node) Branches(ctx context.Context, spaceName string) ([]object.BranchInfo, error) {
 	if spaceName != "" {
 		_, release, err := n.acquire(ctx, spaceName)
@@ -125,7 +132,7 @@ func (n *Node) Branches(ctx context.Context, spaceName string) ([]object.BranchI
 	}
 	out := []object.BranchInfo{}
 	for _, sp := range all {
-		if sp.Branch() && sp.BaseAt != 0 && sp.State == meta.SpaceActive && (spaceName == "" || sp.Base == spaceName) {
+		if sp.Branch() && sp.State == meta.SpaceActive && (spaceName == "" || sp.Base == spaceName) {
 			out = append(out, branchInfo(sp))
 		}
 	}
@@ -166,14 +173,15 @@ func (n *Node) findBase(ctx context.Context, s *space) error {
 	if sp.BaseAt == 0 {
 		return object.Errorf(object.Unavailable, "branch %q is being made; try again in a moment", sp.Name)
 	}
-	base, release, err := n.acquire(ctx, sp.Base)
-	if err != nil || base.meta.ID != sp.BaseID {
-		if err == nil {
-			release()
-		}
+	// Not held: the caller may hold the base (a clone from it into the
+	// branch, a diff of the two).
+	base, err := n.lookup(ctx, sp.Base)
+	if object.KindOf(err) == object.SpaceNotFound || err == nil && (base.meta.ID != sp.BaseID || base.base != nil) {
 		return object.Errorf(object.SpaceNotFound, "branch %q branches from space %q, which no longer exists", sp.Name, sp.Base)
 	}
-	release()
+	if err != nil {
+		return err
+	}
 	s.branch.CompareAndSwap(nil, &branchRef{base: base, at: sp.BaseAt})
 	return nil
 }

@@ -383,8 +383,8 @@ func TestGCSharingRacesCollector(t *testing.T) {
 			body := randBytes(rng, 512<<10)
 			space := "gcr"
 			if op == "merge" {
-				// The branch's version is merged while the branch is
-				// removed and collected.
+				// The branch's version is merged while it is removed
+				// and collected.
 				space = "gcr-branch"
 				if _, err := n.CreateBranch(ctx, "gcr", space, ""); err != nil {
 					t.Fatal(err)
@@ -398,11 +398,7 @@ func TestGCSharingRacesCollector(t *testing.T) {
 			ran := false
 			f := func() {
 				ran = true
-				if op == "merge" {
-					if err := n.DeleteBranch(ctx, space); err != nil {
-						t.Error(err)
-					}
-				} else if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "gcr", Key: op + "-src", Version: src.Version}); err != nil {
+				if _, err := n.Delete(ctx, &object.DeleteRequest{Space: space, Key: op + "-src", Version: src.Version}); err != nil {
 					t.Error(err)
 				}
 				if err := n.CollectGarbage(ctx); err != nil {

@@ -131,16 +131,15 @@ func (n *Node) openSnapshot(ctx context.Context, name string) (*space, error) {
 	if snap.Pending() {
 		return nil, object.Errorf(object.Unavailable, "snapshot %q is being made; try again in a moment", name)
 	}
-	base, release, err := n.acquire(ctx, snap.Of)
-	if err != nil || base.meta.ID != snap.OfID {
-		if err == nil {
-			release()
-		}
+	base, err := n.lookup(ctx, snap.Of) // not held: the caller may hold it
+	if object.KindOf(err) == object.SpaceNotFound || err == nil && (base.meta.ID != snap.OfID || base.base != nil) {
 		// The space it showed is gone (a space may be deleted only once
 		// its snapshots are; this one outlived it half-way).
 		return nil, object.Errorf(object.SpaceNotFound, "snapshot %q shows space %q, which no longer exists", name, snap.Of)
 	}
-	release()
+	if err != nil {
+		return nil, err
+	}
 	v := &space{meta: meta.Space{ID: snap.OfID, Name: name, Created: snap.Created, Settings: base.meta.Settings, State: meta.SpaceActive},
 		base: base, readAt: snap.At}
 	n.mu.Lock()

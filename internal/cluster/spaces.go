@@ -352,6 +352,18 @@ func (o spaceOpener) Name(ctx context.Context, id uint32) (string, error) {
 // called, or CodeSpaceNotFound. A space in the catalog that this node has
 // not opened (a create that failed half-way) is opened here.
 func (n *Node) acquire(ctx context.Context, name string) (s *space, release func(), err error) {
+	if s, err = n.lookup(ctx, name); err != nil {
+		return nil, nil, err
+	}
+	return n.holdSpace(s, name)
+}
+
+// lookup returns the space or snapshot view called name, opening it if
+// this node has not yet, without holding it: for what needs a space
+// another operation may be holding (a branch's base, a snapshot's space)
+// — taking a gate shared twice in one goroutine waits forever once a
+// writer queues between the two.
+func (n *Node) lookup(ctx context.Context, name string) (s *space, err error) {
 	n.mu.RLock()
 	s = n.mu.spaces[name]
 	if s == nil {
@@ -360,31 +372,28 @@ func (n *Node) acquire(ctx context.Context, name string) (s *space, release func
 	n.mu.RUnlock()
 	if s == nil {
 		if err := meta.ValidSpaceName(name); err != nil {
-			return nil, nil, object.Errorf(object.BadSpaceName, "%v", err)
+			return nil, object.Errorf(object.BadSpaceName, "%v", err)
 		}
 		sp, err := n.catalog.GetSpace(ctx, name)
 		if errors.Is(err, meta.ErrSpaceNotFound) {
 			if s, err = n.openSnapshot(ctx, name); s != nil || err != nil {
-				if err != nil {
-					return nil, nil, err
-				}
-				return n.holdSpace(s, name)
+				return s, err
 			}
 		}
 		if err == nil && sp.State == meta.SpaceFencing {
-			return nil, nil, errFenced(name)
+			return nil, errFenced(name)
 		}
 		if err != nil || sp.State != meta.SpaceActive {
 			if err != nil && !errors.Is(err, meta.ErrSpaceNotFound) {
-				return nil, nil, err
+				return nil, err
 			}
-			return nil, nil, object.Errorf(object.SpaceNotFound, "space %q does not exist (create it with: cairn space create %s)", name, name)
+			return nil, object.Errorf(object.SpaceNotFound, "space %q does not exist (create it with: cairn space create %s)", name, name)
 		}
 		if s, err = n.openSpace(ctx, sp); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	return n.holdSpace(s, name)
+	return s, nil
 }
 
 // holdSpace takes s's gate shared for an operation.

@@ -42,7 +42,7 @@ type Brancher interface {
 	// is taken, Unavailable if a node of the cluster could not be told.
 	CreateBranch(ctx context.Context, space, name, from string) (BranchInfo, error)
 	// Branches lists the branches of space ("": of every space) in name
-	// order.
+	// order (one being made has At 0).
 	Branches(ctx context.Context, space string) ([]BranchInfo, error)
 	// DeleteBranch removes branch name with everything written in it
 	// (SpaceNotFound if there is no such branch).
@@ -208,9 +208,23 @@ func (st *Store) scanSide(ctx context.Context, sp OpenSpace, prefix, startAfter 
 	} else {
 		o.AfterVersion = 0
 	}
-	ents, more, err := st.cfg.Ranges.Scan(ctx, sp.Table(), o, 1)
-	if err != nil {
-		return nil, false, err
+	var ents []mvcc.Entry
+	var more bool
+	for attempt := 0; ; attempt++ {
+		// A range that split under the scan: read the table again; a
+		// transaction's locks in the span: resolve them and scan again.
+		err := st.cfg.Ranges.RetryMoved(ctx, func() (err error) {
+			ents, more, err = st.cfg.Ranges.Scan(ctx, sp.Table(), o, 1)
+			return err
+		}, func() bool { return true })
+		if again, serr := st.settle(ctx, err, attempt); serr != nil {
+			return nil, false, serr
+		} else if !again {
+			if err != nil {
+				return nil, false, FromRange(err)
+			}
+			break
+		}
 	}
 	out := make([]sideEntry, len(ents))
 	for i, e := range ents {
@@ -222,6 +236,10 @@ func (st *Store) scanSide(ctx context.Context, sp OpenSpace, prefix, startAfter 
 	}
 	return out, more, nil
 }
+
+// listBranchRounds bounds the scans of each side one page of a branch's
+// listing makes.
+const listBranchRounds = 8
 
 // listBranch is a page of a listing of branch s (base b, point at): its
 // own keys merged with the base's as of the point, the branch's
@@ -241,7 +259,13 @@ func (st *Store) listBranch(ctx context.Context, s, b OpenSpace, at uint64, req 
 	name := st.namer()
 	out := ListResult{Objects: []Info{}}
 	after, afterVersion := req.StartAfter, req.AfterVersion
-	for {
+	for round := 0; ; round++ {
+		if round == listBranchRounds {
+			// Pages of delete markers (the branch hides many base keys):
+			// answer what there is, and where to go on from.
+			out.Truncated, out.Next, out.NextVersion = true, after, afterVersion
+			return out, nil
+		}
 		var own []sideEntry
 		var ownMore bool
 		if asOf > at { // as of the point or before, the branch had nothing
@@ -340,6 +364,9 @@ func (st *Store) MergeBranch(ctx context.Context, req *MergeRequest) (MergeResul
 	}
 	t.touched(dst, into)
 	drelease()
+	// The commit holds the branch too: one removed meanwhile (and its
+	// hold on the base with it) fails the merge.
+	t.touched(s, req.Branch)
 	var res MergeResult
 	// Every key the branch wrote, as of the transaction's snapshot.
 	list := &ListRequest{Space: req.Branch}
@@ -347,7 +374,7 @@ func (st *Store) MergeBranch(ctx context.Context, req *MergeRequest) (MergeResul
 	for {
 		page, more, err := st.listSide(ctx, s, list, after, 0, t.StartTS(), listMax, true)
 		if err != nil {
-			return MergeResult{}, FromRange(err)
+			return MergeResult{}, err
 		}
 		for _, e := range page {
 			after = e.key
@@ -380,16 +407,12 @@ func (st *Store) MergeBranch(ctx context.Context, req *MergeRequest) (MergeResul
 
 // mergeKey merges the branch's visible version of one key (e) into dst
 // within t: it reports whether the branch's version is written, and why
-// the key is a conflict ("" if it is not).
+// the key is a conflict ("" if it is not). The two sides are compared
+// with where they last agreed on the key: its last merge from this
+// branch if there was one (the space's version that merge wrote, and the
+// branch's version it took), else the branch point.
 func (st *Store) mergeKey(ctx context.Context, t *Txn, s, dst OpenSpace, at uint64, e sideEntry, strategy string) (bool, string, error) {
 	obj := keys.Object(dst.ID(), nil, []byte(e.key))
-	anc, err := st.readOwn(ctx, dst, obj, 0, at) // the ancestor: the space at the branch point
-	if KindOf(err) == NotFound {
-		anc, err = nil, nil
-	}
-	if err != nil {
-		return false, "", err
-	}
 	cur, _, err := t.tx.Read(ctx, dst.Table(), obj) // the space now (nil: absent)
 	if err != nil {
 		return false, "", FromRange(err)
@@ -401,8 +424,28 @@ func (st *Store) mergeKey(ctx context.Context, t *Txn, s, dst OpenSpace, at uint
 	if sameContent(src, cur) {
 		return false, "", nil // the same on both sides (made so twice, or merged before)
 	}
+	latest, merged, took, err := st.lastMerge(ctx, dst, obj, s.ID(), e.key, t.StartTS())
+	if err != nil {
+		return false, "", err
+	}
+	var branchChanged, spaceChanged bool
+	if merged != 0 {
+		branchChanged, spaceChanged = e.rec.Version != took, latest != merged
+	} else {
+		anc, err := st.readOwn(ctx, dst, obj, 0, at) // the space at the branch point
+		if KindOf(err) == NotFound {
+			anc, err = nil, nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		branchChanged, spaceChanged = !sameContent(src, anc), !sameVersion(anc, cur)
+	}
+	if !branchChanged {
+		return false, "", nil // only the space changed it: it stays
+	}
 	reason := ""
-	if !sameVersion(anc, cur) {
+	if spaceChanged {
 		switch {
 		case src == nil:
 			reason = "deleted in the branch, changed in the space"
@@ -415,8 +458,9 @@ func (st *Store) mergeKey(ctx context.Context, t *Txn, s, dst OpenSpace, at uint
 			return false, reason, nil
 		}
 	}
+	origin := &mvcc.Origin{SpaceID: s.ID(), Key: e.key, Version: e.rec.Version}
 	if src == nil {
-		return true, reason, FromRange(t.tx.Write(obj, &mvcc.Record{DeleteMarker: true}, dst.Retention()))
+		return true, reason, FromRange(t.tx.Write(obj, &mvcc.Record{DeleteMarker: true, Origin: origin}, dst.Retention()))
 	}
 	sobj := keys.Object(s.ID(), nil, []byte(e.key))
 	full, err := st.readOwn(ctx, s, sobj, src.Version, 0)
@@ -441,9 +485,43 @@ func (st *Store) mergeKey(ctx context.Context, t *Txn, s, dst OpenSpace, at uint
 	rec := &mvcc.Record{
 		Size: full.Size, Hash: full.Hash, ETag: full.ETag, ContentType: full.ContentType,
 		Meta: full.Meta, Tags: full.Tags, Headers: full.Headers, Inline: full.Inline, Manifest: full.Manifest,
-		Origin: &mvcc.Origin{SpaceID: s.ID(), Key: e.key, Version: full.Version},
+		Origin: origin,
 	}
 	return true, reason, FromRange(t.tx.Write(obj, rec, dst.Retention()))
+}
+
+// mergeLookback bounds how many versions of a key a merge reads back for
+// its last merge from the branch; one further back is not found, and the
+// key is compared with the branch point (which may report a conflict
+// where there is none, never miss one).
+const mergeLookback = 1000
+
+// lastMerge finds, in obj's history in dst up to the transaction's start,
+// the newest version a merge of branch (id) wrote for key: merged is that
+// version and took the branch's version it took (0, 0: none); latest is
+// the key's newest version, delete markers included (0: none).
+func (st *Store) lastMerge(ctx context.Context, dst OpenSpace, obj []byte, branch uint32, key string, start uint64) (latest, merged, took uint64, err error) {
+	before, read := start+1, 0
+	for read < mergeLookback {
+		recs, more, err := st.versionsOwn(ctx, dst, obj, before, 100)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		for _, r := range recs {
+			if latest == 0 {
+				latest = r.Version
+			}
+			if o := r.Origin; o != nil && o.SpaceID == branch && o.Key == key {
+				return latest, r.Version, o.Version, nil
+			}
+		}
+		read += len(recs)
+		if !more || len(recs) == 0 {
+			break
+		}
+		before = recs[len(recs)-1].Version
+	}
+	return latest, 0, 0, nil
 }
 
 // sameContent reports whether two visible versions (nil: none) hold the

@@ -149,12 +149,17 @@ func (st *Store) settle(ctx context.Context, err error, attempt int) (bool, erro
 func (st *Store) versions(ctx context.Context, s OpenSpace, obj []byte, before uint64, limit int) ([]*mvcc.Record, bool, error) {
 	recs, more, err := st.versionsOwn(ctx, s, obj, before, limit)
 	b, at := s.Base()
-	if b == nil || err != nil || more || (limit > 0 && len(recs) >= limit) {
+	if b == nil || err != nil || more {
 		return recs, more, err
 	}
 	bb := at + 1
 	if before != 0 && before < bb {
 		bb = before
+	}
+	if limit > 0 && len(recs) >= limit {
+		// A full page of the branch's own: more if the base has any.
+		brecs, _, err := st.versionsOwn(ctx, b, rebase(obj, b.ID()), bb, 1)
+		return recs, len(brecs) > 0, err
 	}
 	if limit > 0 {
 		limit -= len(recs)

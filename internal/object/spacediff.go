@@ -111,7 +111,7 @@ func (st *Store) DiffSpaces(ctx context.Context, req *SpaceDiffRequest) (SpaceDi
 		for _, sm := range streams {
 			page, more, err := st.scanChanged(ctx, sm.s, list, after, sm.asOf, sm.since, limit)
 			if err != nil {
-				return SpaceDiff{}, FromRange(err)
+				return SpaceDiff{}, err
 			}
 			for _, e := range page {
 				cands = append(cands, e.key)

@@ -884,7 +884,7 @@ func (st *Store) SetTags(ctx context.Context, req *TagRequest) (Info, error) {
 	}
 	defer release()
 	v := req.Version
-	if v == 0 {
+	for attempt := 0; v == 0; attempt++ {
 		rec, err := st.readRecord(ctx, s, obj, 0, 0)
 		if err != nil {
 			return Info{}, err
@@ -894,10 +894,15 @@ func (st *Store) SetTags(ctx context.Context, req *TagRequest) (Info, error) {
 		}
 		if b, at := s.Base(); b != nil && rec.Version <= at {
 			// The base's version, shown by a branch: the branch gets a
-			// version of its own with the new tags (sharing the content).
+			// version of its own with the new tags (sharing the content),
+			// unless the branch wrote the key meanwhile: then again.
 			c := *rec
 			c.Tags, c.Origin, c.Parent = req.Tags, nil, 0
-			return st.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: &c, IfNoVersion: true})
+			info, err := st.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: &c, IfNoVersion: true})
+			if KindOf(err) == PreconditionFailed && attempt < maxPlanRetries {
+				continue
+			}
+			return info, err
 		}
 		v = rec.Version
 	}

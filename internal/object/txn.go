@@ -109,8 +109,20 @@ func (t *Txn) Saw(ctx context.Context, space, key string, v uint64) error {
 	}
 	defer release()
 	t.touched(s, space)
-	t.tx.Saw(obj, v)
+	_, point := s.Base()
+	t.tx.Saw(obj, ownVersion(point, v))
 	return nil
+}
+
+// ownVersion is the version of a key a transaction saw in a space, as its
+// read set records it: a branch's key showing its base's version (at or
+// below the branch point) has no version of the branch's own, 0 (the
+// base's side never changes; the branch's may, and the commit checks it).
+func ownVersion(point, v uint64) uint64 {
+	if point != 0 && v <= point {
+		return 0
+	}
+	return v
 }
 
 // Begin implements Transactor.
@@ -292,7 +304,7 @@ func (t *Txn) baseShows(ctx context.Context, s OpenSpace, obj []byte) (*mvcc.Rec
 	if own, err := t.st.hasOwn(ctx, s, obj, t.tx.StartTS); err != nil || own {
 		return nil, err
 	}
-	rec, err := t.st.readOwn(ctx, b, rebase(obj, b.ID()), 0, at)
+	rec, err := t.st.readOwn(ctx, b, rebase(obj, b.ID()), 0, min(at, t.tx.StartTS))
 	if KindOf(err) == NotFound {
 		return nil, nil
 	}
@@ -487,8 +499,9 @@ func (t *Txn) List(ctx context.Context, req *ListRequest) (ListResult, error) {
 	}
 	defer release()
 	t.touched(s, req.Space)
+	_, point := s.Base()
 	for _, o := range res.Objects {
-		t.tx.Saw(keys.Object(s.ID(), nil, []byte(o.Key)), o.Version)
+		t.tx.Saw(keys.Object(s.ID(), nil, []byte(o.Key)), ownVersion(point, o.Version))
 	}
 	return t.mergeWrites(s, req, res), nil
 }

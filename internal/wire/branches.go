@@ -120,7 +120,7 @@ func DecodeMergeResult(b []byte) (object.MergeResult, error) {
 }
 
 // branchOp serves BRANCH: create needs the admin grant on the space (a
-// branch holds its history), a list of one space's the read grant on it
+// branch holds its history) and on the branch's name, a list of one space's the read grant on it
 // (and lists what the key may read), delete the admin grant on the
 // branch or on its base, merge the write grant on the base and the read
 // grant on the branch.
@@ -146,8 +146,12 @@ func (c *serverConn) branchOp(ctx context.Context, buf, body []byte) ([]byte, er
 	}
 	switch r.Action {
 	case BranchCreate:
-		if e := c.allow(r.Space, auth.Admin); e != nil {
-			return nil, e
+		// A branch is a new space showing the base: the admin grant on
+		// both names, as CREATE_SPACE needs on its name.
+		for _, sp := range []string{r.Space, r.Name} {
+			if e := c.allow(sp, auth.Admin); e != nil {
+				return nil, e
+			}
 		}
 		b, err := br.CreateBranch(ctx, r.Space, r.Name, r.From)
 		if err != nil {
