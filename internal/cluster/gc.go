@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -239,7 +240,7 @@ spaces:
 			}
 			for _, obj := range objs {
 				if err := n.pruneKey(ctx, s.meta.Name, obj, now); err != nil {
-					if going(s) {
+					if going(s) || n.notActive(ctx, s) {
 						continue spaces // being deleted: its versions go with it, or wait for the next run
 					}
 					return fmt.Errorf("space %q: %w", s.meta.Name, err)
@@ -291,6 +292,13 @@ func (n *Node) prunable(s *space, d rangedesc.Range, pol mvcc.Retention, now uin
 	return out, it.Error()
 }
 
+// notActive reports whether the catalog no longer has s as an active
+// space (it is being deleted, or gone).
+func (n *Node) notActive(ctx context.Context, s *space) bool {
+	sp, err := n.catalog.GetSpace(ctx, s.meta.Name)
+	return errors.Is(err, meta.ErrSpaceNotFound) || err == nil && (sp.ID != s.meta.ID || sp.State != meta.SpaceActive)
+}
+
 // going reports whether s is being deleted (fenced) or is gone.
 func going(s *space) bool {
 	s.gate.RLock()
@@ -335,6 +343,9 @@ func (n *Node) markRefs(ctx context.Context, cands []chunk.Hash) (map[chunk.Hash
 		}
 		if err != nil {
 			return nil, fmt.Errorf("space %q: %w", sp.Name, err)
+		}
+		if len(t.Ranges()) == 0 {
+			continue // its ranges are gone (a delete went through): nothing reads it
 		}
 		here := 0
 		found, err := n.rc.Refs(ctx, t, sp.ID, cands, func(r int) {

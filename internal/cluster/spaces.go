@@ -152,7 +152,9 @@ func (n *Node) loadSpaces(ctx context.Context) error {
 			}
 			continue
 		}
-		if _, err := n.openSpace(ctx, sp); err != nil {
+		if _, err := n.openSpace(ctx, sp); object.KindOf(err) == object.SpaceNotFound {
+			continue // being deleted, its ranges gone already
+		} else if err != nil {
 			return err
 		}
 	}
@@ -167,6 +169,11 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 	descs, err := n.catalog.SpaceRanges(ctx, sp.ID)
 	if err != nil {
 		return nil, fmt.Errorf("load ranges of space %s: %w", sp.Name, err)
+	}
+	if len(descs) == 0 && sp.State != meta.SpaceActive {
+		// Its ranges went with a delete (the state read may be older than
+		// that): never made again.
+		return nil, object.Errorf(object.SpaceNotFound, "space %q is being deleted", sp.Name)
 	}
 	if len(descs) == 0 {
 		place, err := n.placeRanges(ctx, sp.Settings.Replicas)
@@ -769,11 +776,21 @@ func (n *Node) tableOf(ctx context.Context, id uint32) (*rangeclient.Table, erro
 		if sp.ID != id {
 			continue
 		}
-		s, release, err := n.acquire(ctx, sp.Name)
+		// Read again (the list may be stale), and opened whether active or
+		// fenced: a space being deleted still holds its keys until the
+		// delete goes through, and the collector's marks and lock
+		// resolution must read them.
+		cur, err := n.catalog.GetSpace(ctx, sp.Name)
+		if errors.Is(err, meta.ErrSpaceNotFound) || err == nil && (cur.ID != id || cur.State == meta.SpaceDeleting) {
+			break
+		}
+		if err != nil {
+			return nil, object.Unreachable("the space catalog", err)
+		}
+		s, err := n.openSpace(ctx, cur)
 		if err != nil {
 			return nil, err
 		}
-		release()
 		return &s.tab, nil
 	}
 	return nil, object.Errorf(object.SpaceNotFound, "no space has id %d (deleted?)", id)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -506,13 +507,31 @@ func (st *Store) applyRange(ctx context.Context, s OpenSpace, req *PutRequest, p
 	if off > st.cfg.MaxObjectSize-int64(len(data)) {
 		return nil, Errorf(TooLarge, "the object would be over the %d byte limit", st.cfg.MaxObjectSize)
 	}
+	var fresh map[chunk.Hash][]byte // the pieces this write stored, to sum without reading them back
+	if sum {
+		fresh = map[chunk.Hash][]byte{}
+		inner := store
+		store = func(b []byte) (chunk.Ref, error) {
+			ref, err := inner(b)
+			if err == nil {
+				fresh[ref.Hash] = slices.Clone(b) // WriteAt reuses b
+			}
+			return ref, err
+		}
+	}
 	nm, err := chunk.WriteAt(pm, off, data, rangePiece(len(data)), load, store)
 	if err != nil {
 		return nil, err
 	}
 	rec := &mvcc.Record{Size: nm.Size(), Manifest: nm.Marshal()}
 	if sum {
-		if rec, err = st.summarize(ctx, nm, s.Replicas()); err != nil {
+		read := func(ref chunk.Ref) ([]byte, error) {
+			if b, ok := fresh[ref.Hash]; ok {
+				return b, nil
+			}
+			return load(ref)
+		}
+		if rec, err = st.summarizeRange(nm, read); err != nil {
 			return nil, err
 		}
 	}
@@ -673,14 +692,54 @@ func (st *Store) summarize(ctx context.Context, m chunk.Manifest, replicas int) 
 	return rec, nil
 }
 
-// summarizeInto fills in the hashes of rec, whose content is its
-// manifest, and moves a small content inline.
-func (st *Store) summarizeInto(ctx context.Context, rec *mvcc.Record, replicas int) error {
+// summarizeRange is summarize for a version made by byte-range writes
+// or appends, reading its pieces with load: its hash is its content's
+// BLAKE3, as every version's, but its ETag is derived from that hash
+// (rangeETag) rather than an MD5 of the content, which would cost a
+// second pass over the whole object for every small write — as an S3
+// multipart upload's ETag is no MD5 of its content either.
+func (st *Store) summarizeRange(m chunk.Manifest, load func(chunk.Ref) ([]byte, error)) (*mvcc.Record, error) {
+	bh := chunk.NewHasher()
+	var inline []byte
+	small := m.Size() <= int64(st.cfg.InlineThreshold)
+	for _, ref := range m.Chunks {
+		b, err := load(ref)
+		if err != nil {
+			return nil, err
+		}
+		bh.Write(b)
+		if small {
+			inline = append(inline, b...)
+		}
+	}
+	rec := &mvcc.Record{Size: m.Size(), Hash: bh.Sum()}
+	rec.ETag = rangeETag(rec.Hash)
+	if small {
+		if inline == nil {
+			inline = []byte{}
+		}
+		rec.Inline = inline
+	} else {
+		rec.Manifest = m.Marshal()
+	}
+	return rec, nil
+}
+
+// rangeETag is the ETag of a version made by byte-range writes: the first
+// 16 bytes of its content's BLAKE3 hash in hex, and "-1". The hyphen
+// tells S3 clients, as a multipart upload's does, that it is no MD5 of
+// the content; equal content has equal ETags.
+func rangeETag(h [32]byte) string { return hex.EncodeToString(h[:16]) + "-1" }
+
+// summarizeInto fills in the hashes of rec, a transaction's version made
+// by byte-range writes (its content is its manifest), reading its pieces
+// with load, and moves a small content inline.
+func (st *Store) summarizeInto(rec *mvcc.Record, load func(chunk.Ref) ([]byte, error)) error {
 	m, err := chunk.UnmarshalManifest(rec.Manifest)
 	if err != nil {
 		return Errorf(Corrupt, "manifest of a transaction's write: %v", err)
 	}
-	sum, err := st.summarize(ctx, m, replicas)
+	sum, err := st.summarizeRange(m, load)
 	if err != nil {
 		return err
 	}

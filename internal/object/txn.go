@@ -606,7 +606,7 @@ func (t *Txn) Commit(ctx context.Context) (uint64, error) {
 		// share chunks with may have been removed since its snapshot
 		// (another commit to the key pruned it): the shared chunks are
 		// touched, and one already collected is that conflict.
-		err := t.st.summarizeInto(ctx, u.rec, u.replicas)
+		err := t.st.summarizeInto(u.rec, t.loadPiece(ctx, u.replicas))
 		if err == nil && u.rec.Manifest != nil {
 			var m chunk.Manifest
 			if m, err = chunk.UnmarshalManifest(u.rec.Manifest); err == nil {
