@@ -801,9 +801,13 @@ func (st *Store) Get(ctx context.Context, req *GetRequest) (Info, io.ReadCloser,
 }
 
 // chunkReader streams pieces of chunks, each verified by the segment store,
-// fetching the next chunk while the current one is consumed. Chunks are
-// read into buffers from bufpool; Read copies out of them, so a buffer
-// goes back to the pool once Read has moved past its chunk or Close runs.
+// fetching the next ones while the current one is consumed: up to
+// readAheadBytes of them (at least one, at most readAheadPieces), so that
+// a version made of many small pieces scattered over the segments (a
+// byte-range-written one's history) waits for their reads together, not
+// one after another. Chunks are read into buffers from bufpool; Read
+// copies out of them, so a buffer goes back to the pool once Read has
+// moved past its chunk or Close runs.
 type chunkReader struct {
 	ctx    context.Context
 	st     *Store
@@ -811,8 +815,15 @@ type chunkReader struct {
 	r      int // the space's replication factor
 	cur    []byte
 	curBuf *[]byte // the pooled buffer cur lies in (if it does), or nil
-	next   chan fetched
+	ahead  []pending
+	bytes  int64 // the sizes of the chunks ahead
 	err    error
+}
+
+// pending is a chunk being fetched ahead.
+type pending struct {
+	ch   chan fetched
+	size int64
 }
 
 type fetched struct {
@@ -821,35 +832,52 @@ type fetched struct {
 	err error
 }
 
+// Read-ahead bounds of a chunkReader.
+const (
+	readAheadBytes  = 1 << 20
+	readAheadPieces = 16
+)
+
 func newChunkReader(ctx context.Context, st *Store, pieces []chunk.Piece, r int) *chunkReader {
 	cr := &chunkReader{ctx: ctx, st: st, pieces: pieces, r: r}
 	cr.prefetch()
 	return cr
 }
 
+// prefetch starts fetching the next pieces, up to the read-ahead bounds.
 func (cr *chunkReader) prefetch() {
-	if len(cr.pieces) == 0 {
-		cr.next = nil
-		return
-	}
-	p := cr.pieces[0]
-	cr.pieces = cr.pieces[1:]
-	ch := make(chan fetched, 1)
-	cr.next = ch
-	buf := bufpool.Get(int(p.Size))
-	go func() {
-		b, err := cr.st.cfg.Chunks.GetChunk(cr.ctx, p.Hash, (*buf)[:0], cr.r)
-		switch {
-		case err != nil:
-		case p.Off < 0 || p.Len < 0 || p.Off+p.Len > int64(len(b)):
-			// b may be a slice of a larger pooled buffer: never slice
-			// past its length.
-			b, err = nil, Errorf(Corrupt, "chunk %s has %d bytes; the manifest reads %d at %d", p.Hash, len(b), p.Len, p.Off)
-		default:
-			b = b[p.Off : p.Off+p.Len]
+	for len(cr.pieces) > 0 {
+		p := cr.pieces[0]
+		if len(cr.ahead) > 0 && (len(cr.ahead) == readAheadPieces || cr.bytes+int64(p.Size) > readAheadBytes) {
+			return
 		}
-		ch <- fetched{b, buf, err}
-	}()
+		cr.pieces = cr.pieces[1:]
+		ch := make(chan fetched, 1)
+		cr.ahead = append(cr.ahead, pending{ch: ch, size: int64(p.Size)})
+		cr.bytes += int64(p.Size)
+		buf := bufpool.Get(int(p.Size))
+		go func() {
+			b, err := cr.st.cfg.Chunks.GetChunk(cr.ctx, p.Hash, (*buf)[:0], cr.r)
+			switch {
+			case err != nil:
+			case p.Off < 0 || p.Len < 0 || p.Off+p.Len > int64(len(b)):
+				// b may be a slice of a larger pooled buffer: never slice
+				// past its length.
+				b, err = nil, Errorf(Corrupt, "chunk %s has %d bytes; the manifest reads %d at %d", p.Hash, len(b), p.Len, p.Off)
+			default:
+				b = b[p.Off : p.Off+p.Len]
+			}
+			ch <- fetched{b, buf, err}
+		}()
+	}
+}
+
+// nextFetched waits for the oldest chunk ahead.
+func (cr *chunkReader) nextFetched() fetched {
+	p := cr.ahead[0]
+	cr.ahead = cr.ahead[1:]
+	cr.bytes -= p.size
+	return <-p.ch
 }
 
 func (cr *chunkReader) Read(p []byte) (int, error) {
@@ -857,17 +885,17 @@ func (cr *chunkReader) Read(p []byte) (int, error) {
 		if cr.err != nil {
 			return 0, cr.err
 		}
-		if cr.next == nil {
+		if len(cr.ahead) == 0 {
 			return 0, io.EOF
 		}
-		f := <-cr.next
+		f := cr.nextFetched()
 		// Everything of the current chunk has been copied out.
 		bufpool.Put(cr.curBuf)
 		cr.cur, cr.curBuf = nil, nil
 		if f.err != nil {
 			bufpool.Put(f.buf)
 			cr.err = f.err
-			cr.next = nil
+			cr.drain()
 			return 0, f.err
 		}
 		cr.cur, cr.curBuf = f.b, f.buf
@@ -878,15 +906,19 @@ func (cr *chunkReader) Read(p []byte) (int, error) {
 	return k, nil
 }
 
-// Close waits for an outstanding prefetch so no goroutine outlives the
-// reader, and gives its buffers back. Read and Close must not run
-// concurrently.
-func (cr *chunkReader) Close() error {
-	if cr.next != nil {
-		f := <-cr.next
-		bufpool.Put(f.buf)
-		cr.next = nil
+// drain waits for the fetches ahead, so no goroutine outlives the reader,
+// and gives their buffers back.
+func (cr *chunkReader) drain() {
+	for len(cr.ahead) > 0 {
+		bufpool.Put(cr.nextFetched().buf)
 	}
+	cr.pieces = nil
+}
+
+// Close waits for the fetches ahead and gives the buffers back. Read and
+// Close must not run concurrently.
+func (cr *chunkReader) Close() error {
+	cr.drain()
 	bufpool.Put(cr.curBuf)
 	cr.cur, cr.curBuf = nil, nil
 	cr.err = errors.New("read after close")
