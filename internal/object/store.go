@@ -835,7 +835,7 @@ type fetched struct {
 // Read-ahead bounds of a chunkReader.
 const (
 	readAheadBytes  = 1 << 20
-	readAheadPieces = 16
+	readAheadPieces = 64
 )
 
 func newChunkReader(ctx context.Context, st *Store, pieces []chunk.Piece, r int) *chunkReader {
