@@ -285,7 +285,21 @@ func TestReplicatedRange(t *testing.T) {
 		}
 	}
 
-	waitThreeVoters(t, first) // the meta service survives the stop
+	// The meta service survives the stop: three voters, and every node's
+	// meta client pointed at all of them (each node follows the member
+	// list every 500 ms; a node that joined through the stopped one knew
+	// only it until then).
+	waitThreeVoters(t, first)
+	for _, n := range nodes {
+		es, ok := n.meta.(*meta.EtcdStore)
+		deadline := time.Now().Add(30 * time.Second)
+		for ok && !es.Embedded() && len(es.Endpoints()) < 3 {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d's meta client knows only %v", n.NodeID(), es.Endpoints())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	lh.Close()
 	var rest []*Node
 	for _, n := range nodes {

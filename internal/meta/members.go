@@ -143,6 +143,14 @@ func (s *EtcdStore) SetEndpoints(eps []string) {
 	s.client.SetEndpoints(eps...)
 }
 
+// Endpoints returns the client URLs the store's client uses; Embedded
+// reports whether it is the store of an embedded member (which talks to
+// its own server).
+func (s *EtcdStore) Endpoints() []string { return s.client.Endpoints() }
+
+// Embedded: see Endpoints.
+func (s *EtcdStore) Embedded() bool { return s.etcd != nil }
+
 func sortedCopy(s []string) []string {
 	c := slices.Clone(s)
 	slices.Sort(c)
