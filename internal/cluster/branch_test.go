@@ -316,11 +316,19 @@ func TestBranchMerge(t *testing.T) {
 	if err != nil || !slices.ContainsFunc(l.Children, func(c object.LineageEntry) bool { return c.Space == "main" && c.Version == res.Version }) {
 		t.Fatalf("lineage of the branch's version: %+v %v", l, err)
 	}
+	// Settled: the conflicts dest-wins kept the space's for are no
+	// conflicts again until a side changes them.
+	res, err = n.MergeBranch(ctx, &object.MergeRequest{Branch: "work"})
+	if err != nil || res.Applied != 0 || len(res.Conflicts) != 0 {
+		t.Fatalf("merging again after dest-wins: %+v %v", res, err)
+	}
+	put(t, n, "work", "both", []byte("both-branch2"))
+	put(t, n, "main", "both", []byte("both-main2"))
 	res, err = n.MergeBranch(ctx, &object.MergeRequest{Branch: "work", Strategy: object.MergeSourceWins})
-	if err != nil || res.Applied != 2 || len(res.Conflicts) != 2 {
+	if err != nil || res.Applied != 1 || len(res.Conflicts) != 1 {
 		t.Fatalf("merge, source wins: %+v %v", res, err)
 	}
-	if got, _, _ := get(t, n, object.GetRequest{Space: "main", Key: "both"}); string(got) != "both-branch" {
+	if got, _, _ := get(t, n, object.GetRequest{Space: "main", Key: "both"}); string(got) != "both-branch2" {
 		t.Fatalf("source wins: both = %q", got)
 	}
 	res, err = n.MergeBranch(ctx, &object.MergeRequest{Branch: "work", Strategy: object.MergeFail})
@@ -625,10 +633,19 @@ func TestBranchMergeAgain(t *testing.T) {
 		t.Fatalf("merging a delete: %+v", res)
 	}
 	put(t, n, "main", "j", []byte("j-main"))
-	if res := merge(""); len(res.Conflicts) != 1 || res.Applied != 0 {
-		t.Fatalf("after a merged delete: %+v", res)
+	if res := merge(""); len(res.Conflicts) != 0 || res.Applied != 0 {
+		t.Fatalf("after a merged delete (and k settled by dest-wins): %+v", res)
 	}
 	if got, _, _ := get(t, n, object.GetRequest{Space: "main", Key: "j"}); string(got) != "j-main" {
 		t.Fatalf("main/j = %q", got)
+	}
+	// The space makes g, a merge passes (the branch has no g), then the
+	// branch makes g too: both changed it since they last agreed (on no
+	// g), a conflict — not the branch's g over the space's.
+	put(t, n, "main", "g", []byte("g-main"))
+	merge("")
+	put(t, n, "bee", "g", []byte("g-branch"))
+	if res := merge(""); len(res.Conflicts) != 1 || res.Conflicts[0].Key != "g" {
+		t.Fatalf("a key both made: %+v", res)
 	}
 }

@@ -48,6 +48,9 @@ func (n *Node) CreateBranch(ctx context.Context, spaceName, name, from string) (
 	}
 	set := bm.Settings
 	set.Ranges = 1 // it starts empty; it splits as it grows
+	// It keeps its whole history: a merge compares with what it showed
+	// at the last merge (and it goes whole with branch rm).
+	set.Retention, set.KeepLast, set.KeepFor = meta.RetainAll, 0, 0
 	sp, err := n.catalog.CreateBranch(ctx, name, set, bm.Name, bm.ID)
 	if errors.Is(err, meta.ErrSpaceExists) {
 		return object.BranchInfo{}, object.Errorf(object.SpaceExists, "the name %q is taken (%v)", name, err)
@@ -81,10 +84,12 @@ func (n *Node) CreateBranch(ctx context.Context, spaceName, name, from string) (
 		undo()
 		return object.BranchInfo{}, object.Unreachable("timestamp oracle", err)
 	}
-	if sp, err = n.catalog.SetBranchPoint(ctx, name, at); err != nil {
+	made, err := n.catalog.SetBranchPoint(ctx, name, at)
+	if err != nil {
 		undo()
 		return object.BranchInfo{}, object.Unreachable("space catalog", err)
 	}
+	sp = made
 	n.releaseEverywhere(bm.Name) // each node's mark goes down to the newest hold
 	if _, err := n.openSpace(ctx, sp); err != nil {
 		// Made all the same: it opens on its first use.
@@ -183,5 +188,22 @@ func (n *Node) findBase(ctx context.Context, s *space) error {
 		return err
 	}
 	s.branch.CompareAndSwap(nil, &branchRef{base: base, at: sp.BaseAt})
+	return nil
+}
+
+// MergePoint implements object.Spaces.
+func (o spaceOpener) MergePoint(ctx context.Context, name string) (uint64, error) {
+	sp, err := o.n.catalog.GetSpace(ctx, name)
+	if err != nil {
+		return 0, object.Unreachable("space catalog", err)
+	}
+	return sp.MergedAt, nil
+}
+
+// SetMergePoint implements object.Spaces.
+func (o spaceOpener) SetMergePoint(ctx context.Context, name string, id uint32, at uint64) error {
+	if err := o.n.catalog.SetBranchMerged(ctx, name, id, at); err != nil {
+		return object.Unreachable("space catalog", err)
+	}
 	return nil
 }

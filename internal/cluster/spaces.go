@@ -166,6 +166,12 @@ func (n *Node) loadSpaces(ctx context.Context) error {
 func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 	n.openMu.Lock() // requests and the range watcher may open a space at once
 	defer n.openMu.Unlock()
+	n.mu.RLock()
+	cur := n.mu.spaces[sp.Name]
+	n.mu.RUnlock()
+	if cur != nil && cur.meta.ID == sp.ID {
+		return cur, nil // opened meanwhile: one copy, which fences and holds reach
+	}
 	descs, err := n.catalog.SpaceRanges(ctx, sp.ID)
 	if err != nil {
 		return nil, fmt.Errorf("load ranges of space %s: %w", sp.Name, err)
@@ -183,6 +189,9 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 		descs, err = n.catalog.CreatePlacedRanges(ctx, sp.ID, splitBounds(sp.ID, sp.Settings.Ranges), place)
 		if err != nil {
 			return nil, fmt.Errorf("create ranges of space %s: %w", sp.Name, err)
+		}
+		if len(descs) == 0 {
+			return nil, object.Errorf(object.SpaceNotFound, "space %q is being deleted", sp.Name)
 		}
 	}
 	// A space a delete is checking opens fenced (fence.go).
@@ -215,6 +224,21 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 		}
 	}
 	s.held.Store(held)
+	// The state sp was read with may be older than a delete that began
+	// since, whose fence did not find the space open here: read it again
+	// now that the space is in the map (a fence from here on finds it).
+	if now, err := n.catalog.GetSpace(ctx, sp.Name); errors.Is(err, meta.ErrSpaceNotFound) || err == nil && (now.ID != sp.ID || now.State == meta.SpaceDeleting) {
+		s.deleted = true
+		s.gate.Unlock()
+		n.mu.Lock()
+		if n.mu.spaces[sp.Name] == s {
+			delete(n.mu.spaces, sp.Name)
+		}
+		n.mu.Unlock()
+		return nil, object.Errorf(object.SpaceNotFound, "space %q does not exist", sp.Name)
+	} else if err == nil && now.State == meta.SpaceFencing {
+		s.fenced = true
+	}
 	s.gate.Unlock()
 	return s, nil
 }
@@ -738,6 +762,9 @@ func (n *Node) SetRetention(ctx context.Context, name string, ws object.SpaceSet
 	ms, err := settingsToMeta(object.SpaceSettings{Retention: ws.Retention, KeepLast: ws.KeepLast, KeepForSeconds: ws.KeepForSeconds}, 1)
 	if err != nil {
 		return object.SpaceInfo{}, err
+	}
+	if cur, err := n.catalog.GetSpace(ctx, name); err == nil && cur.Branch() {
+		return object.SpaceInfo{}, object.Errorf(object.InvalidArgument, "%q is a branch: it keeps its whole history (its merges compare with it) until it is removed", name)
 	}
 	sp, err := n.catalog.SetRetention(ctx, name, ms)
 	if errors.Is(err, meta.ErrSpaceNotFound) {

@@ -117,6 +117,9 @@ type Space struct {
 	Base   string
 	BaseID uint32
 	BaseAt uint64
+	// MergedAt is, for a branch, the timestamp its last merge read it at
+	// (0: never merged): where the next merge compares the two sides from.
+	MergedAt uint64
 }
 
 // Branch reports whether the space is a branch.
@@ -146,12 +149,13 @@ type spaceRecord struct {
 	Base     string        `json:"base,omitempty"`
 	BaseID   uint32        `json:"base_id,omitempty"`
 	BaseAt   uint64        `json:"base_at,omitempty"`
+	MergedAt uint64        `json:"merged_at,omitempty"`
 }
 
 func encodeSpace(sp Space) []byte {
 	rec := spaceRecord{V: formatVersionOne, ID: sp.ID, Name: sp.Name,
 		Created: sp.Created.UTC(), Settings: sp.Settings, State: sp.State,
-		Base: sp.Base, BaseID: sp.BaseID, BaseAt: sp.BaseAt}
+		Base: sp.Base, BaseID: sp.BaseID, BaseAt: sp.BaseAt, MergedAt: sp.MergedAt}
 	if !sp.Since.IsZero() {
 		since := sp.Since.UTC()
 		rec.Since = &since
@@ -169,7 +173,7 @@ func decodeSpace(kv KV) (Space, error) {
 		return Space{}, fmt.Errorf("meta: %s has format version %d, want %d", kv.Key, r.V, formatVersionOne)
 	}
 	sp := Space{ID: r.ID, Name: r.Name, Created: r.Created, Settings: r.Settings, State: r.State,
-		Base: r.Base, BaseID: r.BaseID, BaseAt: r.BaseAt}
+		Base: r.Base, BaseID: r.BaseID, BaseAt: r.BaseAt, MergedAt: r.MergedAt}
 	if r.Since != nil {
 		sp.Since = *r.Since
 	}
@@ -205,6 +209,27 @@ func (c *Catalog) SetBranchPoint(ctx context.Context, name string, at uint64) (S
 	sp.BaseAt = at
 	_, err = c.store.Put(ctx, spaceKey(name), encodeSpace(sp), rev)
 	return sp, err
+}
+
+// SetBranchMerged records that a merge read branch name (id) at at; an
+// older merge's record does not replace a newer one's.
+func (c *Catalog) SetBranchMerged(ctx context.Context, name string, id uint32, at uint64) error {
+	for {
+		sp, rev, err := c.getSpace(ctx, name)
+		if err != nil {
+			return err
+		}
+		if !sp.Branch() || sp.ID != id {
+			return fmt.Errorf("%w: no branch %q with id %d", ErrSpaceNotFound, name, id)
+		}
+		if sp.MergedAt >= at {
+			return nil
+		}
+		sp.MergedAt = at
+		if _, err = c.store.Put(ctx, spaceKey(name), encodeSpace(sp), rev); !errors.Is(err, ErrConflict) {
+			return err
+		}
+	}
 }
 
 func (c *Catalog) createSpace(ctx context.Context, name string, set SpaceSettings, base string, baseID uint32) (Space, error) {

@@ -367,6 +367,10 @@ func (st *Store) MergeBranch(ctx context.Context, req *MergeRequest) (MergeResul
 	// The commit holds the branch too: one removed meanwhile (and its
 	// hold on the base with it) fails the merge.
 	t.touched(s, req.Branch)
+	mergedAt, err := st.cfg.Spaces.MergePoint(ctx, req.Branch)
+	if err != nil {
+		return MergeResult{}, err
+	}
 	var res MergeResult
 	// Every key the branch wrote, as of the transaction's snapshot.
 	list := &ListRequest{Space: req.Branch}
@@ -378,7 +382,7 @@ func (st *Store) MergeBranch(ctx context.Context, req *MergeRequest) (MergeResul
 		}
 		for _, e := range page {
 			after = e.key
-			applied, conflict, err := st.mergeKey(ctx, t, s, dst, at, e, strategy)
+			applied, conflict, err := st.mergeKey(ctx, t, s, dst, at, mergedAt, e, strategy)
 			if err != nil {
 				return MergeResult{}, err
 			}
@@ -393,26 +397,36 @@ func (st *Store) MergeBranch(ctx context.Context, req *MergeRequest) (MergeResul
 			break
 		}
 	}
-	if res.Applied == 0 || (strategy == MergeFail && len(res.Conflicts) > 0) {
+	if strategy == MergeFail && len(res.Conflicts) > 0 {
 		res.Applied = 0
-		return res, nil
+		return res, nil // nothing merged, nothing agreed
 	}
-	res.Version, err = t.Commit(ctx)
-	done = true
-	if err != nil {
-		return MergeResult{}, err
+	if res.Applied > 0 {
+		res.Version, err = t.Commit(ctx)
+		done = true
+		if err != nil {
+			return MergeResult{}, err
+		}
 	}
+	// The two sides now agree on every key as the branch showed it at the
+	// transaction's start (the space's kept where it won): the next merge
+	// compares from there. Should this record be lost, the next merge
+	// compares from an older point and may report conflicts where there
+	// are none, never miss one.
+	_ = st.cfg.Spaces.SetMergePoint(context.WithoutCancel(ctx), req.Branch, s.ID(), t.StartTS())
 	return res, nil
 }
 
 // mergeKey merges the branch's visible version of one key (e) into dst
 // within t: it reports whether the branch's version is written, and why
-// the key is a conflict ("" if it is not). The two sides are compared
-// with where they last agreed on the key: its last merge from this
-// branch if there was one (the space's version that merge wrote, and the
-// branch's version it took), else the branch point.
-func (st *Store) mergeKey(ctx context.Context, t *Txn, s, dst OpenSpace, at uint64, e sideEntry, strategy string) (bool, string, error) {
+// the key is a conflict ("" if it is not). The ancestor both sides are
+// compared with is what the branch showed of the key at its last merge
+// (mergedAt; for a key it did not change, that is its base's version at
+// the branch point), or else the space's at the branch point: a side
+// changed the key if it now holds another object than the ancestor.
+func (st *Store) mergeKey(ctx context.Context, t *Txn, s, dst OpenSpace, at, mergedAt uint64, e sideEntry, strategy string) (bool, string, error) {
 	obj := keys.Object(dst.ID(), nil, []byte(e.key))
+	sobj := keys.Object(s.ID(), nil, []byte(e.key))
 	cur, _, err := t.tx.Read(ctx, dst.Table(), obj) // the space now (nil: absent)
 	if err != nil {
 		return false, "", FromRange(err)
@@ -424,28 +438,23 @@ func (st *Store) mergeKey(ctx context.Context, t *Txn, s, dst OpenSpace, at uint
 	if sameContent(src, cur) {
 		return false, "", nil // the same on both sides (made so twice, or merged before)
 	}
-	latest, merged, took, err := st.lastMerge(ctx, dst, obj, s.ID(), e.key, t.StartTS())
+	var anc *mvcc.Record
+	if mergedAt != 0 {
+		anc, err = st.readRecord(ctx, s, sobj, 0, mergedAt)
+	} else {
+		anc, err = st.readOwn(ctx, dst, obj, 0, at)
+	}
+	if KindOf(err) == NotFound {
+		anc, err = nil, nil
+	}
 	if err != nil {
 		return false, "", err
 	}
-	var branchChanged, spaceChanged bool
-	if merged != 0 {
-		branchChanged, spaceChanged = e.rec.Version != took, latest != merged
-	} else {
-		anc, err := st.readOwn(ctx, dst, obj, 0, at) // the space at the branch point
-		if KindOf(err) == NotFound {
-			anc, err = nil, nil
-		}
-		if err != nil {
-			return false, "", err
-		}
-		branchChanged, spaceChanged = !sameContent(src, anc), !sameVersion(anc, cur)
-	}
-	if !branchChanged {
+	if sameContent(src, anc) {
 		return false, "", nil // only the space changed it: it stays
 	}
 	reason := ""
-	if spaceChanged {
+	if !sameContent(cur, anc) {
 		switch {
 		case src == nil:
 			reason = "deleted in the branch, changed in the space"
@@ -462,7 +471,6 @@ func (st *Store) mergeKey(ctx context.Context, t *Txn, s, dst OpenSpace, at uint
 	if src == nil {
 		return true, reason, FromRange(t.tx.Write(obj, &mvcc.Record{DeleteMarker: true, Origin: origin}, dst.Retention()))
 	}
-	sobj := keys.Object(s.ID(), nil, []byte(e.key))
 	full, err := st.readOwn(ctx, s, sobj, src.Version, 0)
 	if err != nil {
 		return false, "", err
@@ -488,40 +496,6 @@ func (st *Store) mergeKey(ctx context.Context, t *Txn, s, dst OpenSpace, at uint
 		Origin: origin,
 	}
 	return true, reason, FromRange(t.tx.Write(obj, rec, dst.Retention()))
-}
-
-// mergeLookback bounds how many versions of a key a merge reads back for
-// its last merge from the branch; one further back is not found, and the
-// key is compared with the branch point (which may report a conflict
-// where there is none, never miss one).
-const mergeLookback = 1000
-
-// lastMerge finds, in obj's history in dst up to the transaction's start,
-// the newest version a merge of branch (id) wrote for key: merged is that
-// version and took the branch's version it took (0, 0: none); latest is
-// the key's newest version, delete markers included (0: none).
-func (st *Store) lastMerge(ctx context.Context, dst OpenSpace, obj []byte, branch uint32, key string, start uint64) (latest, merged, took uint64, err error) {
-	before, read := start+1, 0
-	for read < mergeLookback {
-		recs, more, err := st.versionsOwn(ctx, dst, obj, before, 100)
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		for _, r := range recs {
-			if latest == 0 {
-				latest = r.Version
-			}
-			if o := r.Origin; o != nil && o.SpaceID == branch && o.Key == key {
-				return latest, r.Version, o.Version, nil
-			}
-		}
-		read += len(recs)
-		if !more || len(recs) == 0 {
-			break
-		}
-		before = recs[len(recs)-1].Version
-	}
-	return latest, 0, 0, nil
 }
 
 // sameContent reports whether two visible versions (nil: none) hold the

@@ -88,6 +88,10 @@ type Spaces interface {
 	// Name returns the name of the space with id, "" if there is none
 	// (it was deleted).
 	Name(ctx context.Context, id uint32) (string, error)
+	// MergePoint is the timestamp the last merge of branch name read it
+	// at (0: never merged); SetMergePoint records a merge's.
+	MergePoint(ctx context.Context, name string) (uint64, error)
+	SetMergePoint(ctx context.Context, name string, id uint32, at uint64) error
 }
 
 // OpenSpace is a space as the object service uses it.
@@ -810,6 +814,7 @@ func (st *Store) Get(ctx context.Context, req *GetRequest) (Info, io.ReadCloser,
 // moved past its chunk or Close runs.
 type chunkReader struct {
 	ctx    context.Context
+	cancel context.CancelFunc // ends the fetches ahead when the reader stops early
 	st     *Store
 	pieces []chunk.Piece
 	r      int // the space's replication factor
@@ -839,7 +844,8 @@ const (
 )
 
 func newChunkReader(ctx context.Context, st *Store, pieces []chunk.Piece, r int) *chunkReader {
-	cr := &chunkReader{ctx: ctx, st: st, pieces: pieces, r: r}
+	cr := &chunkReader{st: st, pieces: pieces, r: r}
+	cr.ctx, cr.cancel = context.WithCancel(ctx)
 	cr.prefetch()
 	return cr
 }
@@ -909,6 +915,9 @@ func (cr *chunkReader) Read(p []byte) (int, error) {
 // drain waits for the fetches ahead, so no goroutine outlives the reader,
 // and gives their buffers back.
 func (cr *chunkReader) drain() {
+	if len(cr.ahead) > 0 || len(cr.pieces) > 0 {
+		cr.cancel() // stopped early: what is still being fetched is not wanted
+	}
 	for len(cr.ahead) > 0 {
 		bufpool.Put(cr.nextFetched().buf)
 	}
@@ -919,6 +928,7 @@ func (cr *chunkReader) drain() {
 // Close must not run concurrently.
 func (cr *chunkReader) Close() error {
 	cr.drain()
+	cr.cancel()
 	bufpool.Put(cr.curBuf)
 	cr.cur, cr.curBuf = nil, nil
 	cr.err = errors.New("read after close")

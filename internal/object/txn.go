@@ -578,7 +578,8 @@ func (t *Txn) Commit(ctx context.Context) (uint64, error) {
 	// is seen by it (its mark makes the policy keep-all), so the commit
 	// prunes nothing a snapshot shows.
 	held := map[uint32]OpenSpace{}
-	for id, name := range spaces {
+	for _, id := range slices.Sorted(maps.Keys(spaces)) { // one order for every commit
+		name := spaces[id]
 		s, release, err := t.st.cfg.Spaces.Acquire(ctx, name)
 		if err != nil {
 			t.tx.Rollback()
