@@ -132,10 +132,16 @@ func TestCLIVersions(t *testing.T) {
 	if got := must("", "cat", "models/new"); got != "new in exp\n" {
 		t.Fatalf("the merged key reads %q", got)
 	}
+	// Settled by dest-wins until a side changes w again; both do.
+	if out := must("", "branch", "merge", "exp"); !strings.Contains(out, "nothing to take") {
+		t.Fatalf("merging again after dest-wins: %q", out)
+	}
+	must("exp weights 2\n", "put", "exp/w", "-")
+	must("weights v5\n", "put", "models/w", "-")
 	if out := must("", "branch", "merge", "exp", "--strategy", "source-wins"); !strings.Contains(out, "merged exp: 1 keys") {
 		t.Fatalf("merge, source wins: %q", out)
 	}
-	if got := must("", "cat", "models/w"); got != "exp weights\n" {
+	if got := must("", "cat", "models/w"); got != "exp weights 2\n" {
 		t.Fatalf("source wins: %q", got)
 	}
 	// A space diff between views of one space: the branch against the
