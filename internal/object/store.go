@@ -6,6 +6,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"errors"
+	"hash"
 	"io"
 	"slices"
 	"strings"
@@ -669,31 +670,7 @@ func (st *Store) storeChunk(ctx context.Context, replicas int) func([]byte) (chu
 // and MD5 of the whole content (read back through verified chunks), and
 // the manifest itself; small content is stored inline instead.
 func (st *Store) summarize(ctx context.Context, m chunk.Manifest, replicas int) (*mvcc.Record, error) {
-	md := md5.New()
-	bh := chunk.NewHasher()
-	var inline []byte
-	small := m.Size() <= int64(st.cfg.InlineThreshold)
-	for _, ref := range m.Chunks {
-		b, err := st.cfg.Chunks.GetChunk(ctx, ref.Hash, nil, replicas)
-		if err != nil {
-			return nil, err
-		}
-		md.Write(b)
-		bh.Write(b)
-		if small {
-			inline = append(inline, b...)
-		}
-	}
-	rec := &mvcc.Record{Size: m.Size(), Hash: bh.Sum(), ETag: hex.EncodeToString(md.Sum(nil))}
-	if small {
-		if inline == nil {
-			inline = []byte{}
-		}
-		rec.Inline = inline
-	} else {
-		rec.Manifest = m.Marshal()
-	}
-	return rec, nil
+	return st.sum(m, st.loadChunk(ctx, replicas), true)
 }
 
 // summarizeRange is summarize for a version made by byte-range writes
@@ -703,6 +680,17 @@ func (st *Store) summarize(ctx context.Context, m chunk.Manifest, replicas int) 
 // second pass over the whole object for every small write — as an S3
 // multipart upload's ETag is no MD5 of its content either.
 func (st *Store) summarizeRange(m chunk.Manifest, load func(chunk.Ref) ([]byte, error)) (*mvcc.Record, error) {
+	return st.sum(m, load, false)
+}
+
+// sum reads m's content with load and makes its record: its BLAKE3 hash,
+// its ETag (the content's MD5 with withMD5, else rangeETag), and the
+// content inline if it is small, else the manifest.
+func (st *Store) sum(m chunk.Manifest, load func(chunk.Ref) ([]byte, error), withMD5 bool) (*mvcc.Record, error) {
+	var md hash.Hash
+	if withMD5 {
+		md = md5.New()
+	}
 	bh := chunk.NewHasher()
 	var inline []byte
 	small := m.Size() <= int64(st.cfg.InlineThreshold)
@@ -711,13 +699,20 @@ func (st *Store) summarizeRange(m chunk.Manifest, load func(chunk.Ref) ([]byte, 
 		if err != nil {
 			return nil, err
 		}
+		if md != nil {
+			md.Write(b)
+		}
 		bh.Write(b)
 		if small {
 			inline = append(inline, b...)
 		}
 	}
 	rec := &mvcc.Record{Size: m.Size(), Hash: bh.Sum()}
-	rec.ETag = rangeETag(rec.Hash)
+	if md != nil {
+		rec.ETag = hex.EncodeToString(md.Sum(nil))
+	} else {
+		rec.ETag = rangeETag(rec.Hash)
+	}
 	if small {
 		if inline == nil {
 			inline = []byte{}
