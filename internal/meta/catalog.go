@@ -347,17 +347,34 @@ func (c *Catalog) MoveSpaceStateSince(ctx context.Context, name, from, to string
 	if !validSpaceState(from) || !validSpaceState(to) {
 		return fmt.Errorf("meta: space state %q or %q is not one of %q, %q, %q", from, to, SpaceActive, SpaceFencing, SpaceDeleting)
 	}
+	// A write whose outcome is unknown (a timeout, a leader change) is
+	// settled by reading again: the move is ours if the space is in state
+	// to since the moment we wrote.
+	deadline := time.Now().Add(counterRetry)
+	var wrote time.Time
 	for {
 		sp, rev, err := c.getSpace(ctx, name)
 		if err != nil {
 			return err
 		}
+		if !wrote.IsZero() && sp.State == to && sp.Since.Equal(wrote) {
+			return nil // an earlier attempt of ours applied
+		}
 		if sp.State != from || !since.IsZero() && !sp.Since.Equal(since) {
 			return fmt.Errorf("%w: space %q is %s (since %v), not %s", ErrSpaceState, name, sp.State, sp.Since, from)
 		}
-		sp.State, sp.Since = to, c.clock().UTC()
+		wrote = c.clock().UTC()
+		sp.State, sp.Since = to, wrote
 		_, err = c.store.Put(ctx, spaceKey(name), encodeSpace(sp), rev)
-		if !errors.Is(err, ErrConflict) {
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrConflict):
+			continue
+		}
+		if retry, werr := againAfterUnknown(ctx, err, deadline); werr != nil {
+			return werr
+		} else if !retry {
 			return err
 		}
 	}
