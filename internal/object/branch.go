@@ -508,14 +508,6 @@ func sameContent(a, b *mvcc.Record) bool {
 		a.ContentType == b.ContentType && maps.Equal(a.Meta, b.Meta) && maps.Equal(a.Tags, b.Tags))
 }
 
-// sameVersion reports whether two visible versions (nil: none) are one.
-func sameVersion(a, b *mvcc.Record) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.Version == b.Version
-}
-
 // baseVersion refuses a change of version v in place (its removal, its
 // tags) when s is a branch and v is its base's: a branch changes only
 // what it wrote.
