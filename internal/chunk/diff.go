@@ -7,8 +7,8 @@ type Extent struct {
 
 // Diff returns the byte ranges where b's content may differ from a's at
 // the same offsets, in offset order, adjacent ranges merged, computed
-// from the two manifests alone. Bytes covered in both by the same chunk
-// at the same position within it are equal; any other byte of the
+// from the two manifests alone. Bytes that both take from the same byte
+// of the same chunk are equal; any other byte of the
 // shorter length may differ (chunk-granular: a whole chunk that was
 // rewritten is reported whole), and every byte past the shorter length
 // differs (the object grew or shrank). Equal manifests give none.
@@ -39,8 +39,8 @@ func Diff(a, b Manifest) []Extent {
 		ra, rb := a.Chunks[i], b.Chunks[j]
 		aEnd, bEnd := aStart+int64(ra.Size), bStart+int64(rb.Size)
 		end := min(aEnd, bEnd)
-		// The same chunk at the same alignment holds the same bytes.
-		if !(ra.Hash == rb.Hash && off-aStart == off-bStart) {
+		// The same byte of the same chunk is the same byte.
+		if !(ra.Hash == rb.Hash && off-aStart+int64(ra.Off) == off-bStart+int64(rb.Off)) {
 			add(off, end-off)
 		}
 		off = end

@@ -13,15 +13,30 @@ import (
 // loaded chunk has the wrong size.
 var ErrCorrupt = errors.New("chunk: corrupt")
 
-// Ref names a stored chunk: its hash and its size in bytes.
+// Ref is one entry of a manifest: Size bytes of the stored chunk named by
+// Hash, from byte Off of it. Most entries hold a whole chunk (Off 0, Size
+// the chunk's size); a byte-range write keeps the untouched part of a
+// chunk it overwrites in part as an entry holding a slice of it, so that
+// it stores only the bytes it changes (see WriteAt).
 type Ref struct {
 	Hash Hash
 	Size uint32
+	Off  uint32
 }
 
-// Manifest lists the chunks of an object's body in order. Its content is the
-// concatenation of its chunks. Every chunk has Size > 0; the empty object has
-// no chunks. A Manifest is a value: functions here never modify one in place.
+// Of returns the bytes r holds of b, the content of its chunk, or an error
+// wrapping ErrCorrupt if b is too short to hold them.
+func (r Ref) Of(b []byte) ([]byte, error) {
+	if int64(len(b)) < int64(r.Off)+int64(r.Size) {
+		return nil, fmt.Errorf("%w: chunk %s has %d bytes; the manifest reads %d at %d", ErrCorrupt, r.Hash, len(b), r.Size, r.Off)
+	}
+	return b[r.Off : r.Off+r.Size], nil
+}
+
+// Manifest lists the entries of an object's body in order. Its content is
+// the concatenation of the bytes its entries hold. Every entry has Size >
+// 0; the empty object has none. A Manifest is a value: functions here
+// never modify one in place.
 type Manifest struct {
 	Chunks []Ref
 }
@@ -51,8 +66,9 @@ func (m Manifest) Locate(off int64) (idx int, within int64) {
 	return len(m.Chunks), off
 }
 
-// Piece is the part of one chunk that a byte range covers: bytes
-// [Off, Off+Len) of the chunk Ref.
+// Piece is the part of one chunk that a byte range covers: bytes [Off,
+// Off+Len) of the chunk named by Ref.Hash (Off counts from the chunk's
+// start, not from the entry's).
 type Piece struct {
 	Ref
 	Off, Len int64
@@ -77,7 +93,7 @@ func (m Manifest) Span(off, length int64) []Piece {
 		if n > length {
 			n = length
 		}
-		out = append(out, Piece{Ref: r, Off: within, Len: n})
+		out = append(out, Piece{Ref: r, Off: int64(r.Off) + within, Len: n})
 		length -= n
 		within = 0
 	}
@@ -86,33 +102,61 @@ func (m Manifest) Span(off, length int64) []Piece {
 
 // Encoded manifest layout (all integers big-endian):
 //
-//	+-------------+---------+-----------+------------------------------+-----------+
-//	| magic (4)   | ver (1) | count (4) | count x ( hash (32) size (4) )| crc32c (4)|
-//	| "CRMF"      | 1       |           |                              |           |
-//	+-------------+---------+-----------+------------------------------+-----------+
+//	+-----------+---------+-----------+--------------------------------------+------------+
+//	| magic (4) | ver (1) | count (4) | count x ( hash (32) size (4) [off (4)] )| crc32c (4) |
+//	| "CRMF"    | 1 or 2  |           |                                      |            |
+//	+-----------+---------+-----------+--------------------------------------+------------+
 //
-// The CRC32C (Castagnoli) covers every preceding byte.
+// Version 1 entries hold whole chunks and have no offset; version 2
+// entries carry one. Marshal writes version 1 when every entry holds its
+// chunk from its start, so manifests without slices read as they always
+// did. The CRC32C (Castagnoli) covers every preceding byte.
 const (
 	manifestMagic   = 0x43524d46 // "CRMF"
-	manifestVersion = 1
+	manifestWhole   = 1
+	manifestSliced  = 2
 	manifestHeader  = 4 + 1 + 4
-	manifestEntry   = HashSize + 4
 	manifestTrailer = 4
 )
+
+// entrySize is the encoded size of one entry in format version v.
+func entrySize(v byte) int64 {
+	if v == manifestSliced {
+		return HashSize + 4 + 4
+	}
+	return HashSize + 4
+}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Marshal encodes m (see the layout above).
 func (m Manifest) Marshal() []byte {
-	b := make([]byte, 0, manifestHeader+len(m.Chunks)*manifestEntry+manifestTrailer)
+	v := byte(manifestWhole)
+	if m.sliced() {
+		v = manifestSliced
+	}
+	b := make([]byte, 0, manifestHeader+int64(len(m.Chunks))*entrySize(v)+manifestTrailer)
 	b = binary.BigEndian.AppendUint32(b, manifestMagic)
-	b = append(b, manifestVersion)
+	b = append(b, v)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(m.Chunks)))
 	for _, r := range m.Chunks {
 		b = append(b, r.Hash[:]...)
 		b = binary.BigEndian.AppendUint32(b, r.Size)
+		if v == manifestSliced {
+			b = binary.BigEndian.AppendUint32(b, r.Off)
+		}
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// sliced reports whether an entry of m starts inside its chunk.
+func (m Manifest) sliced() bool {
+	for _, r := range m.Chunks {
+		if r.Off != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // UnmarshalManifest decodes what Marshal produced. Any malformed input yields
@@ -124,11 +168,12 @@ func UnmarshalManifest(b []byte) (Manifest, error) {
 	if magic := binary.BigEndian.Uint32(b); magic != manifestMagic {
 		return Manifest{}, fmt.Errorf("%w: manifest magic %#x", ErrCorrupt, magic)
 	}
-	if v := b[4]; v != manifestVersion {
+	v := b[4]
+	if v != manifestWhole && v != manifestSliced {
 		return Manifest{}, fmt.Errorf("%w: manifest format version %d unknown", ErrCorrupt, v)
 	}
 	count := int64(binary.BigEndian.Uint32(b[5:]))
-	if want := manifestHeader + count*manifestEntry + manifestTrailer; int64(len(b)) != want {
+	if want := manifestHeader + count*entrySize(v) + manifestTrailer; int64(len(b)) != want {
 		return Manifest{}, fmt.Errorf("%w: manifest of %d chunks has %d bytes, want %d", ErrCorrupt, count, len(b), want)
 	}
 	body, sum := b[:len(b)-manifestTrailer], binary.BigEndian.Uint32(b[len(b)-manifestTrailer:])
@@ -146,7 +191,17 @@ func UnmarshalManifest(b []byte) (Manifest, error) {
 		if m.Chunks[i].Size == 0 {
 			return Manifest{}, fmt.Errorf("%w: manifest chunk %d is empty", ErrCorrupt, i)
 		}
-		p = p[manifestEntry:]
+		if v == manifestSliced {
+			m.Chunks[i].Off = binary.BigEndian.Uint32(p[HashSize+4:])
+			if uint64(m.Chunks[i].Off)+uint64(m.Chunks[i].Size) > MaxChunkSize {
+				return Manifest{}, fmt.Errorf("%w: manifest entry %d reads past the largest chunk", ErrCorrupt, i)
+			}
+		}
+		p = p[entrySize(v):]
+	}
+	if v == manifestSliced && !m.sliced() {
+		// Marshal writes such a manifest as version 1: one encoding each.
+		return Manifest{}, fmt.Errorf("%w: manifest of format version 2 holds no slice", ErrCorrupt)
 	}
 	return m, nil
 }

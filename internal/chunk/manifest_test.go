@@ -2,7 +2,9 @@ package chunk
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"reflect"
 	"testing"
 )
@@ -15,8 +17,17 @@ func testManifest(sizes ...uint32) Manifest {
 	return m
 }
 
+// slicedManifest has entries that start inside their chunks (format
+// version 2).
+func slicedManifest() Manifest {
+	m := testManifest(10, 20, 30)
+	m.Chunks[1].Off = 5
+	m.Chunks[2].Off = 1 << 20
+	return m
+}
+
 func TestManifestRoundTrip(t *testing.T) {
-	for _, m := range []Manifest{{}, testManifest(1), testManifest(10, 20, 30)} {
+	for _, m := range []Manifest{{}, testManifest(1), testManifest(10, 20, 30), slicedManifest()} {
 		b := m.Marshal()
 		got, err := UnmarshalManifest(b)
 		if err != nil {
@@ -34,7 +45,28 @@ func TestManifestRoundTrip(t *testing.T) {
 // TestManifestCorruptionDetected flips every bit and cuts every prefix of an
 // encoding; each must be reported as ErrCorrupt.
 func TestManifestCorruptionDetected(t *testing.T) {
-	b := testManifest(10, 20, 30).Marshal()
+	for _, m := range []Manifest{testManifest(10, 20, 30), slicedManifest()} {
+		checkCorruptionDetected(t, m.Marshal())
+	}
+	// Format version 2 with no slice: version 1 is its one encoding.
+	whole := testManifest(10, 20, 30)
+	var b []byte
+	b = binary.BigEndian.AppendUint32(b, manifestMagic)
+	b = append(b, manifestSliced)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(whole.Chunks)))
+	for _, r := range whole.Chunks {
+		b = append(b, r.Hash[:]...)
+		b = binary.BigEndian.AppendUint32(b, r.Size)
+		b = binary.BigEndian.AppendUint32(b, 0)
+	}
+	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	if _, err := UnmarshalManifest(b); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("version 2 without a slice: err = %v", err)
+	}
+}
+
+func checkCorruptionDetected(t *testing.T, b []byte) {
+	t.Helper()
 	for i := range b {
 		for bit := range 8 {
 			c := bytes.Clone(b)
@@ -105,6 +137,7 @@ func TestManifestLocateSpan(t *testing.T) {
 func FuzzUnmarshalManifest(f *testing.F) {
 	f.Add(Manifest{}.Marshal())
 	f.Add(testManifest(10, 20, 30).Marshal())
+	f.Add(slicedManifest().Marshal())
 	f.Add([]byte("CRMF"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := UnmarshalManifest(b)
@@ -118,4 +151,24 @@ func FuzzUnmarshalManifest(f *testing.F) {
 			t.Fatal("accepted input does not re-encode identically")
 		}
 	})
+}
+
+// TestSpanOfSlices: a piece of an entry that holds a slice counts its
+// offset from the chunk's start.
+func TestSpanOfSlices(t *testing.T) {
+	m := slicedManifest() // entries [0,10) [10,30) from 5, [30,60) from 1 MiB
+	got := m.Span(12, 20)
+	if len(got) != 2 || got[0].Off != 7 || got[0].Len != 18 || got[1].Off != 1<<20 || got[1].Len != 2 {
+		t.Fatalf("Span(12, 20) = %+v", got)
+	}
+	b := make([]byte, 30)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	if s, err := m.Chunks[1].Of(b); err != nil || len(s) != 20 || s[0] != 5 {
+		t.Fatalf("Of = %v, %v", s, err)
+	}
+	if _, err := m.Chunks[1].Of(b[:24]); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Of a short chunk: %v", err)
+	}
 }

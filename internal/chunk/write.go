@@ -12,21 +12,29 @@ const DefaultFixedSize = 1 << 20
 // off+len(data)) replaced by data. The object grows if the write ends past
 // its end; a gap between the old end and off reads as zeros.
 //
-// Only the chunks the write touches are re-cut: the region from the start of
-// the first touched chunk to the end of the last one (or of the write) is cut
-// into pieces that end on multiples of fixedSize bytes from the object's
-// start (DefaultFixedSize if fixedSize <= 0; the first piece runs from the
-// region's start to the first multiple at least a quarter piece away, the
-// last may be shorter), each handed to store. Regions rewritten at
-// different times thus share one grid, and a later write of fixedSize
-// bytes touches at most two pieces. Every chunk entirely
-// before off or entirely after the write keeps its Ref, so the new version
-// shares it with the parent. An empty write returns m unchanged (a copy).
+// It stores about what it changes: data is cut into new pieces of
+// fixedSize bytes (DefaultFixedSize if fixedSize <= 0; a last remainder
+// under a quarter piece joins the piece before it), each handed to store,
+// and the parts of the first and last entries it overwrites in part stay
+// where they are as entries holding slices of their chunks (Ref.Off) —
+// nothing around the write is read or stored again. Every entry entirely
+// before off or entirely after the write keeps its Ref, so the new
+// version shares it with the parent. Two exceptions keep manifests and
+// reads in bounds: a kept part under an eighth of a piece (a sliver) is
+// re-stored with the new bytes, as is a neighbour of a write that would
+// otherwise leave a piece under an eighth; and a kept part of an entry
+// larger than two pieces (a content-defined chunk, or a piece of a larger
+// write) is re-cut into pieces, so that no slice of a small write reads a
+// large chunk for a few bytes. Every entry a write makes is thus at least
+// an eighth of a piece unless the object is smaller, and a manifest of an
+// object of S bytes written in pieces of F has at most 8·S/F entries, with
+// no compaction needed. An empty write returns m unchanged (a copy).
 //
 // load returns the content of a chunk of m (only the first and last touched
-// chunks are loaded, and only if the write covers them partly). store saves
-// a piece and returns its Ref; it must not retain or modify the slice after
-// it returns. A load or store error is returned wrapped; m is never modified.
+// entries' chunks are loaded, and only in the cases above). store saves a
+// piece and returns its Ref; it must not retain or modify the slice after
+// it returns. A load or store error is returned wrapped; m is never
+// modified.
 func WriteAt(m Manifest, off int64, data []byte, fixedSize int, load func(Ref) ([]byte, error), store func([]byte) (Ref, error)) (Manifest, error) {
 	if off < 0 {
 		return Manifest{}, fmt.Errorf("chunk: WriteAt at negative offset %d", off)
@@ -40,8 +48,8 @@ func WriteAt(m Manifest, off int64, data []byte, fixedSize int, load func(Ref) (
 	}
 	end := off + int64(len(data))
 
-	// Chunks [i0, i1) are touched; chunk i0 starts at s0; chunk i1-1 starts
-	// at sLast; the old content ends at size.
+	// Entries [i0, i1) are touched; entry i0 starts at s0; entry i1-1
+	// starts at sLast; the old content ends at size.
 	i0, i1 := len(m.Chunks), len(m.Chunks)
 	var s0, sLast, pos int64
 	for i, r := range m.Chunks {
@@ -63,21 +71,55 @@ func WriteAt(m Manifest, off int64, data []byte, fixedSize int, load func(Ref) (
 		s0 = size
 	}
 
-	var parts []part
+	sliver := int64(fixedSize / 8)
+	sliceable := func(r Ref) bool { return int64(r.Off)+int64(r.Size) <= 2*int64(fixedSize) }
+	var (
+		head, tail   []Ref  // slices of the first and last entries kept
+		headP, tailP []part // or those parts, stored again
+		mid          []part
+		length       int64 // of the parts stored again
+	)
 	if s0 < off && i0 < len(m.Chunks) {
-		parts = append(parts, part{chunk: i0, from: 0, to: off - s0})
-	}
-	if off > size {
-		parts = append(parts, part{chunk: -1, zeros: off - size})
-	}
-	parts = append(parts, part{chunk: -1, data: data})
-	if i1 > i0 {
-		lastEnd := sLast + int64(m.Chunks[i1-1].Size)
-		if end < lastEnd {
-			parts = append(parts, part{chunk: i1 - 1, from: end - sLast, to: lastEnd - sLast})
+		r := m.Chunks[i0]
+		keep := off - s0
+		if sliceable(r) && keep >= sliver {
+			head = []Ref{{Hash: r.Hash, Off: r.Off, Size: uint32(keep)}}
+		} else {
+			headP = []part{{chunk: i0, from: 0, to: keep}}
+			length += keep
 		}
 	}
-	return rewrite(m, i0, i1, parts, fixedSize, load, store)
+	if off > size {
+		mid = append(mid, part{chunk: -1, zeros: off - size})
+		length += off - size
+	}
+	mid = append(mid, part{chunk: -1, data: data})
+	length += int64(len(data))
+	if i1 > i0 {
+		r := m.Chunks[i1-1]
+		lastEnd := sLast + int64(r.Size)
+		if end < lastEnd {
+			within, keep := end-sLast, lastEnd-end
+			if sliceable(r) && keep >= sliver {
+				tail = []Ref{{Hash: r.Hash, Off: r.Off + uint32(within), Size: uint32(keep)}}
+			} else {
+				tailP = []part{{chunk: i1 - 1, from: within, to: int64(r.Size)}}
+				length += keep
+			}
+		}
+	}
+	// No sliver of new bytes between two kept slices: take a neighbour in.
+	if length < sliver {
+		switch {
+		case head != nil:
+			headP, head = []part{{chunk: i0, from: 0, to: off - s0}}, nil
+		case tail != nil:
+			r := m.Chunks[i1-1]
+			tailP, tail = []part{{chunk: i1 - 1, from: end - sLast, to: int64(r.Size)}}, nil
+		}
+	}
+	parts := append(append(headP, mid...), tailP...)
+	return rewrite(m, i0, i1, head, parts, tail, fixedSize, load, store)
 }
 
 // Append returns a manifest whose content is m's followed by data. If m's
@@ -100,9 +142,9 @@ func Append(m Manifest, data []byte, fixedSize int, load func(Ref) ([]byte, erro
 			{chunk: n - 1, from: 0, to: int64(m.Chunks[n-1].Size)},
 			{chunk: -1, data: data},
 		}
-		return rewrite(m, n-1, n, parts, fixedSize, load, store)
+		return rewrite(m, n-1, n, nil, parts, nil, fixedSize, load, store)
 	}
-	return rewrite(m, n, n, []part{{chunk: -1, data: data}}, fixedSize, load, store)
+	return rewrite(m, n, n, nil, []part{{chunk: -1, data: data}}, nil, fixedSize, load, store)
 }
 
 func pieceSize(fixedSize int) (int, error) {
@@ -131,52 +173,65 @@ type part struct {
 	data     []byte
 }
 
-// rewrite replaces chunks [i0, i1) of m by the concatenation of parts, cut
-// into pieces of fixedSize bytes.
-func rewrite(m Manifest, i0, i1 int, parts []part, fixedSize int, load func(Ref) ([]byte, error), store func([]byte) (Ref, error)) (Manifest, error) {
+// rewrite replaces entries [i0, i1) of m by head, the concatenation of
+// parts cut into pieces of fixedSize bytes (a last remainder under a
+// quarter piece joins the piece before it), and tail.
+func rewrite(m Manifest, i0, i1 int, head []Ref, parts []part, tail []Ref, fixedSize int, load func(Ref) ([]byte, error), store func([]byte) (Ref, error)) (Manifest, error) {
 	loaded := map[int][]byte{}
 	get := func(i int) ([]byte, error) {
 		if b, ok := loaded[i]; ok {
 			return b, nil
 		}
 		r := m.Chunks[i]
-		b, err := load(r)
+		c, err := load(r)
 		if err != nil {
 			return nil, fmt.Errorf("chunk: load %s: %w", r.Hash, err)
 		}
-		if len(b) != int(r.Size) {
-			return nil, fmt.Errorf("%w: chunk %s loaded %d bytes, want %d", ErrCorrupt, r.Hash, len(b), r.Size)
+		b, err := r.Of(c)
+		if err != nil {
+			return nil, err
 		}
 		loaded[i] = b
 		return b, nil
+	}
+	var total int64
+	for _, p := range parts {
+		switch {
+		case p.chunk >= 0:
+			total += p.to - p.from
+		case p.zeros > 0:
+			total += p.zeros
+		default:
+			total += int64(len(p.data))
+		}
 	}
 	var (
 		out     []Ref
 		buf     []byte // a piece being assembled
 		zeroRef *Ref   // the Ref of a full piece of zeros, once stored
-		// room is the size of the piece being assembled (see WriteAt).
-		room = fixedSize
+		done    int64  // bytes of the region cut so far
+		room    int    // the size of the piece being assembled
 	)
-	var s0 int64 // where the region starts
-	for _, r := range m.Chunks[:i0] {
-		s0 += int64(r.Size)
-	}
-	if rem := int(s0 % int64(fixedSize)); rem != 0 {
-		room = fixedSize - rem
-		if room < fixedSize/4 && room+fixedSize <= MaxChunkSize {
-			room += fixedSize // no sliver of a piece: the first one runs to the next multiple
+	// next sizes the piece that starts at done: fixedSize, or the whole
+	// rest if that is under a piece and a quarter.
+	next := func() {
+		room = fixedSize
+		if rest := total - done; rest <= int64(fixedSize+fixedSize/4) && rest <= MaxChunkSize {
+			room = int(rest)
 		}
 	}
+	next()
 	put := func(p []byte) error {
 		r, err := store(p)
 		if err != nil {
 			return fmt.Errorf("chunk: store piece: %w", err)
 		}
-		if int(r.Size) != len(p) {
-			return fmt.Errorf("chunk: store returned size %d for a piece of %d bytes", r.Size, len(p))
+		if int(r.Size) != len(p) || r.Off != 0 {
+			return fmt.Errorf("chunk: store returned %d bytes at %d for a piece of %d bytes", r.Size, r.Off, len(p))
 		}
 		out = append(out, r)
-		room = fixedSize
+		done += int64(len(p))
+		next()
 		return nil
 	}
 	// add appends b to the piece being assembled, storing full pieces. A
@@ -192,7 +247,7 @@ func rewrite(m Manifest, i0, i1 int, parts []part, fixedSize int, load func(Ref)
 				continue
 			}
 			if buf == nil {
-				buf = make([]byte, 0, fixedSize)
+				buf = make([]byte, 0, room)
 			}
 			n := min(room-len(buf), len(b))
 			buf = append(buf, b[:n]...)
@@ -234,6 +289,8 @@ func rewrite(m Manifest, i0, i1 int, parts []part, fixedSize int, load func(Ref)
 						zeroRef = &zr
 					} else {
 						out = append(out, *zeroRef)
+						done += int64(fixedSize)
+						next()
 					}
 					left -= int64(fixedSize)
 					continue
@@ -255,9 +312,11 @@ func rewrite(m Manifest, i0, i1 int, parts []part, fixedSize int, load func(Ref)
 			return Manifest{}, err
 		}
 	}
-	res := make([]Ref, 0, i0+len(out)+len(m.Chunks)-i1)
+	res := make([]Ref, 0, i0+len(head)+len(out)+len(tail)+len(m.Chunks)-i1)
 	res = append(res, m.Chunks[:i0]...)
+	res = append(res, head...)
 	res = append(res, out...)
+	res = append(res, tail...)
 	res = append(res, m.Chunks[i1:]...)
 	if len(res) == 0 {
 		return Manifest{}, nil

@@ -16,8 +16,10 @@ import (
 //	writeat off=O len=L [fixed=F]  overwrite L bytes at O (with the next letter)
 //	append len=L [fixed=F]         append L bytes
 //
-// Each prints the chunks as id:size, "=" marking a chunk shared with the
-// parent and "+" a new one, and checks the content against a byte-slice model.
+// Each prints the entries as id:size for a whole chunk or id@off:size for
+// a slice of one, "=" marking an entry shared with the parent and "+" a new
+// one, and checks the content against a byte-slice model; then the bytes
+// stored.
 func TestWriteDataDriven(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		s := newMemChunks()
@@ -25,12 +27,13 @@ func TestWriteDataDriven(t *testing.T) {
 			m     Manifest
 			model []byte
 			fill  = byte('a')
-			ids   = map[Ref]int{}
+			ids   = map[Hash]int{}
 		)
 		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
 			fixed := 0
 			td.MaybeScanArgs(t, "fixed", &fixed)
 			parent := m
+			s.stored = 0
 			var err error
 			switch td.Cmd {
 			case "object":
@@ -71,14 +74,14 @@ func TestWriteDataDriven(t *testing.T) {
 			if got := s.content(t, m); !bytes.Equal(got, model) {
 				td.Fatalf(t, "content differs from the model:\n got %q\nwant %q", got, model)
 			}
-			return describe(parent, m, ids)
+			return describe(s, parent, m, ids) + fmt.Sprintf("stored %d\n", s.stored)
 		})
 	})
 }
 
 // describe names each distinct chunk by a number in order of first
 // appearance, so sharing is visible across steps.
-func describe(parent, m Manifest, ids map[Ref]int) string {
+func describe(s *memChunks, parent, m Manifest, ids map[Hash]int) string {
 	old := map[Ref]bool{}
 	for _, r := range parent.Chunks {
 		old[r] = true
@@ -92,12 +95,16 @@ func describe(parent, m Manifest, ids map[Ref]int) string {
 		if old[r] {
 			mark = "="
 		}
-		id, ok := ids[r]
+		id, ok := ids[r.Hash]
 		if !ok {
 			id = len(ids) + 1
-			ids[r] = id
+			ids[r.Hash] = id
 		}
-		fmt.Fprintf(&b, "%d:%d%s", id, r.Size, mark)
+		if r.Off != 0 || r.Size != s.chunkSize(r.Hash) {
+			fmt.Fprintf(&b, "%d@%d:%d%s", id, r.Off, r.Size, mark)
+		} else {
+			fmt.Fprintf(&b, "%d:%d%s", id, r.Size, mark)
+		}
 	}
 	fmt.Fprintf(&b, "\nsize %d, %d chunks\n", m.Size(), len(m.Chunks))
 	return b.String()

@@ -14,12 +14,14 @@ type memChunks struct {
 	m      map[Hash][]byte
 	loads  int
 	stores int
+	stored int64 // bytes handed to store
 }
 
 func newMemChunks() *memChunks { return &memChunks{m: map[Hash][]byte{}} }
 
 func (s *memChunks) store(b []byte) (Ref, error) {
 	s.stores++
+	s.stored += int64(len(b))
 	h := Sum(b)
 	if _, ok := s.m[h]; !ok {
 		s.m[h] = bytes.Clone(b)
@@ -35,6 +37,8 @@ func (s *memChunks) load(r Ref) ([]byte, error) {
 	}
 	return b, nil
 }
+
+func (s *memChunks) chunkSize(h Hash) uint32 { return uint32(len(s.m[h])) }
 
 func (s *memChunks) content(t *testing.T, m Manifest) []byte {
 	t.Helper()
@@ -198,12 +202,12 @@ func TestWriteAtDefaultPiecesAndZeroGap(t *testing.T) {
 	for _, r := range m.Chunks {
 		sizes = append(sizes, r.Size)
 	}
-	// The first chunk is shared; the rest is cut into pieces that end on
-	// multiples of 1 MiB.
-	if fmt.Sprint(sizes) != fmt.Sprint([]uint32{1, 1<<20 - 1, 1 << 20, 1 << 20, 1<<19 + 4}) {
+	// The first chunk is shared; the rest is cut into pieces of 1 MiB from
+	// where the write starts.
+	if fmt.Sprint(sizes) != fmt.Sprint([]uint32{1, 1 << 20, 1 << 20, 1 << 20, 1<<19 + 3}) {
 		t.Fatalf("piece sizes %v", sizes)
 	}
-	if m.Chunks[2] != m.Chunks[3] {
+	if m.Chunks[1] != m.Chunks[2] || m.Chunks[2] != m.Chunks[3] {
 		t.Fatal("whole zero pieces are not the same chunk")
 	}
 	want := make([]byte, off+4)
@@ -235,5 +239,48 @@ func TestWriteErrors(t *testing.T) {
 	}
 	if _, err := Append(m, []byte("x"), MaxChunkSize+1, s.load, s.store); err == nil {
 		t.Fatal("oversized piece accepted")
+	}
+}
+
+// TestWriteAtStoresWhatChanges: random writes of a piece each into an
+// object of pieces store about the bytes they write (VOSD's workload in
+// small), and the manifest stays within its bound of entries however many
+// writes it takes.
+func TestWriteAtStoresWhatChanges(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	const fixed, size = 1024, 256 << 10
+	s := newMemChunks()
+	model := pseudoRandom(rng.Uint64(), size)
+	m, err := Append(Manifest{}, model, fixed, s.load, s.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.stored = 0
+	var written int64
+	for i := range 4000 {
+		n := 1 + rng.IntN(fixed)
+		if i%2 == 0 {
+			n = fixed // VOSD's: writes of one piece
+		}
+		off := rng.Int64N(size - int64(n))
+		data := pseudoRandom(rng.Uint64(), n)
+		if m, err = WriteAt(m, off, data, fixed, s.load, s.store); err != nil {
+			t.Fatal(err)
+		}
+		copy(model[off:], data)
+		written += int64(n)
+		if limit := 8 * size / fixed; len(m.Chunks) > limit {
+			t.Fatalf("write %d: %d entries, over the bound of %d", i, len(m.Chunks), limit)
+		}
+	}
+	if !bytes.Equal(s.content(t, m), model) {
+		t.Fatal("content differs from the model")
+	}
+	if ratio := float64(s.stored) / float64(written); ratio > 1.1 {
+		t.Fatalf("stored %d bytes for %d written (%.2fx)", s.stored, written, ratio)
+	} else {
+		t.Logf("stored %d bytes for %d written (%.3fx); %d entries for %d bytes", s.stored, written, ratio, len(m.Chunks), size)
 	}
 }

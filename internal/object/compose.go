@@ -95,8 +95,8 @@ func (st *Store) sourceChunks(ctx context.Context, src ComposeSource, replicas i
 	}
 	var out chunk.Manifest
 	for _, p := range pm.Span(off, length) {
-		if p.Off == 0 && p.Len == int64(p.Size) {
-			out.Chunks = append(out.Chunks, p.Ref)
+		if p.Off == int64(p.Ref.Off) && p.Len == int64(p.Size) {
+			out.Chunks = append(out.Chunks, p.Ref) // the whole entry
 			continue
 		}
 		b, err := st.cfg.Chunks.GetChunk(ctx, p.Hash, nil, ss.Replicas())

@@ -499,7 +499,7 @@ func (st *Store) rangeData(req *PutRequest, body io.Reader) ([]byte, error) {
 // hashes are left to summarizeInto (a transaction sums a key once at
 // commit, however many writes built it).
 func (st *Store) applyRange(ctx context.Context, s OpenSpace, req *PutRequest, pm chunk.Manifest, parent *mvcc.Record, data []byte,
-	load func(chunk.Ref) ([]byte, error), store func([]byte) (chunk.Ref, error), sum bool) (*mvcc.Record, error) {
+	load loadFunc, store func([]byte) (chunk.Ref, error), sum bool) (*mvcc.Record, error) {
 	off := req.Offset
 	if req.Mode == PutAppend {
 		off = pm.Size()
@@ -524,17 +524,17 @@ func (st *Store) applyRange(ctx context.Context, s OpenSpace, req *PutRequest, p
 			return ref, err
 		}
 	}
-	nm, err := chunk.WriteAt(pm, off, data, rangePiece(len(data)), load, store)
+	nm, err := chunk.WriteAt(pm, off, data, rangePiece(len(data)), load.whole, store)
 	if err != nil {
 		return nil, err
 	}
 	rec := &mvcc.Record{Size: nm.Size(), Manifest: nm.Marshal()}
 	if sum {
-		read := func(ref chunk.Ref) ([]byte, error) {
+		read := func(ref chunk.Ref, dst []byte) ([]byte, error) {
 			if b, ok := fresh[ref.Hash]; ok {
 				return b, nil
 			}
-			return load(ref)
+			return load(ref, dst)
 		}
 		if rec, err = st.summarizeRange(nm, read); err != nil {
 			return nil, err
@@ -652,8 +652,18 @@ func (st *Store) manifestOf(ctx context.Context, rec *mvcc.Record, replicas int)
 	return chunk.Manifest{Chunks: []chunk.Ref{ref}}, err
 }
 
-func (st *Store) loadChunk(ctx context.Context, replicas int) func(chunk.Ref) ([]byte, error) {
-	return func(ref chunk.Ref) ([]byte, error) { return st.cfg.Chunks.GetChunk(ctx, ref.Hash, nil, replicas) }
+// loadFunc reads the chunk an entry names, whole (verified), into dst's
+// storage if it suits; the result may also be memory the loader keeps (a
+// piece just stored), which the caller must not modify.
+type loadFunc func(ref chunk.Ref, dst []byte) ([]byte, error)
+
+// whole adapts l to chunk.WriteAt's load.
+func (l loadFunc) whole(ref chunk.Ref) ([]byte, error) { return l(ref, nil) }
+
+func (st *Store) loadChunk(ctx context.Context, replicas int) loadFunc {
+	return func(ref chunk.Ref, dst []byte) ([]byte, error) {
+		return st.cfg.Chunks.GetChunk(ctx, ref.Hash, dst, replicas)
+	}
 }
 
 func (st *Store) storeChunk(ctx context.Context, replicas int) func([]byte) (chunk.Ref, error) {
@@ -679,14 +689,14 @@ func (st *Store) summarize(ctx context.Context, m chunk.Manifest, replicas int) 
 // (rangeETag) rather than an MD5 of the content, which would cost a
 // second pass over the whole object for every small write — as an S3
 // multipart upload's ETag is no MD5 of its content either.
-func (st *Store) summarizeRange(m chunk.Manifest, load func(chunk.Ref) ([]byte, error)) (*mvcc.Record, error) {
+func (st *Store) summarizeRange(m chunk.Manifest, load loadFunc) (*mvcc.Record, error) {
 	return st.sum(m, load, false)
 }
 
 // sum reads m's content with load and makes its record: its BLAKE3 hash,
 // its ETag (the content's MD5 with withMD5, else rangeETag), and the
 // content inline if it is small, else the manifest.
-func (st *Store) sum(m chunk.Manifest, load func(chunk.Ref) ([]byte, error), withMD5 bool) (*mvcc.Record, error) {
+func (st *Store) sum(m chunk.Manifest, load loadFunc, withMD5 bool) (*mvcc.Record, error) {
 	var md hash.Hash
 	if withMD5 {
 		md = md5.New()
@@ -694,10 +704,18 @@ func (st *Store) sum(m chunk.Manifest, load func(chunk.Ref) ([]byte, error), wit
 	bh := chunk.NewHasher()
 	var inline []byte
 	small := m.Size() <= int64(st.cfg.InlineThreshold)
+	var buf []byte // one buffer for every chunk read
 	for _, ref := range m.Chunks {
-		b, err := load(ref)
+		if need := int(ref.Off) + int(ref.Size); cap(buf) < need {
+			buf = make([]byte, 0, max(need, 2*cap(buf), 64<<10))
+		}
+		c, err := load(ref, buf[:0])
 		if err != nil {
 			return nil, err
+		}
+		b, err := ref.Of(c)
+		if err != nil {
+			return nil, Errorf(Corrupt, "%v", err)
 		}
 		if md != nil {
 			md.Write(b)
@@ -733,7 +751,7 @@ func rangeETag(h [32]byte) string { return hex.EncodeToString(h[:16]) + "-1" }
 // summarizeInto fills in the hashes of rec, a transaction's version made
 // by byte-range writes (its content is its manifest), reading its pieces
 // with load, and moves a small content inline.
-func (st *Store) summarizeInto(rec *mvcc.Record, load func(chunk.Ref) ([]byte, error)) error {
+func (st *Store) summarizeInto(rec *mvcc.Record, load loadFunc) error {
 	m, err := chunk.UnmarshalManifest(rec.Manifest)
 	if err != nil {
 		return Errorf(Corrupt, "manifest of a transaction's write: %v", err)
@@ -856,7 +874,7 @@ func (cr *chunkReader) prefetch() {
 		ch := make(chan fetched, 1)
 		cr.ahead = append(cr.ahead, pending{ch: ch, size: int64(p.Size)})
 		cr.bytes += int64(p.Size)
-		buf := bufpool.Get(int(p.Size))
+		buf := bufpool.Get(int(p.Off + p.Len)) // the chunk's size, or a bound under it for a slice
 		go func() {
 			b, err := cr.st.cfg.Chunks.GetChunk(cr.ctx, p.Hash, (*buf)[:0], cr.r)
 			switch {

@@ -409,15 +409,15 @@ func (t *Txn) builtOnRemoved(ctx context.Context, s OpenSpace, obj []byte, err e
 
 // loadPiece reads a piece for a byte-range write: one this transaction
 // staged, or a stored chunk.
-func (t *Txn) loadPiece(ctx context.Context, replicas int) func(chunk.Ref) ([]byte, error) {
-	return func(ref chunk.Ref) ([]byte, error) {
+func (t *Txn) loadPiece(ctx context.Context, replicas int) loadFunc {
+	return func(ref chunk.Ref, dst []byte) ([]byte, error) {
 		t.mu.Lock()
 		b, ok := t.staged[ref.Hash]
 		t.mu.Unlock()
 		if ok {
 			return b, nil
 		}
-		return t.st.cfg.Chunks.GetChunk(ctx, ref.Hash, nil, replicas)
+		return t.st.cfg.Chunks.GetChunk(ctx, ref.Hash, dst, replicas)
 	}
 }
 
