@@ -49,16 +49,18 @@ func (s *Store) now() int64 { return s.o.Now().UnixNano() }
 // touch now. A new chunk (the common case) costs one index lookup and no
 // lock. A held one is touched under the lock Delete decides under, then
 // looked up again: a Delete decided before the touch has committed by
-// then (it commits under the lock) and the chunk reads as absent; one
-// decided after sees the touch and keeps it.
+// then, and dropped the chunk from the index cache (it does both under
+// the lock), so the chunk reads as absent; one decided after sees the
+// touch and keeps it. Both lookups go through the index cache (see
+// locCache for why the second is exact).
 func (s *Store) touchHeld(h chunk.Hash) (bool, error) {
-	if ok, err := s.Has(h); !ok || err != nil {
+	if ok, err := s.cachedHas(h); !ok || err != nil {
 		return ok, err
 	}
 	s.gc.mu.Lock()
 	s.gc.touched[h] = s.now()
 	s.gc.mu.Unlock()
-	return s.Has(h)
+	return s.cachedHas(h)
 }
 
 // lastTouch is h's last touch as the collector counts it; gc.mu is held.
@@ -137,6 +139,7 @@ func (s *Store) deleteSlice(hs []chunk.Hash, cutoff int64) (n int, bytes int64, 
 	defer b.Close()
 	s.gc.mu.Lock()
 	defer s.gc.mu.Unlock()
+	var deleted []chunk.Hash
 	for _, h := range hs {
 		loc, err := s.lookup(h)
 		if errors.Is(err, ErrNotFound) {
@@ -151,6 +154,7 @@ func (s *Store) deleteSlice(hs []chunk.Hash, cutoff int64) (n int, bytes int64, 
 		if err := errors.Join(b.Delete(indexKey(h), nil), b.Delete(copiesKey(h), nil)); err != nil {
 			return 0, 0, err
 		}
+		deleted = append(deleted, h)
 		n++
 		bytes += recordHeaderSize + int64(loc.length)
 	}
@@ -161,6 +165,11 @@ func (s *Store) deleteSlice(hs []chunk.Hash, cutoff int64) (n int, bytes int64, 
 	// finds the chunk gone and writes it again.
 	if err := b.Commit(pebble.Sync); err != nil {
 		return 0, 0, fmt.Errorf("segment: delete chunks: %w", err)
+	}
+	if s.locs != nil {
+		for _, h := range deleted {
+			s.locs.drop(h)
+		}
 	}
 	return n, bytes, nil
 }

@@ -58,6 +58,9 @@ type Options struct {
 	// Now is the clock chunk touches are taken by (gc.go). Default:
 	// time.Now.
 	Now func() time.Time
+	// IndexCache is how many chunk index entries the store keeps in
+	// memory (loccache.go); negative: none. Default: DefaultIndexCache.
+	IndexCache int
 }
 
 // DefaultSegmentSize is the default Options.SegmentSize.
@@ -76,6 +79,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.IndexCache == 0 {
+		o.IndexCache = DefaultIndexCache
 	}
 }
 
@@ -145,6 +151,9 @@ type Store struct {
 		app     appender
 	}
 
+	// locs caches index entries (loccache.go); nil: none.
+	locs *locCache
+
 	// gc holds the chunks' touches (gc.go); openSeg is the open segment's
 	// number, for Compact.
 	gc      gcState
@@ -176,6 +185,9 @@ func Open(o Options) (*Store, error) {
 	}
 	s.files.m = map[uint64]vfs.File{}
 	s.mu.inflight = map[chunk.Hash]*Pending{}
+	if o.IndexCache > 0 {
+		s.locs = newLocCache(o.IndexCache)
+	}
 	s.gc.openedAt = s.now()
 	s.gc.touched = map[chunk.Hash]int64{}
 	s.gc.written = map[uint64]int64{}
@@ -228,6 +240,33 @@ func (s *Store) Has(h chunk.Hash) (bool, error) {
 	return err == nil, err
 }
 
+// cachedHas is Has through the index cache (see locCache for when it
+// may answer true for a chunk just deleted).
+func (s *Store) cachedHas(h chunk.Hash) (bool, error) {
+	_, err := s.cachedLookup(h)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// cachedLookup is lookup through the index cache, filling it.
+func (s *Store) cachedLookup(h chunk.Hash) (location, error) {
+	if s.locs == nil {
+		return s.lookup(h)
+	}
+	if loc, ok := s.locs.get(h); ok {
+		return loc, nil
+	}
+	e := s.locs.epoch(h)
+	loc, err := s.lookup(h)
+	if err == nil {
+		s.locs.fill(h, loc, e)
+	}
+	return loc, err
+}
+
+// lookup reads h's entry in the index itself.
 func (s *Store) lookup(h chunk.Hash) (location, error) {
 	v, c, err := s.db.Get(indexKey(h))
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -249,7 +288,7 @@ func (s *Store) Get(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, erro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	loc, err := s.lookup(h)
+	loc, err := s.cachedLookup(h)
 	if err != nil {
 		return nil, err
 	}
@@ -267,8 +306,12 @@ func (s *Store) Get(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, erro
 		}
 		if errors.Is(err, errSegmentGone) {
 			// Compaction moved the chunk and removed the file since the
-			// lookup: look again.
-			now, lerr := s.lookup(h)
+			// lookup (or since the cache learnt where it was): look again
+			// in the index.
+			if s.locs != nil {
+				s.locs.drop(h)
+			}
+			now, lerr := s.cachedLookup(h)
 			if lerr == nil && now != loc {
 				loc = now
 				continue
@@ -296,6 +339,9 @@ func (s *Store) readAt(seg uint64, hdr, data []byte, off int64) error {
 			return ErrClosed
 		}
 		return errSegmentGone
+	}
+	if len(data) > 0 && readRecord(f, hdr, data, off) {
+		return nil
 	}
 	if _, err := f.ReadAt(hdr, off); err != nil {
 		return readErr(err)

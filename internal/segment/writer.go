@@ -217,6 +217,12 @@ func (s *Store) commitQueued() bool {
 
 // commit appends batch to the open segment (rotating as needed), syncs it,
 // and commits the index entries. Chunks already indexed are skipped.
+// written is an index entry a group commit makes.
+type written struct {
+	h   chunk.Hash
+	loc location
+}
+
 func (s *Store) commit(batch []*Pending) error {
 	b := s.db.NewBatch()
 	defer b.Close()
@@ -225,6 +231,7 @@ func (s *Store) commit(batch []*Pending) error {
 	pads := a.pads
 	segs := []uint64{s.w.seg}
 	sealed := false
+	var wrote []written // the index entries, for the cache once committed
 	for _, p := range batch {
 		if p.seal {
 			// Compact asks for the open segment to be sealed, to compact it.
@@ -274,6 +281,7 @@ func (s *Store) commit(batch []*Pending) error {
 		if err := b.Set(indexKey(p.h), loc.encode(), nil); err != nil {
 			return err
 		}
+		wrote = append(wrote, written{p.h, loc})
 	}
 	if records == 0 && !sealed {
 		return nil
@@ -298,6 +306,11 @@ func (s *Store) commit(batch []*Pending) error {
 	s.gc.mu.Unlock()
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("segment: commit index: %w", err)
+	}
+	if s.locs != nil {
+		for _, w := range wrote {
+			s.locs.set(w.h, w.loc)
+		}
 	}
 	s.stats.chunks.Add(records)
 	// The padding of every segment this batch wrote to, a sealed one too.
