@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -112,6 +113,11 @@ func runVOSD(ctx context.Context, c *client.Client, space string, objects int, s
 			_ = c.DeleteSnapshot(context.WithoutCancel(ctx), s)
 		}
 	}()
+	// Every modification writes distinct bytes, as VOSD's random ones are:
+	// one random buffer, its first 16 bytes replaced by the round, the
+	// object and the modification's number (cheaper on the load
+	// generator's CPU than fresh random bytes, and no two alike, so the
+	// store's dedup cannot make them free).
 	mod := make([]byte, modSize)
 	rand.Read(mod)
 	for r := range rounds {
@@ -119,9 +125,17 @@ func runVOSD(ctx context.Context, c *client.Client, space string, objects int, s
 		t0 = time.Now()
 		if err := each(func(i int) error {
 			rng := mrand.New(mrand.NewPCG(binary.LittleEndian.Uint64(seed[:]), uint64(r)<<32|uint64(i)))
+			// A buffer each: a transaction keeps small writes' bytes
+			// until it commits.
+			slab := bytes.Repeat(mod, mods)
 			_, err := c.Update(ctx, func(tx *client.Txn) error {
-				for range mods {
-					if err := tx.WriteAt(ctx, space, key(i), rng.Int64N(size-modSize+1), mod); err != nil {
+				for j := range mods {
+					data := slab[int64(j)*modSize : int64(j+1)*modSize]
+					if len(data) >= 16 {
+						binary.LittleEndian.PutUint64(data, uint64(r)<<32|uint64(i))
+						binary.LittleEndian.PutUint64(data[8:], uint64(j))
+					}
+					if err := tx.WriteAt(ctx, space, key(i), rng.Int64N(size-modSize+1), data); err != nil {
 						return err
 					}
 				}
