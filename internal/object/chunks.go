@@ -212,8 +212,7 @@ func (cp *ChunkPlane) PutChunk(ctx context.Context, data []byte, r int) (chunk.H
 	}
 	r = min(r, len(ranked))
 	if r == 1 && ranked[0] == cp.cfg.Self {
-		p.local = cp.cfg.Local.PutAsyncHashed(h, data)
-		cp.raiseCopies(h, wanted)
+		p.local = cp.cfg.Local.PutCopies(h, data, wanted)
 		return h, p
 	}
 	// Remote copies share one request frame (PutCopies): the copies
@@ -224,8 +223,7 @@ func (cp *ChunkPlane) PutChunk(ctx context.Context, data []byte, r int) (chunk.H
 	p.errs = make(chan error, r)
 	for _, id := range ranked[:r] {
 		if id == cp.cfg.Self {
-			p.local = cp.cfg.Local.PutAsyncHashed(h, data)
-			cp.raiseCopies(h, wanted)
+			p.local = cp.cfg.Local.PutCopies(h, data, wanted)
 			continue
 		}
 		p.remote++
@@ -275,14 +273,6 @@ func (cp *ChunkPlane) sendChunk(ctx context.Context, id uint64, frame []byte, sp
 			return Errorf(Unavailable, "too few nodes could store a copy of chunk %x: %v", frame[:8], errors.Join(errs...))
 		}
 		id = next
-	}
-}
-
-// raiseCopies records the copies the cluster wants of chunk h. The record
-// guides the repairer only, so a failure to write it fails no write.
-func (cp *ChunkPlane) raiseCopies(h chunk.Hash, r int) {
-	if err := cp.cfg.Local.RaiseCopies(h, r); err != nil {
-		cp.cfg.Logger.Warn("could not record the copies wanted of a chunk; the repairer will use its default", "chunk", h, "err", err)
 	}
 }
 

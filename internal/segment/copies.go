@@ -30,6 +30,14 @@ func (s *Store) RaiseCopies(h chunk.Hash, r int) error {
 	if r < 1 || r > 255 {
 		return fmt.Errorf("segment: %d copies of chunk %s", r, h)
 	}
+	// A write of the chunk in flight records its copies with its index
+	// entry, overwriting what this records now: it learns of r too (and
+	// records it again after its commit if it had not).
+	s.mu.Lock()
+	if p := s.mu.inflight[h]; p != nil {
+		p.copies = max(p.copies, r)
+	}
+	s.mu.Unlock()
 	s.copiesMu.Lock()
 	defer s.copiesMu.Unlock()
 	if have, err := s.Copies(h); err != nil || have >= r {

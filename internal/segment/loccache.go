@@ -13,8 +13,8 @@ import (
 // through them cost more than reading and verifying a 16 KiB chunk from
 // the page cache (docs/benchmarks.md, VOSD).
 //
-// An entry is set when the writer commits the chunk's index entry (or a
-// compaction moves it) and when a lookup reads it, and dropped when a
+// An entry is filled when the writer commits the chunk's index entry (or
+// a compaction moves it) and when a lookup reads it, and dropped when a
 // Delete removes the chunk: after its commit, under the lock Delete
 // decides under (gc.go). A lookup that read the index before such a drop
 // must not put the entry back after it: every drop bumps its shard's
@@ -82,16 +82,9 @@ func (c *locCache) fill(h chunk.Hash, loc location, e uint64) {
 	sh.mu.Unlock()
 }
 
-// set records h at loc, making room by dropping an arbitrary entry (Go's
-// map iteration starts at a random place) when the shard is full.
-func (c *locCache) set(h chunk.Hash, loc location) {
-	sh := c.shard(h)
-	sh.mu.Lock()
-	c.put(sh, h, loc)
-	sh.mu.Unlock()
-}
-
-// put is set with sh locked.
+// put records h at loc in sh, which is locked, making room by dropping
+// an arbitrary entry (Go's map iteration starts at a random place) when
+// the shard is full.
 func (c *locCache) put(sh *locShard, h chunk.Hash, loc location) {
 	if _, ok := sh.m[h]; !ok && len(sh.m) >= c.max {
 		for k := range sh.m {

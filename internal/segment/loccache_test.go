@@ -32,7 +32,8 @@ func TestLocCacheFillAfterDrop(t *testing.T) {
 	}
 	// Full shards make room.
 	for i := range 1000 {
-		c.set(chunk.Sum([]byte{byte(i), byte(i >> 8)}), loc)
+		h := chunk.Sum([]byte{byte(i), byte(i >> 8)})
+		c.fill(h, loc, c.epoch(h))
 	}
 	n := 0
 	for i := range c.shards {

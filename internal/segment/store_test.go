@@ -997,3 +997,71 @@ func TestCopies(t *testing.T) {
 		t.Fatalf("copies after a reopen: %d, %v", r, err)
 	}
 }
+
+// TestPutCopies: a chunk written with the copies it wants has them
+// recorded with its index entry; writing it again, held, with more raises
+// them; copies asked for while it is in flight (another write of it,
+// RaiseCopies) are not lost to the batch's record; and never lowered.
+func TestPutCopies(t *testing.T) {
+	ctx := context.Background()
+	n := openNode(t, vfs.NewMem(), 0)
+	defer n.close(t)
+	s := n.st
+	rng := rand.New(rand.NewPCG(31, 32))
+	copiesOf := func(h chunk.Hash) int {
+		t.Helper()
+		r, err := s.Copies(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	d, h := randomChunk(rng, 3000)
+	if err := s.PutCopies(h, d, 2).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, s, h, d)
+	if r := copiesOf(h); r != 2 {
+		t.Fatalf("copies of a new chunk: %d, want 2", r)
+	}
+	for _, c := range []int{1, 3} {
+		if err := s.PutCopies(h, d, c).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := copiesOf(h); r != 3 {
+		t.Fatalf("copies after held writes wanting 1 then 3: %d, want 3", r)
+	}
+	if err := s.PutCopies(h, d, 0).Wait(ctx); err == nil {
+		t.Fatal("0 copies taken")
+	}
+	// Many writes of new chunks in flight together, some raised meanwhile.
+	var ps []*Pending
+	want := map[chunk.Hash]int{}
+	for i := range 200 {
+		d, h := randomChunk(rng, 1000)
+		c := 1 + i%3
+		ps = append(ps, s.PutCopies(h, d, c))
+		switch i % 4 {
+		case 0:
+			ps = append(ps, s.PutCopies(h, d, 5)) // the same chunk, in flight
+			c = 5
+		case 1:
+			if err := s.RaiseCopies(h, 4); err != nil {
+				t.Fatal(err)
+			}
+			c = 4
+		}
+		want[h] = c
+	}
+	for _, p := range ps {
+		if err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for h, c := range want {
+		if r := copiesOf(h); r != c {
+			t.Fatalf("copies of %s: %d, want %d", h, r, c)
+		}
+	}
+}

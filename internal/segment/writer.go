@@ -27,6 +27,10 @@ type Pending struct {
 	// seal asks the writer to seal segment from.seg if it is still the
 	// open one (Compact).
 	seal bool
+	// copies is the copies the chunk's writers want (copies.go), recorded
+	// with its index entry; 0: none. Guarded by Store.mu: RaiseCopies
+	// raises it while the chunk is in flight.
+	copies int
 }
 
 // Wait blocks until the chunk is durable (nil) or the write failed, or ctx
@@ -75,7 +79,7 @@ func (s *Store) Put(ctx context.Context, h chunk.Hash, data []byte) error {
 // goroutine; the writer goroutine only appends and syncs. Callers bound
 // their own number of outstanding Pendings: the queue is not limited.
 func (s *Store) PutAsync(h chunk.Hash, data []byte) *Pending {
-	return s.putAsync(h, data, true)
+	return s.putAsync(h, data, true, 0)
 }
 
 // PutAsyncHashed is PutAsync for a caller that computed h as chunk.Sum(data)
@@ -85,10 +89,23 @@ func (s *Store) PutAsync(h chunk.Hash, data []byte) *Pending {
 // PutAsync, which checks it. Should h be wrong all the same, Get reports
 // the chunk as corrupt rather than return it.
 func (s *Store) PutAsyncHashed(h chunk.Hash, data []byte) *Pending {
-	return s.putAsync(h, data, false)
+	return s.putAsync(h, data, false, 0)
 }
 
-func (s *Store) putAsync(h chunk.Hash, data []byte, verify bool) *Pending {
+// PutCopies is PutAsyncHashed for a chunk that wants copies copies in
+// the cluster (1 to 255, see RaiseCopies): a new chunk's record of them
+// goes in the batch that indexes it, and the store does not look for the
+// chunk before queueing it (the writer does, once): a chunk this node
+// writes for a client is almost always new, and each lookup of a hash
+// the index lacks goes through pebble's memtables.
+func (s *Store) PutCopies(h chunk.Hash, data []byte, copies int) *Pending {
+	if copies < 1 || copies > 255 {
+		return finished(fmt.Errorf("segment: %d copies of chunk %s", copies, h))
+	}
+	return s.putAsync(h, data, false, copies)
+}
+
+func (s *Store) putAsync(h chunk.Hash, data []byte, verify bool, copies int) *Pending {
 	if len(data) > MaxChunkSize {
 		return finished(fmt.Errorf("%w: %d bytes", ErrTooLarge, len(data)))
 	}
@@ -96,14 +113,16 @@ func (s *Store) putAsync(h chunk.Hash, data []byte, verify bool) *Pending {
 		if err != nil {
 			return finished(err)
 		}
-		return p
+		return s.raiseShared(p, copies)
 	}
 	// Fast dedup path; the writer checks again before appending. Both
 	// touch the chunk they find (gc.go).
-	if ok, err := s.touchHeld(h); err != nil {
-		return finished(err)
-	} else if ok {
-		return finished(nil)
+	if copies == 0 {
+		if ok, err := s.touchHeld(h); err != nil {
+			return finished(err)
+		} else if ok {
+			return finished(nil)
+		}
 	}
 	if verify {
 		if got := chunk.Sum(data); got != h {
@@ -121,11 +140,23 @@ func (s *Store) putAsync(h chunk.Hash, data []byte, verify bool) *Pending {
 	}
 	if p := s.mu.inflight[h]; p != nil {
 		bufpool.Put(rec)
+		p.copies = max(p.copies, copies)
 		return p
 	}
-	p := &Pending{h: h, rec: rec, done: make(chan struct{})}
+	p := &Pending{h: h, rec: rec, done: make(chan struct{}), copies: copies}
 	s.mu.inflight[h] = p
 	s.enqueueLocked(p)
+	return p
+}
+
+// raiseShared makes p, the write in flight of the same chunk, also ask
+// for copies copies, and returns it.
+func (s *Store) raiseShared(p *Pending, copies int) *Pending {
+	if copies > 0 {
+		s.mu.Lock()
+		p.copies = max(p.copies, copies)
+		s.mu.Unlock()
+	}
 	return p
 }
 
@@ -219,8 +250,29 @@ func (s *Store) commitQueued() bool {
 // and commits the index entries. Chunks already indexed are skipped.
 // written is an index entry a group commit makes.
 type written struct {
-	h   chunk.Hash
-	loc location
+	h      chunk.Hash
+	loc    location
+	epoch  uint64   // of h's cache shard, for the fill
+	p      *Pending // the write (nil: a chunk held already)
+	copies int      // the copies recorded
+}
+
+// raiseHeld records the copies wanted of chunks held already (as
+// RaiseCopies does). A failure fails no write (as in package object's
+// PutChunk): the repairer uses its default.
+func (s *Store) raiseHeld(held []written) {
+	for _, w := range held {
+		if err := s.RaiseCopies(w.h, w.copies); err != nil {
+			s.log.Warn("could not record the copies wanted of a chunk; the repairer will use its default", "chunk", w.h, "err", err)
+		}
+	}
+}
+
+// pendingCopies reads p.copies.
+func (s *Store) pendingCopies(p *Pending) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return p.copies
 }
 
 func (s *Store) commit(batch []*Pending) error {
@@ -232,6 +284,7 @@ func (s *Store) commit(batch []*Pending) error {
 	segs := []uint64{s.w.seg}
 	sealed := false
 	var wrote []written // the index entries, for the cache once committed
+	var held []written  // chunks held already whose writers want copies
 	for _, p := range batch {
 		if p.seal {
 			// Compact asks for the open segment to be sealed, to compact it.
@@ -259,6 +312,9 @@ func (s *Store) commit(batch []*Pending) error {
 		} else if ok, err := s.touchHeld(p.h); err != nil {
 			return err
 		} else if ok {
+			if c := s.pendingCopies(p); c > 0 {
+				held = append(held, written{h: p.h, copies: c})
+			}
 			continue
 		}
 		rec := *p.rec
@@ -281,9 +337,18 @@ func (s *Store) commit(batch []*Pending) error {
 		if err := b.Set(indexKey(p.h), loc.encode(), nil); err != nil {
 			return err
 		}
-		wrote = append(wrote, written{p.h, loc})
+		w := written{h: p.h, loc: loc, p: p}
+		if p.from == nil {
+			if w.copies = s.pendingCopies(p); w.copies > 0 {
+				if err := b.Set(copiesKey(p.h), []byte{copiesVersion, byte(w.copies)}, nil); err != nil {
+					return err
+				}
+			}
+		}
+		wrote = append(wrote, w)
 	}
 	if records == 0 && !sealed {
+		s.raiseHeld(held)
 		return nil
 	}
 	if err := a.finish(); err != nil {
@@ -298,10 +363,20 @@ func (s *Store) commit(batch []*Pending) error {
 		return err
 	}
 	// The chunks count as touched now (gc.go) before the index shows them.
+	// The cache learns the entries as a lookup does (locCache): with the
+	// epochs read under the collector's lock, before the commit, so that
+	// a Delete that decides on one of these chunks after that (a
+	// compaction's copy whose old place was garbage) and commits after
+	// this batch keeps the cache from showing it.
 	s.gc.mu.Lock()
 	now := s.now()
 	for _, seg := range segs {
 		s.gc.written[seg] = now
+	}
+	if s.locs != nil {
+		for i := range wrote {
+			wrote[i].epoch = s.locs.epoch(wrote[i].h)
+		}
 	}
 	s.gc.mu.Unlock()
 	if err := b.Commit(pebble.Sync); err != nil {
@@ -309,9 +384,20 @@ func (s *Store) commit(batch []*Pending) error {
 	}
 	if s.locs != nil {
 		for _, w := range wrote {
-			s.locs.set(w.h, w.loc)
+			s.locs.fill(w.h, w.loc, w.epoch)
 		}
 	}
+	// Copies asked for while the batch was built (RaiseCopies of a chunk
+	// in flight), and by writes of chunks already held, go in as
+	// RaiseCopies does.
+	for _, w := range wrote {
+		if w.p != nil && w.copies > 0 {
+			if c := s.pendingCopies(w.p); c > w.copies {
+				held = append(held, written{h: w.h, copies: c})
+			}
+		}
+	}
+	s.raiseHeld(held)
 	s.stats.chunks.Add(records)
 	// The padding of every segment this batch wrote to, a sealed one too.
 	s.stats.bytes.Add(bytes + a.pads - pads)
