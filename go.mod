@@ -4,6 +4,8 @@ go 1.26.8
 
 require github.com/cockroachdb/pebble/v2 v2.1.7
 
+require lukechampine.com/blake3 v1.4.1
+
 require (
 	github.com/klauspost/crc32 v1.3.0 // indirect
 	github.com/minio/crc64nvme v1.1.1 // indirect

@@ -39,6 +39,11 @@ func (r Ref) Of(b []byte) ([]byte, error) {
 // never modify one in place.
 type Manifest struct {
 	Chunks []Ref
+	// Tree holds the chaining values of the content's whole blocks of
+	// TreeBlock bytes, block i's at i (tree.go): what a byte-range write
+	// left of its parent's, zero where it changed a block or none was
+	// known. At most Size()/TreeBlock of them; often none.
+	Tree []CV
 }
 
 // Size returns the object size in bytes.
@@ -74,6 +79,15 @@ type Piece struct {
 	Off, Len int64
 }
 
+// Of returns the bytes p covers of b, the content of its chunk, or an
+// error wrapping ErrCorrupt if b is too short to hold them.
+func (p Piece) Of(b []byte) ([]byte, error) {
+	if p.Off < 0 || p.Len < 0 || p.Off+p.Len > int64(len(b)) {
+		return nil, fmt.Errorf("%w: chunk %s has %d bytes; the manifest reads %d at %d", ErrCorrupt, p.Hash, len(b), p.Len, p.Off)
+	}
+	return b[p.Off : p.Off+p.Len], nil
+}
+
 // Span plans a read of length bytes at off: the pieces of chunks to read, in
 // order. The range is clipped to [0, Size()); an empty or out-of-range
 // request yields no pieces.
@@ -102,26 +116,28 @@ func (m Manifest) Span(off, length int64) []Piece {
 
 // Encoded manifest layout (all integers big-endian):
 //
-//	+-----------+---------+-----------+--------------------------------------+------------+
-//	| magic (4) | ver (1) | count (4) | count x ( hash (32) size (4) [off (4)] )| crc32c (4) |
-//	| "CRMF"    | 1 or 2  |           |                                      |            |
-//	+-----------+---------+-----------+--------------------------------------+------------+
+//	+-----------+---------+-----------+--------------------------------------+----------------------------+------------+
+//	| magic (4) | ver (1) | count (4) | count x ( hash (32) size (4) [off (4)] )| [tcount (4) tcount x cv (32)] | crc32c (4) |
+//	| "CRMF"    | 1, 2, 3 |           |                                      |                            |            |
+//	+-----------+---------+-----------+--------------------------------------+----------------------------+------------+
 //
-// Version 1 entries hold whole chunks and have no offset; version 2
-// entries carry one. Marshal writes version 1 when every entry holds its
-// chunk from its start, so manifests without slices read as they always
-// did. The CRC32C (Castagnoli) covers every preceding byte.
+// Version 1 entries hold whole chunks and have no offset; versions 2 and 3
+// entries carry one, and version 3 ends with the tree's chaining values
+// (at least one). Marshal writes the lowest version that holds m, so
+// manifests without slices or tree read as they always did. The CRC32C
+// (Castagnoli) covers every preceding byte.
 const (
 	manifestMagic   = 0x43524d46 // "CRMF"
 	manifestWhole   = 1
 	manifestSliced  = 2
+	manifestTree    = 3
 	manifestHeader  = 4 + 1 + 4
 	manifestTrailer = 4
 )
 
 // entrySize is the encoded size of one entry in format version v.
 func entrySize(v byte) int64 {
-	if v == manifestSliced {
+	if v >= manifestSliced {
 		return HashSize + 4 + 4
 	}
 	return HashSize + 4
@@ -132,18 +148,27 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Marshal encodes m (see the layout above).
 func (m Manifest) Marshal() []byte {
 	v := byte(manifestWhole)
-	if m.sliced() {
+	switch {
+	case len(m.Tree) > 0:
+		v = manifestTree
+	case m.sliced():
 		v = manifestSliced
 	}
-	b := make([]byte, 0, manifestHeader+int64(len(m.Chunks))*entrySize(v)+manifestTrailer)
+	b := make([]byte, 0, manifestHeader+int64(len(m.Chunks))*entrySize(v)+4+int64(len(m.Tree))*32+manifestTrailer)
 	b = binary.BigEndian.AppendUint32(b, manifestMagic)
 	b = append(b, v)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(m.Chunks)))
 	for _, r := range m.Chunks {
 		b = append(b, r.Hash[:]...)
 		b = binary.BigEndian.AppendUint32(b, r.Size)
-		if v == manifestSliced {
+		if v >= manifestSliced {
 			b = binary.BigEndian.AppendUint32(b, r.Off)
+		}
+	}
+	if v == manifestTree {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(m.Tree)))
+		for _, c := range m.Tree {
+			b = append(b, c[:]...)
 		}
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
@@ -169,11 +194,23 @@ func UnmarshalManifest(b []byte) (Manifest, error) {
 		return Manifest{}, fmt.Errorf("%w: manifest magic %#x", ErrCorrupt, magic)
 	}
 	v := b[4]
-	if v != manifestWhole && v != manifestSliced {
+	if v != manifestWhole && v != manifestSliced && v != manifestTree {
 		return Manifest{}, fmt.Errorf("%w: manifest format version %d unknown", ErrCorrupt, v)
 	}
 	count := int64(binary.BigEndian.Uint32(b[5:]))
-	if want := manifestHeader + count*entrySize(v) + manifestTrailer; int64(len(b)) != want {
+	var tcount int64
+	if v == manifestTree {
+		at := manifestHeader + count*entrySize(v)
+		if at+4+manifestTrailer > int64(len(b)) {
+			return Manifest{}, fmt.Errorf("%w: manifest of %d chunks has %d bytes, too few for its tree", ErrCorrupt, count, len(b))
+		}
+		tcount = int64(binary.BigEndian.Uint32(b[at:]))
+	}
+	want := manifestHeader + count*entrySize(v) + manifestTrailer
+	if v == manifestTree {
+		want += 4 + tcount*32
+	}
+	if int64(len(b)) != want {
 		return Manifest{}, fmt.Errorf("%w: manifest of %d chunks has %d bytes, want %d", ErrCorrupt, count, len(b), want)
 	}
 	body, sum := b[:len(b)-manifestTrailer], binary.BigEndian.Uint32(b[len(b)-manifestTrailer:])
@@ -191,7 +228,7 @@ func UnmarshalManifest(b []byte) (Manifest, error) {
 		if m.Chunks[i].Size == 0 {
 			return Manifest{}, fmt.Errorf("%w: manifest chunk %d is empty", ErrCorrupt, i)
 		}
-		if v == manifestSliced {
+		if v >= manifestSliced {
 			m.Chunks[i].Off = binary.BigEndian.Uint32(p[HashSize+4:])
 			if uint64(m.Chunks[i].Off)+uint64(m.Chunks[i].Size) > MaxChunkSize {
 				return Manifest{}, fmt.Errorf("%w: manifest entry %d reads past the largest chunk", ErrCorrupt, i)
@@ -202,6 +239,20 @@ func UnmarshalManifest(b []byte) (Manifest, error) {
 	if v == manifestSliced && !m.sliced() {
 		// Marshal writes such a manifest as version 1: one encoding each.
 		return Manifest{}, fmt.Errorf("%w: manifest of format version 2 holds no slice", ErrCorrupt)
+	}
+	if v == manifestTree {
+		p = p[4:]
+		if tcount == 0 {
+			return Manifest{}, fmt.Errorf("%w: manifest of format version 3 holds no tree", ErrCorrupt)
+		}
+		if tcount > m.Size()/TreeBlock {
+			return Manifest{}, fmt.Errorf("%w: manifest tree of %d blocks for %d bytes", ErrCorrupt, tcount, m.Size())
+		}
+		m.Tree = make([]CV, tcount)
+		for i := range m.Tree {
+			copy(m.Tree[i][:], p)
+			p = p[32:]
+		}
 	}
 	return m, nil
 }

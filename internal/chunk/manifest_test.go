@@ -26,8 +26,15 @@ func slicedManifest() Manifest {
 	return m
 }
 
+// treeManifest keeps chaining values of its blocks (format version 3).
+func treeManifest() Manifest {
+	m := testManifest(10, 20, 3*TreeBlock)
+	m.Tree = []CV{{1}, {}, {3}}
+	return m
+}
+
 func TestManifestRoundTrip(t *testing.T) {
-	for _, m := range []Manifest{{}, testManifest(1), testManifest(10, 20, 30), slicedManifest()} {
+	for _, m := range []Manifest{{}, testManifest(1), testManifest(10, 20, 30), slicedManifest(), treeManifest()} {
 		b := m.Marshal()
 		got, err := UnmarshalManifest(b)
 		if err != nil {
@@ -45,8 +52,14 @@ func TestManifestRoundTrip(t *testing.T) {
 // TestManifestCorruptionDetected flips every bit and cuts every prefix of an
 // encoding; each must be reported as ErrCorrupt.
 func TestManifestCorruptionDetected(t *testing.T) {
-	for _, m := range []Manifest{testManifest(10, 20, 30), slicedManifest()} {
+	for _, m := range []Manifest{testManifest(10, 20, 30), slicedManifest(), treeManifest()} {
 		checkCorruptionDetected(t, m.Marshal())
+	}
+	// More chaining values than the content has blocks.
+	over := treeManifest()
+	over.Tree = append(over.Tree, CV{4})
+	if _, err := UnmarshalManifest(over.Marshal()); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a tree of more blocks than the content: err = %v", err)
 	}
 	// Format version 2 with no slice: version 1 is its one encoding.
 	whole := testManifest(10, 20, 30)
@@ -138,6 +151,7 @@ func FuzzUnmarshalManifest(f *testing.F) {
 	f.Add(Manifest{}.Marshal())
 	f.Add(testManifest(10, 20, 30).Marshal())
 	f.Add(slicedManifest().Marshal())
+	f.Add(treeManifest().Marshal())
 	f.Add([]byte("CRMF"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := UnmarshalManifest(b)

@@ -2,6 +2,7 @@ package chunk
 
 import (
 	"fmt"
+	"slices"
 )
 
 // DefaultFixedSize is the piece size WriteAt and Append cut rewritten regions
@@ -119,7 +120,25 @@ func WriteAt(m Manifest, off int64, data []byte, fixedSize int, load func(Ref) (
 		}
 	}
 	parts := append(append(headP, mid...), tailP...)
-	return rewrite(m, i0, i1, head, parts, tail, fixedSize, load, store)
+	nm, err := rewrite(m, i0, i1, head, parts, tail, fixedSize, load, store)
+	if err != nil {
+		return Manifest{}, err
+	}
+	nm.Tree = treeAfter(m.Tree, off, end)
+	return nm, nil
+}
+
+// treeAfter is tree, a manifest's chaining values, with those of the
+// blocks a write of [off, end) changed forgotten (zero).
+func treeAfter(tree []CV, off, end int64) []CV {
+	if len(tree) == 0 {
+		return nil
+	}
+	out := slices.Clone(tree)
+	for i := off / TreeBlock; i < int64(len(out)) && i*TreeBlock < end; i++ {
+		out[i] = CV{}
+	}
+	return out
 }
 
 // Append returns a manifest whose content is m's followed by data. If m's
@@ -142,9 +161,13 @@ func Append(m Manifest, data []byte, fixedSize int, load func(Ref) ([]byte, erro
 			{chunk: n - 1, from: 0, to: int64(m.Chunks[n-1].Size)},
 			{chunk: -1, data: data},
 		}
-		return rewrite(m, n-1, n, nil, parts, nil, fixedSize, load, store)
+		nm, err := rewrite(m, n-1, n, nil, parts, nil, fixedSize, load, store)
+		nm.Tree = slices.Clone(m.Tree) // whole blocks end before the old end: unchanged
+		return nm, err
 	}
-	return rewrite(m, n, n, nil, []part{{chunk: -1, data: data}}, nil, fixedSize, load, store)
+	nm, err := rewrite(m, n, n, nil, []part{{chunk: -1, data: data}}, nil, fixedSize, load, store)
+	nm.Tree = slices.Clone(m.Tree)
+	return nm, err
 }
 
 func pieceSize(fixedSize int) (int, error) {
@@ -161,7 +184,7 @@ func (m Manifest) clone() Manifest {
 	if m.Chunks == nil {
 		return Manifest{}
 	}
-	return Manifest{Chunks: append([]Ref(nil), m.Chunks...)}
+	return Manifest{Chunks: append([]Ref(nil), m.Chunks...), Tree: slices.Clone(m.Tree)}
 }
 
 // part is one source of a rewritten region: a sub-range [from, to) of chunk

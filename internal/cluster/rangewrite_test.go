@@ -50,9 +50,14 @@ func TestRangeWriteCost(t *testing.T) {
 			}
 		}
 		stored := n.chunks.Stats().Bytes - before
-		got, _, err := get(t, n, object.GetRequest{Space: "vosd", Key: "o"})
+		got, info, err := get(t, n, object.GetRequest{Space: "vosd", Key: "o"})
 		if err != nil || !bytes.Equal(got, model) {
 			t.Fatalf("round %d: the object does not read back as written (%v)", round, err)
+		}
+		// Its hash comes from the blocks' chaining values (the ones the
+		// round did not change kept from the version before): BLAKE3's.
+		if info.Hash != chunk.Sum(model) {
+			t.Fatalf("round %d: hash %x, BLAKE3 of the content %s", round, info.Hash, chunk.Sum(model))
 		}
 		t.Logf("round %d: %d bytes written, %d stored (%.1fx)", round, mods*size, stored, float64(stored)/float64(mods*size))
 		if round > 0 && stored > mods*size*3 {

@@ -494,11 +494,15 @@ func (st *Store) readExtent(ctx context.Context, rec *mvcc.Record, m chunk.Manif
 	}
 	var buf bytes.Buffer
 	for _, p := range m.Span(e.Off, e.Len) {
-		b, err := st.cfg.Chunks.GetChunk(ctx, p.Hash, nil, replicas)
+		c, err := st.cfg.Chunks.GetChunk(ctx, p.Hash, nil, replicas)
 		if err != nil {
 			return nil, err
 		}
-		buf.Write(b[p.Off : p.Off+p.Len])
+		b, err := p.Of(c)
+		if err != nil {
+			return nil, Errorf(Corrupt, "%v", err)
+		}
+		buf.Write(b)
 	}
 	return buf.Bytes(), nil
 }

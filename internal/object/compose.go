@@ -99,11 +99,15 @@ func (st *Store) sourceChunks(ctx context.Context, src ComposeSource, replicas i
 			out.Chunks = append(out.Chunks, p.Ref) // the whole entry
 			continue
 		}
-		b, err := st.cfg.Chunks.GetChunk(ctx, p.Hash, nil, ss.Replicas())
+		c, err := st.cfg.Chunks.GetChunk(ctx, p.Hash, nil, ss.Replicas())
 		if err != nil {
 			return chunk.Manifest{}, info, full, err
 		}
-		ref, err := st.storeChunk(ctx, replicas)(b[p.Off : p.Off+p.Len])
+		b, err := p.Of(c)
+		if err != nil {
+			return chunk.Manifest{}, info, full, Errorf(Corrupt, "%v", err)
+		}
+		ref, err := st.storeChunk(ctx, replicas)(b)
 		if err != nil {
 			return chunk.Manifest{}, info, full, err
 		}
