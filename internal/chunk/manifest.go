@@ -27,10 +27,7 @@ type Ref struct {
 // Of returns the bytes r holds of b, the content of its chunk, or an error
 // wrapping ErrCorrupt if b is too short to hold them.
 func (r Ref) Of(b []byte) ([]byte, error) {
-	if int64(len(b)) < int64(r.Off)+int64(r.Size) {
-		return nil, fmt.Errorf("%w: chunk %s has %d bytes; the manifest reads %d at %d", ErrCorrupt, r.Hash, len(b), r.Size, r.Off)
-	}
-	return b[r.Off : r.Off+r.Size], nil
+	return Piece{Ref: r, Off: int64(r.Off), Len: int64(r.Size)}.Of(b)
 }
 
 // Manifest lists the entries of an object's body in order. Its content is

@@ -155,19 +155,18 @@ func Append(m Manifest, data []byte, fixedSize int, load func(Ref) ([]byte, erro
 	if len(data) == 0 {
 		return m.clone(), nil
 	}
-	n := len(m.Chunks)
+	n, i0 := len(m.Chunks), len(m.Chunks)
+	parts := []part{{chunk: -1, data: data}}
 	if n > 0 && int(m.Chunks[n-1].Size) < fixedSize/4 {
-		parts := []part{
-			{chunk: n - 1, from: 0, to: int64(m.Chunks[n-1].Size)},
-			{chunk: -1, data: data},
-		}
-		nm, err := rewrite(m, n-1, n, nil, parts, nil, fixedSize, load, store)
-		nm.Tree = slices.Clone(m.Tree) // whole blocks end before the old end: unchanged
-		return nm, err
+		i0 = n - 1
+		parts = append([]part{{chunk: n - 1, from: 0, to: int64(m.Chunks[n-1].Size)}}, parts...)
 	}
-	nm, err := rewrite(m, n, n, nil, []part{{chunk: -1, data: data}}, nil, fixedSize, load, store)
-	nm.Tree = slices.Clone(m.Tree)
-	return nm, err
+	nm, err := rewrite(m, i0, n, nil, parts, nil, fixedSize, load, store)
+	if err != nil {
+		return Manifest{}, err
+	}
+	nm.Tree = slices.Clone(m.Tree) // whole blocks end before the old end: unchanged
+	return nm, nil
 }
 
 func pieceSize(fixedSize int) (int, error) {

@@ -727,41 +727,42 @@ func (st *Store) summarizeRange(m chunk.Manifest, load loadFunc) (*mvcc.Record, 
 	return rec, nil
 }
 
-// pieceReader reads ranges of a manifest's content in order, loading each
-// chunk once however many ranges in a row need it (a piece that straddles
-// two blocks).
+// pieceReader reads a manifest's content piece by piece through one
+// reused buffer, loading a chunk once however many pieces in a row need
+// it (the slices on both sides of a write, a piece that straddles two
+// blocks).
 type pieceReader struct {
 	load loadFunc
 	last chunk.Hash // the chunk in cur
-	cur  []byte     // its bytes: in one of bufs, or the loader's memory
-	bufs [2][]byte
-	k    int // which of bufs cur is in, or -1
+	cur  []byte     // its bytes: in buf, or the loader's memory
+	buf  []byte
+}
+
+// piece returns the bytes of p, valid until the next call.
+func (r *pieceReader) piece(p chunk.Piece) ([]byte, error) {
+	if r.cur == nil || p.Hash != r.last {
+		if need := int(p.Off + p.Len); cap(r.buf) < need {
+			r.buf = make([]byte, 0, max(need, 2*cap(r.buf), 64<<10))
+		}
+		c, err := r.load(p.Ref, r.buf[:0])
+		if err != nil {
+			return nil, err
+		}
+		r.cur, r.last = c, p.Hash
+	}
+	b, err := p.Of(r.cur)
+	if err != nil {
+		return nil, Errorf(Corrupt, "%v", err)
+	}
+	return b, nil
 }
 
 // read appends m's content in [off, off+n) to dst.
 func (r *pieceReader) read(m chunk.Manifest, off, n int64, dst []byte) ([]byte, error) {
 	for _, p := range m.Span(off, n) {
-		if r.cur == nil || p.Hash != r.last {
-			// Load into the buffer cur is not in.
-			k := 0
-			if r.cur != nil && r.k == 0 {
-				k = 1
-			}
-			if need := int(p.Off + p.Len); cap(r.bufs[k]) < need {
-				r.bufs[k] = make([]byte, 0, max(need, 2*cap(r.bufs[k]), 64<<10))
-			}
-			c, err := r.load(p.Ref, r.bufs[k][:0])
-			if err != nil {
-				return nil, err
-			}
-			r.cur, r.last, r.k = c, p.Hash, -1
-			if len(c) > 0 && cap(r.bufs[k]) > 0 && &c[:1][0] == &r.bufs[k][:1][0] {
-				r.k = k
-			}
-		}
-		b, err := p.Of(r.cur)
+		b, err := r.piece(p)
 		if err != nil {
-			return nil, Errorf(Corrupt, "%v", err)
+			return nil, err
 		}
 		dst = append(dst, b...)
 	}
@@ -779,18 +780,11 @@ func (st *Store) sum(m chunk.Manifest, load loadFunc, withMD5 bool) (*mvcc.Recor
 	bh := chunk.NewHasher()
 	var inline []byte
 	small := m.Size() <= int64(st.cfg.InlineThreshold)
-	var buf []byte // one buffer for every chunk read
-	for _, ref := range m.Chunks {
-		if need := int(ref.Off) + int(ref.Size); cap(buf) < need {
-			buf = make([]byte, 0, max(need, 2*cap(buf), 64<<10))
-		}
-		c, err := load(ref, buf[:0])
+	r := pieceReader{load: load}
+	for _, p := range m.Span(0, m.Size()) {
+		b, err := r.piece(p)
 		if err != nil {
 			return nil, err
-		}
-		b, err := ref.Of(c)
-		if err != nil {
-			return nil, Errorf(Corrupt, "%v", err)
 		}
 		if md != nil {
 			md.Write(b)

@@ -109,11 +109,11 @@ func (s *Store) putAsync(h chunk.Hash, data []byte, verify bool, copies int) *Pe
 	if len(data) > MaxChunkSize {
 		return finished(fmt.Errorf("%w: %d bytes", ErrTooLarge, len(data)))
 	}
-	if p, err := s.shared(h); p != nil || err != nil {
+	if p, err := s.shared(h, copies); p != nil || err != nil {
 		if err != nil {
 			return finished(err)
 		}
-		return s.raiseShared(p, copies)
+		return p
 	}
 	// Fast dedup path; the writer checks again before appending. Both
 	// touch the chunk they find (gc.go).
@@ -149,17 +149,6 @@ func (s *Store) putAsync(h chunk.Hash, data []byte, verify bool, copies int) *Pe
 	return p
 }
 
-// raiseShared makes p, the write in flight of the same chunk, also ask
-// for copies copies, and returns it.
-func (s *Store) raiseShared(p *Pending, copies int) *Pending {
-	if copies > 0 {
-		s.mu.Lock()
-		p.copies = max(p.copies, copies)
-		s.mu.Unlock()
-	}
-	return p
-}
-
 // enqueueLocked hands p to the writer goroutine; s.mu is held.
 func (s *Store) enqueueLocked(p *Pending) {
 	s.mu.queue = append(s.mu.queue, p)
@@ -169,15 +158,19 @@ func (s *Store) enqueueLocked(p *Pending) {
 	}
 }
 
-// shared returns the in-flight Pending for h, if any, or the reason the
-// store cannot take writes.
-func (s *Store) shared(h chunk.Hash) (*Pending, error) {
+// shared returns the in-flight Pending for h, if any, which now also asks
+// for copies copies, or the reason the store cannot take writes.
+func (s *Store) shared(h chunk.Hash, copies int) (*Pending, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.unusableLocked(); err != nil {
 		return nil, err
 	}
-	return s.mu.inflight[h], nil
+	p := s.mu.inflight[h]
+	if p != nil {
+		p.copies = max(p.copies, copies)
+	}
+	return p, nil
 }
 
 func (s *Store) unusableLocked() error {
@@ -246,14 +239,13 @@ func (s *Store) commitQueued() bool {
 	return true
 }
 
-// commit appends batch to the open segment (rotating as needed), syncs it,
-// and commits the index entries. Chunks already indexed are skipped.
-// written is an index entry a group commit makes.
+// written is an index entry a group commit makes, or a chunk it found
+// held already whose writers want copies (p nil).
 type written struct {
 	h      chunk.Hash
 	loc    location
 	epoch  uint64   // of h's cache shard, for the fill
-	p      *Pending // the write (nil: a chunk held already)
+	p      *Pending // the write
 	copies int      // the copies recorded
 }
 
@@ -275,6 +267,8 @@ func (s *Store) pendingCopies(p *Pending) int {
 	return p.copies
 }
 
+// commit appends batch to the open segment (rotating as needed), syncs it,
+// and commits the index entries. Chunks already indexed are skipped.
 func (s *Store) commit(batch []*Pending) error {
 	b := s.db.NewBatch()
 	defer b.Close()
@@ -391,7 +385,7 @@ func (s *Store) commit(batch []*Pending) error {
 	// in flight), and by writes of chunks already held, go in as
 	// RaiseCopies does.
 	for _, w := range wrote {
-		if w.p != nil && w.copies > 0 {
+		if w.copies > 0 {
 			if c := s.pendingCopies(w.p); c > w.copies {
 				held = append(held, written{h: w.h, copies: c})
 			}
