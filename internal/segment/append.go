@@ -23,6 +23,17 @@ import (
 // The cost is at most a block and a record header per group commit.
 const blockSize = 4096
 
+// cachedRecord: a group commit whose records are all this small is
+// written through the page cache, not with O_DIRECT. Such records are the
+// pieces of byte-range writes (16 KiB for a 16 KiB write), and they are
+// read back soon and at random — by the next version's hash, by writes
+// next to them, by reads of the versions that share them — where a read
+// that misses the cache costs a device round trip and more CPU than the
+// copy into the cache did. The chunks of whole uploads (content-defined,
+// ~1 MiB) are written directly: large, read in order, and not worth the
+// memory.
+const cachedRecord = 128 << 10
+
 // stageSize is the size of the writer's staging buffer: a group commit is
 // written out in pieces of this size, then its padded remainder.
 const stageSize = 4 << 20
@@ -42,6 +53,11 @@ type appender struct {
 
 	// pads counts the bytes of padding records written, for the stats.
 	pads int64
+
+	// large is set once a record of more than cachedRecord bytes is
+	// staged in this group commit; until then, the group is written
+	// through the page cache (see write).
+	large bool
 
 	// noDirect is set once O_DIRECT was refused, at open or by a write:
 	// from then on every segment is written through the page cache.
@@ -83,6 +99,9 @@ func (a *appender) tail() int64 { return a.off + int64(a.n) }
 
 // add stages rec, writing out each stage that fills.
 func (a *appender) add(rec []byte) error {
+	if len(rec) > cachedRecord {
+		a.large = true
+	}
 	for len(rec) > 0 {
 		c := copy(a.buf[a.n:stageSize], rec)
 		a.n += c
@@ -105,14 +124,17 @@ func (a *appender) finish() error {
 		a.pads += int64(p)
 	}
 	if a.n == 0 {
+		a.large = false
 		return nil
 	}
-	return a.write(a.buf[:a.n])
+	err := a.write(a.buf[:a.n])
+	a.large = false
+	return err
 }
 
 func (a *appender) write(b []byte) error {
 	var err error
-	if a.direct != nil {
+	if a.direct != nil && a.large {
 		_, err = a.direct.WriteAt(b, a.off)
 		if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP) {
 			// The file system took O_DIRECT at open but refuses these
@@ -126,7 +148,7 @@ func (a *appender) write(b []byte) error {
 			a.closeDirect()
 		}
 	}
-	if a.direct == nil {
+	if a.direct == nil || !a.large {
 		_, err = a.f.WriteAt(b, a.off)
 	}
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -808,7 +809,8 @@ func TestDirectRefusedMidway(t *testing.T) {
 		t.Skipf("%s takes unaligned O_DIRECT writes", filepath.Dir(name))
 	}
 	a.reset(f, direct, name, 100)
-	rec := bytes.Repeat([]byte{7}, blockSize)
+	rec := bytes.Repeat([]byte{7}, cachedRecord+blockSize) // large: written directly
+
 	if err := a.add(rec); err != nil {
 		t.Fatal(err)
 	}
@@ -818,9 +820,75 @@ func TestDirectRefusedMidway(t *testing.T) {
 	if a.direct != nil || !a.noDirect {
 		t.Fatalf("still direct after EINVAL: direct=%v noDirect=%v", a.direct != nil, a.noDirect)
 	}
-	got := make([]byte, blockSize)
+	got := make([]byte, len(rec))
 	if _, err := f.ReadAt(got, 100); err != nil || !bytes.Equal(got, rec) {
 		t.Fatalf("bytes at 100 after the fallback: %v", err)
+	}
+}
+
+// TestSmallGroupsThroughCache checks which handle a group commit is
+// written with: a group of small records (byte-range writes' pieces,
+// read back soon and at random) through the page cache, a group holding
+// a record over cachedRecord with O_DIRECT. The direct handle here is
+// another file, so the bytes show which one wrote.
+func TestSmallGroupsThroughCache(t *testing.T) {
+	dir := t.TempDir()
+	f, err := vfs.Default.OpenReadWrite(filepath.Join(dir, "seg"), vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	other := filepath.Join(dir, "direct")
+	direct, err := os.Create(other) // stands in for the O_DIRECT handle
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAppender(quietLogger())
+	defer a.closeDirect()
+	a.reset(f, direct, "seg", 0)
+	small := bytes.Repeat([]byte{1}, 16<<10)
+	for range 3 {
+		if err := a.add(small); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.finish(); err != nil {
+		t.Fatal(err)
+	}
+	cached := a.tail()
+	if fi, _ := os.Stat(other); fi.Size() != 0 {
+		t.Fatalf("a group of 16 KiB records went to the direct handle (%d bytes)", fi.Size())
+	}
+	got := make([]byte, len(small))
+	if _, err := f.ReadAt(got, 0); err != nil || !bytes.Equal(got, small) {
+		t.Fatalf("the small group is not in the file: %v", err)
+	}
+	large := bytes.Repeat([]byte{2}, cachedRecord+1)
+	if err := a.add(small); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.add(large); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.finish(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(other)
+	if err != nil || fi.Size() != a.tail() {
+		t.Fatalf("a group with a %d byte record: direct handle holds %v bytes, want the group up to %d (%v)", len(large), fi.Size(), a.tail(), err)
+	}
+	if fi, _ := f.Stat(); fi.Size() != cached {
+		t.Fatalf("the large group also went through the cache: file is %d bytes, %d before", fi.Size(), cached)
+	}
+	// The next group is small again.
+	if err := a.add(small); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := f.Stat(); fi.Size() != a.tail() {
+		t.Fatalf("a small group after a large one: file is %d bytes, want %d", fi.Size(), a.tail())
 	}
 }
 
