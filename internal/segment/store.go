@@ -61,6 +61,9 @@ type Options struct {
 	// IndexCache is how many chunk index entries the store keeps in
 	// memory (loccache.go); negative: none. Default: DefaultIndexCache.
 	IndexCache int
+
+	// filterMin overrides filterMinEntries (tests).
+	filterMin int64
 }
 
 // DefaultSegmentSize is the default Options.SegmentSize.
@@ -153,6 +156,9 @@ type Store struct {
 
 	// locs caches index entries (loccache.go); nil: none.
 	locs *locCache
+	// filter answers lookups of chunks the index does not hold
+	// (filter.go).
+	filter filters
 
 	// gc holds the chunks' touches (gc.go); openSeg is the open segment's
 	// number, for Compact.
@@ -163,6 +169,8 @@ type Store struct {
 		segments atomic.Int64
 		bytes    atomic.Int64
 		chunks   atomic.Int64
+		lookups  atomic.Int64
+		skips    atomic.Int64
 	}
 }
 
@@ -197,6 +205,8 @@ func Open(o Options) (*Store, error) {
 		s.closeFiles()
 		return nil, err
 	}
+	s.filter.min = o.filterMin
+	s.buildFilter()
 	go s.run()
 	return s, nil
 }
@@ -212,6 +222,7 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		close(s.stop)
 		<-s.done
+		s.filter.wg.Wait()
 		s.w.app.closeDirect()
 		err = s.closeFiles()
 	})
@@ -258,6 +269,10 @@ func (s *Store) cachedLookup(h chunk.Hash) (location, error) {
 	if loc, ok := s.locs.get(h); ok {
 		return loc, nil
 	}
+	if !s.maybeHeld(h) {
+		s.stats.skips.Add(1)
+		return location{}, ErrNotFound
+	}
 	e := s.locs.epoch(h)
 	loc, err := s.lookup(h)
 	if err == nil {
@@ -268,6 +283,7 @@ func (s *Store) cachedLookup(h chunk.Hash) (location, error) {
 
 // lookup reads h's entry in the index itself.
 func (s *Store) lookup(h chunk.Hash) (location, error) {
+	s.stats.lookups.Add(1)
 	v, c, err := s.db.Get(indexKey(h))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return location{}, ErrNotFound
@@ -376,6 +392,13 @@ func (s *Store) Stats() Stats {
 		Bytes:    s.stats.bytes.Load(),
 		Chunks:   s.stats.chunks.Load(),
 	}
+}
+
+// Lookups returns how many lookups read the chunk index itself, and how
+// many of chunks it does not hold the filter answered without it
+// (filter.go).
+func (s *Store) Lookups() (index, skipped int64) {
+	return s.stats.lookups.Load(), s.stats.skips.Load()
 }
 
 // readErr classifies a failed ReadAt: a record cut short is corruption;
