@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/chunk"
 )
@@ -24,32 +25,38 @@ import (
 // lock.
 type heldFilter struct {
 	words []atomic.Uint64
-	mask  uint64 // bits - 1; bits is a power of two
-	max   int64  // the entries it was sized for
+	nbits uint64
+	max   int64 // the entries it was sized for
 	n     atomic.Int64
 }
 
 const (
 	filterBitsPerEntry = 10
 	filterProbes       = 7
-	// filterMinEntries is the least a filter is sized for (1 MiB of bits
-	// at most): a new store's filter need not grow for a while.
+	// filterMinEntries is the least a filter is sized for (1.25 MiB): a
+	// new store's filter need not grow for a while.
 	filterMinEntries = 1 << 20
+	// filterRetry is how long after a failed build the next may start.
+	filterRetry = time.Minute
 )
 
+// newHeldFilter returns a filter of 10 bits per entry for entries: at
+// 100 million chunks (~100 TB in 1 MiB chunks), 125 MB, and during a
+// rebuild the new one's too.
 func newHeldFilter(entries int64) *heldFilter {
 	entries = max(entries, 1)
-	nbits := uint64(1) << bits.Len64(uint64(entries*filterBitsPerEntry-1)) // a power of two >= entries*10
-	nbits = max(nbits, 64)
-	return &heldFilter{words: make([]atomic.Uint64, nbits/64), mask: nbits - 1, max: entries}
+	words := (entries*filterBitsPerEntry + 63) / 64
+	return &heldFilter{words: make([]atomic.Uint64, words), nbits: uint64(words) * 64, max: entries}
 }
 
-// probes are h's bit positions: double hashing over two words of h, a
-// BLAKE3 hash (uniform already).
+// probe is h's i-th bit position: double hashing over two words of h, a
+// BLAKE3 hash (uniform already), mapped onto the bits by multiplying
+// (Lemire's reduction: no division, any size).
 func (f *heldFilter) probe(h chunk.Hash, i uint64) uint64 {
 	a := binary.LittleEndian.Uint64(h[8:16])
 	b := binary.LittleEndian.Uint64(h[16:24]) | 1
-	return (a + i*b) & f.mask
+	hi, _ := bits.Mul64(a+i*b, f.nbits)
+	return hi
 }
 
 func (f *heldFilter) add(h chunk.Hash) {
@@ -90,8 +97,9 @@ type filters struct {
 	cur      atomic.Pointer[heldFilter]
 	next     atomic.Pointer[heldFilter]
 	building bool
-	builds   int   // filters built, for the tests
-	min      int64 // filterMinEntries; smaller in tests
+	builds   int       // filters built, for the tests
+	retry    time.Time // after a failed build: no other before it
+	min      int64     // filterMinEntries; smaller in tests
 	wg       sync.WaitGroup
 }
 
@@ -116,12 +124,14 @@ func (s *Store) filterAdd(wrote []written) {
 }
 
 // buildFilter starts building a filter from the index in the background,
-// unless one is being built: at Open, and when the current one is full.
-// The new one is sized for half again the chunks the store holds.
+// unless one is being built or the last failed within filterRetry: at
+// Open, and after an index commit when there is none or the current one
+// is full. The new one is sized for half again the chunks the store
+// holds.
 func (s *Store) buildFilter() {
 	s.filter.mu.Lock()
 	defer s.filter.mu.Unlock()
-	if s.filter.building {
+	if s.filter.building || time.Now().Before(s.filter.retry) {
 		return
 	}
 	min := s.filter.min
@@ -155,7 +165,8 @@ func (s *Store) buildFilter() {
 		s.filter.building = false
 		if err != nil {
 			if ctx.Err() == nil {
-				s.log.Warn("could not build the chunk index filter; lookups read the index", "err", err)
+				s.filter.retry = time.Now().Add(filterRetry)
+				s.log.Warn("could not build the chunk index filter; lookups read the index until a build succeeds", "err", err, "retry", filterRetry)
 			}
 			return
 		}

@@ -261,17 +261,20 @@ func (s *Store) cachedHas(h chunk.Hash) (bool, error) {
 	return err == nil, err
 }
 
-// cachedLookup is lookup through the index cache, filling it.
+// cachedLookup is lookup through the index cache, filling it, and the
+// filter (filter.go).
 func (s *Store) cachedLookup(h chunk.Hash) (location, error) {
-	if s.locs == nil {
-		return s.lookup(h)
-	}
-	if loc, ok := s.locs.get(h); ok {
-		return loc, nil
+	if s.locs != nil {
+		if loc, ok := s.locs.get(h); ok {
+			return loc, nil
+		}
 	}
 	if !s.maybeHeld(h) {
 		s.stats.skips.Add(1)
 		return location{}, ErrNotFound
+	}
+	if s.locs == nil {
+		return s.lookup(h)
 	}
 	e := s.locs.epoch(h)
 	loc, err := s.lookup(h)

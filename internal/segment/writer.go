@@ -195,8 +195,14 @@ func (s *Store) run() {
 	committed := make(chan struct{})
 	go func() {
 		defer close(committed)
+		var failed error // an index commit's failure: every later batch's
 		for ic := range commits {
-			s.finishCommit(ic)
+			if ic.err == nil {
+				ic.err = failed
+			}
+			if err := s.finishCommit(ic); err != nil && failed == nil {
+				failed = err
+			}
 		}
 	}()
 	defer func() {
@@ -265,18 +271,16 @@ type indexCommit struct {
 	err     error // the batch's failure, or the store's before it
 }
 
-// finishCommit commits ic's index entries (unless the batch, or the store
-// since, failed) and releases its waiters.
-func (s *Store) finishCommit(ic *indexCommit) {
+// finishCommit commits ic's index entries (unless the batch failed, or an
+// index commit before it: a later batch's failure, on the writer, does
+// not fail this one, whose data is durable) and releases its waiters. It
+// returns the index commit's failure.
+func (s *Store) finishCommit(ic *indexCommit) (cerr error) {
 	err := ic.err
-	if err == nil {
-		s.mu.Lock()
-		err = s.mu.failed
-		s.mu.Unlock()
-	}
 	if err == nil && ic.b != nil {
 		if err = s.commitIndex(ic); err != nil {
 			s.fail(err)
+			cerr = err
 		}
 	} else if err == nil {
 		s.raiseHeld(ic.held)
@@ -299,6 +303,7 @@ func (s *Store) finishCommit(ic *indexCommit) {
 		p.rec = nil
 		close(p.done)
 	}
+	return cerr
 }
 
 // written is an index entry a group commit makes, or a chunk it found
@@ -456,8 +461,8 @@ func (s *Store) commitIndex(ic *indexCommit) error {
 	if err != nil {
 		return fmt.Errorf("segment: commit index: %w", err)
 	}
-	if f := s.filter.cur.Load(); f != nil && f.full() {
-		s.buildFilter()
+	if f := s.filter.cur.Load(); f == nil || f.full() {
+		s.buildFilter() // (nil: the first build is under way, or failed)
 	}
 	if s.locs != nil {
 		for _, w := range ic.wrote {
