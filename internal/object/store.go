@@ -458,7 +458,7 @@ func (st *Store) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *P
 		if req.IfNoneMatch && parent != nil {
 			return Info{}, Errorf(PreconditionFailed, "the object exists")
 		}
-		rec, err := st.applyRange(ctx, s, req, pm, parent, data, st.loadChunk(ctx, s.Replicas()), st.storeChunk(ctx, s.Replicas()), true)
+		rec, _, err := st.applyRange(ctx, s, req, pm, parent, data, st.loadChunk(ctx, s.Replicas()), st.storeChunk(ctx, s.Replicas()), true)
 		if st.removedWhileRead(ctx, s, obj, parent, err) && attempt < maxPlanRetries {
 			continue // the parent went (and its chunks with it): plan again
 		}
@@ -497,9 +497,10 @@ func (st *Store) rangeData(req *PutRequest, body io.Reader) ([]byte, error) {
 // the parent's where req has none. load and store read and store the
 // pieces. Without sum, the record has only its manifest and size: its
 // hashes are left to summarizeInto (a transaction sums a key once at
-// commit, however many writes built it).
+// commit, however many writes built it). It also returns the new
+// manifest, decoded.
 func (st *Store) applyRange(ctx context.Context, s OpenSpace, req *PutRequest, pm chunk.Manifest, parent *mvcc.Record, data []byte,
-	load loadFunc, store func([]byte) (chunk.Ref, error), sum bool) (*mvcc.Record, error) {
+	load loadFunc, store func([]byte) (chunk.Ref, error), sum bool) (*mvcc.Record, chunk.Manifest, error) {
 	off := req.Offset
 	if req.Mode == PutAppend {
 		off = pm.Size()
@@ -507,10 +508,10 @@ func (st *Store) applyRange(ctx context.Context, s OpenSpace, req *PutRequest, p
 	// A write may leave a hole (read as zeros) of at most MaxRangeWrite
 	// past the end; the checks avoid off+len, which may overflow.
 	if off > pm.Size() && off-pm.Size() > st.cfg.MaxRangeWrite {
-		return nil, Errorf(InvalidRange, "offset %d is more than %d bytes past the end (%d)", off, st.cfg.MaxRangeWrite, pm.Size())
+		return nil, chunk.Manifest{}, Errorf(InvalidRange, "offset %d is more than %d bytes past the end (%d)", off, st.cfg.MaxRangeWrite, pm.Size())
 	}
 	if off > st.cfg.MaxObjectSize-int64(len(data)) {
-		return nil, Errorf(TooLarge, "the object would be over the %d byte limit", st.cfg.MaxObjectSize)
+		return nil, chunk.Manifest{}, Errorf(TooLarge, "the object would be over the %d byte limit", st.cfg.MaxObjectSize)
 	}
 	var fresh map[chunk.Hash][]byte // the pieces this write stored, to sum without reading them back
 	if sum {
@@ -526,7 +527,7 @@ func (st *Store) applyRange(ctx context.Context, s OpenSpace, req *PutRequest, p
 	}
 	nm, err := chunk.WriteAt(pm, off, data, rangePiece(len(data)), load.whole, store)
 	if err != nil {
-		return nil, err
+		return nil, chunk.Manifest{}, err
 	}
 	rec := &mvcc.Record{Size: nm.Size(), Manifest: nm.Marshal()}
 	if sum {
@@ -537,7 +538,7 @@ func (st *Store) applyRange(ctx context.Context, s OpenSpace, req *PutRequest, p
 			return load(ref, dst)
 		}
 		if rec, err = st.summarizeRange(nm, read); err != nil {
-			return nil, err
+			return nil, chunk.Manifest{}, err
 		}
 	}
 	rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
@@ -555,7 +556,7 @@ func (st *Store) applyRange(ctx context.Context, s OpenSpace, req *PutRequest, p
 			rec.Headers = parent.Headers
 		}
 	}
-	return rec, nil
+	return rec, nm, nil
 }
 
 // Piece sizes of byte-range writes (rangePiece).
@@ -818,19 +819,16 @@ func (st *Store) sum(m chunk.Manifest, load loadFunc, withMD5 bool) (*mvcc.Recor
 func rangeETag(h [32]byte) string { return hex.EncodeToString(h[:16]) + "-1" }
 
 // summarizeInto fills in the hashes of rec, a transaction's version made
-// by byte-range writes (its content is its manifest), reading its pieces
-// with load, and moves a small content inline.
-func (st *Store) summarizeInto(rec *mvcc.Record, load loadFunc) error {
-	m, err := chunk.UnmarshalManifest(rec.Manifest)
-	if err != nil {
-		return Errorf(Corrupt, "manifest of a transaction's write: %v", err)
-	}
+// by byte-range writes whose content is m (rec's manifest, decoded),
+// reading its pieces with load, and moves a small content inline. It
+// returns m.
+func (st *Store) summarizeInto(rec *mvcc.Record, m chunk.Manifest, load loadFunc) (chunk.Manifest, error) {
 	sum, err := st.summarizeRange(m, load)
 	if err != nil {
-		return err
+		return m, err
 	}
 	rec.Size, rec.Hash, rec.ETag, rec.Inline, rec.Manifest = sum.Size, sum.Hash, sum.ETag, sum.Inline, sum.Manifest
-	return nil
+	return m, nil
 }
 
 func objectInfo(spaceName, key string, rec *mvcc.Record) Info {

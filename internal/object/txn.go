@@ -69,6 +69,7 @@ type Txn struct {
 
 type unsummed struct {
 	rec      *mvcc.Record
+	m        chunk.Manifest // rec's manifest, decoded: the next write to the key starts from it
 	replicas int
 }
 
@@ -370,12 +371,18 @@ func (t *Txn) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *PutR
 		parent = nil
 	}
 	var pm chunk.Manifest
-	if parent != nil {
+	t.mu.Lock()
+	u, ok := t.unsummed[string(obj)]
+	t.mu.Unlock()
+	switch {
+	case ok && mine && parent == u.rec:
+		pm = u.m // this transaction's last write to the key: decoded already
+	case parent != nil:
 		if pm, err = t.st.manifestOf(ctx, parent, s.Replicas()); err != nil {
 			return nil, err
 		}
 	}
-	rec, err := t.st.applyRange(ctx, s, req, pm, parent, data, t.loadPiece(ctx, s.Replicas()), t.stagePiece(ctx, s.Replicas()), false)
+	rec, nm, err := t.st.applyRange(ctx, s, req, pm, parent, data, t.loadPiece(ctx, s.Replicas()), t.stagePiece(ctx, s.Replicas()), false)
 	if t.builtOnRemoved(ctx, s, obj, err) {
 		return nil, Errorf(TxnConflict, "the version of %s the write builds on was removed meanwhile; run the transaction again", req.Key)
 	}
@@ -386,7 +393,7 @@ func (t *Txn) rangeWrite(ctx context.Context, s OpenSpace, obj []byte, req *PutR
 	if t.unsummed == nil {
 		t.unsummed = map[string]unsummed{}
 	}
-	t.unsummed[string(obj)] = unsummed{rec: rec, replicas: s.Replicas()}
+	t.unsummed[string(obj)] = unsummed{rec: rec, m: nm, replicas: s.Replicas()}
 	t.mu.Unlock()
 	return rec, nil
 }
@@ -607,12 +614,9 @@ func (t *Txn) Commit(ctx context.Context) (uint64, error) {
 		// share chunks with may have been removed since its snapshot
 		// (another commit to the key pruned it): the shared chunks are
 		// touched, and one already collected is that conflict.
-		err := t.st.summarizeInto(u.rec, t.loadPiece(ctx, u.replicas))
+		m, err := t.st.summarizeInto(u.rec, u.m, t.loadPiece(ctx, u.replicas))
 		if err == nil && u.rec.Manifest != nil {
-			var m chunk.Manifest
-			if m, err = chunk.UnmarshalManifest(u.rec.Manifest); err == nil {
-				err = t.st.touchShared(ctx, m)
-			}
+			err = t.st.touchShared(ctx, m)
 		}
 		var cm chunkMissing
 		if errors.As(err, &cm) || KindOf(err) == NotFound {

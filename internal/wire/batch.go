@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"github.com/cairn-db/cairn/internal/object"
 )
@@ -81,8 +82,19 @@ func (r *BatchResult) Err() error {
 //	  put, stat, delete:   ObjectInfo
 //	  get:                 ObjectInfo, data bytes (uvarint length + bytes)
 
+// batchItemGuess is the room AppendBatchRequest allows an item besides
+// its body (its request: names, offsets, metadata); more just grows.
+const batchItemGuess = 128
+
 // AppendBatchRequest encodes a BATCH request.
 func AppendBatchRequest(b []byte, items []BatchItem) []byte {
+	// Room for the bodies at once: a batch of writes is up to a frame
+	// (1 MiB), and growing it by appending copied it about twice more.
+	n := binary.MaxVarintLen64
+	for i := range items {
+		n += len(items[i].Body) + binary.MaxVarintLen64 + 1 + batchItemGuess
+	}
+	b = slices.Grow(b, n)
 	b = binary.AppendUvarint(b, uint64(len(items)))
 	for i := range items {
 		it := &items[i]
