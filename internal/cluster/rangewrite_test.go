@@ -84,12 +84,28 @@ func TestTxnRangeWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 20 {
+	for i := range 20 {
 		off := r.Int64N(int64(len(model)) - 1000)
 		data := randBytes(r, 1+r.IntN(999))
 		copy(model[off:], data)
 		if _, err := tx.Put(ctx, &object.PutRequest{Space: "txnrange", Key: "o", Mode: object.PutWriteAt, Offset: off, Size: int64(len(data))}, bytes.NewReader(data)); err != nil {
 			t.Fatal(err)
+		}
+		if i%7 == 3 {
+			// Reads between the writes see each one (the transaction
+			// keeps the key's manifest decoded and encodes it for them).
+			_, rc, err := tx.Get(ctx, &object.GetRequest{Space: "txnrange", Key: "o", Length: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(rc)
+			rc.Close()
+			if !bytes.Equal(got, model) {
+				t.Fatalf("after write %d the transaction reads other bytes than it wrote", i)
+			}
+			if info, err := tx.Stat(ctx, &object.GetRequest{Space: "txnrange", Key: "o"}); err != nil || info.Size != int64(len(model)) {
+				t.Fatalf("stat in the transaction after write %d: %+v %v", i, info, err)
+			}
 		}
 	}
 	tail := []byte("appended")

@@ -495,10 +495,11 @@ func (st *Store) rangeData(req *PutRequest, body io.Reader) ([]byte, error) {
 // req's offset (or its end, for an append), storing the pieces it
 // rewrites, and returns the new version's record: metadata from req, or
 // the parent's where req has none. load and store read and store the
-// pieces. Without sum, the record has only its manifest and size: its
-// hashes are left to summarizeInto (a transaction sums a key once at
-// commit, however many writes built it). It also returns the new
-// manifest, decoded.
+// pieces. Without sum, the record has only its size, and the new
+// manifest, which applyRange also returns, is not encoded into it: a
+// transaction keeps it decoded for its next write to the key, encodes it
+// for a read of the key, and sums it (summarizeInto) once at commit,
+// however many writes built it.
 func (st *Store) applyRange(ctx context.Context, s OpenSpace, req *PutRequest, pm chunk.Manifest, parent *mvcc.Record, data []byte,
 	load loadFunc, store func([]byte) (chunk.Ref, error), sum bool) (*mvcc.Record, chunk.Manifest, error) {
 	off := req.Offset
@@ -529,7 +530,7 @@ func (st *Store) applyRange(ctx context.Context, s OpenSpace, req *PutRequest, p
 	if err != nil {
 		return nil, chunk.Manifest{}, err
 	}
-	rec := &mvcc.Record{Size: nm.Size(), Manifest: nm.Marshal()}
+	rec := &mvcc.Record{Size: nm.Size()} // with sum, summarizeRange's; else the caller encodes nm when it needs to
 	if sum {
 		read := func(ref chunk.Ref, dst []byte) ([]byte, error) {
 			if b, ok := fresh[ref.Hash]; ok {

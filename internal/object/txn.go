@@ -68,8 +68,8 @@ type Txn struct {
 }
 
 type unsummed struct {
-	rec      *mvcc.Record
-	m        chunk.Manifest // rec's manifest, decoded: the next write to the key starts from it
+	rec      *mvcc.Record   // its Manifest is not set until the commit (see encoded)
+	m        chunk.Manifest // its content: the next write to the key starts from it
 	replicas int
 }
 
@@ -217,6 +217,9 @@ func (t *Txn) read(ctx context.Context, req *GetRequest) (Info, OpenSpace, *mvcc
 		if err == nil && rec == nil && !mine {
 			rec, err = t.baseShows(ctx, s, obj)
 		}
+		if err == nil && mine && rec != nil {
+			rec = t.encoded(obj, rec)
+		}
 	}
 	if err == nil && rec == nil {
 		err = Errorf(NotFound, "%s/%s does not exist at the transaction's snapshot", req.Space, req.Key)
@@ -291,6 +294,22 @@ func (t *Txn) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, e
 		return Info{}, FromRange(err)
 	}
 	return objectInfo(req.Space, req.Key, rec), nil
+}
+
+// encoded is rec, the transaction's write of obj, as a reader needs it:
+// a key built by byte-range writes has its manifest only decoded until
+// the commit (unsummed.m), so the reader gets a copy of the record with
+// it encoded.
+func (t *Txn) encoded(obj []byte, rec *mvcc.Record) *mvcc.Record {
+	t.mu.Lock()
+	u, ok := t.unsummed[string(obj)]
+	t.mu.Unlock()
+	if !ok || u.rec != rec {
+		return rec
+	}
+	c := *rec
+	c.Manifest = u.m.Marshal()
+	return &c
 }
 
 // baseShows is what branch s shows of obj, which the transaction sees
