@@ -33,9 +33,10 @@ const DefaultFixedSize = 1 << 20
 //
 // load returns the content of a chunk of m (only the first and last touched
 // entries' chunks are loaded, and only in the cases above). store saves a
-// piece and returns its Ref; it must not retain or modify the slice after
-// it returns. A load or store error is returned wrapped; m is never
-// modified.
+// piece and returns its Ref; it must not modify the slice, and may keep
+// it: WriteAt does not reuse it (a piece is a slice of data, or a buffer
+// of its own), so the caller must not change data after either. A load or
+// store error is returned wrapped; m is never modified.
 func WriteAt(m Manifest, off int64, data []byte, fixedSize int, load func(Ref) ([]byte, error), store func([]byte) (Ref, error)) (Manifest, error) {
 	if off < 0 {
 		return Manifest{}, fmt.Errorf("chunk: WriteAt at negative offset %d", off)
@@ -278,7 +279,7 @@ func rewrite(m Manifest, i0, i1 int, head []Ref, parts []part, tail []Ref, fixed
 				if err := put(buf); err != nil {
 					return err
 				}
-				buf = buf[:0]
+				buf = nil // store may keep it
 			}
 		}
 		return nil

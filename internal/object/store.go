@@ -8,7 +8,6 @@ import (
 	"errors"
 	"hash"
 	"io"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -484,12 +483,27 @@ func (st *Store) rangeData(req *PutRequest, body io.Reader) ([]byte, error) {
 	if req.Mode == PutWriteAt && req.Offset < 0 {
 		return nil, Errorf(InvalidRange, "negative offset %d", req.Offset)
 	}
+	if mb, ok := body.(*memBody); ok && int64(mb.Len()) == req.Size && int64(len(mb.b)) == req.Size {
+		return mb.b, nil // in memory already: not copied
+	}
 	data := make([]byte, req.Size)
 	if _, err := io.ReadFull(body, data); err != nil {
 		return nil, bodyErr(err)
 	}
 	return data, nil
 }
+
+// memBody is a request body held in memory (MemBody).
+type memBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+// MemBody returns a reader of b for a request whose body is in memory
+// already (an item of a batch, in its frame): a byte-range write takes
+// b itself rather than a copy, and may keep it until its transaction
+// commits, so b must not change after.
+func MemBody(b []byte) io.Reader { return &memBody{Reader: bytes.NewReader(b), b: b} }
 
 // applyRange writes data into pm, the content of parent (nil: none), at
 // req's offset (or its end, for an append), storing the pieces it
@@ -521,7 +535,7 @@ func (st *Store) applyRange(ctx context.Context, s OpenSpace, req *PutRequest, p
 		store = func(b []byte) (chunk.Ref, error) {
 			ref, err := inner(b)
 			if err == nil {
-				fresh[ref.Hash] = slices.Clone(b) // WriteAt reuses b
+				fresh[ref.Hash] = b // WriteAt does not reuse b
 			}
 			return ref, err
 		}

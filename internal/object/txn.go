@@ -459,7 +459,7 @@ func (t *Txn) stagePiece(ctx context.Context, replicas int) func([]byte) (chunk.
 		if t.staged == nil {
 			t.staged = map[chunk.Hash][]byte{}
 		}
-		t.staged[h] = slices.Clone(b)
+		t.staged[h] = b // WriteAt does not reuse b
 		t.puts = append(t.puts, p)
 		return chunk.Ref{Hash: h, Size: uint32(len(b))}, nil
 	}

@@ -1302,7 +1302,7 @@ func (c *serverConn) batch(ctx context.Context, buf []byte, items []BatchItem, t
 		switch {
 		case err != nil:
 		case it.Op == BatchPut:
-			info, err = put(ctx, &it.Put, bytes.NewReader(it.Body))
+			info, err = put(ctx, &it.Put, object.MemBody(it.Body))
 		case it.Op == BatchStat:
 			info, err = stat(ctx, &it.Get)
 		case it.Op == BatchDelete:

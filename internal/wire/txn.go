@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 
@@ -208,7 +207,7 @@ func (c *serverConn) txnOp(ctx context.Context, op Op, buf, body []byte) ([]byte
 		it := &items[i]
 		var err error
 		if it.Op == BatchPut {
-			_, err = tx.Put(ctx, &it.Put, bytes.NewReader(it.Body))
+			_, err = tx.Put(ctx, &it.Put, object.MemBody(it.Body))
 		} else {
 			err = tx.Delete(ctx, &it.Delete)
 		}
