@@ -39,8 +39,9 @@ type locShard struct {
 	epoch uint64 // bumped by every drop
 }
 
-// DefaultIndexCache is the default Options.IndexCache: about 66 MiB
-// (~65 bytes an entry), the last million chunks written or read — 16 GiB
+// DefaultIndexCache is the default Options.IndexCache: 128 MiB of heap
+// (Go's maps take ~128 bytes an entry; a table of our own could take
+// half), the last million chunks written or read — 16 GiB
 // of a byte-range workload's 16 KiB pieces, 1 TiB of uploads' ~1 MiB
 // chunks. At a quarter of that, VOSD's reads of versions older than the
 // last ~35 rounds, and the hash of each new version (which reads the
