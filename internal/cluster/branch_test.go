@@ -342,6 +342,29 @@ func TestBranchMerge(t *testing.T) {
 	if err != nil || len(l.Ancestors) != 1 || l.Ancestors[0].Clone {
 		t.Fatalf("lineage across the branch point: %+v %v", l, err)
 	}
+	// and the base's version names the branch's first as a child (not
+	// a later one, and not in a branch made after another version).
+	firstInWork := l.Version.Version
+	put(t, n, "work", "same", []byte("same-branch2"))
+	base := l.Ancestors[0]
+	l, err = n.Lineage(ctx, &object.LineageRequest{Space: "main", Key: "same", Version: base.Version})
+	if err != nil || !slices.ContainsFunc(l.Children, func(c object.LineageEntry) bool { return c.Space == "work" && c.Version == firstInWork && !c.Clone }) ||
+		slices.ContainsFunc(l.Children, func(c object.LineageEntry) bool { return c.Space == "work" && c.Version != firstInWork }) {
+		t.Fatalf("children of the base's version %d: %+v %v (want work@%d)", base.Version, l.Children, err, firstInWork)
+	}
+	put(t, n, "main", "same", []byte("same-main2"))
+	if _, err := n.CreateBranch(ctx, "main", "later", ""); err != nil {
+		t.Fatal(err)
+	}
+	put(t, n, "later", "same", []byte("same-later"))
+	l, err = n.Lineage(ctx, &object.LineageRequest{Space: "main", Key: "same", Version: base.Version})
+	if err != nil || slices.ContainsFunc(l.Children, func(c object.LineageEntry) bool { return c.Space == "later" }) {
+		t.Fatalf("a branch made after the version was replaced is no child of it: %+v %v", l.Children, err)
+	}
+	l, err = n.Lineage(ctx, &object.LineageRequest{Space: "main", Key: "same"})
+	if err != nil || !slices.ContainsFunc(l.Children, func(c object.LineageEntry) bool { return c.Space == "later" }) {
+		t.Fatalf("the latest version's children lack the branch made from it: %+v %v", l.Children, err)
+	}
 }
 
 // TestBranchListingModel lists a branch with random writes and deletes

@@ -310,18 +310,92 @@ func (st *Store) Lineage(ctx context.Context, req *LineageRequest) (Lineage, err
 	return out, err
 }
 
-// children returns the versions made from info: the key's next version
-// and the clones the children index names.
+// children returns the versions made from info: the key's next version,
+// the clones the children index names, and the first version of the key
+// in each branch of the space that showed info at its point.
 func (st *Store) children(ctx context.Context, info Info) ([]LineageEntry, error) {
-	s, obj, release, err := st.target(ctx, info.Space, info.Key)
+	out, readAt, err := st.ownChildren(ctx, info)
+	if err != nil || readAt != 0 {
+		return out, err // (through a snapshot: a branch is no part of it)
+	}
+	bs, err := st.cfg.Spaces.Branches(ctx, info.Space)
 	if err != nil {
 		return nil, err
+	}
+	for _, b := range bs {
+		if b.At == 0 || b.At < info.Version {
+			continue // being made, or branched before this version
+		}
+		kid, err := st.branchChild(ctx, b.Name, info)
+		if err != nil {
+			return nil, err
+		}
+		if kid != nil {
+			out = append(out, LineageEntry{Info: *kid})
+		}
+	}
+	return out, nil
+}
+
+// branchChild is the first version of info's key in branch name, if the
+// branch showed info at its point (the branch's first version of a key
+// has the base's version at the point as its parent: branchParent), or
+// nil.
+func (st *Store) branchChild(ctx context.Context, name string, info Info) (*Info, error) {
+	s, obj, release, err := st.target(ctx, name, info.Key)
+	if KindOf(err) == SpaceNotFound {
+		return nil, nil // deleted meanwhile
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	b, at := s.Base()
+	if b == nil {
+		return nil, nil
+	}
+	shown, err := st.readOwn(ctx, b, rebase(obj, b.ID()), 0, at)
+	if KindOf(err) == NotFound || err == nil && shown.Version != info.Version {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var first *mvcc.Record
+	var before uint64
+	for read := 0; read < lineageVersionsMax; {
+		recs, more, err := st.versionsOwn(ctx, s, obj, before, listDefault)
+		if err != nil {
+			return nil, err
+		}
+		if len(recs) > 0 {
+			first = recs[len(recs)-1] // newest first: the oldest so far
+			before = first.Version
+		}
+		read += len(recs)
+		if !more || len(recs) == 0 {
+			break
+		}
+	}
+	if first == nil {
+		return nil, nil // the branch has not written the key
+	}
+	kid := objectInfo(name, info.Key, first)
+	return &kid, nil
+}
+
+// ownChildren is children within the space and its clones; it also
+// returns the timestamp the space is read at (a snapshot's).
+func (st *Store) ownChildren(ctx context.Context, info Info) ([]LineageEntry, uint64, error) {
+	s, obj, release, err := st.target(ctx, info.Space, info.Key)
+	if err != nil {
+		return nil, 0, err
 	}
 	var out []LineageEntry
 	next, err := st.versionsWhere(ctx, s, obj, info.Space, info.Key, info.Version, func(r *mvcc.Record) bool { return r.Parent == info.Version })
 	if err != nil {
 		release()
-		return nil, err
+		return nil, 0, err
 	}
 	for _, n := range next {
 		out = append(out, LineageEntry{Info: n})
@@ -330,16 +404,16 @@ func (st *Store) children(ctx context.Context, info Info) ([]LineageEntry, error
 	srcID, readAt := s.ID(), s.ReadAt()
 	release()
 	if err != nil {
-		return nil, FromRange(err)
+		return nil, 0, FromRange(err)
 	}
 	for _, kid := range kids {
 		id, _, key, err := keys.DecodeObject(kid)
 		if err != nil {
-			return nil, Errorf(Corrupt, "children index of %q: %v", info.Key, err)
+			return nil, 0, Errorf(Corrupt, "children index of %q: %v", info.Key, err)
 		}
 		name, err := st.cfg.Spaces.Name(ctx, id)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if name == "" {
 			continue // the clone's space was dropped
@@ -349,7 +423,7 @@ func (st *Store) children(ctx context.Context, info Info) ([]LineageEntry, error
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		clones, err := st.versionsWhere(ctx, cs, cobj, name, string(key), 0, func(r *mvcc.Record) bool {
 			o := r.Origin
@@ -357,7 +431,7 @@ func (st *Store) children(ctx context.Context, info Info) ([]LineageEntry, error
 		})
 		crelease()
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		for _, c := range clones {
 			if readAt != 0 && c.Version > readAt {
@@ -367,7 +441,7 @@ func (st *Store) children(ctx context.Context, info Info) ([]LineageEntry, error
 			out = append(out, LineageEntry{Info: c, Clone: true})
 		}
 	}
-	return out, nil
+	return out, readAt, nil
 }
 
 // versionsWhere returns the versions of obj newer than after (0: every

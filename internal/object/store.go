@@ -92,6 +92,8 @@ type Spaces interface {
 	// at (0: never merged); SetMergePoint records a merge's.
 	MergePoint(ctx context.Context, name string) (uint64, error)
 	SetMergePoint(ctx context.Context, name string, id uint32, at uint64) error
+	// Branches lists the branches of space (as Brancher.Branches).
+	Branches(ctx context.Context, space string) ([]BranchInfo, error)
 }
 
 // OpenSpace is a space as the object service uses it.
