@@ -191,12 +191,12 @@ func (n *Node) findBase(ctx context.Context, s *space) error {
 	return nil
 }
 
-// MergePoint implements object.Spaces.
 // Branches implements object.Spaces.
 func (o spaceOpener) Branches(ctx context.Context, space string) ([]object.BranchInfo, error) {
 	return o.n.Branches(ctx, space)
 }
 
+// MergePoint implements object.Spaces.
 func (o spaceOpener) MergePoint(ctx context.Context, name string) (uint64, error) {
 	sp, err := o.n.catalog.GetSpace(ctx, name)
 	if err != nil {

@@ -70,6 +70,21 @@ func TestRangeWriteCost(t *testing.T) {
 // build on the key as the transaction sees it, and many of them make one
 // version at commit (VOSD's set of many ranges); a write of the key by
 // someone else in between makes the commit a conflict.
+// readInTxn reads space/key whole as transaction tx sees it.
+func readInTxn(t *testing.T, tx *object.Txn, space, key string) []byte {
+	t.Helper()
+	_, rc, err := tx.Get(context.Background(), &object.GetRequest{Space: space, Key: key, Length: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 func TestTxnRangeWrites(t *testing.T) {
 	n := openTestNode(t)
 	ctx := context.Background()
@@ -94,13 +109,7 @@ func TestTxnRangeWrites(t *testing.T) {
 		if i%7 == 3 {
 			// Reads between the writes see each one (the transaction
 			// keeps the key's manifest decoded and encodes it for them).
-			_, rc, err := tx.Get(ctx, &object.GetRequest{Space: "txnrange", Key: "o", Length: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := io.ReadAll(rc)
-			rc.Close()
-			if !bytes.Equal(got, model) {
+			if !bytes.Equal(readInTxn(t, tx, "txnrange", "o"), model) {
 				t.Fatalf("after write %d the transaction reads other bytes than it wrote", i)
 			}
 			if info, err := tx.Stat(ctx, &object.GetRequest{Space: "txnrange", Key: "o"}); err != nil || info.Size != int64(len(model)) {
@@ -118,13 +127,7 @@ func TestTxnRangeWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The transaction reads its own writes.
-	_, rc, err := tx.Get(ctx, &object.GetRequest{Space: "txnrange", Key: "o", Length: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := io.ReadAll(rc)
-	rc.Close()
-	if !bytes.Equal(got, model) {
+	if !bytes.Equal(readInTxn(t, tx, "txnrange", "o"), model) {
 		t.Fatal("the transaction does not read its own range writes")
 	}
 	ts, err := tx.Commit(ctx)

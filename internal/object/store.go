@@ -747,8 +747,7 @@ func (st *Store) summarizeRange(m chunk.Manifest, load loadFunc) (*mvcc.Record, 
 
 // pieceReader reads a manifest's content piece by piece through one
 // reused buffer, loading a chunk once however many pieces in a row need
-// it (the slices on both sides of a write, a piece that straddles two
-// blocks).
+// it (a piece that straddles two tree blocks is read as two).
 type pieceReader struct {
 	load loadFunc
 	last chunk.Hash // the chunk in cur
@@ -837,15 +836,14 @@ func rangeETag(h [32]byte) string { return hex.EncodeToString(h[:16]) + "-1" }
 
 // summarizeInto fills in the hashes of rec, a transaction's version made
 // by byte-range writes whose content is m (rec's manifest, decoded),
-// reading its pieces with load, and moves a small content inline. It
-// returns m.
-func (st *Store) summarizeInto(rec *mvcc.Record, m chunk.Manifest, load loadFunc) (chunk.Manifest, error) {
+// reading its pieces with load, and moves a small content inline.
+func (st *Store) summarizeInto(rec *mvcc.Record, m chunk.Manifest, load loadFunc) error {
 	sum, err := st.summarizeRange(m, load)
 	if err != nil {
-		return m, err
+		return err
 	}
 	rec.Size, rec.Hash, rec.ETag, rec.Inline, rec.Manifest = sum.Size, sum.Hash, sum.ETag, sum.Inline, sum.Manifest
-	return m, nil
+	return nil
 }
 
 func objectInfo(spaceName, key string, rec *mvcc.Record) Info {

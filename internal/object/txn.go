@@ -633,9 +633,9 @@ func (t *Txn) Commit(ctx context.Context) (uint64, error) {
 		// share chunks with may have been removed since its snapshot
 		// (another commit to the key pruned it): the shared chunks are
 		// touched, and one already collected is that conflict.
-		m, err := t.st.summarizeInto(u.rec, u.m, t.loadPiece(ctx, u.replicas))
+		err := t.st.summarizeInto(u.rec, u.m, t.loadPiece(ctx, u.replicas))
 		if err == nil && u.rec.Manifest != nil {
-			err = t.st.touchShared(ctx, m)
+			err = t.st.touchShared(ctx, u.m)
 		}
 		var cm chunkMissing
 		if errors.As(err, &cm) || KindOf(err) == NotFound {

@@ -16,8 +16,8 @@ import (
 // new bytes asks the index about a chunk it does not hold (the dedup
 // check), and that answer is the dearest lookup there is: a seek through
 // every memtable (which hold the raft log and the versions too) and the
-// tables' filters — ~20 µs each in VOSD's workload, 9% of the server's
-// CPU, on the writer goroutine every Put waits for (docs/benchmarks.md).
+// tables' filters — 9% of the server's CPU in VOSD's workload, on the
+// writer goroutine every Put waits for (docs/benchmarks.md).
 //
 // Hashes are only added: a deleted chunk stays in the filter (has says
 // "perhaps", and the index answers) until the next build, which starts

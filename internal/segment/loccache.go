@@ -46,7 +46,7 @@ type locShard struct {
 // chunks. At a quarter of that, VOSD's reads of versions older than the
 // last ~35 rounds, and the hash of each new version (which reads the
 // pieces beside its writes, of any age), looked most chunks up in pebble
-// (~20 µs each: 22% of the server's CPU in a read of old versions).
+// (a fifth of the CPU of their chunk reads).
 const DefaultIndexCache = 1 << 20
 
 func newLocCache(entries int) *locCache {

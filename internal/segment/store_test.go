@@ -810,7 +810,6 @@ func TestDirectRefusedMidway(t *testing.T) {
 	}
 	a.reset(f, direct, name, 100)
 	rec := bytes.Repeat([]byte{7}, cachedRecord+blockSize) // large: written directly
-
 	if err := a.add(rec); err != nil {
 		t.Fatal(err)
 	}

@@ -234,15 +234,15 @@ func (s *Store) commitQueued(commits chan<- *indexCommit) bool {
 	if len(batch) == 0 {
 		return false
 	}
-	ic, err := &indexCommit{}, failed
-	if err == nil {
-		ic, err = s.commit(batch)
-		if err != nil {
-			ic = &indexCommit{}
+	ic := &indexCommit{err: failed}
+	if failed == nil {
+		var err error
+		if ic, err = s.commit(batch); err != nil {
 			s.fail(err)
+			ic = &indexCommit{err: err}
 		}
 	}
-	ic.batch, ic.err = batch, err
+	ic.batch = batch
 	commits <- ic
 	return true
 }

@@ -513,11 +513,11 @@ func (c *Conn) readLoop() error {
 func (c *Conn) start(ctx context.Context, f outFrame) (*call, error) {
 	if id := txnOf(ctx); id != 0 && inTxn(f.op) {
 		f.flags |= FlagTxn
-		tid := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(f.a)), id)
 		if f.b == nil {
-			f.a, f.b = tid, f.a // the body (a batch of writes: up to a frame) is not copied
+			// The body (a batch of writes: up to a frame) is not copied.
+			f.a, f.b = binary.BigEndian.AppendUint64(make([]byte, 0, 8), id), f.a
 		} else {
-			f.a = append(tid, f.a...)
+			f.a = append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(f.a)), id), f.a...)
 		}
 	}
 	select {
