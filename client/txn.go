@@ -70,8 +70,9 @@ func txnOpts(opts []TxnOption) txnOptions {
 
 // Txn is a transaction. Its small writes wait in the client until the
 // commit, which sends them in one request; its first read (or a large
-// write, or a listing) opens it on one node, over one connection, which
-// then runs the rest of it. A transaction that only writes thus costs one
+// write, a listing, or small writes that fill a frame) opens it on one
+// node, over one connection, which then runs the rest of it; the request
+// that opens it carries the writes kept so far. A transaction that only writes thus costs one
 // round trip, and takes its snapshot at the commit. Its methods may be
 // called concurrently.
 type Txn struct {
@@ -93,13 +94,17 @@ type Txn struct {
 	commitTS uint64
 }
 
-// Limits of the writes a transaction keeps in the client: a body over
-// bufferedBody goes to the node at once (stored there, not held in
-// memory); so does the buffer when it would pass bufferedTotal.
-const (
-	bufferedBody  = 64 << 10
-	bufferedTotal = 512 << 10
-)
+// bufferedBody bounds the writes a transaction keeps in the client: a
+// body over it goes to the node at once (stored there, not held in
+// memory). The buffer goes when one more write would not fit one frame
+// of the node (bufferFits): it holds the caller's slices, not copies.
+const bufferedBody = 64 << 10
+
+// bufferFits reports whether a write of size more bytes (BatchItemSize)
+// still fits the buffer; tx.mu is held.
+func (tx *Txn) bufferFits(size int) bool {
+	return wire.BatchOverhead+tx.bufBytes+size <= tx.c.minSendMax() && len(tx.buf) < wire.MaxBatchItems
+}
 
 // Begin starts a transaction. Call Commit or Rollback when done.
 func (c *Client) Begin(ctx context.Context, opts ...TxnOption) (*Txn, error) {
@@ -111,28 +116,31 @@ func (c *Client) Begin(ctx context.Context, opts ...TxnOption) (*Txn, error) {
 	return &Txn{c: c, opts: txnOpts(opts), stop: make(chan struct{}), bufIdx: map[string]int{}, ranged: map[string]bool{}}, nil
 }
 
-// open begins the transaction on a node if it has not been; tx.mu is
-// held.
-func (tx *Txn) open(ctx context.Context) error {
+// send begins the transaction on a node if it has not been and sends it
+// the buffered writes: one request for both (TXN_BEGIN carries them), or
+// one BATCH once it is open. tx.mu is held.
+func (tx *Txn) send(ctx context.Context) error {
 	if tx.cn != nil {
-		return nil
+		return tx.flush(ctx)
 	}
+	var rs []wire.BatchResult
 	err := tx.c.do(ctx, true, nil, func(cn *wire.Conn) error {
-		info, err := cn.TxnBegin(ctx, tx.opts.serializable)
+		info, r, err := cn.TxnBeginBatch(ctx, tx.opts.serializable, tx.buf)
 		if err != nil {
 			return err
 		}
-		tx.cn, tx.id, tx.startTS = cn, info.ID, info.StartTS
+		tx.cn, tx.id, tx.startTS, rs = cn, info.ID, info.StartTS, r
 		return nil
 	})
-	if err == nil {
-		go tx.keepAlive(tx.cn)
+	if err != nil {
+		return err
 	}
-	return err
+	go tx.keepAlive(tx.cn)
+	return tx.sent(rs)
 }
 
-// flush sends the buffered writes to the node, in one request; tx.mu is
-// held and the transaction open.
+// flush sends the buffered writes to the open transaction's node, in one
+// request; tx.mu is held.
 func (tx *Txn) flush(ctx context.Context) error {
 	if len(tx.buf) == 0 {
 		return nil
@@ -141,6 +149,12 @@ func (tx *Txn) flush(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return tx.sent(rs)
+}
+
+// sent empties the buffer once its writes reached the node, or returns
+// the first of their errors.
+func (tx *Txn) sent(rs []wire.BatchResult) error {
 	for _, r := range rs {
 		if r.Code != 0 {
 			return &wire.Error{Code: r.Code, Message: r.Message}
@@ -235,10 +249,7 @@ func (tx *Txn) begun(ctx context.Context) (context.Context, *wire.Conn, error) {
 	if tx.done {
 		return nil, nil, ErrTxnDone
 	}
-	if err := tx.open(ctx); err != nil {
-		return nil, nil, err
-	}
-	if err := tx.flush(ctx); err != nil {
+	if err := tx.send(ctx); err != nil {
 		return nil, nil, err
 	}
 	return wire.WithTxn(ctx, tx.id), tx.cn, nil
@@ -303,14 +314,15 @@ func (tx *Txn) Stat(ctx context.Context, space, key string) (ObjectInfo, error) 
 // 64 KiB goes to the node at once, and may change once Put returns).
 func (tx *Txn) Put(ctx context.Context, space, key string, data []byte, opts ...PutOption) error {
 	req := putRequest(space, key, int64(len(data)), opts)
-	size := len(data) + len(space) + len(key) + 64
+	it := wire.BatchItem{Op: wire.BatchPut, Put: req, Body: data}
+	size := wire.BatchItemSize(&it)
 	tx.mu.Lock()
 	if tx.done {
 		tx.mu.Unlock()
 		return ErrTxnDone
 	}
-	if len(data) <= bufferedBody && tx.bufBytes+size <= bufferedTotal && len(tx.buf) < wire.MaxBatchItems {
-		tx.buffer(space+"/"+key, wire.BatchItem{Op: wire.BatchPut, Put: req, Body: data}, size)
+	if len(data) <= bufferedBody && tx.bufferFits(size) {
+		tx.buffer(space+"/"+key, it, size)
 		tx.mu.Unlock()
 		return nil
 	}
@@ -351,23 +363,21 @@ func (tx *Txn) rangeWrite(ctx context.Context, req *object.PutRequest, data []by
 	if len(data) > bufferedBody {
 		return tx.sendNow(ctx, req, data)
 	}
-	size := len(data) + len(req.Space) + len(req.Key) + 64
+	it := wire.BatchItem{Op: wire.BatchPut, Put: *req, Body: data}
+	size := wire.BatchItemSize(&it)
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	if tx.done {
 		return ErrTxnDone
 	}
-	if tx.bufBytes+size > bufferedTotal || len(tx.buf) >= wire.MaxBatchItems {
+	if !tx.bufferFits(size) {
 		// Make room: what is buffered goes to the node in one request.
-		if err := tx.open(ctx); err != nil {
-			return err
-		}
-		if err := tx.flush(ctx); err != nil {
+		if err := tx.send(ctx); err != nil {
 			return err
 		}
 	}
 	k := req.Space + "/" + req.Key
-	tx.buf = append(tx.buf, wire.BatchItem{Op: wire.BatchPut, Put: *req, Body: data})
+	tx.buf = append(tx.buf, it)
 	tx.bufBytes += size
 	tx.ranged[k] = true
 	return nil
@@ -391,9 +401,10 @@ func (tx *Txn) Delete(ctx context.Context, space, key string) error {
 		tx.mu.Unlock()
 		return ErrTxnDone
 	}
-	size := len(space) + len(key) + 16
-	if tx.bufBytes+size <= bufferedTotal && len(tx.buf) < wire.MaxBatchItems {
-		tx.buffer(space+"/"+key, wire.BatchItem{Op: wire.BatchDelete, Delete: object.DeleteRequest{Space: space, Key: key}}, size)
+	it := wire.BatchItem{Op: wire.BatchDelete, Delete: object.DeleteRequest{Space: space, Key: key}}
+	size := wire.BatchItemSize(&it)
+	if tx.bufferFits(size) {
+		tx.buffer(space+"/"+key, it, size)
 		tx.mu.Unlock()
 		return nil
 	}
@@ -423,12 +434,10 @@ func (tx *Txn) List(ctx context.Context, space string, o ListOptions) (ListResul
 func (tx *Txn) Commit(ctx context.Context) error {
 	tx.mu.Lock()
 	var ahead error
-	if !tx.done && len(tx.buf) > 0 && tx.bufBytes > tx.c.minSendMax()/2 {
-		// The writes may not fit one frame of this server: send them
+	if !tx.done && len(tx.buf) > 0 && wire.BatchOverhead+tx.bufBytes > tx.c.minSendMax() {
+		// The writes do not fit one frame of this server: send them
 		// ahead, inside the transaction.
-		if ahead = tx.open(ctx); ahead == nil {
-			ahead = tx.flush(ctx)
-		}
+		ahead = tx.send(ctx)
 	}
 	cn, id, writes := tx.cn, tx.id, tx.buf
 	tx.mu.Unlock()

@@ -3,17 +3,22 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/cairn-db/cairn/client"
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/testenv"
+	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // TestRangeWriteCost is VOSD's workload on one object, with the default
@@ -166,5 +171,108 @@ func TestTxnRangeWrites(t *testing.T) {
 	}
 	if got, _, _ := get(t, n, object.GetRequest{Space: "txnrange", Key: "o"}); string(got) != "replaced" {
 		t.Fatalf("o reads %q", got)
+	}
+}
+
+// opCounts counts the native requests a server answered, by opcode.
+type opCounts struct {
+	mu sync.Mutex
+	n  map[wire.Op]int
+}
+
+func (c *opCounts) RequestDone(op wire.Op, _ wire.Code, _ time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[op]++
+}
+
+// take returns the counts so far and starts again from zero.
+func (c *opCounts) take() map[wire.Op]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = map[wire.Op]int{}
+	return n
+}
+
+// TestTxnRoundTrips drives VOSD's version (64 byte-range writes of 16
+// KiB, more than one frame holds) through the Go client: it costs two
+// requests, TXN_BEGIN carrying the first writes and TXN_COMMIT the rest,
+// and makes one version of the right bytes. A write that fails in the
+// request that begins the transaction fails the transaction, which is
+// rolled back on the node, and nothing of it lands.
+func TestTxnRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(vfs.NewMem(), meta.NewMemStore(time.Now))
+	cfg.NativeAddr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	n, err := openStarted(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	ops := &opCounts{n: map[wire.Op]int{}}
+	serveNativeMetrics(t, n, ops)
+	root := n.RootKey()
+	c, err := client.DialOptions(ctx, client.Options{Addrs: []string{cfg.NativeAddr}, AccessKey: root.Access, SecretKey: root.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.CreateSpace(ctx, "trips", client.SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(5, 5))
+	model := randBytes(r, 4<<20)
+	v1, err := c.Put(ctx, "trips", "o", model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops.take()
+	tx, err := c.Update(ctx, func(tx *client.Txn) error {
+		for range 64 {
+			off := r.Int64N(int64(len(model)) - 16<<10)
+			data := randBytes(r, 16<<10)
+			copy(model[off:], data)
+			if err := tx.WriteAt(ctx, "trips", "o", off, data); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ops.take(); len(got) != 2 || got[wire.OpTxnBegin] != 1 || got[wire.OpTxnCommit] != 1 {
+		t.Fatalf("the transaction's requests: %v, want one TXN_BEGIN and one TXN_COMMIT", got)
+	}
+	b, info, err := c.Get(ctx, "trips", "o")
+	if err != nil || !bytes.Equal(b, model) || info.Version != tx.CommitTS() || info.Parent != v1.Version {
+		t.Fatalf("after the transaction: %d bytes, equal %v, %+v, %v", len(b), bytes.Equal(b, model), info, err)
+	}
+
+	// The 10th write names a space that does not exist: the request that
+	// begins the transaction (when the buffer is full) answers it with an
+	// error.
+	ops.take()
+	_, err = c.Update(ctx, func(tx *client.Txn) error {
+		for i := range 70 {
+			space := "trips"
+			if i == 9 {
+				space = "nosuch"
+			}
+			if err := tx.WriteAt(ctx, space, "o", int64(i)<<14, bytes.Repeat([]byte{'x'}, 16<<10)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if object.KindOf(err) != object.SpaceNotFound && wire.CodeOf(err) != wire.CodeSpaceNotFound {
+		t.Fatalf("a transaction writing to a missing space: %v", err)
+	}
+	if got := ops.take(); len(got) != 2 || got[wire.OpTxnBegin] != 1 || got[wire.OpTxnRollback] != 1 {
+		t.Fatalf("the failed transaction's requests: %v, want one TXN_BEGIN and one TXN_ROLLBACK", got)
+	}
+	if b, info, err := c.Get(ctx, "trips", "o"); err != nil || !bytes.Equal(b, model) || info.Version != tx.CommitTS() {
+		t.Fatalf("after the failed transaction: equal %v, %+v, %v", bytes.Equal(b, model), info, err)
 	}
 }

@@ -86,6 +86,27 @@ func (r *BatchResult) Err() error {
 // its body (its request: names, offsets, metadata); more just grows.
 const batchItemGuess = 128
 
+// BatchItemSize is an upper bound of the bytes item takes in a BATCH
+// request (or in the writes TXN_BEGIN and TXN_COMMIT carry): what a
+// client that gathers items counts to keep a request within one frame.
+func BatchItemSize(it *BatchItem) int {
+	n := 1
+	switch it.Op {
+	case BatchPut:
+		n += putRequestSize(&it.Put) + binary.MaxVarintLen64 + len(it.Body)
+	case BatchGet, BatchStat:
+		n += getRequestSize(&it.Get)
+	case BatchDelete:
+		n += 2*binary.MaxVarintLen64 + 8 + len(it.Delete.Space) + len(it.Delete.Key)
+	}
+	return n
+}
+
+// BatchOverhead bounds the bytes of a BATCH request besides its items'
+// (their count), and of a TXN_BEGIN or TXN_COMMIT besides the batch it
+// carries (a transaction id and a flags byte).
+const BatchOverhead = binary.MaxVarintLen64 + 8 + 1
+
 // AppendBatchRequest encodes a BATCH request.
 func AppendBatchRequest(b []byte, items []BatchItem) []byte {
 	// Room for the bodies at once: a batch of writes is up to a frame

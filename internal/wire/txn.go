@@ -64,18 +64,42 @@ func inTxn(op Op) bool {
 
 // TxnBegin starts a transaction on the connection.
 func (c *Conn) TxnBegin(ctx context.Context, serializable bool) (TxnBeginInfo, error) {
+	info, _, err := c.TxnBeginBatch(ctx, serializable, nil)
+	return info, err
+}
+
+// TxnBeginBatch starts a transaction on the connection and runs items in
+// it, in order, as a BATCH flagged TXN would: the round trip a separate
+// TXN_BEGIN costs is saved. The transaction is open once the call
+// returns an id, even when items failed (their results say so).
+func (c *Conn) TxnBeginBatch(ctx context.Context, serializable bool, items []BatchItem) (TxnBeginInfo, []BatchResult, error) {
 	var flags byte
 	if serializable {
 		flags |= TxnSerializable
 	}
-	b, err := c.Call(ctx, OpTxnBegin, []byte{flags})
+	body := []byte{flags}
+	if len(items) > 0 {
+		body = AppendBatchRequest(body, items)
+		if len(body) > c.sendMax {
+			return TxnBeginInfo{}, nil, Errorf(CodeTooLarge, "TXN_BEGIN with a batch of %d bytes over the %d frame limit", len(body), c.sendMax)
+		}
+	}
+	b, err := c.Call(ctx, OpTxnBegin, body)
 	if err != nil {
-		return TxnBeginInfo{}, err
+		return TxnBeginInfo{}, nil, err
 	}
-	if len(b) != 16 {
-		return TxnBeginInfo{}, Errorf(CodeMalformed, "TXN_BEGIN answer of %d bytes", len(b))
+	if len(b) < 16 || len(items) == 0 && len(b) != 16 {
+		return TxnBeginInfo{}, nil, Errorf(CodeMalformed, "TXN_BEGIN answer of %d bytes", len(b))
 	}
-	return TxnBeginInfo{ID: binary.BigEndian.Uint64(b), StartTS: binary.BigEndian.Uint64(b[8:])}, nil
+	info := TxnBeginInfo{ID: binary.BigEndian.Uint64(b), StartTS: binary.BigEndian.Uint64(b[8:])}
+	if len(items) == 0 {
+		return info, nil, nil
+	}
+	rs, err := DecodeBatchResponse(b[16:])
+	if err == nil && len(rs) != len(items) {
+		err = Errorf(CodeMalformed, "TXN_BEGIN's batch answered %d of %d items", len(rs), len(items))
+	}
+	return info, rs, err
 }
 
 // TxnCommit commits transaction id and returns its commit timestamp.
@@ -129,8 +153,15 @@ func (c *serverConn) txnOp(ctx context.Context, op Op, buf, body []byte) ([]byte
 		return nil, Errorf(CodeUnknownOp, "this server runs no transactions")
 	}
 	if op == OpTxnBegin {
-		if len(body) != 1 || body[0]&^TxnSerializable != 0 {
-			return nil, Errorf(CodeMalformed, "TXN_BEGIN takes one flags byte")
+		if len(body) < 1 || body[0]&^TxnSerializable != 0 {
+			return nil, Errorf(CodeMalformed, "TXN_BEGIN takes one flags byte (then, optionally, a batch)")
+		}
+		var items []BatchItem
+		if len(body) > 1 {
+			var err error
+			if items, err = DecodeBatchRequest(body[1:]); err != nil {
+				return nil, err
+			}
 		}
 		c.txns.Lock()
 		n := len(c.txns.m)
@@ -143,14 +174,18 @@ func (c *serverConn) txnOp(ctx context.Context, op Op, buf, body []byte) ([]byte
 			return nil, err
 		}
 		c.txns.Lock()
-		defer c.txns.Unlock()
 		if c.txns.m == nil {
 			c.txns.m = map[uint64]*object.Txn{}
 		}
 		c.txns.next++
 		c.txns.m[c.txns.next] = tx
 		buf = binary.BigEndian.AppendUint64(buf, c.txns.next)
-		return binary.BigEndian.AppendUint64(buf, tx.StartTS()), nil
+		c.txns.Unlock()
+		buf = binary.BigEndian.AppendUint64(buf, tx.StartTS())
+		if items != nil {
+			buf = c.batch(ctx, buf, items, tx)
+		}
+		return buf, nil
 	}
 	if len(body) < 8 || op == OpTxnRollback && len(body) != 8 {
 		return nil, Errorf(CodeMalformed, "%s takes a transaction id (u64)", op)
