@@ -37,20 +37,26 @@ collection's safe point: chunks touched after it are never candidates.`,
 				return enc.Encode(rep.GC)
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tPHASE\tLAST RUN\tCUTOFF\tEXAMINED\tGARBAGE\tDELETED\tRECLAIMED\tRECLAIMABLE\tSEGMENTS\tLIVE\tERROR")
+			fmt.Fprintln(tw, "NODE\tPHASE\tLAST RUN\tCUTOFF\tSAFE POINT\tEXAMINED\tGARBAGE\tDELETED\tRECLAIMED\tRECLAIMABLE\tSEGMENTS\tLIVE\tERROR")
 			for _, g := range rep.GC {
 				if g.Error != "" && g.Phase == "" {
-					fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", g.Node, g.Error)
+					fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", g.Node, g.Error)
 					continue
 				}
-				last, cutoff := "never", "-"
+				last, cutoff, safe := "never", "-", "-"
 				if !g.Finished.IsZero() {
 					last = g.Finished.UTC().Format(time.RFC3339)
 				}
 				if !g.Cutoff.IsZero() {
 					cutoff = g.Cutoff.UTC().Format(time.RFC3339)
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s (%d)\t%s\t%s\n", g.Node, g.Phase, last, cutoff,
+				if !g.SafePoint.IsZero() {
+					safe = g.SafePoint.UTC().Format(time.RFC3339)
+				}
+				if g.SafePointBy != "" {
+					safe += " (" + g.SafePointBy + ")"
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s (%d)\t%s\t%s\n", g.Node, g.Phase, last, cutoff, safe,
 					g.Examined, g.Garbage, humanBytes(uint64(g.DeletedBytes)), humanBytes(uint64(g.ReclaimedBytes)),
 					humanBytes(uint64(g.Reclaimable)), humanBytes(uint64(g.SegmentBytes)), g.Segments, humanBytes(uint64(g.LiveBytes)), g.Error)
 			}

@@ -164,6 +164,14 @@ type GCNode struct {
 	Started  time.Time `json:"started,omitempty"`
 	Finished time.Time `json:"finished,omitempty"`
 	Cutoff   time.Time `json:"cutoff,omitempty"`
+	// SafePoint is the time the last collection pruned versions at: a
+	// version a newer one replaced after it stays, whatever the
+	// retention, for the open transactions that may read it.
+	// SafePointBy says what held it ("now", "a transaction on node N"),
+	// or why it was unknown (nothing was pruned). Spaces with snapshots
+	// or branches prune nothing.
+	SafePoint   time.Time `json:"safe_point,omitempty"`
+	SafePointBy string    `json:"safe_point_by,omitempty"`
 	// Examined chunks were old enough to be candidates; Garbage of them
 	// no range referenced; RangesRead counts the ranges asked.
 	Examined   int `json:"examined"`

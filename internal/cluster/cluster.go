@@ -93,6 +93,9 @@ func (n *Node) newPeerServer() {
 		"RefreshSnapshots": n.handleRefreshSnapshots,
 		// GCStatus: the node's chunk collector (the cluster report's gc).
 		"GCStatus": n.handleGCStatus,
+		// TxnFloor: the floor of the node's open transactions' snapshots
+		// (the collector's safe point).
+		"TxnFloor": n.handleTxnFloor,
 	})
 	// The range client's methods exist once the node's replicas do
 	// (Open sets rangeMethods before the server serves).

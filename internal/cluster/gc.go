@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/rangeclient"
 	"github.com/cairn-db/cairn/internal/rangedesc"
+	"github.com/cairn-db/cairn/internal/tstamp"
 )
 
 // The chunk collector. Every node collects its own chunks, mark and sweep,
@@ -225,10 +227,16 @@ spaces:
 			continue
 		}
 		if now == 0 {
-			var err error
-			if now, err = n.tso.Next(ctx); err != nil {
-				return err
+			safe, by, err := n.safePoint(ctx)
+			n.gcUpdate(func(st *admin.GCNode) { st.SafePoint, st.SafePointBy = time.UnixMilli(tstamp.Physical(safe)).UTC(), by })
+			if err != nil {
+				// Nothing is pruned without it: a transaction there may
+				// read any version.
+				n.gcUpdate(func(st *admin.GCNode) { st.SafePoint, st.SafePointBy = time.Time{}, err.Error() })
+				n.log.Warn("versions not pruned: the safe point is unknown", "err", err)
+				return nil
 			}
+			now = safe
 		}
 		for _, r := range s.tab.Ranges() {
 			if !r.LeaseHere(ctx) {
@@ -249,6 +257,54 @@ spaces:
 		}
 	}
 	return nil
+}
+
+// safePoint is the timestamp the collector prunes versions at: the
+// oldest snapshot the open transactions of every node read (each node's
+// txn.Manager.Floor), or a fresh timestamp when there is none older. by
+// says what holds it. Every node not removed from the cluster must answer
+// (one the map marks down may still serve a transaction): one that does
+// not leaves the safe point unknown, and nothing is pruned.
+func (n *Node) safePoint(ctx context.Context) (safe uint64, by string, err error) {
+	safe, held, err := n.txns.Floor(ctx)
+	if err != nil {
+		return 0, "", fmt.Errorf("this node's transactions: %w", err)
+	}
+	holder := n.id.NodeID
+	for _, nd := range n.peers.view() {
+		if nd.State == meta.NodeRemoved || nd.ID == n.id.NodeID {
+			continue
+		}
+		b, err := n.callNode(ctx, nd.ID, adminService, "TxnFloor", nil, 5*time.Second)
+		if err == nil && len(b) != 9 {
+			err = fmt.Errorf("an answer of %d bytes", len(b))
+		}
+		if err != nil {
+			return 0, "", fmt.Errorf("node %d (%s) did not say how old its transactions are: %w; bring it back, or remove it (cairn node remove %d)", nd.ID, nd.State, err, nd.ID)
+		}
+		if f := binary.BigEndian.Uint64(b); f < safe {
+			safe, held, holder = f, b[8] == 1, nd.ID
+		}
+	}
+	by = "now"
+	if held {
+		by = fmt.Sprintf("a transaction on node %d", holder)
+	}
+	return safe, by, nil
+}
+
+// handleTxnFloor answers the node's Floor: u64, then 1 if an open
+// transaction holds it (else 0).
+func (n *Node) handleTxnFloor(ctx context.Context, _ []byte) ([]byte, error) {
+	f, held, err := n.txns.Floor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b := binary.BigEndian.AppendUint64(nil, f)
+	if held {
+		return append(b, 1), nil
+	}
+	return append(b, 0), nil
 }
 
 // prunable lists the keys of range d (of space s) with versions pol drops
@@ -273,7 +329,7 @@ func (n *Node) prunable(s *space, d rangedesc.Range, pol mvcc.Retention, now uin
 		vers []uint64
 	)
 	flush := func() {
-		if len(vers) > 1 && slices.Contains(pol.Prune(vers, now), true) {
+		if len(vers) > 1 && slices.Contains(pol.PruneAt(vers, now), true) {
 			out = append(out, cur)
 		}
 	}

@@ -660,3 +660,69 @@ func TestGCSlowWritesCommitNoHole(t *testing.T) {
 		check(key, body, err)
 	}
 }
+
+// TestGCSafePoint: the collector prunes versions at the safe point, the
+// oldest snapshot an open transaction of any node reads. A transaction
+// open on one node keeps the versions it may read through every node's
+// collection, whatever the space's retention; the status names what held
+// the safe point; once the transaction ends, the next collection prunes
+// them.
+func TestGCSafePoint(t *testing.T) {
+	ctx := context.Background()
+	nodes := threeNodes(t, func(c *Config) { c.GCInterval = -1; c.GCGrace = time.Millisecond })
+	if _, err := nodes[0].CreateSpace(ctx, "aged", object.SpaceSettings{Retention: "duration", KeepForSeconds: 1}); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		t.Helper()
+		vs, err := nodes[0].Versions(ctx, &object.VersionsRequest{Space: "aged", Key: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(vs.Versions)
+	}
+	collect := func() {
+		t.Helper()
+		for _, n := range nodes {
+			if err := n.CollectGarbage(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put(t, nodes[0], "aged", "k", []byte("v0"))
+	tx := begin(t, nodes[2], false)
+	if v, ok := txnGet(t, tx, "aged", "k"); !ok || v != "v0" {
+		t.Fatalf("the transaction reads %q %v", v, ok)
+	}
+	put(t, nodes[0], "aged", "k", []byte("v1"))
+	put(t, nodes[1], "aged", "k", []byte("v2"))
+	time.Sleep(1200 * time.Millisecond) // v0 and v1 are past their keep-for second
+	collect()
+	if c := count(); c != 3 {
+		t.Fatalf("with a transaction open since v0, the collection left %d versions, want 3", c)
+	}
+	held := 0
+	for _, n := range nodes {
+		if st := n.GCStatus(); st.SafePointBy == fmt.Sprintf("a transaction on node %d", nodes[2].NodeID()) && !st.SafePoint.IsZero() {
+			held++
+		}
+	}
+	if held != len(nodes) {
+		for _, n := range nodes {
+			st := n.GCStatus()
+			t.Logf("node %d: safe point %v by %q", n.NodeID(), st.SafePoint, st.SafePointBy)
+		}
+		t.Fatalf("%d nodes say the transaction held their safe point, want %d", held, len(nodes))
+	}
+	if v, ok := txnGet(t, tx, "aged", "k"); !ok || v != "v0" {
+		t.Fatalf("after the collections the transaction reads %q %v", v, ok)
+	}
+	tx.Rollback()
+	collect()
+	if c := count(); c != 1 {
+		t.Fatalf("with no transaction open, the collection left %d versions, want 1", c)
+	}
+	if st := nodes[0].GCStatus(); st.SafePointBy != "now" {
+		t.Fatalf("safe point held by %q with no transaction open", st.SafePointBy)
+	}
+}

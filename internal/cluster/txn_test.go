@@ -480,3 +480,47 @@ func TestTxnLarge(t *testing.T) {
 		t.Fatalf("listed %d objects, want %d", total, small+bigs)
 	}
 }
+
+// TestTxnSnapshotTooOld: in a space that keeps one version, a writer
+// replaces a key after a transaction began; the version the transaction's
+// snapshot shows is pruned. Reading the key in the transaction must not
+// answer "not found" (a history the transaction never saw): it fails as
+// aborted, which the transaction's retry cures. A key created after the
+// snapshot still reads as absent, and a read outside any transaction at a
+// time whose version is gone answers not found.
+func TestTxnSnapshotTooOld(t *testing.T) {
+	ctx := context.Background()
+	n := openTestNode(t)
+	if _, err := n.CreateSpace(ctx, "last1", object.SpaceSettings{Retention: "last", KeepLast: 1, Ranges: 2}); err != nil {
+		t.Fatal(err)
+	}
+	v1 := put(t, n, "last1", "k", []byte("one"))
+	tx := begin(t, n, false)
+	if _, ok := txnGet(t, tx, "last1", "other"); ok {
+		t.Fatal("other exists")
+	}
+	put(t, n, "last1", "k", []byte("two")) // prunes "one"
+	put(t, n, "last1", "new", []byte("n"))
+	if vs, err := n.Versions(ctx, &object.VersionsRequest{Space: "last1", Key: "k"}); err != nil || len(vs.Versions) != 1 {
+		t.Fatalf("versions of k: %+v %v", vs, err)
+	}
+	_, _, err := tx.Get(ctx, &object.GetRequest{Space: "last1", Key: "k", Length: -1})
+	if object.KindOf(err) != object.TxnAborted || !strings.Contains(err.Error(), "snapshot too old") {
+		t.Fatalf("a transaction reading a version pruned after its snapshot: %v", err)
+	}
+	if _, err := tx.Stat(ctx, &object.GetRequest{Space: "last1", Key: "k"}); object.KindOf(err) != object.TxnAborted {
+		t.Fatalf("stat of a version pruned after the snapshot: %v", err)
+	}
+	if _, ok := txnGet(t, tx, "last1", "new"); ok {
+		t.Fatal("a key created after the snapshot is visible in the transaction")
+	}
+	tx.Rollback()
+	if _, _, err := get(t, n, object.GetRequest{Space: "last1", Key: "k", AsOf: v1.Version}); !errors.Is(err, object.ErrNotFound) {
+		t.Fatalf("a read as of a pruned version's time: %v", err)
+	}
+	tx = begin(t, n, false)
+	if v, ok := txnGet(t, tx, "last1", "k"); !ok || v != "two" {
+		t.Fatalf("a new transaction reads %q %v", v, ok)
+	}
+	tx.Rollback()
+}

@@ -103,7 +103,7 @@ func fmtRec(obj []byte, r *Record) string {
 }
 
 func fmtErr(err error) string {
-	for _, s := range []error{ErrNotFound, ErrCorrupt, ErrVersionExists, ErrInvalidVersion, ErrPrecondition, ErrTxnAborted, ErrBadTxn} {
+	for _, s := range []error{ErrNotFound, ErrCorrupt, ErrVersionExists, ErrInvalidVersion, ErrPrecondition, ErrTxnAborted, ErrBadTxn, ErrHistoryPruned} {
 		if errors.Is(err, s) {
 			return fmt.Sprintf("error: %v\n", s)
 		}
@@ -202,6 +202,22 @@ func (e *ddEnv) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return b.String()
 
+	case "prune":
+		// prune k=KEY now=TS: the collector's pruning at safe point now.
+		obj := e.obj(t, d, "k")
+		pruned, err := Prune(e.kv, obj, e.pol, e.ts(t, d, "now"))
+		if err != nil {
+			return fmtErr(err)
+		}
+		var b strings.Builder
+		for _, r := range pruned {
+			b.WriteString("pruned " + fmtRec(obj, r) + "\n")
+		}
+		if b.Len() == 0 {
+			return "nothing\n"
+		}
+		return b.String()
+
 	case "delete-version":
 		obj := e.obj(t, d, "k")
 		rec, err := DeleteVersion(e.kv, obj, e.ts(t, d, "ts"))
@@ -210,7 +226,7 @@ func (e *ddEnv) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return "deleted " + fmtRec(obj, rec) + "\n"
 
-	case "latest", "at", "exact":
+	case "latest", "at", "at-snapshot", "exact":
 		obj := e.obj(t, d, "k")
 		var rec *Record
 		var err error
@@ -219,6 +235,8 @@ func (e *ddEnv) run(t *testing.T, d *datadriven.TestData) string {
 			rec, err = Latest(e.kv, obj)
 		case "at":
 			rec, err = At(e.kv, obj, e.ts(t, d, "ts"))
+		case "at-snapshot":
+			rec, err = AtSnapshot(e.kv, obj, e.ts(t, d, "ts"))
 		case "exact":
 			rec, err = Exact(e.kv, obj, e.ts(t, d, "ts"))
 		}

@@ -164,6 +164,27 @@ func (it *memIter) seek(key []byte, strict bool) bool {
 
 func (it *memIter) SeekGE(key []byte) bool { return it.seek(key, false) }
 
+// Last positions at the last key within the bounds.
+func (it *memIter) Last() bool {
+	if it.closed {
+		it.cur = memEntry{}
+		return false
+	}
+	it.kv.mu.RLock()
+	defer it.kv.mu.RUnlock()
+	i := len(it.kv.mu.kvs)
+	if it.upper != nil {
+		i, _ = it.kv.searchLocked(it.upper)
+	}
+	i--
+	if i < 0 || (it.lower != nil && bytes.Compare(it.kv.mu.kvs[i].key, it.lower) < 0) {
+		it.cur = memEntry{}
+		return false
+	}
+	it.cur = it.kv.mu.kvs[i]
+	return true
+}
+
 func (it *memIter) Next() bool {
 	if it.cur.key == nil {
 		return false

@@ -31,6 +31,12 @@ var (
 	// ErrInvalidVersion is returned by Put for a record whose Version is 0
 	// (0 means "none" in Parent and "latest" in AsOf).
 	ErrInvalidVersion = errors.New("mvcc: version 0 is reserved")
+	// ErrHistoryPruned is returned by AtSnapshot when the version a
+	// snapshot would read is gone: the key has versions, none at or before
+	// the snapshot, and its oldest names a parent that no longer exists
+	// (retention pruned it, or it was deleted by its id). It is not
+	// ErrNotFound: the key existed at the snapshot.
+	ErrHistoryPruned = errors.New("mvcc: the version visible at this snapshot was pruned")
 )
 
 const tsLen = 8
@@ -156,6 +162,44 @@ func At(r Reader, obj []byte, ts uint64) (_ *Record, err error) {
 	return v.record()
 }
 
+// lastSeeker is an Iterator that can position at the last key of its
+// bounds (pebble's Last).
+type lastSeeker interface {
+	Last() bool
+}
+
+// AtSnapshot is At for a reader that must see what a snapshot at ts saw
+// (a transaction): where At reports ErrNotFound because no version is at
+// or before ts but older history was removed, it reports
+// ErrHistoryPruned. Retention removes a key's oldest versions first, so
+// its oldest surviving version's Parent, when not 0, names a version that
+// existed and is gone.
+func AtSnapshot(r Reader, obj []byte, ts uint64) (_ *Record, err error) {
+	v, err := newVersionIter(r, obj)
+	if err != nil {
+		return nil, err
+	}
+	defer v.close(&err)
+	if v.seek(ts) {
+		return v.record()
+	}
+	if err := v.done(nil); err != nil {
+		return nil, err
+	}
+	ls, ok := v.it.(lastSeeker)
+	if !ok || !ls.Last() {
+		return nil, v.done(ErrNotFound)
+	}
+	oldest, err := v.record()
+	if err != nil {
+		return nil, err
+	}
+	if oldest.Version > ts && oldest.Parent != 0 {
+		return nil, fmt.Errorf("%w: object %x at %d (its oldest version %d follows %d)", ErrHistoryPruned, obj, ts, oldest.Version, oldest.Parent)
+	}
+	return nil, ErrNotFound
+}
+
 // Exact returns version ts of obj, or ErrNotFound.
 func Exact(r Reader, obj []byte, ts uint64) (_ *Record, err error) {
 	v, err := newVersionIter(r, obj)
@@ -207,10 +251,12 @@ func Versions(r Reader, obj []byte, before uint64, limit int) (recs []*Record, m
 	return recs, false, v.done(nil)
 }
 
-// Prune applies pol to obj's history at time now (a timestamp), as a Put
-// would, without writing a version: for a key no one writes again, whose
-// noncurrent versions outlive a KeepFor policy or a policy made stricter
-// since its last write. It returns the versions it deleted, newest first.
+// Prune applies pol to obj's history at time now (a timestamp: the
+// collector's safe point), as a Put would, without writing a version: for
+// a key no one writes again, whose noncurrent versions outlive a KeepFor
+// policy or a policy made stricter since its last write. Unlike a Put's,
+// it drops a version only once a newer one replaced it at or before now
+// (Retention.PruneAt). It returns the versions it deleted, newest first.
 // The newest version is never pruned. Deterministic, like Put.
 func Prune(rw ReadWriter, obj []byte, pol Retention, now uint64) (pruned []*Record, err error) {
 	if err := pol.Validate(); err != nil {
@@ -227,7 +273,7 @@ func Prune(rw ReadWriter, obj []byte, pol Retention, now uint64) (pruned []*Reco
 	for i, r := range recs {
 		ts[i] = r.Version
 	}
-	for i, drop := range pol.Prune(ts, now) {
+	for i, drop := range pol.PruneAt(ts, now) {
 		if !drop || i == 0 {
 			continue
 		}

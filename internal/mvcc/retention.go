@@ -94,3 +94,18 @@ func (p Retention) Prune(versions []uint64, now uint64) []bool {
 	}
 	return drop
 }
+
+// PruneAt is Prune for a collector whose now is a safe point (a
+// timestamp at or below every open transaction's snapshot): a version
+// the policy drops goes only once a newer one replaced it at or before
+// now, so that no transaction reading at or after now read it. The
+// versions dropped are still the oldest ones.
+func (p Retention) PruneAt(versions []uint64, now uint64) []bool {
+	drop := p.Prune(versions, now)
+	for i := 1; i < len(drop); i++ {
+		if versions[i-1] > now {
+			drop[i] = false
+		}
+	}
+	return drop
+}

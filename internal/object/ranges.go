@@ -45,6 +45,8 @@ func FromRange(err error) error {
 		return &Error{Kind: TxnConflict, Message: rce.Error()}
 	case errors.Is(err, txn.ErrDone):
 		return &Error{Kind: InvalidArgument, Message: "the transaction is over (committed or rolled back)"}
+	case errors.As(err, &e) && e.Code == rangeclient.CodeHistoryPruned:
+		return &Error{Kind: NotFound, Message: e.Msg}
 	}
 	if errors.As(err, &e) {
 		if k, ok := rangeKinds[e.Code]; ok {

@@ -32,6 +32,9 @@ const (
 	CodeTxnConflict    Code = 26
 	CodeTxnAborted     Code = 27
 	CodeLocked         Code = 28
+	// CodeHistoryPruned crosses between peers only: the node's protocol
+	// answers such a read as not found.
+	CodeHistoryPruned Code = 29
 	// codeConflict travels as the envelope's own status (replyStale),
 	// never as a code.
 	codeConflict Code = 0xffff
@@ -43,6 +46,7 @@ var codeNames = map[Code]string{
 	CodeUnavailable: "unavailable", CodeCanceled: "canceled", CodeDeleted: "delete marker",
 	CodeOutcomeUnknown: "outcome unknown", CodeRangeMoved: "range moved", codeConflict: "conflict",
 	CodeTxnConflict: "transaction conflict", CodeTxnAborted: "transaction aborted", CodeLocked: "locked",
+	CodeHistoryPruned: "history pruned",
 }
 
 // Error is a classed range failure. Two Errors match under errors.Is when
@@ -60,10 +64,11 @@ func (e *Error) Error() string {
 	return "range: " + codeNames[e.Code] + ": " + e.Msg
 }
 
-// Is matches on the code.
+// Is matches on the code; a history-pruned failure is also a not-found
+// one, for every reader but a snapshot's.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
+	return ok && (t.Code == e.Code || e.Code == CodeHistoryPruned && t.Code == CodeNotFound)
 }
 
 // The sentinels. What the client returns matches at most one of them.
@@ -103,6 +108,11 @@ var (
 	ErrTxnConflict = &Error{Code: CodeTxnConflict}
 	// ErrTxnAborted: the transaction was rolled back; it cannot commit.
 	ErrTxnAborted = &Error{Code: CodeTxnAborted}
+	// ErrHistoryPruned: a read as of a timestamp found no version at or
+	// before it, but the key had one that is gone (retention pruned it).
+	// It matches ErrNotFound too: only a transaction, whose snapshot must
+	// read what it read at its start, tells the two apart.
+	ErrHistoryPruned = &Error{Code: CodeHistoryPruned}
 )
 
 func errorf(c Code, format string, args ...any) *Error {

@@ -275,7 +275,7 @@ func (c *Client) readLocal(obj []byte, version, asOf uint64) (*mvcc.Record, erro
 			break
 		}
 		if asOf != 0 {
-			rec, err = mvcc.At(rd, obj, asOf)
+			rec, err = mvcc.AtSnapshot(rd, obj, asOf)
 			break
 		}
 		rec, err = mvcc.Latest(rd, obj)
@@ -287,6 +287,9 @@ func (c *Client) readLocal(obj []byte, version, asOf uint64) (*mvcc.Record, erro
 	if errors.Is(err, mvcc.ErrCorrupt) {
 		c.cfg.Metrics.Corrupt.Inc()
 		return nil, errorf(CodeCorrupt, "version record: %v", err)
+	}
+	if errors.Is(err, mvcc.ErrHistoryPruned) {
+		return nil, errorf(CodeHistoryPruned, "the version visible at %s was pruned by the space's retention", tstamp.String(asOf))
 	}
 	if lock != nil && lock.Blocks(asOf) {
 		if errors.Is(err, mvcc.ErrNotFound) {

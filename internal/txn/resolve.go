@@ -49,6 +49,17 @@ type Config struct {
 // Manager begins transactions and resolves the locks of others.
 type Manager struct {
 	cfg Config
+	// open holds the start timestamps of the transactions begun here
+	// (Begin) and not yet ended: the collector's safe point (Floor) stays
+	// at or below them.
+	open struct {
+		// taking is held shared by a Begin across taking its timestamp and
+		// registering it, and exclusively by Floor to take its own: every
+		// Begin that took a timestamp below Floor's is registered by then.
+		taking sync.RWMutex
+		mu     sync.Mutex
+		starts map[uint64]int // start timestamp -> transactions
+	}
 	// bg bounds the background resolution of secondaries.
 	bg     chan struct{}
 	wg     sync.WaitGroup

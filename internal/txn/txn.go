@@ -34,6 +34,8 @@ type Txn struct {
 	writes map[string]*write
 	reads  map[string]uint64 // object key -> version seen (0: none)
 	done   bool
+	// open: StartTS is registered with the manager until the end.
+	open bool
 }
 
 type write struct {
@@ -69,13 +71,64 @@ func Retryable(err error) bool {
 	return errors.As(err, &ce) || errors.Is(err, rangeclient.ErrTxnAborted) || errors.Is(err, rangeclient.ErrTxnConflict)
 }
 
-// Begin starts a transaction at a fresh timestamp.
+// Begin starts a transaction at a fresh timestamp. Until it commits or
+// rolls back, Floor stays at or below its snapshot: the collector prunes
+// no version it may read.
 func (m *Manager) Begin(ctx context.Context, opts Options) (*Txn, error) {
+	m.open.taking.RLock()
+	defer m.open.taking.RUnlock()
 	ts, err := m.cfg.Timestamps.Next(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return m.BeginAt(ts, opts), nil
+	tx := m.BeginAt(ts, opts)
+	m.open.mu.Lock()
+	if m.open.starts == nil {
+		m.open.starts = map[uint64]int{}
+	}
+	m.open.starts[ts]++
+	m.open.mu.Unlock()
+	tx.open = true
+	return tx, nil
+}
+
+// ended unregisters a transaction Begin registered; tx.mu is held and
+// tx.done was just set.
+func (tx *Txn) ended() {
+	if !tx.open {
+		return
+	}
+	tx.open = false
+	m := tx.m
+	m.open.mu.Lock()
+	defer m.open.mu.Unlock()
+	if m.open.starts[tx.StartTS]--; m.open.starts[tx.StartTS] <= 0 {
+		delete(m.open.starts, tx.StartTS)
+	}
+}
+
+// Floor returns a timestamp at or below the snapshot of every transaction
+// begun here that has not ended, and of every one begun after Floor
+// returns: a fresh timestamp, or the oldest open snapshot if older (held
+// is then true). A version that a newer one replaced at or before the
+// floor is read by no transaction of this node, now or later.
+// (Transactions begun with BeginAt are not counted: their reads learn
+// that their snapshot is too old.)
+func (m *Manager) Floor(ctx context.Context) (floor uint64, held bool, err error) {
+	m.open.taking.Lock()
+	floor, err = m.cfg.Timestamps.Next(ctx)
+	m.open.taking.Unlock()
+	if err != nil {
+		return 0, false, err
+	}
+	m.open.mu.Lock()
+	defer m.open.mu.Unlock()
+	for ts := range m.open.starts {
+		if ts < floor {
+			floor, held = ts, true
+		}
+	}
+	return floor, held, nil
 }
 
 // BeginAt starts a transaction whose snapshot is startTS, a timestamp the
@@ -128,6 +181,13 @@ func (m *Manager) ReadAt(ctx context.Context, t *rangeclient.Table, obj []byte, 
 		switch {
 		case err == nil:
 			return rec, nil
+		case errors.Is(err, rangeclient.ErrHistoryPruned):
+			// What the snapshot saw is gone: reading on would see a
+			// different history. The transaction runs again, from a
+			// snapshot that still has it.
+			var e *rangeclient.Error
+			errors.As(err, &e)
+			return nil, &rangeclient.Error{Code: rangeclient.CodeTxnAborted, Msg: "snapshot too old: " + e.Msg}
 		case errors.Is(err, rangeclient.ErrNotFound):
 			return nil, nil
 		case errors.As(err, &le):
@@ -212,6 +272,7 @@ func (tx *Txn) Writes() []mvcc.Entry {
 func (tx *Txn) Rollback() {
 	tx.mu.Lock()
 	tx.done = true
+	tx.ended()
 	tx.mu.Unlock()
 }
 
@@ -232,6 +293,7 @@ func (tx *Txn) Commit(ctx context.Context) (uint64, error) {
 		return 0, ErrDone
 	}
 	tx.done = true
+	tx.ended()
 	muts := tx.mutations()
 	tx.mu.Unlock()
 	if len(muts) == 0 || !hasWrite(muts) {
