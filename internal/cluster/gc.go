@@ -463,10 +463,11 @@ var (
 	gcLastRun       = prometheus.NewDesc("cairn_gc_last_run_timestamp_seconds", "When the last chunk collection ended.", nil, nil)
 	gcExamined      = prometheus.NewDesc("cairn_gc_examined_chunks", "Chunks old enough to be examined by the current or last collection.", nil, nil)
 	gcPruned        = prometheus.NewDesc("cairn_gc_pruned_versions_total", "Versions the collector removed by their space's retention (keys not written again).", nil, nil)
+	gcSafePoint     = prometheus.NewDesc("cairn_gc_safe_point_timestamp_seconds", "The safe point the last collection pruned versions at: the oldest snapshot an open transaction reads, or the collection's start (0: unknown, nothing pruned).", nil, nil)
 )
 
 func (c gcCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{gcDeletedChunks, gcDeletedBytes, gcReclaimed, gcMoved, gcReclaimable, gcRuns, gcLastRun, gcExamined, gcPruned} {
+	for _, d := range []*prometheus.Desc{gcDeletedChunks, gcDeletedBytes, gcReclaimed, gcMoved, gcReclaimable, gcRuns, gcLastRun, gcExamined, gcPruned, gcSafePoint} {
 		ch <- d
 	}
 }
@@ -486,4 +487,9 @@ func (c gcCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(gcLastRun, prometheus.GaugeValue, last)
 	ch <- prometheus.MustNewConstMetric(gcExamined, prometheus.GaugeValue, float64(st.Examined))
 	ch <- prometheus.MustNewConstMetric(gcPruned, prometheus.CounterValue, float64(st.PrunedVersions))
+	var safe float64
+	if !st.SafePoint.IsZero() {
+		safe = float64(st.SafePoint.UnixMilli()) / 1e3
+	}
+	ch <- prometheus.MustNewConstMetric(gcSafePoint, prometheus.GaugeValue, safe)
 }

@@ -717,6 +717,10 @@ func TestGCSafePoint(t *testing.T) {
 	if v, ok := txnGet(t, tx, "aged", "k"); !ok || v != "v0" {
 		t.Fatalf("after the collections the transaction reads %q %v", v, ok)
 	}
+	// Its listing (sent to the range's leaseholder, wherever it is) too.
+	if ls, err := tx.List(ctx, &object.ListRequest{Space: "aged"}); err != nil || len(ls.Objects) != 1 || ls.Objects[0].Size != 2 {
+		t.Fatalf("the transaction lists %+v, %v", ls, err)
+	}
 	tx.Rollback()
 	collect()
 	if c := count(); c != 1 {
@@ -724,5 +728,8 @@ func TestGCSafePoint(t *testing.T) {
 	}
 	if st := nodes[0].GCStatus(); st.SafePointBy != "now" {
 		t.Fatalf("safe point held by %q with no transaction open", st.SafePointBy)
+	}
+	if g := gauge(t, nodes[0], "cairn_gc_safe_point_timestamp_seconds"); g < float64(time.Now().Add(-time.Minute).Unix()) {
+		t.Fatalf("cairn_gc_safe_point_timestamp_seconds = %v", g)
 	}
 }

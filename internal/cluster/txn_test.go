@@ -487,7 +487,9 @@ func TestTxnLarge(t *testing.T) {
 // answer "not found" (a history the transaction never saw): it fails as
 // aborted, which the transaction's retry cures. A key created after the
 // snapshot still reads as absent, and a read outside any transaction at a
-// time whose version is gone answers not found.
+// time whose version is gone answers not found. A listing in the
+// transaction fails the same way; one as of that time outside it leaves
+// the key out.
 func TestTxnSnapshotTooOld(t *testing.T) {
 	ctx := context.Background()
 	n := openTestNode(t)
@@ -513,6 +515,13 @@ func TestTxnSnapshotTooOld(t *testing.T) {
 	}
 	if _, ok := txnGet(t, tx, "last1", "new"); ok {
 		t.Fatal("a key created after the snapshot is visible in the transaction")
+	}
+	// A listing must not leave k out either.
+	if ls, err := tx.List(ctx, &object.ListRequest{Space: "last1"}); object.KindOf(err) != object.TxnAborted {
+		t.Fatalf("a listing in the transaction after k's version was pruned: %+v %v", ls, err)
+	}
+	if ls, err := n.List(ctx, &object.ListRequest{Space: "last1", AsOf: tx.StartTS()}); err != nil || len(ls.Objects) != 0 {
+		t.Fatalf("a listing as of the snapshot's time, outside a transaction: %+v %v", ls, err)
 	}
 	tx.Rollback()
 	if _, _, err := get(t, n, object.GetRequest{Space: "last1", Key: "k", AsOf: v1.Version}); !errors.Is(err, object.ErrNotFound) {

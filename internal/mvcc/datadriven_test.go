@@ -267,7 +267,7 @@ func (e *ddEnv) run(t *testing.T, d *datadriven.TestData) string {
 
 	case "list":
 		// list [space=N] [prefix=P | lower=K upper=K] [start-after=K] [limit=N] [as-of=TS]
-		//      [versions [after-version=TS]] [markers] [since=TS]
+		//      [versions [after-version=TS]] [markers] [since=TS] [snapshot]
 		space := 1
 		d.MaybeScanArgs(t, "space", &space)
 		var o ListOptions
@@ -293,6 +293,7 @@ func (e *ddEnv) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		o.AllVersions = d.HasArg("versions")
 		o.Markers = d.HasArg("markers")
+		o.Snapshot = d.HasArg("snapshot")
 		if d.HasArg("since") {
 			o.Since = e.ts(t, d, "since")
 		}

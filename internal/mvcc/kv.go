@@ -185,6 +185,23 @@ func (it *memIter) Last() bool {
 	return true
 }
 
+// Prev moves to the preceding key within the bounds.
+func (it *memIter) Prev() bool {
+	if it.cur.key == nil || it.closed {
+		return false
+	}
+	it.kv.mu.RLock()
+	defer it.kv.mu.RUnlock()
+	i, _ := it.kv.searchLocked(it.cur.key)
+	i--
+	if i < 0 || (it.lower != nil && bytes.Compare(it.kv.mu.kvs[i].key, it.lower) < 0) {
+		it.cur = memEntry{}
+		return false
+	}
+	it.cur = it.kv.mu.kvs[i]
+	return true
+}
+
 func (it *memIter) Next() bool {
 	if it.cur.key == nil {
 		return false

@@ -39,6 +39,11 @@ type ListOptions struct {
 	// SinceReader reads only the parts of its store that hold such
 	// versions.
 	Since uint64
+	// Snapshot, with AsOf, fails the listing with ErrHistoryPruned at a
+	// key with no version at or before AsOf whose oldest version names a
+	// parent (see AtSnapshot): a transaction's listing, which must not
+	// leave out a key its snapshot showed.
+	Snapshot bool
 }
 
 // SinceReader is a Reader that can skip what holds no version newer than
@@ -110,11 +115,22 @@ func List(r Reader, o ListOptions) (entries []Entry, more bool, err error) {
 			// Jump over the versions newer than AsOf.
 			seekBuf = keys.AppendVersion(seekBuf[:0], obj, o.AsOf)
 			if !it.SeekGE(seekBuf) {
+				if o.Snapshot {
+					if err := prunedAt(it, obj, o.AsOf, nil); err != nil {
+						return nil, false, err
+					}
+				}
 				break
 			}
 			k := it.Key()
 			if !isVersionOf(k, obj) {
-				ok = true // no version <= AsOf; already at the next object
+				// No version <= AsOf; already at the next object.
+				if o.Snapshot {
+					if err := prunedAt(it, obj, o.AsOf, &seekBuf); err != nil {
+						return nil, false, err
+					}
+				}
+				ok = true
 				continue
 			}
 			if _, ts, err = keys.DecodeVersion(k); err != nil {
@@ -222,6 +238,52 @@ func skipObject(it Iterator, obj []byte, last bool, buf *[]byte) bool {
 		}
 	}
 	return it.SeekGE(nextObject(buf, obj))
+}
+
+// prever is an Iterator that can step back (pebble's).
+type prever interface {
+	Prev() bool
+}
+
+// prunedAt reports ErrHistoryPruned if obj, which has versions but none
+// at or before asOf, lost the one asOf saw: its oldest version names a
+// parent. it is past obj's versions: at the next object (back is then a
+// buffer for that key, and it is left there again), or exhausted (back
+// nil). An iterator that cannot go back reports nothing.
+func prunedAt(it Iterator, obj []byte, asOf uint64, back *[]byte) error {
+	var ok bool
+	if back != nil {
+		p, can := it.(prever)
+		if !can {
+			return nil
+		}
+		*back = append((*back)[:0], it.Key()...)
+		ok = p.Prev()
+	} else {
+		l, can := it.(lastSeeker)
+		if !can {
+			return nil
+		}
+		ok = l.Last()
+	}
+	var err error
+	if ok && isVersionOf(it.Key(), obj) {
+		var rec Record
+		_, ts, derr := keys.DecodeVersion(it.Key())
+		if derr != nil {
+			return fmt.Errorf("%w: version key %x: %v", ErrCorrupt, it.Key(), derr)
+		}
+		if err = decodeListed(&rec, it.Value(), ts, obj); err == nil && rec.Parent != 0 {
+			err = fmt.Errorf("%w: object %x at %d (its oldest version %d follows %d)", ErrHistoryPruned, obj, asOf, ts, rec.Parent)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if back != nil && !it.SeekGE(*back) {
+		return it.Error()
+	}
+	return it.Error()
 }
 
 // isVersionOf reports whether k is a version key of obj.

@@ -119,6 +119,10 @@ type ListRequest struct {
 	// history at its versions older than AfterVersion (ListResult's
 	// NextVersion); 0 starts after StartAfter's whole history.
 	AfterVersion uint64
+	// Snapshot, with AsOf, is a transaction's listing: a key whose
+	// version at AsOf was pruned since fails it as TxnAborted ("snapshot
+	// too old") rather than being left out. Not on the wire.
+	Snapshot bool
 }
 
 // ListResult is one page of a listing.

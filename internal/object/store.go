@@ -1162,6 +1162,11 @@ func (st *Store) List(ctx context.Context, req *ListRequest) (ListResult, error)
 			if serr != nil {
 				return ListResult{}, serr
 			}
+			if req.Snapshot && errors.Is(err, rangeclient.ErrHistoryPruned) {
+				var e *rangeclient.Error
+				errors.As(err, &e)
+				return ListResult{}, &Error{Kind: TxnAborted, Message: "snapshot too old: " + e.Msg}
+			}
 			return out, FromRange(err)
 		}
 	}
@@ -1220,7 +1225,7 @@ func (st *Store) listOnce(ctx context.Context, s OpenSpace, req *ListRequest, lo
 // listOptions is one range's part of a listing.
 func listOptions(req *ListRequest, lower, upper, after []byte, limit int) mvcc.ListOptions {
 	return mvcc.ListOptions{Lower: lower, Upper: upper, StartAfter: after, Limit: limit, AsOf: req.AsOf,
-		AllVersions: req.AllVersions, AfterVersion: req.AfterVersion}
+		AllVersions: req.AllVersions, AfterVersion: req.AfterVersion, Snapshot: req.Snapshot && req.AsOf != 0}
 }
 
 // Versions implements Service.

@@ -503,7 +503,7 @@ func (t *Txn) List(ctx context.Context, req *ListRequest) (ListResult, error) {
 		return ListResult{}, Errorf(InvalidArgument, "a transaction lists its snapshot: no version listing, no other time")
 	}
 	r := *req
-	r.AsOf = t.tx.StartTS
+	r.AsOf, r.Snapshot = t.tx.StartTS, true
 	// (No space is held across List, which holds its own.)
 	s, release, err := t.st.cfg.Spaces.Acquire(ctx, req.Space)
 	if err != nil {

@@ -328,6 +328,9 @@ func listFlags(o mvcc.ListOptions) byte {
 	if o.Since != 0 {
 		f |= 4 // the timestamp follows the version to resume after
 	}
+	if o.Snapshot {
+		f |= 8
+	}
 	return f
 }
 
@@ -341,7 +344,7 @@ func (c *Client) List(ctx context.Context, r *Range, o mvcc.ListOptions) ([]mvcc
 	req = AppendOptBytes(req, o.Lower)
 	req = AppendOptBytes(req, o.Upper)
 	req = AppendOptBytes(req, o.StartAfter)
-	if o.AllVersions || o.Markers || o.Since != 0 {
+	if listFlags(o) != 0 {
 		req = binary.BigEndian.AppendUint64(append(req, listFlags(o)), o.AfterVersion)
 		if o.Since != 0 {
 			req = binary.BigEndian.AppendUint64(req, o.Since)

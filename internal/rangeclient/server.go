@@ -102,7 +102,7 @@ func (c *Client) handleList(ctx context.Context, r *Range, req []byte) ([]byte, 
 		// Flags (listFlags) and the version an AllVersions listing
 		// resumes after.
 		f := d.U8()
-		o.AllVersions, o.Markers, o.AfterVersion = f&1 != 0, f&2 != 0, d.U64()
+		o.AllVersions, o.Markers, o.Snapshot, o.AfterVersion = f&1 != 0, f&2 != 0, f&8 != 0, d.U64()
 		if f&4 != 0 {
 			o.Since = d.U64()
 		}
@@ -230,6 +230,9 @@ func (c *Client) corrupt(err error) error {
 	if errors.Is(err, mvcc.ErrCorrupt) {
 		c.cfg.Metrics.Corrupt.Inc()
 		return errorf(CodeCorrupt, "%v", err)
+	}
+	if errors.Is(err, mvcc.ErrHistoryPruned) {
+		return errorf(CodeHistoryPruned, "a version the listing's snapshot shows was pruned by the space's retention")
 	}
 	return err
 }
