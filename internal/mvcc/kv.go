@@ -170,19 +170,7 @@ func (it *memIter) Last() bool {
 		it.cur = memEntry{}
 		return false
 	}
-	it.kv.mu.RLock()
-	defer it.kv.mu.RUnlock()
-	i := len(it.kv.mu.kvs)
-	if it.upper != nil {
-		i, _ = it.kv.searchLocked(it.upper)
-	}
-	i--
-	if i < 0 || (it.lower != nil && bytes.Compare(it.kv.mu.kvs[i].key, it.lower) < 0) {
-		it.cur = memEntry{}
-		return false
-	}
-	it.cur = it.kv.mu.kvs[i]
-	return true
+	return it.before(it.upper)
 }
 
 // Prev moves to the preceding key within the bounds.
@@ -190,9 +178,18 @@ func (it *memIter) Prev() bool {
 	if it.cur.key == nil || it.closed {
 		return false
 	}
+	return it.before(it.cur.key)
+}
+
+// before positions at the last key below key (nil: the last key) and
+// within the lower bound.
+func (it *memIter) before(key []byte) bool {
 	it.kv.mu.RLock()
 	defer it.kv.mu.RUnlock()
-	i, _ := it.kv.searchLocked(it.cur.key)
+	i := len(it.kv.mu.kvs)
+	if key != nil {
+		i, _ = it.kv.searchLocked(key)
+	}
 	i--
 	if i < 0 || (it.lower != nil && bytes.Compare(it.kv.mu.kvs[i].key, it.lower) < 0) {
 		it.cur = memEntry{}
