@@ -90,6 +90,10 @@ type Txn struct {
 	// as is the node's to say (buffered ones are sent first).
 	ranged   map[string]bool
 	bufBytes int
+	// failed is why a write sent ahead failed: the node ran the others
+	// sent with it, so the buffer cannot be sent again, nor the
+	// transaction committed.
+	failed   error
 	done     bool
 	commitTS uint64
 }
@@ -127,6 +131,10 @@ func (tx *Txn) send(ctx context.Context) error {
 	err := tx.c.do(ctx, true, nil, func(cn *wire.Conn) error {
 		info, r, err := cn.TxnBeginBatch(ctx, tx.opts.serializable, tx.buf)
 		if err != nil {
+			if info.ID != 0 {
+				// Begun, its answer not understood: end it there.
+				_ = cn.TxnRollback(context.WithoutCancel(ctx), info.ID)
+			}
 			return err
 		}
 		tx.cn, tx.id, tx.startTS, rs = cn, info.ID, info.StartTS, r
@@ -152,18 +160,29 @@ func (tx *Txn) flush(ctx context.Context) error {
 	return tx.sent(rs)
 }
 
-// sent empties the buffer once its writes reached the node, or returns
-// the first of their errors.
+// sent empties the buffer once its writes reached the node and returns
+// the first of their errors; after one, the transaction can only roll
+// back.
 func (tx *Txn) sent(rs []wire.BatchResult) error {
-	for _, r := range rs {
-		if r.Code != 0 {
-			return &wire.Error{Code: r.Code, Message: r.Message}
-		}
-	}
 	tx.buf, tx.bufBytes = nil, 0
 	clear(tx.bufIdx)
 	clear(tx.ranged)
+	for _, r := range rs {
+		if r.Code != 0 {
+			tx.failed = &wire.Error{Code: r.Code, Message: r.Message}
+			return tx.failed
+		}
+	}
 	return nil
+}
+
+// usable reports why the transaction takes no more requests: it is over,
+// or a write sent ahead failed. tx.mu is held.
+func (tx *Txn) usable() error {
+	if tx.done {
+		return ErrTxnDone
+	}
+	return tx.failed
 }
 
 // buffer keeps a write for the commit in place of an earlier one of the
@@ -246,8 +265,8 @@ func (tx *Txn) end() bool {
 func (tx *Txn) begun(ctx context.Context) (context.Context, *wire.Conn, error) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	if tx.done {
-		return nil, nil, ErrTxnDone
+	if err := tx.usable(); err != nil {
+		return nil, nil, err
 	}
 	if err := tx.send(ctx); err != nil {
 		return nil, nil, err
@@ -259,8 +278,8 @@ func (tx *Txn) begun(ctx context.Context) (context.Context, *wire.Conn, error) {
 func (tx *Txn) buffered(space, key string) (wire.BatchItem, bool, error) {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	if tx.done {
-		return wire.BatchItem{}, false, ErrTxnDone
+	if err := tx.usable(); err != nil {
+		return wire.BatchItem{}, false, err
 	}
 	i, ok := tx.bufIdx[space+"/"+key]
 	if !ok || tx.ranged[space+"/"+key] {
@@ -317,9 +336,9 @@ func (tx *Txn) Put(ctx context.Context, space, key string, data []byte, opts ...
 	it := wire.BatchItem{Op: wire.BatchPut, Put: req, Body: data}
 	size := wire.BatchItemSize(&it)
 	tx.mu.Lock()
-	if tx.done {
+	if err := tx.usable(); err != nil {
 		tx.mu.Unlock()
-		return ErrTxnDone
+		return err
 	}
 	if len(data) <= bufferedBody && tx.bufferFits(size) {
 		tx.buffer(space+"/"+key, it, size)
@@ -367,8 +386,8 @@ func (tx *Txn) rangeWrite(ctx context.Context, req *object.PutRequest, data []by
 	size := wire.BatchItemSize(&it)
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	if tx.done {
-		return ErrTxnDone
+	if err := tx.usable(); err != nil {
+		return err
 	}
 	if !tx.bufferFits(size) {
 		// Make room: what is buffered goes to the node in one request.
@@ -397,9 +416,9 @@ func (tx *Txn) sendNow(ctx context.Context, req *object.PutRequest, data []byte)
 // Delete deletes key at commit.
 func (tx *Txn) Delete(ctx context.Context, space, key string) error {
 	tx.mu.Lock()
-	if tx.done {
+	if err := tx.usable(); err != nil {
 		tx.mu.Unlock()
-		return ErrTxnDone
+		return err
 	}
 	it := wire.BatchItem{Op: wire.BatchDelete, Delete: object.DeleteRequest{Space: space, Key: key}}
 	size := wire.BatchItemSize(&it)
@@ -433,8 +452,8 @@ func (tx *Txn) List(ctx context.Context, space string, o ListOptions) (ListResul
 // says it may have committed.
 func (tx *Txn) Commit(ctx context.Context) error {
 	tx.mu.Lock()
-	var ahead error
-	if !tx.done && len(tx.buf) > 0 && wire.BatchOverhead+tx.bufBytes > tx.c.minSendMax() {
+	ahead := tx.failed
+	if !tx.done && ahead == nil && len(tx.buf) > 0 && wire.BatchOverhead+tx.bufBytes > tx.c.minSendMax() {
 		// The writes do not fit one frame of this server: send them
 		// ahead, inside the transaction.
 		ahead = tx.send(ctx)
@@ -442,6 +461,7 @@ func (tx *Txn) Commit(ctx context.Context) error {
 	cn, id, writes := tx.cn, tx.id, tx.buf
 	tx.mu.Unlock()
 	if ahead != nil {
+		// Nothing of it commits.
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return ahead
 	}

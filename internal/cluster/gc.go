@@ -373,7 +373,7 @@ func (n *Node) pruneKey(ctx context.Context, name string, obj []byte, now uint64
 	if pol.Mode == mvcc.KeepAll {
 		return nil // a snapshot came meanwhile
 	}
-	res, err := n.rc.Propose(ctx, s.Table(), obj, (&kv.PruneCmd{Obj: obj, Retention: pol, Now: now}).Encode())
+	res, err := n.rc.Propose(ctx, s.Table(), obj, (&kv.PruneCmd{Obj: obj, Retention: pol, Now: now, SafePoint: true}).Encode())
 	if err != nil {
 		return err
 	}
@@ -463,7 +463,7 @@ var (
 	gcLastRun       = prometheus.NewDesc("cairn_gc_last_run_timestamp_seconds", "When the last chunk collection ended.", nil, nil)
 	gcExamined      = prometheus.NewDesc("cairn_gc_examined_chunks", "Chunks old enough to be examined by the current or last collection.", nil, nil)
 	gcPruned        = prometheus.NewDesc("cairn_gc_pruned_versions_total", "Versions the collector removed by their space's retention (keys not written again).", nil, nil)
-	gcSafePoint     = prometheus.NewDesc("cairn_gc_safe_point_timestamp_seconds", "The safe point the last collection pruned versions at: the oldest snapshot an open transaction reads, or the collection's start (0: unknown, nothing pruned).", nil, nil)
+	gcSafePoint     = prometheus.NewDesc("cairn_gc_safe_point_timestamp_seconds", "The safe point the last collection pruned versions at: the oldest snapshot an open transaction reads, or a fresh timestamp when none is older (0: unknown, nothing pruned).", nil, nil)
 )
 
 func (c gcCollector) Describe(ch chan<- *prometheus.Desc) {

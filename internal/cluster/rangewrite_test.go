@@ -275,4 +275,39 @@ func TestTxnRoundTrips(t *testing.T) {
 	if b, info, err := c.Get(ctx, "trips", "o"); err != nil || !bytes.Equal(b, model) || info.Version != tx.CommitTS() {
 		t.Fatalf("after the failed transaction: equal %v, %+v, %v", bytes.Equal(b, model), info, err)
 	}
+
+	// Without Update: once a write sent ahead failed (the node ran the
+	// ones sent with it), the transaction takes no more writes and its
+	// commit fails, rolling it back; an append sent with the failed write
+	// does not land twice.
+	ops.take()
+	own, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first error
+	for i := range 70 {
+		space := "trips"
+		if i == 9 {
+			space = "nosuch"
+		}
+		if err := own.Append(ctx, space, "log", bytes.Repeat([]byte{'x'}, 16<<10)); err != nil && first == nil {
+			first = err
+		}
+	}
+	if wire.CodeOf(first) != wire.CodeSpaceNotFound {
+		t.Fatalf("the first error of the writes: %v", first)
+	}
+	if err := own.Append(ctx, "trips", "log", []byte("more")); wire.CodeOf(err) != wire.CodeSpaceNotFound {
+		t.Fatalf("a write after the failure: %v", err)
+	}
+	if err := own.Commit(ctx); wire.CodeOf(err) != wire.CodeSpaceNotFound {
+		t.Fatalf("the commit after the failure: %v", err)
+	}
+	if got := ops.take(); len(got) != 2 || got[wire.OpTxnBegin] != 1 || got[wire.OpTxnRollback] != 1 {
+		t.Fatalf("the failed transaction's requests: %v, want one TXN_BEGIN and one TXN_ROLLBACK", got)
+	}
+	if _, _, err := c.Get(ctx, "trips", "log"); wire.CodeOf(err) != wire.CodeNotFound {
+		t.Fatalf("log after the failed transaction: %v", err)
+	}
 }

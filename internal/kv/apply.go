@@ -210,7 +210,7 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 		if !m.bounds.ContainsKey(c.Obj) {
 			return ErrWrongRange
 		}
-		pruned, err := mvcc.Prune(rw, c.Obj, c.Retention, c.Now)
+		pruned, err := mvcc.Prune(rw, c.Obj, c.Retention, c.Now, c.SafePoint)
 		if err != nil {
 			return err
 		}

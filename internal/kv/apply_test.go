@@ -152,6 +152,14 @@ func TestCommandRoundTrip(t *testing.T) {
 	if _, err := decode(pr.Encode()[:len(pr.Encode())-1]); !errors.Is(err, ErrBadCommand) {
 		t.Fatalf("truncated prune: %v", err)
 	}
+	pr.SafePoint = true
+	got, err = decode(pr.Encode())
+	if g, ok := got.(*PruneCmd); err != nil || !ok || !g.SafePoint || g.Now != 77 {
+		t.Fatalf("prune at a safe point round trip: %+v %v", got, err)
+	}
+	if _, err := decode(append(pr.Encode(), 0)); !errors.Is(err, ErrBadCommand) {
+		t.Fatalf("prune with a trailing byte: %v", err)
+	}
 	// A child entry that names no object is refused and writes nothing.
 	db := openMem(t)
 	if err, _ := apply(t, db, (&ChildCmd{Obj: c.Obj, Version: 14, Child: []byte("junk")}).Encode()).(error); !errors.Is(err, ErrBadCommand) {

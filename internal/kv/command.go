@@ -77,6 +77,11 @@ type PruneCmd struct {
 	Obj       []byte
 	Retention mvcc.Retention
 	Now       uint64
+	// SafePoint: Now is the collector's safe point, and a version goes
+	// only once a newer one replaced it at or before Now
+	// (mvcc.Retention.PruneAt). Encoded as a trailing flag; commands
+	// without it prune by the policy alone, as they always did.
+	SafePoint bool
 }
 
 // Encode returns the command's bytes.
@@ -86,7 +91,11 @@ func (c *PruneCmd) Encode() []byte {
 	b = append(b, byte(c.Retention.Mode))
 	b = binary.AppendUvarint(b, uint64(c.Retention.KeepLast))
 	b = binary.AppendUvarint(b, uint64(c.Retention.KeepFor))
-	return binary.AppendUvarint(b, c.Now)
+	b = binary.AppendUvarint(b, c.Now)
+	if c.SafePoint {
+		b = append(b, 1)
+	}
+	return b
 }
 
 func appendBytes(dst, b []byte) []byte {
@@ -195,6 +204,9 @@ func decode(b []byte) (any, error) {
 		c.Retention.KeepLast = int(d.Uvarint())
 		c.Retention.KeepFor = time.Duration(d.Uvarint())
 		c.Now = d.Uvarint()
+		if d.Err() == nil && d.Len() > 0 {
+			c.SafePoint = d.U8() == 1
+		}
 		if err := d.Done(); err != nil {
 			return nil, err
 		}

@@ -205,7 +205,7 @@ func (e *ddEnv) run(t *testing.T, d *datadriven.TestData) string {
 	case "prune":
 		// prune k=KEY now=TS: the collector's pruning at safe point now.
 		obj := e.obj(t, d, "k")
-		pruned, err := Prune(e.kv, obj, e.pol, e.ts(t, d, "now"))
+		pruned, err := Prune(e.kv, obj, e.pol, e.ts(t, d, "now"), true)
 		if err != nil {
 			return fmtErr(err)
 		}

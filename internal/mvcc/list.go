@@ -115,6 +115,9 @@ func List(r Reader, o ListOptions) (entries []Entry, more bool, err error) {
 			// Jump over the versions newer than AsOf.
 			seekBuf = keys.AppendVersion(seekBuf[:0], obj, o.AsOf)
 			if !it.SeekGE(seekBuf) {
+				if err := it.Error(); err != nil {
+					return nil, false, err // not the end: Last would clear it
+				}
 				if o.Snapshot {
 					if err := prunedAt(it, obj, o.AsOf, nil); err != nil {
 						return nil, false, err
@@ -281,7 +284,10 @@ func prunedAt(it Iterator, obj []byte, asOf uint64, back *[]byte) error {
 		return err
 	}
 	if back != nil && !it.SeekGE(*back) {
-		return it.Error()
+		if err := it.Error(); err != nil {
+			return err
+		}
+		return fmt.Errorf("mvcc: listing lost its place at %x (the key it left is gone)", *back)
 	}
 	return it.Error()
 }

@@ -251,14 +251,15 @@ func Versions(r Reader, obj []byte, before uint64, limit int) (recs []*Record, m
 	return recs, false, v.done(nil)
 }
 
-// Prune applies pol to obj's history at time now (a timestamp: the
-// collector's safe point), as a Put would, without writing a version: for
-// a key no one writes again, whose noncurrent versions outlive a KeepFor
-// policy or a policy made stricter since its last write. Unlike a Put's,
-// it drops a version only once a newer one replaced it at or before now
-// (Retention.PruneAt). It returns the versions it deleted, newest first.
-// The newest version is never pruned. Deterministic, like Put.
-func Prune(rw ReadWriter, obj []byte, pol Retention, now uint64) (pruned []*Record, err error) {
+// Prune applies pol to obj's history at time now (a timestamp), as a Put
+// would, without writing a version: for a key no one writes again, whose
+// noncurrent versions outlive a KeepFor policy or a policy made stricter
+// since its last write. With safe, now is the collector's safe point and,
+// unlike a Put, Prune drops a version only once a newer one replaced it
+// at or before now (Retention.PruneAt). It returns the versions it
+// deleted, newest first. The newest version is never pruned.
+// Deterministic, like Put.
+func Prune(rw ReadWriter, obj []byte, pol Retention, now uint64, safe bool) (pruned []*Record, err error) {
 	if err := pol.Validate(); err != nil {
 		return nil, err
 	}
@@ -273,7 +274,11 @@ func Prune(rw ReadWriter, obj []byte, pol Retention, now uint64) (pruned []*Reco
 	for i, r := range recs {
 		ts[i] = r.Version
 	}
-	for i, drop := range pol.PruneAt(ts, now) {
+	drops := pol.Prune(ts, now)
+	if safe {
+		drops = pol.PruneAt(ts, now)
+	}
+	for i, drop := range drops {
 		if !drop || i == 0 {
 			continue
 		}

@@ -114,11 +114,14 @@ func TestPrune(t *testing.T) {
 		{Retention{Mode: KeepFor, KeepFor: 1500 * time.Millisecond}, ms(4600), []uint64{4000, 3000}},
 		{Retention{Mode: KeepFor, KeepFor: time.Second}, ms(100000), []uint64{4000}},
 	} {
-		kv := write()
-		pruned, err := Prune(kv, obj, c.pol, c.now)
-		got := left(kv)
-		if err != nil || !slices.Equal(got, c.want) || len(pruned) != 4-len(c.want) {
-			t.Fatalf("%v at %d: left %v (pruned %d), %v; want %v", c.pol, tstamp.Physical(c.now), got, len(pruned), err, c.want)
+		// Every now is past the versions: a safe point changes nothing.
+		for _, safe := range []bool{false, true} {
+			kv := write()
+			pruned, err := Prune(kv, obj, c.pol, c.now, safe)
+			got := left(kv)
+			if err != nil || !slices.Equal(got, c.want) || len(pruned) != 4-len(c.want) {
+				t.Fatalf("%v at %d (safe point %v): left %v (pruned %d), %v; want %v", c.pol, tstamp.Physical(c.now), safe, got, len(pruned), err, c.want)
+			}
 		}
 	}
 }

@@ -40,6 +40,11 @@ type Config struct {
 	// TTL is how long a lock outlives its coordinator's last heartbeat
 	// (default 10 s); the heartbeat runs every TTL/3.
 	TTL time.Duration
+	// MaxHold bounds how long an open transaction holds the safe point
+	// (Floor; default DefaultMaxHold): one open longer, forgotten or not,
+	// no longer keeps the collector from pruning what it may read, and
+	// its reads of what was pruned fail as too old.
+	MaxHold time.Duration
 	// Clock defaults to time.Now.
 	Clock func() time.Time
 	// Logger defaults to slog.Default.
@@ -53,12 +58,13 @@ type Manager struct {
 	// (Begin) and not yet ended: the collector's safe point (Floor) stays
 	// at or below them.
 	open struct {
-		// taking is held shared by a Begin across taking its timestamp and
-		// registering it, and exclusively by Floor to take its own: every
-		// Begin that took a timestamp below Floor's is registered by then.
-		taking sync.RWMutex
 		mu     sync.Mutex
 		starts map[uint64]int // start timestamp -> transactions
+		// pending holds, for each Begin waiting for its timestamp, the
+		// newest timestamp the manager had seen when it asked (last): the
+		// one it gets is newer.
+		pending map[uint64]int
+		last    uint64
 	}
 	// bg bounds the background resolution of secondaries.
 	bg     chan struct{}
@@ -71,10 +77,16 @@ type Manager struct {
 // DefaultTTL is a lock's lifetime without a heartbeat.
 const DefaultTTL = 10 * time.Second
 
+// DefaultMaxHold is how long an open transaction holds the safe point.
+const DefaultMaxHold = time.Hour
+
 // New returns a manager; Close stops its background work.
 func New(cfg Config) *Manager {
 	if cfg.TTL <= 0 {
 		cfg.TTL = DefaultTTL
+	}
+	if cfg.MaxHold <= 0 {
+		cfg.MaxHold = DefaultMaxHold
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now

@@ -12,6 +12,7 @@ import (
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/rangeclient"
+	"github.com/cairn-db/cairn/internal/tstamp"
 )
 
 // Options are a transaction's.
@@ -75,19 +76,28 @@ func Retryable(err error) bool {
 // rolls back, Floor stays at or below its snapshot: the collector prunes
 // no version it may read.
 func (m *Manager) Begin(ctx context.Context, opts Options) (*Txn, error) {
-	m.open.taking.RLock()
-	defer m.open.taking.RUnlock()
+	// Until its timestamp comes, the transaction is counted at the
+	// newest timestamp seen so far, which is older: a Floor whose own
+	// timestamp comes after this one's therefore sees it.
+	m.open.mu.Lock()
+	if m.open.starts == nil {
+		m.open.starts, m.open.pending = map[uint64]int{}, map[uint64]int{}
+	}
+	hold := m.open.last
+	m.open.pending[hold]++
+	m.open.mu.Unlock()
 	ts, err := m.cfg.Timestamps.Next(ctx)
+	m.open.mu.Lock()
+	defer m.open.mu.Unlock()
+	if m.open.pending[hold]--; m.open.pending[hold] <= 0 {
+		delete(m.open.pending, hold)
+	}
 	if err != nil {
 		return nil, err
 	}
-	tx := m.BeginAt(ts, opts)
-	m.open.mu.Lock()
-	if m.open.starts == nil {
-		m.open.starts = map[uint64]int{}
-	}
+	m.open.last = max(m.open.last, ts)
 	m.open.starts[ts]++
-	m.open.mu.Unlock()
+	tx := m.BeginAt(ts, opts)
 	tx.open = true
 	return tx, nil
 }
@@ -111,20 +121,30 @@ func (tx *Txn) ended() {
 // begun here that has not ended, and of every one begun after Floor
 // returns: a fresh timestamp, or the oldest open snapshot if older (held
 // is then true). A version that a newer one replaced at or before the
-// floor is read by no transaction of this node, now or later.
-// (Transactions begun with BeginAt are not counted: their reads learn
-// that their snapshot is too old.)
+// floor is read by no transaction of this node, now or later. Not
+// counted: transactions open longer than MaxHold, and those begun with
+// BeginAt; their reads of a version pruned since learn that their
+// snapshot is too old.
+//
+// The timestamps come from one oracle: one handed out after another was
+// received is newer. A Begin whose timestamp is older than Floor's asked
+// for it before Floor's came back, and registered itself (pending) before
+// it asked; one that asks later gets a newer timestamp.
 func (m *Manager) Floor(ctx context.Context) (floor uint64, held bool, err error) {
-	m.open.taking.Lock()
-	floor, err = m.cfg.Timestamps.Next(ctx)
-	m.open.taking.Unlock()
+	now, err := m.cfg.Timestamps.Next(ctx)
 	if err != nil {
 		return 0, false, err
 	}
 	m.open.mu.Lock()
 	defer m.open.mu.Unlock()
+	m.open.last = max(m.open.last, now)
+	floor = now
+	for ts := range m.open.pending {
+		floor = min(floor, ts)
+	}
+	oldest := tstamp.Physical(now) - m.cfg.MaxHold.Milliseconds()
 	for ts := range m.open.starts {
-		if ts < floor {
+		if ts < floor && tstamp.Physical(ts) >= oldest {
 			floor, held = ts, true
 		}
 	}

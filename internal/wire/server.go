@@ -329,8 +329,9 @@ type serverConn struct {
 	uploads map[uint32]*bodyStream // reader goroutine only
 	txns    struct {
 		sync.Mutex
-		m    map[uint64]*object.Txn // open transactions (txn.go)
-		next uint64
+		m      map[uint64]*object.Txn // open transactions (txn.go)
+		next   uint64
+		closed bool // the connection's end rolled them back: no more
 	}
 	handlers sync.WaitGroup
 	once     sync.Once
@@ -381,7 +382,7 @@ func (c *serverConn) close() {
 		for _, tx := range c.txns.m {
 			tx.Rollback()
 		}
-		c.txns.m = nil
+		c.txns.m, c.txns.closed = nil, true
 		c.txns.Unlock()
 	})
 }

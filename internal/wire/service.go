@@ -86,6 +86,8 @@ const (
 	CodeTLSRequired        Code = 25 // the port serves TLS and the client spoke plain TCP
 	CodeTxnConflict        Code = 26 // a transaction lost a conflict and did nothing; run it again from its start
 	CodeTxnAborted         Code = 27 // a transaction was rolled back (its locks expired) and did nothing; run it again
+	// 28 and 29 are taken between nodes (the range client's "locked" and
+	// "history pruned"), never sent to a client: the next code is 30.
 )
 
 var codeNames = map[Code]string{

@@ -71,7 +71,8 @@ func (c *Conn) TxnBegin(ctx context.Context, serializable bool) (TxnBeginInfo, e
 // TxnBeginBatch starts a transaction on the connection and runs items in
 // it, in order, as a BATCH flagged TXN would: the round trip a separate
 // TXN_BEGIN costs is saved. The transaction is open once the call
-// returns an id, even when items failed (their results say so).
+// returns an id, even when items failed (their results say so) or, with
+// an error, when the batch's answer did not decode: roll it back then.
 func (c *Conn) TxnBeginBatch(ctx context.Context, serializable bool, items []BatchItem) (TxnBeginInfo, []BatchResult, error) {
 	var flags byte
 	if serializable {
@@ -119,6 +120,9 @@ func (c *Conn) TxnCommitWrites(ctx context.Context, id uint64, serializable bool
 			flags |= TxnSerializable
 		}
 		body = AppendBatchRequest(append(body, flags), writes)
+		if len(body) > c.sendMax {
+			return 0, Errorf(CodeTooLarge, "TXN_COMMIT with writes of %d bytes over the %d frame limit", len(body), c.sendMax)
+		}
 	}
 	b, err := c.Call(ctx, OpTxnCommit, body)
 	if err != nil {
@@ -174,16 +178,33 @@ func (c *serverConn) txnOp(ctx context.Context, op Op, buf, body []byte) ([]byte
 			return nil, err
 		}
 		c.txns.Lock()
+		if c.txns.closed {
+			// The connection ended while it began: nothing would end it.
+			c.txns.Unlock()
+			tx.Rollback()
+			return nil, Errorf(CodeCanceled, "the connection is closing")
+		}
 		if c.txns.m == nil {
 			c.txns.m = map[uint64]*object.Txn{}
 		}
 		c.txns.next++
-		c.txns.m[c.txns.next] = tx
-		buf = binary.BigEndian.AppendUint64(buf, c.txns.next)
+		id := c.txns.next
+		c.txns.m[id] = tx
 		c.txns.Unlock()
+		buf = binary.BigEndian.AppendUint64(buf, id)
 		buf = binary.BigEndian.AppendUint64(buf, tx.StartTS())
 		if items != nil {
 			buf = c.batch(ctx, buf, items, tx)
+		}
+		if err := ctx.Err(); err != nil {
+			// The client gave up on the answer and will never learn the
+			// id: an open transaction it cannot end would hold the
+			// collector's safe point (for txn.DefaultMaxHold).
+			c.txns.Lock()
+			delete(c.txns.m, id)
+			c.txns.Unlock()
+			tx.Rollback()
+			return nil, err
 		}
 		return buf, nil
 	}
