@@ -133,7 +133,9 @@ func (tx *Txn) send(ctx context.Context) error {
 		if err != nil {
 			if info.ID != 0 {
 				// Begun, its answer not understood: end it there.
-				_ = cn.TxnRollback(context.WithoutCancel(ctx), info.ID)
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				_ = cn.TxnRollback(rctx, info.ID)
+				cancel()
 			}
 			return err
 		}
@@ -155,6 +157,10 @@ func (tx *Txn) flush(ctx context.Context) error {
 	}
 	rs, err := tx.cn.Batch(wire.WithTxn(ctx, tx.id), tx.buf)
 	if err != nil {
+		// Some of the writes may have run there: they cannot be sent
+		// again (an append would land twice).
+		tx.sent(nil)
+		tx.failed = err
 		return err
 	}
 	return tx.sent(rs)
@@ -472,7 +478,14 @@ func (tx *Txn) Commit(ctx context.Context) error {
 	var err error
 	switch {
 	case cn != nil:
-		ts, err = cn.TxnCommitWrites(ctx, id, false, writes)
+		if ts, err = cn.TxnCommitWrites(ctx, id, false, writes); err != nil {
+			// A commit that never left (or was canceled before the node
+			// took it) leaves the transaction open there; one the node
+			// took is no longer there to roll back, and this is a no-op.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = cn.TxnRollback(rctx, id)
+			cancel()
+		}
 	case len(writes) == 0:
 		return nil // nothing read, nothing written
 	default:

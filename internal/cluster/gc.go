@@ -220,13 +220,14 @@ func (n *Node) pruneVersions(ctx context.Context) error {
 	}
 	n.mu.RUnlock()
 	var now uint64
+	known := false
 spaces:
 	for _, s := range spaces {
 		pol := s.Retention()
 		if pol.Mode == mvcc.KeepAll {
 			continue
 		}
-		if now == 0 {
+		if !known {
 			safe, by, err := n.safePoint(ctx)
 			n.gcUpdate(func(st *admin.GCNode) { st.SafePoint, st.SafePointBy = time.UnixMilli(tstamp.Physical(safe)).UTC(), by })
 			if err != nil {
@@ -236,7 +237,7 @@ spaces:
 				n.log.Warn("versions not pruned: the safe point is unknown", "err", err)
 				return nil
 			}
-			now = safe
+			now, known = safe, true
 		}
 		for _, r := range s.tab.Ranges() {
 			if !r.LeaseHere(ctx) {

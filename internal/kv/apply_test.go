@@ -160,6 +160,11 @@ func TestCommandRoundTrip(t *testing.T) {
 	if _, err := decode(append(pr.Encode(), 0)); !errors.Is(err, ErrBadCommand) {
 		t.Fatalf("prune with a trailing byte: %v", err)
 	}
+	zero := pr.Encode()
+	zero[len(zero)-1] = 0
+	if _, err := decode(zero); !errors.Is(err, ErrBadCommand) {
+		t.Fatalf("prune with a flag of 0: %v", err)
+	}
 	// A child entry that names no object is refused and writes nothing.
 	db := openMem(t)
 	if err, _ := apply(t, db, (&ChildCmd{Obj: c.Obj, Version: 14, Child: []byte("junk")}).Encode()).(error); !errors.Is(err, ErrBadCommand) {

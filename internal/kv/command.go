@@ -205,7 +205,10 @@ func decode(b []byte) (any, error) {
 		c.Retention.KeepFor = time.Duration(d.Uvarint())
 		c.Now = d.Uvarint()
 		if d.Err() == nil && d.Len() > 0 {
-			c.SafePoint = d.U8() == 1
+			if d.U8() != 1 {
+				return nil, fmt.Errorf("%w: prune flag", ErrBadCommand)
+			}
+			c.SafePoint = true
 		}
 		if err := d.Done(); err != nil {
 			return nil, err

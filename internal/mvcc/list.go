@@ -269,6 +269,11 @@ func prunedAt(it Iterator, obj []byte, asOf uint64, back *[]byte) error {
 		}
 		ok = l.Last()
 	}
+	if !ok {
+		if err := it.Error(); err != nil {
+			return err // before a seek clears it
+		}
+	}
 	var err error
 	if ok && isVersionOf(it.Key(), obj) {
 		var rec Record

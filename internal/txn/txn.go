@@ -140,7 +140,9 @@ func (m *Manager) Floor(ctx context.Context) (floor uint64, held bool, err error
 	m.open.last = max(m.open.last, now)
 	floor = now
 	for ts := range m.open.pending {
-		floor = min(floor, ts)
+		if ts < floor {
+			floor, held = ts, true // a transaction beginning
+		}
 	}
 	oldest := tstamp.Physical(now) - m.cfg.MaxHold.Milliseconds()
 	for ts := range m.open.starts {
