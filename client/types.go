@@ -29,6 +29,11 @@ type (
 	Diff = object.Diff
 	// FieldChange is one metadata field that differs.
 	FieldChange = object.FieldChange
+	// FollowResult is a document and what its references reach
+	// (Client.Follow).
+	FollowResult = object.FollowResult
+	// Followed is one object of a FollowResult; its Err is an *Error.
+	Followed = object.Followed
 	// Extent is a byte range of an object's content.
 	Extent = chunk.Extent
 	// Error is an error answered by the server, with a numbered Code.
@@ -73,6 +78,8 @@ var (
 	ErrKeyTooLong = wire.ErrKeyTooLong
 	// ErrNotFound: no such object or version.
 	ErrNotFound = wire.ErrNotFound
+	// ErrAccessDenied: the key lacks the grant a request needs.
+	ErrAccessDenied = wire.ErrAccessDenied
 	// ErrSpaceNotFound: no such space.
 	ErrSpaceNotFound = wire.ErrSpaceNotFound
 	// ErrSpaceExists: a space with that name exists.

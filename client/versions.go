@@ -3,6 +3,7 @@ package client
 import (
 	"cmp"
 	"context"
+	"fmt"
 
 	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/wire"
@@ -212,3 +213,30 @@ func (c *Client) DiffSpaces(ctx context.Context, from, to string, o SpaceDiffOpt
 	})
 	return d, err
 }
+
+// Follow reads the document space/key and, breadth first, the objects its
+// references ({"$ref": "SPACE/KEY"}) reach, to depth references away
+// (0: the document alone), all as of one snapshot, in one round trip.
+// Version and AsOf (GetOptions) choose the document's version and the
+// snapshot. An object that is missing, in a space the key may not read,
+// or too large to come in the answer (its bodies fill at most half a
+// frame) has its Err set, an *Error matching ErrNotFound,
+// ErrAccessDenied or ErrTooLarge; read a large one with Get.
+func (c *Client) Follow(ctx context.Context, space, key string, depth int, opts ...GetOption) (FollowResult, error) {
+	if depth < 0 || depth > object.MaxFollowDepth {
+		return FollowResult{}, fmt.Errorf("client: follow depth %d is outside 0..%d", depth, object.MaxFollowDepth)
+	}
+	g := getRequest(space, key, opts)
+	req := object.FollowRequest{Space: space, Key: key, Version: g.Version, AsOf: g.AsOf, Depth: depth}
+	var res FollowResult
+	err := c.doKey(ctx, space, key, true, nil, func(cn *wire.Conn) (err error) {
+		res, err = cn.Follow(ctx, &req)
+		return err
+	})
+	return res, err
+}
+
+// IsDocument reports whether objects of a content type are documents
+// (application/json, with any parameters): those whose references Follow
+// follows.
+func IsDocument(contentType string) bool { return object.IsDocument(contentType) }

@@ -263,15 +263,38 @@ func newGetCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get SPACE/KEY [FILE|-]",
 		Short: "Read an object into a file (default: the key's base name) or standard output",
-		Args:  cobra.RangeArgs(1, 2),
+		Long: `Read an object into a file (default: the key's base name) or standard output.
+
+With --follow N the object is a JSON document whose references
+({"$ref": "SPACE/KEY"}) are read with it, N references deep, all as of one
+snapshot and in one round trip; the answer is printed as JSON (to standard
+output unless FILE is given): {"at", "truncated", "objects": [{"space",
+"key", "depth", "version", "content_type", "size", "doc" (a document) or
+"data" (other bytes, base64), or "error"}]}.`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, key, err := splitTarget(args[0], true)
 			if err != nil {
 				return err
 			}
 			dst := path.Base(key)
+			if cmd.Flags().Changed("follow") {
+				dst = "-"
+			}
 			if len(args) == 2 {
 				dst = args[1]
+			}
+			if cmd.Flags().Changed("follow") {
+				out := cmd.OutOrStdout()
+				if dst != "-" {
+					f, err := os.Create(dst)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					out = f
+				}
+				return follow(cmd, args[0], out)
 			}
 			if dst == "-" {
 				_, err := download(cmd, args[0], cmd.OutOrStdout())
@@ -296,7 +319,66 @@ func newGetCmd() *cobra.Command {
 	}
 	addReadFlags(cmd)
 	addRangeFlags(cmd)
+	cmd.Flags().Int("follow", 0, "also read what the document references, this many references deep (prints JSON)")
 	return cmd
+}
+
+// followedJSON is one object of `cairn get --follow`.
+type followedJSON struct {
+	Space       string          `json:"space"`
+	Key         string          `json:"key"`
+	Depth       int             `json:"depth"`
+	Version     string          `json:"version,omitempty"`
+	ContentType string          `json:"content_type,omitempty"`
+	Size        int64           `json:"size"`
+	Doc         json.RawMessage `json:"doc,omitempty"`
+	Data        []byte          `json:"data,omitempty"`
+	Error       string          `json:"error,omitempty"`
+}
+
+// follow prints target's document and what its references reach as JSON.
+func follow(cmd *cobra.Command, target string, out io.Writer) error {
+	space, key, err := splitTarget(target, true)
+	if err != nil {
+		return err
+	}
+	depth, _ := cmd.Flags().GetInt("follow")
+	opts, err := readOpts(cmd)
+	if err != nil {
+		return err
+	}
+	c, err := dial(cmd)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res, err := c.Follow(cmd.Context(), space, key, depth, opts...)
+	if err != nil {
+		return err
+	}
+	doc := struct {
+		At        string         `json:"at"`
+		Truncated bool           `json:"truncated"`
+		Objects   []followedJSON `json:"objects"`
+	}{At: tstamp.String(res.At), Truncated: res.Truncated, Objects: []followedJSON{}}
+	for _, o := range res.Objects {
+		f := followedJSON{Space: o.Space, Key: o.Key, Depth: o.Depth}
+		switch {
+		case o.Err != nil:
+			f.Error = o.Err.Error()
+		default:
+			f.Version, f.ContentType, f.Size = tstamp.String(o.Info.Version), o.Info.ContentType, o.Info.Size
+			if client.IsDocument(o.Info.ContentType) && json.Valid(o.Data) {
+				f.Doc = o.Data
+			} else {
+				f.Data = o.Data
+			}
+		}
+		doc.Objects = append(doc.Objects, f)
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
 }
 
 func newCatCmd() *cobra.Command {

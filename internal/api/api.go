@@ -129,6 +129,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if e = decode(body, &req); e == nil {
 			out, e = q.snapshot(strings.TrimPrefix(r.URL.Path, Prefix+"snapshot/"), &req)
 		}
+	case "follow":
+		var req FollowRequest
+		if e = decode(body, &req); e == nil {
+			out, e = q.follow(&req)
+		}
 	case "diff/spaces":
 		var req SpaceDiffRequest
 		if e = decode(body, &req); e == nil {

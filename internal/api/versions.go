@@ -295,3 +295,69 @@ func (q *call) snapshot(op string, req *SnapshotRequest) (any, *ErrorBody) {
 		return struct{}{}, nil
 	}
 }
+
+// FollowRequest reads a document and what its references reach (Depth
+// references deep), as of one snapshot: the latest, AsOf, or the time of
+// the document's Version.
+type FollowRequest struct {
+	Ref
+	Version string `json:"version,omitempty"`
+	AsOf    string `json:"as_of,omitempty"`
+	Depth   int    `json:"depth,omitempty"`
+}
+
+// FollowResponse is what a follow read, breadth first, each object once.
+type FollowResponse struct {
+	At        string           `json:"at"`
+	Objects   []FollowedObject `json:"objects"`
+	Truncated bool             `json:"truncated,omitempty"`
+}
+
+// FollowedObject is one object of a follow: as txn/read answers it, and
+// how many references away from the document it is. Error says why one
+// is absent (NotFound, AccessDenied, TooLarge: over MaxReadData in all).
+type FollowedObject struct {
+	ReadResult
+	Depth int `json:"depth"`
+}
+
+func (q *call) follow(req *FollowRequest) (any, *ErrorBody) {
+	v, e := optTS("version", req.Version)
+	if e != nil {
+		return nil, e
+	}
+	asOf, e := optTS("as_of", req.AsOf)
+	if e != nil {
+		return nil, e
+	}
+	f, ok := q.h.cfg.Service.(object.Follower)
+	if !ok {
+		return nil, &ErrorBody{Status: http.StatusNotImplemented, Code: "NotImplemented", Message: "this server follows no references"}
+	}
+	allow := func(space string) error {
+		if e := q.allow(space, auth.Read); e != nil {
+			return &object.Error{Kind: object.AccessDenied, Message: e.Message}
+		}
+		return nil
+	}
+	res, err := f.Follow(q.ctx, &object.FollowRequest{Space: req.Space, Key: req.Key, Version: v, AsOf: asOf, Depth: req.Depth, Budget: MaxReadData}, allow)
+	if err != nil {
+		return nil, serviceError(err)
+	}
+	out := FollowResponse{At: tstamp.String(res.At), Objects: []FollowedObject{}, Truncated: res.Truncated}
+	for _, o := range res.Objects {
+		r := FollowedObject{ReadResult: ReadResult{Ref: Ref{Space: o.Space, Key: o.Key}}, Depth: o.Depth}
+		switch {
+		case object.KindOf(o.Err) == object.NotFound:
+		case o.Err != nil:
+			r.Error = serviceError(o.Err)
+		default:
+			info := o.Info
+			r.Found, r.Version, r.Size, r.ETag, r.ContentType = true, tstamp.String(info.Version), info.Size, info.ETag, info.ContentType
+			r.Modified = time.Unix(0, info.Modified).UTC().Format(time.RFC3339Nano)
+			r.Meta, r.Tags, r.Data = info.Meta, info.Tags, o.Data
+		}
+		out.Objects = append(out.Objects, r)
+	}
+	return out, nil
+}

@@ -154,3 +154,37 @@ func TestVersionsOverJSON(t *testing.T) {
 		t.Fatalf("a refused clone wrote: %v", err)
 	}
 }
+
+// TestFollowOverJSON: /_cairn/v1/follow reads a document and what its
+// references reach, each object as txn/read answers it, with its depth;
+// a missing target is found false.
+func TestFollowOverJSON(t *testing.T) {
+	ctx := context.Background()
+	n, ep := openNode(t)
+	if _, err := n.CreateSpace(ctx, "fjs", object.SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	for k, doc := range map[string]string{
+		"a": `{"next": {"$ref": "fjs/b"}, "gone": {"$ref": "fjs/none"}}`,
+		"b": `{"next": {"$ref": "fjs/a"}, "v": 2}`,
+	} {
+		if _, err := n.Put(ctx, &object.PutRequest{Space: "fjs", Key: k, Size: int64(len(doc)), ContentType: "application/json"}, bytes.NewReader([]byte(doc))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, b := post(t, ep, "/_cairn/v1/follow", api.FollowRequest{Ref: api.Ref{Space: "fjs", Key: "a"}, Depth: 3}, nil)
+	res := must[api.FollowResponse](t, st, b)
+	if len(res.Objects) != 3 || res.At == "" || res.Truncated {
+		t.Fatalf("follow: %s", b)
+	}
+	a, bb, none := res.Objects[0], res.Objects[1], res.Objects[2]
+	if a.Key != "a" || !a.Found || a.Depth != 0 || bb.Key != "b" || bb.Depth != 1 || !json.Valid(bb.Data) || none.Key != "none" || none.Found || none.Error != nil {
+		t.Fatalf("follow: %s", b)
+	}
+	if st, b := post(t, ep, "/_cairn/v1/follow", api.FollowRequest{Ref: api.Ref{Space: "fjs", Key: "a"}, Depth: 99}, nil); st != 400 {
+		t.Fatalf("follow too deep: %d %s", st, b)
+	}
+	if st, b := post(t, ep, "/_cairn/v1/follow", api.FollowRequest{Ref: api.Ref{Space: "fjs", Key: "none"}}, nil); st != 404 {
+		t.Fatalf("follow of a missing document: %d %s", st, b)
+	}
+}

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -34,13 +35,30 @@ func sampleVersionBodies(r *rand.Rand) [][]byte {
 		AppendSpaceDiff(nil, &object.SpaceDiff{Truncated: true, Next: "k", Changes: []object.KeyChange{
 			{Key: "a", Change: object.KeyAdded, To: &info}, {Key: "b", Change: object.KeyRemoved, From: &info},
 			{Key: "c", Change: object.KeyChanged, From: &info, To: &info}}}),
+		AppendFollowRequest(nil, &object.FollowRequest{Space: "a", Key: "b", Version: 3, AsOf: 4, Depth: 2}),
+		AppendFollowResult(nil, &object.FollowResult{At: 9, Truncated: true, Objects: []object.Followed{
+			{Space: "a", Key: "b", Info: info, Data: []byte("{}")},
+			{Space: "c", Key: "d", Depth: 1, Err: &Error{Code: CodeNotFound, Message: "no such object"}}}}, wireError),
 	}
+}
+
+// wireError is the *Error err is (FOLLOW answers carry them).
+func wireError(err error) *Error {
+	var e *Error
+	errors.As(err, &e)
+	return e
 }
 
 // decodeVersionBody decodes body as kind (the order of
 // sampleVersionBodies) and re-encodes it.
 func decodeVersionBody(kind int, b []byte) (v any, again func() (any, error), err error) {
-	switch kind % 14 {
+	switch kind % 16 {
+	case 14:
+		x, err := DecodeFollowRequest(b)
+		return x, func() (any, error) { return DecodeFollowRequest(AppendFollowRequest(nil, &x)) }, err
+	case 15:
+		x, err := DecodeFollowResult(b)
+		return x, func() (any, error) { return DecodeFollowResult(AppendFollowResult(nil, &x, wireError)) }, err
 	case 0:
 		x, err := DecodeCloneRequest(b)
 		return x, func() (any, error) { return DecodeCloneRequest(AppendCloneRequest(nil, &x)) }, err
