@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/cairn-db/cairn/internal/object"
@@ -130,6 +132,22 @@ func TestFollow(t *testing.T) {
 	_, res = follow(object.FollowRequest{Space: "people", Key: "alice", Depth: 1, Budget: 60})
 	if len(res.Objects) != 2 || res.Objects[1].Data != nil || object.KindOf(res.Objects[1].Err) != object.TooLarge || !res.Truncated {
 		t.Fatalf("over the budget: %+v", res)
+	}
+	// More references than one answer holds: the first ones, in order.
+	var many strings.Builder
+	many.WriteString(`[`)
+	for i := range object.MaxFollowObjects + 5 {
+		if i > 0 {
+			many.WriteString(",")
+		}
+		fmt.Fprintf(&many, `{"$ref": "people/p%04d"}`, i)
+	}
+	many.WriteString(`]`)
+	putDoc(t, n, "people", "crowd", many.String())
+	_, res = follow(object.FollowRequest{Space: "people", Key: "crowd", Depth: 1})
+	if len(res.Objects) != object.MaxFollowObjects || !res.Truncated || res.Objects[1].Key != "p0000" ||
+		res.Objects[object.MaxFollowObjects-1].Key != fmt.Sprintf("p%04d", object.MaxFollowObjects-2) {
+		t.Fatalf("a crowd: %d objects, truncated %v", len(res.Objects), res.Truncated)
 	}
 	if _, err := n.Follow(ctx, &object.FollowRequest{Space: "people", Key: "alice", Depth: object.MaxFollowDepth + 1}, nil); object.KindOf(err) != object.InvalidArgument {
 		t.Fatalf("too deep: %v", err)

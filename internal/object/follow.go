@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"strings"
+	"sync"
 )
 
 // Documents and references. An object whose content type is
@@ -22,6 +23,8 @@ const (
 	MaxFollowDepth = 16
 	// MaxFollowObjects bounds the objects one Follow returns.
 	MaxFollowObjects = 1000
+	// followParallel bounds the reads of one depth in flight at once.
+	followParallel = 16
 )
 
 // Follower is implemented by a Service that follows references (Store).
@@ -221,34 +224,81 @@ func (st *Store) Follow(ctx context.Context, req *FollowRequest, allow func(spac
 	}
 	res.Objects = append(res.Objects, first)
 	seen := map[string]bool{req.Space + "/" + req.Key: true}
-	for i := 0; i < len(res.Objects); i++ {
-		from := res.Objects[i]
-		if from.Depth == req.Depth || from.Data == nil || !IsDocument(from.Info.ContentType) || budget < 0 {
-			continue
-		}
-		for _, ref := range References(from.Data) {
-			space, key, ok := strings.Cut(ref, "/")
-			if !ok || space == "" || key == "" || seen[ref] {
+	// Level by level: the references of one depth, in order, then their
+	// reads, started together (the ranges they live in answer in
+	// parallel) and taken in order, so the budget falls the same way
+	// whatever answers first.
+	level := res.Objects
+	for depth := 1; depth <= req.Depth && !res.Truncated; depth++ {
+		var next []Followed
+	refs:
+		for _, from := range level {
+			if from.Data == nil || !IsDocument(from.Info.ContentType) || budget < 0 {
 				continue
 			}
-			seen[ref] = true
-			if len(res.Objects) == MaxFollowObjects {
-				res.Truncated = true
-				return res, nil
-			}
-			f := Followed{Space: space, Key: key, Depth: from.Depth + 1}
-			if err := allow(space); err != nil {
-				f.Err = err
-			} else if err := read(&f); err != nil {
-				switch KindOf(err) {
-				case NotFound, SpaceNotFound, Deleted:
-					f.Err = err
-				default:
-					return FollowResult{}, err
+			for _, ref := range References(from.Data) {
+				space, key, ok := strings.Cut(ref, "/")
+				if !ok || space == "" || key == "" || seen[ref] {
+					continue
 				}
+				seen[ref] = true
+				if len(res.Objects)+len(next) == MaxFollowObjects {
+					res.Truncated = true
+					break refs
+				}
+				f := Followed{Space: space, Key: key, Depth: depth}
+				f.Err = allow(space)
+				next = append(next, f)
 			}
-			res.Objects = append(res.Objects, f)
 		}
+		type opened struct {
+			info Info
+			body io.ReadCloser
+			err  error
+		}
+		got := make([]opened, len(next))
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, followParallel)
+		for j := range next {
+			if next[j].Err != nil {
+				continue
+			}
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				o := &got[j]
+				o.info, o.body, o.err = tx.Get(ctx, &GetRequest{Space: next[j].Space, Key: next[j].Key, Length: -1})
+			}()
+		}
+		wg.Wait()
+		var failed error
+		for j := range next {
+			o := &got[j]
+			switch {
+			case next[j].Err != nil:
+			case failed != nil:
+				if o.body != nil {
+					o.body.Close()
+				}
+			case o.err != nil:
+				switch KindOf(o.err) {
+				case NotFound, SpaceNotFound, Deleted:
+					next[j].Err = o.err
+				default:
+					failed = o.err
+				}
+			default:
+				next[j].Info = o.info
+				take(&next[j], o.body)
+			}
+		}
+		if failed != nil {
+			return FollowResult{}, failed
+		}
+		res.Objects = append(res.Objects, next...)
+		level = next
 	}
 	return res, nil
 }
