@@ -228,8 +228,8 @@ func (st *Store) Follow(ctx context.Context, req *FollowRequest, allow func(spac
 	// reads, started together (the ranges they live in answer in
 	// parallel) and taken in order, so the budget falls the same way
 	// whatever answers first.
-	level := res.Objects
-	for depth := 1; depth <= req.Depth && !res.Truncated; depth++ {
+	level, full := res.Objects, false
+	for depth := 1; depth <= req.Depth && !full; depth++ {
 		var next []Followed
 	refs:
 		for _, from := range level {
@@ -243,7 +243,7 @@ func (st *Store) Follow(ctx context.Context, req *FollowRequest, allow func(spac
 				}
 				seen[ref] = true
 				if len(res.Objects)+len(next) == MaxFollowObjects {
-					res.Truncated = true
+					res.Truncated, full = true, true
 					break refs
 				}
 				f := Followed{Space: space, Key: key, Depth: depth}
