@@ -115,3 +115,32 @@ func TestFloor(t *testing.T) {
 	}
 	c.Rollback()
 }
+
+// TestCloseWhileBackground: work handed to the background while the
+// manager closes (a commit still running as its node shuts down) is
+// refused once Close began, never added to what Close waits for.
+func TestCloseWhileBackground(t *testing.T) {
+	for range 50 {
+		m := New(Config{Timestamps: &oracle{ms: 1}})
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						m.background(func(ctx context.Context) { <-ctx.Done() })
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Millisecond)
+		m.Close()
+		close(stop)
+		wg.Wait()
+	}
+}

@@ -67,8 +67,12 @@ type Manager struct {
 		last    uint64
 	}
 	// bg bounds the background resolution of secondaries.
-	bg     chan struct{}
-	wg     sync.WaitGroup
+	bg chan struct{}
+	wg sync.WaitGroup
+	// bgMu orders background's wg.Add before Close's Wait: a commit still
+	// running when the node closes starts nothing once closed is set.
+	bgMu   sync.Mutex
+	closed bool
 	ctx    context.Context
 	cancel context.CancelFunc
 	res    *resolver
@@ -102,6 +106,9 @@ func New(cfg Config) *Manager {
 
 // Close stops the background resolution and waits for it.
 func (m *Manager) Close() {
+	m.bgMu.Lock()
+	m.closed = true
+	m.bgMu.Unlock()
 	m.cancel()
 	m.wg.Wait()
 }
@@ -109,6 +116,11 @@ func (m *Manager) Close() {
 // background runs f unless too much background work is queued (a lock
 // left for later is resolved by the next reader that meets it).
 func (m *Manager) background(f func(ctx context.Context)) {
+	m.bgMu.Lock()
+	defer m.bgMu.Unlock()
+	if m.closed {
+		return // the node is closing: the next reader resolves what is left
+	}
 	select {
 	case m.bg <- struct{}{}:
 	default:
