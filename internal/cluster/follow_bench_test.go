@@ -6,14 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-
-	"github.com/cairn-db/cairn/client"
-	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
-	"github.com/cairn-db/cairn/internal/testenv"
 )
 
 // BenchmarkFollow reads a document that references 10 others through the
@@ -24,20 +18,7 @@ import (
 //	go test ./internal/cluster -run - -bench Follow -benchtime 2000x
 func BenchmarkFollow(b *testing.B) {
 	ctx := context.Background()
-	cfg := testConfig(vfs.NewMem(), meta.NewMemStore(time.Now))
-	cfg.NativeAddr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(b))
-	n, err := openStarted(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { n.Close() })
-	serveNative(b, n)
-	root := n.RootKey()
-	c, err := client.DialOptions(ctx, client.Options{Addrs: []string{cfg.NativeAddr}, AccessKey: root.Access, SecretKey: root.Secret})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
+	n, c := nativeNode(b, nil)
 	if _, err := n.CreateSpace(ctx, "docs", object.SpaceSettings{Ranges: 4}); err != nil {
 		b.Fatal(err)
 	}

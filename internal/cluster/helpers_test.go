@@ -3,9 +3,16 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
+	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cairn-db/cairn/client"
+	"github.com/cairn-db/cairn/internal/meta"
+	"github.com/cairn-db/cairn/internal/testenv"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -45,4 +52,27 @@ func serveNativeMetrics(t testing.TB, n *Node, m wire.Metrics) {
 		srv.Close()
 		<-done
 	})
+}
+
+// nativeNode opens a node in memory that serves the native protocol on
+// a free loopback port (its requests observed by m, if not nil), and a
+// Go client of it with the root key; both close with the test.
+func nativeNode(t testing.TB, m wire.Metrics) (*Node, *client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := testConfig(vfs.NewMem(), meta.NewMemStore(time.Now))
+	cfg.NativeAddr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	n, err := openStarted(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	serveNativeMetrics(t, n, m)
+	root := n.RootKey()
+	c, err := client.DialOptions(ctx, client.Options{Addrs: []string{cfg.NativeAddr}, AccessKey: root.Access, SecretKey: root.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return n, c
 }

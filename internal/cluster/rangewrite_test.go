@@ -3,7 +3,6 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
-	"github.com/cairn-db/cairn/internal/testenv"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -203,21 +201,8 @@ func (c *opCounts) take() map[wire.Op]int {
 // rolled back on the node, and nothing of it lands.
 func TestTxnRoundTrips(t *testing.T) {
 	ctx := context.Background()
-	cfg := testConfig(vfs.NewMem(), meta.NewMemStore(time.Now))
-	cfg.NativeAddr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	n, err := openStarted(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
 	ops := &opCounts{n: map[wire.Op]int{}}
-	serveNativeMetrics(t, n, ops)
-	root := n.RootKey()
-	c, err := client.DialOptions(ctx, client.Options{Addrs: []string{cfg.NativeAddr}, AccessKey: root.Access, SecretKey: root.Secret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	_, c := nativeNode(t, ops)
 	if _, err := c.CreateSpace(ctx, "trips", client.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}

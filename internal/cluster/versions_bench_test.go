@@ -3,17 +3,11 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"sync"
 	"testing"
-	"time"
-
-	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairn-db/cairn/client"
-	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
-	"github.com/cairn-db/cairn/internal/testenv"
 )
 
 // BenchmarkReadOldestOf10000 reads one key of 10,000 versions (1 KiB
@@ -25,20 +19,7 @@ import (
 //	go test ./internal/cluster -run - -bench ReadOldestOf10000 -benchtime 2000x
 func BenchmarkReadOldestOf10000(b *testing.B) {
 	ctx := context.Background()
-	cfg := testConfig(vfs.NewMem(), meta.NewMemStore(time.Now))
-	cfg.NativeAddr = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(b))
-	n, err := openStarted(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { n.Close() })
-	serveNative(b, n)
-	root := n.RootKey()
-	c, err := client.DialOptions(ctx, client.Options{Addrs: []string{cfg.NativeAddr}, AccessKey: root.Access, SecretKey: root.Secret})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
+	n, c := nativeNode(b, nil)
 	if _, err := n.CreateSpace(ctx, "oldest", object.SpaceSettings{}); err != nil {
 		b.Fatal(err)
 	}
