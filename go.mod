@@ -4,7 +4,15 @@ go 1.26.8
 
 require github.com/cockroachdb/pebble/v2 v2.1.7
 
-require lukechampine.com/blake3 v1.4.1
+require (
+	cel.dev/cel-go v0.33.2
+	lukechampine.com/blake3 v1.4.1
+)
+
+require (
+	cel.dev/expr v0.25.3 // indirect
+	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
+)
 
 require (
 	github.com/klauspost/crc32 v1.3.0 // indirect
@@ -119,7 +127,7 @@ require (
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/exp v0.0.0-20240325151524-a685a6edb6d8 // indirect
+	golang.org/x/exp v0.0.0-20240823005443-9b4947da3948 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sys v0.49.0
 	golang.org/x/text v0.43.0 // indirect

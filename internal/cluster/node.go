@@ -612,6 +612,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.ranges, err = replica.NewStore(replica.Options{
 		NodeID: n.id.NodeID, Engine: n.eng, Transport: n.peers.tr, Logger: n.log,
 		NewStateMachine: n.newStateMachine,
+		IDSpans:         kv.IDSpans,
 		OnSplit:         n.onSplit,
 		OnMerge:         n.onMerge,
 	})

@@ -35,6 +35,7 @@ var layers = map[string]int{
 	"internal/storage": 20,
 	"internal/mvcc":    20,
 	"internal/chunk":   20,
+	"internal/query":   25, // the query language (CEL) and its plans, over mvcc records
 
 	// The data plane's segments, and a range replica (the Raft group).
 	"internal/segment": 30,
@@ -102,6 +103,7 @@ var pure = map[string]bool{
 	"internal/bufpool":   true,
 	"internal/mvcc":      true,
 	"internal/chunk":     true,
+	"internal/query":     true,
 	"internal/placement": true,
 	"internal/codec":     true,
 	"internal/rangedesc": true,

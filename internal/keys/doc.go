@@ -41,6 +41,10 @@
 //	| 'l' | object key | ^start_ts (8, BE) |    record of a transaction whose
 //	+-----+------------+-------------------+    primary lock is on the object
 //
+//	+-----+-------+------+-----------+-------+------------+-----+
+//	| 't' | range | kind | esc(name) | value | object key | ^ts |  index entry
+//	+-----+-------+------+-----------+-------+------------+-----+  (package kv)
+//
 // The timestamp is stored inverted so the newest version of an object sorts
 // first: "latest" is one seek to 'v'|obj and "as of T" one seek to
 // Version(obj, T).

@@ -63,6 +63,9 @@ type StateMachine struct {
 		writes []deferredWrite
 		arena  []byte
 	}
+
+	// ix writes the index entries of the versions the commands write.
+	ix indexer
 }
 
 type cacheUpdate struct {
@@ -87,12 +90,13 @@ func (m *StateMachine) Spans(d rangedesc.Range) []replica.Span { return Spans(d)
 
 // Spans returns the spans of the node's keyspace holding a range's state:
 // the locks, the children index entries and the versions of its object
-// keys.
+// keys, and its tag index entries (under its id: IDSpans).
 func Spans(d rangedesc.Range) []replica.Span {
 	vlo, vhi := keys.VersionSpan(d.Start, d.End)
 	llo, lhi := keys.LockSpan(d.Start, d.End)
 	plo, phi := keys.ChildSpan(d.Start, d.End)
-	return []replica.Span{{Start: llo, End: lhi}, {Start: plo, End: phi}, {Start: vlo, End: vhi}}
+	ilo, ihi := keys.IndexSpan(d.ID)
+	return []replica.Span{{Start: llo, End: lhi}, {Start: plo, End: phi}, {Start: ilo, End: ihi}, {Start: vlo, End: vhi}}
 }
 
 // Restored implements replica.Restorer: a range's state was replaced, so
@@ -146,7 +150,8 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 	if err != nil {
 		return err
 	}
-	rw := BatchRW{B: b, locks: &m.locks}
+	m.ix.rangeID = m.bounds.ID
+	rw := BatchRW{B: b, locks: &m.locks, ix: &m.ix}
 	switch c := c.(type) {
 	case *PutCmd:
 		if !m.bounds.ContainsKey(c.Obj) {
@@ -250,6 +255,8 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 type BatchRW struct {
 	B     *pebble.Batch
 	locks *lockSet
+	// ix, if set, keeps the range's index entries (IndexVersion).
+	ix *indexer
 }
 
 // NewIter implements mvcc.Reader; reads see the batch's own writes.

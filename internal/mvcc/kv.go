@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"slices"
 	"sync"
+
+	"github.com/cairn-db/cairn/internal/keys"
 )
 
 // Iterator walks the keys of a Reader in ascending byte order within the
@@ -44,6 +46,38 @@ type Writer interface {
 // without the intermediate encoding.
 type RecordSetter interface {
 	SetRecord(key []byte, rec *Record) error
+}
+
+// Indexer is implemented by a Writer that keeps index entries of
+// versions (package kv's tag and field indexes). mvcc calls IndexVersion
+// in the same batch each time it writes a version: a new one (old nil), a
+// rewrite (SetTags: both), a removal (rec nil). The records carry their
+// Version.
+type Indexer interface {
+	IndexVersion(obj []byte, old, rec *Record) error
+}
+
+// writeVersion writes rec as version rec.Version of obj, and tells an
+// Indexer (old is the record it replaces, nil if none).
+func writeVersion(w Writer, obj []byte, old, rec *Record) error {
+	if err := setRecord(w, keys.Version(obj, rec.Version), rec); err != nil {
+		return err
+	}
+	if ix, ok := w.(Indexer); ok {
+		return ix.IndexVersion(obj, old, rec)
+	}
+	return nil
+}
+
+// deleteVersion deletes version old.Version of obj, and tells an Indexer.
+func deleteVersion(w Writer, obj []byte, old *Record) error {
+	if err := w.Delete(keys.Version(obj, old.Version)); err != nil {
+		return err
+	}
+	if ix, ok := w.(Indexer); ok {
+		return ix.IndexVersion(obj, old, nil)
+	}
+	return nil
 }
 
 // setRecord writes rec's encoding at key.

@@ -282,7 +282,7 @@ func Prune(rw ReadWriter, obj []byte, pol Retention, now uint64, safe bool) (pru
 		if !drop || i == 0 {
 			continue
 		}
-		if err := rw.Delete(keys.Version(obj, ts[i])); err != nil {
+		if err := deleteVersion(rw, obj, recs[i]); err != nil {
 			return nil, err
 		}
 		pruned = append(pruned, recs[i])
@@ -336,7 +336,7 @@ func PutNewestOver(rw ReadWriter, obj []byte, rec *Record, latest uint64, pol Re
 	if rec.StartTS == 0 {
 		rec.StartTS = rec.Version
 	}
-	return nil, setRecord(rw, keys.Version(obj, rec.Version), rec)
+	return nil, writeVersion(rw, obj, nil, rec)
 }
 
 func put(rw ReadWriter, obj []byte, rec *Record, pol Retention, now uint64, newest bool) (pruned []*Record, err error) {
@@ -346,17 +346,20 @@ func put(rw ReadWriter, obj []byte, rec *Record, pol Retention, now uint64, newe
 	if rec.Version == 0 {
 		return nil, ErrInvalidVersion
 	}
-	dels, pruned, keepSelf, err := planPut(rw, obj, rec, pol, now, newest)
+	pruned, keepSelf, err := planPut(rw, obj, rec, pol, now, newest)
 	if err != nil {
 		return nil, err
 	}
 	if keepSelf {
-		if err := setRecord(rw, keys.Version(obj, rec.Version), rec); err != nil {
+		if err := writeVersion(rw, obj, nil, rec); err != nil {
 			return nil, err
 		}
 	}
-	for _, ts := range dels {
-		if err := rw.Delete(keys.Version(obj, ts)); err != nil {
+	for _, old := range pruned {
+		if old == rec {
+			continue // never written
+		}
+		if err := deleteVersion(rw, obj, old); err != nil {
 			return nil, err
 		}
 	}
@@ -364,12 +367,12 @@ func put(rw ReadWriter, obj []byte, rec *Record, pol Retention, now uint64, newe
 }
 
 // planPut is Put's read phase: it fills in rec.Parent and rec.StartTS and
-// returns the existing versions to delete, the records pruned (rec among
-// them if it goes) and whether rec is written.
-func planPut(r Reader, obj []byte, rec *Record, pol Retention, now uint64, newest bool) (dels []uint64, pruned []*Record, keepSelf bool, err error) {
+// returns the records pruned, newest first (rec among them if it goes: the
+// others are existing versions to delete), and whether rec is written.
+func planPut(r Reader, obj []byte, rec *Record, pol Retention, now uint64, newest bool) (pruned []*Record, keepSelf bool, err error) {
 	v, err := newVersionIter(r, obj)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, false, err
 	}
 	defer v.close(&err)
 
@@ -386,10 +389,10 @@ func planPut(r Reader, obj []byte, rec *Record, pol Retention, now uint64, newes
 		if v.seek(from) {
 			ts, err := v.ts()
 			if err != nil {
-				return nil, nil, false, err
+				return nil, false, err
 			}
 			if newest && ts > rec.Version {
-				return nil, nil, false, fmt.Errorf("%w: object %x has a version newer than %d", ErrStaleVersion, obj, rec.Version)
+				return nil, false, fmt.Errorf("%w: object %x has a version newer than %d", ErrStaleVersion, obj, rec.Version)
 			}
 			exists = ts == rec.Version
 			history = append(history, ts)
@@ -399,12 +402,12 @@ func planPut(r Reader, obj []byte, rec *Record, pol Retention, now uint64, newes
 		for ok := v.seek(^uint64(0)); ok; ok = v.it.Next() {
 			ts, err := v.ts()
 			if err != nil {
-				return nil, nil, false, err
+				return nil, false, err
 			}
 			history = append(history, ts)
 		}
 		if newest && len(history) > 0 && history[0] > rec.Version {
-			return nil, nil, false, fmt.Errorf("%w: object %x has a version newer than %d", ErrStaleVersion, obj, rec.Version)
+			return nil, false, fmt.Errorf("%w: object %x has a version newer than %d", ErrStaleVersion, obj, rec.Version)
 		}
 		self, exists = slices.BinarySearchFunc(history, rec.Version, func(a, b uint64) int {
 			return cmp.Compare(b, a) // newest first
@@ -414,10 +417,10 @@ func planPut(r Reader, obj []byte, rec *Record, pol Retention, now uint64, newes
 		}
 	}
 	if err := v.it.Error(); err != nil {
-		return nil, nil, false, err
+		return nil, false, err
 	}
 	if exists {
-		return nil, nil, false, fmt.Errorf("%w: object %x version %d", ErrVersionExists, obj, rec.Version)
+		return nil, false, fmt.Errorf("%w: object %x version %d", ErrVersionExists, obj, rec.Version)
 	}
 	rec.Parent = 0
 	if self+1 < len(history) {
@@ -436,13 +439,12 @@ func planPut(r Reader, obj []byte, rec *Record, pol Retention, now uint64, newes
 		default:
 			old, err := v.exact(ts)
 			if err != nil {
-				return nil, nil, false, err
+				return nil, false, err
 			}
 			pruned = append(pruned, old)
-			dels = append(dels, ts)
 		}
 	}
-	return dels, pruned, !drop[self], nil
+	return pruned, !drop[self], nil
 }
 
 // DeleteVersion removes version ts of obj and returns it, or ErrNotFound.
@@ -452,7 +454,7 @@ func DeleteVersion(rw ReadWriter, obj []byte, ts uint64) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := rw.Delete(keys.Version(obj, ts)); err != nil {
+	if err := deleteVersion(rw, obj, rec); err != nil {
 		return nil, err
 	}
 	return rec, nil
@@ -474,11 +476,12 @@ func SetTags(rw ReadWriter, obj []byte, ts uint64, tags map[string]string) (*Rec
 	if rec.DeleteMarker {
 		return nil, ErrDeleteMarker
 	}
+	old := *rec
 	rec.Tags = nil
 	if len(tags) > 0 {
 		rec.Tags = maps.Clone(tags)
 	}
-	if err := setRecord(rw, keys.Version(obj, ts), rec); err != nil {
+	if err := writeVersion(rw, obj, &old, rec); err != nil {
 		return nil, err
 	}
 	return rec, nil

@@ -393,7 +393,7 @@ func Commit(rw ReadWriter, obj []byte, startTS, commitTS uint64, record bool) (*
 		// checked for newer versions: commitTS is the newest, and the
 		// parent the prewrite recorded is still the one before it.
 		if l.Retention.Mode == KeepAll {
-			err = setRecord(rw, keys.Version(obj, commitTS), rec)
+			err = writeVersion(rw, obj, nil, rec)
 		} else {
 			pruned, err = PutNewest(rw, obj, rec, l.Retention, commitTS)
 		}
@@ -547,7 +547,7 @@ func CommitOnePhase(rw ReadWriter, startTS, commitTS uint64, muts []Mutation) (r
 			if newest[i] != nil {
 				rec.Parent = newest[i].Version
 			}
-			err = setRecord(rw, keys.Version(m.Obj, rec.Version), rec)
+			err = writeVersion(rw, m.Obj, nil, rec)
 		} else {
 			p, err = PutNewest(rw, m.Obj, rec, m.Retention, commitTS)
 		}

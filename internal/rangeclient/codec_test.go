@@ -110,3 +110,23 @@ func FuzzPeerDecode(f *testing.F) {
 		_ = d.Done()
 	})
 }
+
+// TestQueryPageCodec: a range's query answer crosses the peer protocol
+// whole.
+func TestQueryPageCodec(t *testing.T) {
+	p := kv.QueryPage{
+		Entries: []mvcc.Entry{{Obj: []byte("a"), Rec: &mvcc.Record{Version: 7, Size: 3, Tags: map[string]string{"c": "r"}}}},
+		More:    true, Resume: []byte("b"), Examined: 12, Indexed: true,
+	}
+	got, err := decodeQueryPage(appendQueryPage(nil, p))
+	if err != nil || !got.More || string(got.Resume) != "b" || got.Examined != 12 || !got.Indexed ||
+		len(got.Entries) != 1 || string(got.Entries[0].Obj) != "a" || got.Entries[0].Rec.Version != 7 || got.Entries[0].Rec.Tags["c"] != "r" {
+		t.Fatalf("%+v, %v", got, err)
+	}
+	if got, err := decodeQueryPage(appendQueryPage(nil, kv.QueryPage{})); err != nil || got.More || got.Resume != nil || len(got.Entries) != 0 {
+		t.Fatalf("empty page: %+v, %v", got, err)
+	}
+	if _, err := decodeQueryPage(appendQueryPage(nil, p)[:10]); err == nil {
+		t.Fatal("a truncated page decoded")
+	}
+}

@@ -19,7 +19,7 @@ import (
 type Handler func(ctx context.Context, r *Range, req []byte) ([]byte, error)
 
 // MethodNames are the cairn.Range methods Methods serves.
-var MethodNames = []string{"Propose", "Read", "List", "Versions", "TxnStatus", "Children", "Refs"}
+var MethodNames = []string{"Propose", "Read", "List", "Versions", "TxnStatus", "Children", "Refs", "Query"}
 
 // Methods returns the cairn.Range methods this package serves, for the
 // peer server: those of MethodNames.
@@ -36,6 +36,8 @@ func (c *Client) Methods() map[string]transport.Unary {
 		// Refs reads which of a batch of chunks the range's versions
 		// and locks reference (the chunk collector's mark).
 		"Refs": c.Method(true, c.handleRefs),
+		// Query runs a range's part of a query next to its data.
+		"Query": c.Method(true, c.handleQuery),
 	}
 }
 

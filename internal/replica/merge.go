@@ -317,6 +317,9 @@ func (r *Replica) applyMerge(b *pebble.Batch, cmd []byte, out *[]*pendingMerge) 
 			b.DeleteRange(prefix, keys.PrefixEnd(prefix), nil),
 			b.Set(stateKey(prefix, suffixTombstone), encodeUint64s(r.rangeID), nil),
 		)
+		if rk, ok := r.sm.(Rekeyer); ok && err == nil {
+			err = rk.RekeyMerge(b, merged, right)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("write the merge into the apply batch: %w", err)
 		}
@@ -382,19 +385,38 @@ func (s *Store) subsumable(left uint64, start, end []byte) []uint64 {
 	return gone
 }
 
-// subsumeSST is an SST that drops range id's raft state and leaves its
-// tombstone (merged into left); the snapshot of left that subsumes it
-// ingests it with its own.
-func subsumeSST(id, left uint64, wo sstable.WriterOptions) ([]byte, error) {
+// subsumeSSTs are the SSTs that drop range id's raft state and leave its
+// tombstone (merged into left), and drop its id-keyed state (one SST per
+// span of Options.IDSpans: the snapshot's SSTs must not overlap); the
+// snapshot of left that subsumes it ingests them with its own.
+func (s *Store) subsumeSSTs(id, left uint64, wo sstable.WriterOptions) ([][]byte, error) {
 	w := &memWritable{}
 	sw := sstable.NewWriter(w, wo)
 	prefix := rangePrefix(id)
 	err := errors.Join(sw.DeleteRange(prefix, keys.PrefixEnd(prefix)),
 		sw.Set(stateKey(prefix, suffixTombstone), encodeUint64s(left)), sw.Close())
+	ssts := [][]byte{w.buf}
+	for _, x := range s.idSpans(id) {
+		if err != nil {
+			break
+		}
+		w := &memWritable{}
+		sw := sstable.NewWriter(w, wo)
+		err = errors.Join(sw.DeleteRange(x.Start, x.End), sw.Close())
+		ssts = append(ssts, w.buf)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("replica: SST dropping range %d: %w", id, err)
 	}
-	return w.buf, nil
+	return ssts, nil
+}
+
+// idSpans returns Options.IDSpans(id), or none.
+func (s *Store) idSpans(id uint64) []Span {
+	if s.opts.IDSpans == nil {
+		return nil
+	}
+	return s.opts.IDSpans(id)
 }
 
 // subsumed unlinks the replicas a snapshot of left subsumed (their state
@@ -462,7 +484,8 @@ func (s *Store) FrozenRanges() []uint64 {
 // left-hand replica here is gone, or was caught up by a snapshot that
 // did not cover it. Its raft state goes, with a tombstone; its keys stay
 // (they are final, and whichever range holds them now replaces them with
-// its snapshot, or applies the merge over them). ErrMergeRefused if the
+// its snapshot, or applies the merge over them), but its id-keyed state
+// (Options.IDSpans) goes. ErrMergeRefused if the
 // replica is not frozen.
 func (s *Store) DropFrozen(ctx context.Context, id uint64) error {
 	return s.onLoop(ctx, func() error {
@@ -478,6 +501,11 @@ func (s *Store) DropFrozen(ctx context.Context, id uint64) error {
 		prefix := rangePrefix(id)
 		err := errors.Join(b.DeleteRange(prefix, keys.PrefixEnd(prefix), nil),
 			b.Set(stateKey(prefix, suffixTombstone), encodeUint64s(r.st.merge.FrozenFor), nil))
+		for _, x := range s.idSpans(id) {
+			// Not the range's data, whoever holds its keys now: that
+			// range's snapshot or merge brings them under its own id.
+			err = errors.Join(err, b.DeleteRange(x.Start, x.End, nil))
+		}
 		if err == nil {
 			err = b.Commit(pebble.Sync)
 		}

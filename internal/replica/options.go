@@ -55,6 +55,13 @@ type Options struct {
 	// itself: the new range of a split (split.go). Ranges cannot split
 	// without it.
 	NewStateMachine func(d rangedesc.Range) StateMachine
+	// IDSpans, if set, returns the spans of the node's keyspace that a
+	// range's StateMachine keys by the range's id (kv's index entries):
+	// the range's replica going without its data being someone else's
+	// now (a frozen range dropped, or subsumed by a snapshot of the range
+	// it merged into) deletes them. They must be among Spans(d) of a
+	// range with id d.ID.
+	IDSpans func(id uint64) []Span
 	// OnSplit, if set, is called on the loop after a split applied on this
 	// node, with the two halves; the new range's replica exists by then.
 	// It must not block or call into the Store.

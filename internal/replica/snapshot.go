@@ -435,9 +435,9 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 		if err != nil {
 			break
 		}
-		var sst []byte
-		sst, err = subsumeSST(id, r.rangeID, wo)
-		ssts = append(ssts, sst)
+		var more [][]byte
+		more, err = s.subsumeSSTs(id, r.rangeID, wo)
+		ssts = append(ssts, more...)
 	}
 	if err == nil {
 		var paths []string

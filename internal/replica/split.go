@@ -56,6 +56,20 @@ var ErrSplitRefused = errors.New("replica: split refused")
 // ErrBadSplit is the result of a split entry that does not decode.
 var ErrBadSplit = errors.New("replica: malformed split command")
 
+// Rekeyer is implemented by a StateMachine that keeps part of a range's
+// state under the range's id (kv's index entries): a split or a merge,
+// which moves no data otherwise, must move that part. Both run in the
+// apply batch b of the split or merge, on every replica alike, and read
+// the node's committed state through b.
+type Rekeyer interface {
+	// RekeySplit moves left's id-keyed state of the keys that right now
+	// holds under right's id; with moveRight false (right already has
+	// state here, from a snapshot) it only deletes it from left's.
+	RekeySplit(b *pebble.Batch, left, right rangedesc.Range, moveRight bool) error
+	// RekeyMerge moves right's id-keyed state under left's id.
+	RekeyMerge(b *pebble.Batch, left, right rangedesc.Range) error
+}
+
 // Bounder is implemented by a StateMachine that checks its commands'
 // keys against the range's bounds: SetBounds is called, on the loop, when
 // the replica starts and whenever its bounds change (split, snapshot).
@@ -243,6 +257,9 @@ func (r *Replica) applySplit(b *pebble.Batch, cmd []byte, out *[]*pendingSplit) 
 			tmp := &raftStorage{prefix: prefix}
 			err = tmp.bootstrap(b, right.Replicas, right.Start, right.End, hs)
 		}
+	}
+	if rk, ok := r.sm.(Rekeyer); ok && err == nil {
+		err = rk.RekeySplit(b, left, right, !sp.skip)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("write the split into the apply batch: %w", err)

@@ -17,6 +17,7 @@
 //	'l'  object-key                   mvcc: transaction locks (intents)
 //	'l'  object-key ^start_ts         mvcc: transaction records (on a primary)
 //	'p'  object-key ^ts object-key    kv: children index (clones of a version)
+//	't'  rangeID kind name value object-key ^ts   kv: tag and field index entries
 //	'v'  object-key ^ts               mvcc: version records
 //
 // Object keys (space | placement prefix | key) are built by package keys.

@@ -1,0 +1,205 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cairn-db/cairn/internal/object"
+)
+
+// putTagged writes a body of size bytes with tags.
+func putTagged(t *testing.T, n *Node, space, key string, size int, tags map[string]string) object.Info {
+	t.Helper()
+	info, err := n.Put(context.Background(), &object.PutRequest{Space: space, Key: key, Size: int64(size), Tags: tags},
+		bytes.NewReader(make([]byte, size)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+// queryKeys runs a query to its end, page by page at the first page's
+// timestamp, and returns the keys it matched.
+func queryKeys(t *testing.T, n *Node, req object.QueryRequest) ([]string, object.QueryResult) {
+	t.Helper()
+	var keys []string
+	var first object.QueryResult
+	for page := 0; ; page++ {
+		res, err := n.Query(context.Background(), &req)
+		if err != nil {
+			t.Fatalf("query %q: %v", req.Filter, err)
+		}
+		if page == 0 {
+			first = res
+		}
+		for _, o := range res.Objects {
+			keys = append(keys, o.Key)
+		}
+		if !res.Truncated {
+			return keys, first
+		}
+		req.After, req.AsOf = res.Next, res.AsOf
+	}
+}
+
+// TestQuery: a tag query over a space of four ranges answers exactly the
+// live objects whose visible version matches, in key order, served by
+// the tag index; pages of one timestamp join up; a query as of a past
+// time sees that time's tags; a transaction's writes appear once it
+// committed; ordering, documents and bad filters.
+func TestQuery(t *testing.T) {
+	ctx := context.Background()
+	n := openTestNode(t)
+	if _, err := n.CreateSpace(ctx, "pics", object.SpaceSettings{Ranges: 4}); err != nil {
+		t.Fatal(err)
+	}
+	var red []string
+	for i := range 120 {
+		key := fmt.Sprintf("k%03d", i)
+		color := "green"
+		if i%10 == 0 {
+			color = "red"
+			red = append(red, key)
+		}
+		putTagged(t, n, "pics", key, i*10, map[string]string{"color": color, "shape": []string{"round", "square"}[i%2]})
+	}
+	got, res := queryKeys(t, n, object.QueryRequest{Space: "pics", Filter: `tags.color == "red"`})
+	if !slices.Equal(got, red) {
+		t.Fatalf("red: %v, want %v", got, red)
+	}
+	if !strings.HasPrefix(res.Plan, "tag equal") || res.Ranges != 4 || res.Examined != len(red) {
+		t.Fatalf("plan %q, %d ranges, %d examined: want the tag index over 4 ranges, %d examined", res.Plan, res.Ranges, res.Examined, len(red))
+	}
+	// Pages of 3 join up to the same answer.
+	if paged, _ := queryKeys(t, n, object.QueryRequest{Space: "pics", Filter: `tags.color == "red"`, Limit: 3}); !slices.Equal(paged, red) {
+		t.Fatalf("paged: %v", paged)
+	}
+	// A residual filter next to the data, and a scan.
+	got, _ = queryKeys(t, n, object.QueryRequest{Space: "pics", Filter: `tags.color == "red" && size > 500 && tags.shape == "round"`})
+	if want := []string{"k060", "k070", "k080", "k090", "k100", "k110"}; !slices.Equal(got, want) {
+		t.Fatalf("red, large, round: %v, want %v", got, want)
+	}
+	got, res = queryKeys(t, n, object.QueryRequest{Space: "pics", Filter: `size >= 1150`})
+	if want := []string{"k115", "k116", "k117", "k118", "k119"}; !slices.Equal(got, want) || res.Plan != "scan" {
+		t.Fatalf("size >= 1150: %v (%s)", got, res.Plan)
+	}
+	got, _ = queryKeys(t, n, object.QueryRequest{Space: "pics", Filter: `key.startsWith("k11") && tags.color.startsWith("r")`})
+	if want := []string{"k110"}; !slices.Equal(got, want) {
+		t.Fatalf("prefix: %v", got)
+	}
+
+	// Change the past: retag, overwrite, delete. The query as of before
+	// the changes answers as it did.
+	before := res.AsOf
+	if _, err := n.SetTags(ctx, &object.TagRequest{Space: "pics", Key: "k010", Tags: map[string]string{"color": "blue"}}); err != nil {
+		t.Fatal(err)
+	}
+	putTagged(t, n, "pics", "k020", 5, map[string]string{"color": "blue"})
+	if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "pics", Key: "k030"}); err != nil {
+		t.Fatal(err)
+	}
+	putTagged(t, n, "pics", "k001", 5, map[string]string{"color": "red"})
+	got, _ = queryKeys(t, n, object.QueryRequest{Space: "pics", Filter: `tags.color == "red"`})
+	want := slices.DeleteFunc(append([]string{"k001"}, red...), func(k string) bool { return k == "k010" || k == "k020" || k == "k030" })
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("red now: %v, want %v", got, want)
+	}
+	// k010's tags changed in place (tags are the one mutable part of a
+	// version): its past shows its present tags. k020 and k030 are as
+	// they were.
+	got, _ = queryKeys(t, n, object.QueryRequest{Space: "pics", Filter: `tags.color == "red"`, AsOf: before})
+	if want := slices.DeleteFunc(slices.Clone(red), func(k string) bool { return k == "k010" }); !slices.Equal(got, want) {
+		t.Fatalf("red as of before: %v, want %v", got, want)
+	}
+
+	// A transaction's writes, across ranges, show once it committed
+	// (its locks on the other ranges are settled by the query).
+	tx := begin(t, n, false)
+	for _, k := range []string{"k005", "k045", "k085", "k115"} {
+		if _, err := tx.Put(ctx, &object.PutRequest{Space: "pics", Key: k, Size: 1, Tags: map[string]string{"color": "violet"}}, strings.NewReader("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ = queryKeys(t, n, object.QueryRequest{Space: "pics", Filter: `tags.color == "violet"`}); !slices.Equal(got, []string{"k005", "k045", "k085", "k115"}) {
+		t.Fatalf("violet: %v", got)
+	}
+
+	// Ordered: the largest three red ones.
+	res, err := n.Query(ctx, &object.QueryRequest{Space: "pics", Filter: `tags.color == "red"`, OrderBy: "size", Desc: true, Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int64
+	for _, o := range res.Objects {
+		sizes = append(sizes, o.Size)
+	}
+	if !slices.Equal(sizes, []int64{1100, 1000, 900}) || !res.Truncated {
+		t.Fatalf("ordered by size: %v, truncated %v", sizes, res.Truncated)
+	}
+
+	// Documents: class extents by doc.type, and their bodies on request.
+	if _, err := n.CreateSpace(ctx, "staff", object.SpaceSettings{Ranges: 2}); err != nil {
+		t.Fatal(err)
+	}
+	putDoc(t, n, "staff", "e1", `{"type": "Employee", "name": "Ada", "age": 36}`)
+	putDoc(t, n, "staff", "e2", `{"type": "Employee", "name": "Grace", "age": 45}`)
+	putDoc(t, n, "staff", "d1", `{"type": "Department", "name": "R&D"}`)
+	put(t, n, "staff", "note", []byte(`{"type": "Employee"}`)) // not a document: no content type
+	res, err = n.Query(ctx, &object.QueryRequest{Space: "staff", Filter: `doc.type == "Employee" && doc.age > 40`, Docs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Objects) != 1 || res.Objects[0].Key != "e2" || !strings.Contains(string(res.Docs["e2"]), "Grace") {
+		t.Fatalf("employees over 40: %+v", res)
+	}
+	got, _ = queryKeys(t, n, object.QueryRequest{Space: "staff", Filter: `doc.type == "Employee"`})
+	if !slices.Equal(got, []string{"e1", "e2"}) {
+		t.Fatalf("employees: %v", got)
+	}
+
+	for _, bad := range []string{`size >`, `nosuch == 1`, `size`} {
+		if _, err := n.Query(ctx, &object.QueryRequest{Space: "pics", Filter: bad}); object.KindOf(err) != object.InvalidArgument {
+			t.Errorf("filter %q: %v, want InvalidArgument", bad, err)
+		}
+	}
+	if _, err := n.Query(ctx, &object.QueryRequest{Space: "pics", OrderBy: "colour"}); object.KindOf(err) != object.InvalidArgument {
+		t.Errorf("order by colour: %v", err)
+	}
+	if _, err := n.Query(ctx, &object.QueryRequest{Space: "nosuch"}); object.KindOf(err) != object.NotFound && object.KindOf(err) != object.SpaceNotFound {
+		t.Errorf("no such space: %v", err)
+	}
+}
+
+// TestQueryThreeNodes: every node answers a query the same, whichever
+// nodes lead the space's ranges (the ranges not led by the asking node
+// run their part on their leaseholder, over the peer protocol).
+func TestQueryThreeNodes(t *testing.T) {
+	ctx := context.Background()
+	nodes := threeNodes(t)
+	if _, err := nodes[0].CreateSpace(ctx, "tweets", object.SpaceSettings{Ranges: 3}); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 60 {
+		key := fmt.Sprintf("u%02d", i)
+		user := fmt.Sprintf("user%d", i%4)
+		if i%4 == 1 {
+			want = append(want, key)
+		}
+		putTagged(t, nodes[i%3], "tweets", key, 1, map[string]string{"user": user})
+	}
+	for _, n := range nodes {
+		got, res := queryKeys(t, n, object.QueryRequest{Space: "tweets", Filter: `tags.user == "user1"`, Limit: 4})
+		if !slices.Equal(got, want) || res.Ranges == 0 {
+			t.Fatalf("node %d: %v (%d ranges), want %v", n.NodeID(), got, res.Ranges, want)
+		}
+	}
+}

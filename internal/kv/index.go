@@ -1,0 +1,151 @@
+package kv
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/rangedesc"
+	"github.com/cairn-db/cairn/internal/replica"
+)
+
+// The tag index.
+//
+// Every tag of every version is indexed, in its range, under the range's
+// id (keys.AppendIndexEntry): 't' | range | 't' | name | value | object |
+// ^ts. The entries change in the batch that changes the version (mvcc
+// calls IndexVersion), so an entry exists exactly while its version holds
+// the tag: a reader at a timestamp takes an object's newest entry at or
+// before it as a candidate and keeps it if that version is the object's
+// visible one then.
+
+// indexer writes a range's index entries into the apply batch.
+type indexer struct {
+	rangeID uint64
+	buf     []byte
+}
+
+// IndexVersion implements mvcc.Indexer.
+func (rw BatchRW) IndexVersion(obj []byte, old, rec *mvcc.Record) error {
+	ix := rw.ix
+	if ix == nil {
+		return nil
+	}
+	var oldTags, newTags map[string]string
+	var ts uint64
+	if old != nil {
+		oldTags, ts = old.Tags, old.Version
+	}
+	if rec != nil {
+		newTags, ts = rec.Tags, rec.Version
+	}
+	for _, name := range sortedKeys(oldTags) {
+		v := oldTags[name]
+		if nv, ok := newTags[name]; ok && nv == v {
+			continue
+		}
+		ix.buf = keys.AppendTagEntry(ix.buf[:0], ix.rangeID, []byte(name), []byte(v), obj, ts)
+		if err := rw.B.Delete(ix.buf, nil); err != nil {
+			return err
+		}
+	}
+	for _, name := range sortedKeys(newTags) {
+		v := newTags[name]
+		if ov, ok := oldTags[name]; ok && ov == v {
+			continue
+		}
+		ix.buf = keys.AppendTagEntry(ix.buf[:0], ix.rangeID, []byte(name), []byte(v), obj, ts)
+		if err := rw.B.Set(ix.buf, nil, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// IDSpans returns the spans of the node's keyspace a range's state
+// keeps under its id (replica.Options.IDSpans): its index entries.
+func IDSpans(id uint64) []replica.Span {
+	lo, hi := keys.IndexSpan(id)
+	return []replica.Span{{Start: lo, End: hi}}
+}
+
+// RekeySplit implements replica.Rekeyer: the index entries of the objects
+// the split gives right move from left's id to right's (or, with
+// moveRight false, only leave left's). It reads every entry of left, and
+// writes one deletion and one entry per moved entry.
+func (m *StateMachine) RekeySplit(b *pebble.Batch, left, right rangedesc.Range, moveRight bool) error {
+	if moveRight {
+		// Nothing of an earlier life of the id may stay.
+		lo, hi := keys.IndexSpan(right.ID)
+		if err := b.DeleteRange(lo, hi, nil); err != nil {
+			return err
+		}
+	}
+	return m.moveEntries(b, left.ID, right.ID, right, moveRight)
+}
+
+// RekeyMerge implements replica.Rekeyer: every index entry of right moves
+// under left's id.
+func (m *StateMachine) RekeyMerge(b *pebble.Batch, left, right rangedesc.Range) error {
+	if err := m.moveEntries(b, right.ID, left.ID, rangedesc.Range{}, true); err != nil {
+		return err
+	}
+	lo, hi := keys.IndexSpan(right.ID)
+	return b.DeleteRange(lo, hi, nil)
+}
+
+// moveEntries deletes the entries of range from whose object is in span
+// (an unbounded span: every one) and, with write, writes each under range
+// to.
+func (m *StateMachine) moveEntries(b *pebble.Batch, from, to uint64, span rangedesc.Range, write bool) error {
+	lo, hi := keys.IndexSpan(from)
+	it, err := b.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	var buf []byte
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		e, err := keys.DecodeIndexEntry(k)
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("%w: index entry %x: %v", mvcc.ErrCorrupt, k, err)
+		}
+		if span.Start != nil && bytes.Compare(e.Obj, span.Start) < 0 ||
+			span.End != nil && bytes.Compare(e.Obj, span.End) >= 0 {
+			continue
+		}
+		if err := b.Delete(k, nil); err != nil {
+			it.Close()
+			return err
+		}
+		if write {
+			buf = keys.RekeyIndexEntry(buf[:0], k, to)
+			if err := b.Set(buf, nil, nil); err != nil {
+				it.Close()
+				return err
+			}
+		}
+	}
+	if err := it.Error(); err != nil {
+		it.Close()
+		return err
+	}
+	return it.Close()
+}

@@ -1,0 +1,229 @@
+package kv
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/mvcc"
+	"github.com/cairn-db/cairn/internal/query"
+	"github.com/cairn-db/cairn/internal/rangedesc"
+)
+
+// indexRange is one range of the model: its descriptor and state machine.
+type indexRange struct {
+	d  rangedesc.Range
+	sm *StateMachine
+}
+
+// TestIndexModel applies random writes (puts with tags, tag changes,
+// version deletes, delete markers, pruning retention, transactions) and
+// random splits and merges to a space's ranges, and checks after each step
+// that the index entries are exactly those the versions imply, and that
+// RunQuery at random timestamps answers what a scan of every object's
+// visible version answers.
+func TestIndexModel(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { indexModel(t, seed) })
+	}
+}
+
+func indexModel(t *testing.T, seed uint64) {
+	db := openMem(t)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	const space = 3
+	obj := func(i int) []byte { return keys.Object(space, nil, fmt.Appendf(nil, "k%02d", i)) }
+	ranges := []*indexRange{{d: rangedesc.Range{ID: 1, Start: keys.SpaceStart(space), End: keys.SpaceEnd(space)}, sm: &StateMachine{}}}
+	ranges[0].sm.SetBounds(ranges[0].d)
+	nextID := uint64(2)
+	rangeOf := func(o []byte) *indexRange {
+		for _, r := range ranges {
+			if r.d.ContainsKey(o) {
+				return r
+			}
+		}
+		t.Fatalf("no range holds %x", o)
+		return nil
+	}
+	run := func(r *indexRange, cmd []byte) any {
+		b := db.NewIndexedBatch()
+		res := r.sm.Apply(b, cmd)
+		if _, isErr := res.(error); isErr {
+			b.Close()
+			return res
+		}
+		if err := b.Commit(pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	colors := []string{"red", "green", "blue", "re"}
+	tags := func() map[string]string {
+		m := map[string]string{}
+		if rng.IntN(4) > 0 {
+			m["color"] = colors[rng.IntN(len(colors))]
+		}
+		if rng.IntN(2) == 0 {
+			m["n"] = fmt.Sprint(rng.IntN(5))
+		}
+		return m
+	}
+	ts := uint64(100)
+	var stamps []uint64
+	for step := range 400 {
+		ts += uint64(1 + rng.IntN(3))
+		stamps = append(stamps, ts)
+		o := obj(rng.IntN(20))
+		r := rangeOf(o)
+		switch k := rng.IntN(20); {
+		case k < 8:
+			pol := mvcc.Retention{}
+			if rng.IntN(3) == 0 {
+				pol = mvcc.Retention{Mode: mvcc.KeepLast, KeepLast: 2}
+			}
+			run(r, (&PutCmd{Obj: o, Rec: &mvcc.Record{Version: ts, Size: int64(rng.IntN(3000)), Tags: tags()}, Retention: pol}).Encode())
+		case k < 10:
+			run(r, (&PutCmd{Obj: o, Rec: &mvcc.Record{Version: ts, DeleteMarker: true}}).Encode())
+		case k < 12:
+			if recs, _, _ := mvcc.Versions(Reader{R: db}, o, 0, 0); len(recs) > 0 {
+				v := recs[rng.IntN(len(recs))]
+				run(r, (&SetTagsCmd{Obj: o, Version: v.Version, Tags: tags()}).Encode())
+			}
+		case k < 13:
+			if recs, _, _ := mvcc.Versions(Reader{R: db}, o, 0, 0); len(recs) > 0 {
+				run(r, (&DeleteVersionCmd{Obj: o, Version: recs[rng.IntN(len(recs))].Version}).Encode())
+			}
+		case k < 14:
+			run(r, (&PruneCmd{Obj: o, Retention: mvcc.Retention{Mode: mvcc.KeepLast, KeepLast: 1}, Now: ts}).Encode())
+		case k < 16:
+			// A transaction over the keys of one range.
+			var muts []mvcc.Mutation
+			for _, i := range rng.Perm(20)[:3] {
+				if o2 := obj(i); rangeOf(o2) == r {
+					muts = append(muts, mvcc.Mutation{Obj: o2, Kind: mvcc.LockWrite, Rec: &mvcc.Record{Size: 7, Tags: tags()}})
+				}
+			}
+			if len(muts) > 0 {
+				run(r, (&OnePhaseCmd{StartTS: ts - 1, CommitTS: ts, Muts: muts}).Encode())
+			}
+		case k < 18:
+			// Split the range holding o at o (if o is not its start).
+			if bytes.Equal(o, r.d.Start) {
+				break
+			}
+			b := db.NewIndexedBatch()
+			left, right := r.d.Clone(), rangedesc.Range{ID: nextID, Start: o, End: r.d.End}
+			left.End = o
+			nextID++
+			if err := r.sm.RekeySplit(b, left, right, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Commit(pebble.NoSync); err != nil {
+				t.Fatal(err)
+			}
+			r.d = left
+			r.sm.SetBounds(left)
+			nr := &indexRange{d: right, sm: &StateMachine{}}
+			nr.sm.SetBounds(right)
+			ranges = append(ranges, nr)
+			slices.SortFunc(ranges, func(a, b *indexRange) int { return bytes.Compare(a.d.Start, b.d.Start) })
+		default:
+			// Merge the range holding o with its right neighbour.
+			i := slices.Index(ranges, r)
+			if i+1 == len(ranges) {
+				break
+			}
+			right := ranges[i+1]
+			merged := r.d.Clone()
+			merged.End = right.d.End
+			b := db.NewIndexedBatch()
+			if err := r.sm.RekeyMerge(b, merged, right.d); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Commit(pebble.NoSync); err != nil {
+				t.Fatal(err)
+			}
+			r.d = merged
+			r.sm.SetBounds(merged)
+			ranges = slices.Delete(ranges, i+1, i+2)
+		}
+		checkIndex(t, db, ranges, step)
+		// A query at a random past timestamp, one range at a time, in
+		// pages, against a scan of every object.
+		asOf := stamps[rng.IntN(len(stamps))]
+		filters := []string{`tags.color == "red"`, `tags.color.startsWith("re") && size > 100`,
+			`has(tags.n)`, `tags.n >= "2" && tags.n < "4"`, `size < 1500`, `tags.color == "blue" || tags.n == "1"`}
+		src := filters[rng.IntN(len(filters))]
+		q, err := query.Compile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want []string
+		for _, r := range ranges {
+			var after []byte
+			for {
+				p, err := RunQuery(db, QueryOptions{RangeID: r.d.ID, Lower: r.d.Start, Upper: r.d.End, StartAfter: after,
+					AsOf: asOf, Limit: 1 + rng.IntN(4), Examine: 2 + rng.IntN(6), Query: q})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range p.Entries {
+					got = append(got, fmt.Sprintf("%x@%d", e.Obj, e.Rec.Version))
+				}
+				if !p.More {
+					break
+				}
+				after = p.Resume
+			}
+		}
+		for i := range 20 {
+			rec, err := mvcc.At(Reader{R: db}, obj(i), asOf)
+			if err != nil || rec.DeleteMarker {
+				continue
+			}
+			_, _, key, _ := keys.DecodeObject(obj(i))
+			if ok, _ := q.Match(query.Input{Key: string(key), Rec: rec}); ok {
+				want = append(want, fmt.Sprintf("%x@%d", obj(i), rec.Version))
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d: %s as of %d (plan %s):\n got %v\nwant %v", step, src, asOf, q.Plan, got, want)
+		}
+	}
+}
+
+// checkIndex compares the index entries with those the versions imply:
+// one per tag of each version, under the id of the range holding it.
+func checkIndex(t *testing.T, db *pebble.DB, ranges []*indexRange, step int) {
+	t.Helper()
+	var want []string
+	for _, r := range ranges {
+		ents, _, err := mvcc.List(Reader{R: db}, mvcc.ListOptions{Lower: r.d.Start, Upper: r.d.End, AllVersions: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			for name, v := range e.Rec.Tags {
+				want = append(want, string(keys.AppendTagEntry(nil, r.d.ID, []byte(name), []byte(v), e.Obj, e.Rec.Version)))
+			}
+		}
+	}
+	slices.Sort(want)
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{keys.PrefixIndex}, UpperBound: []byte{keys.PrefixIndex + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var got []string
+	for ok := it.First(); ok; ok = it.Next() {
+		got = append(got, string(it.Key()))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("step %d: %d index entries, want %d:\n got %x\nwant %x", step, len(got), len(want), got, want)
+	}
+}

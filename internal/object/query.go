@@ -1,0 +1,362 @@
+package object
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/cairn-db/cairn/internal/keys"
+	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/query"
+	"github.com/cairn-db/cairn/internal/rangeclient"
+)
+
+// Querier is implemented by a Service that answers queries (Store).
+type Querier interface {
+	Query(ctx context.Context, req *QueryRequest) (QueryResult, error)
+}
+
+// QueryRequest asks for the live objects of a space whose visible
+// version at AsOf passes Filter (a CEL expression: package query).
+type QueryRequest struct {
+	Space  string
+	Filter string
+	// AsOf reads the space as of a time; 0 reads it at a fresh
+	// timestamp (one snapshot across every range). Pass a result's AsOf
+	// back with its Next for pages of one snapshot.
+	AsOf uint64
+	// Limit caps the objects returned: default 1000, at most 10000.
+	Limit uint32
+	// After resumes after a key (a previous page's Next).
+	After string
+	// OrderBy orders the matches by a field ("key", "size", "modified",
+	// "content_type", "version", "tags.NAME", "meta.NAME", "doc.PATH")
+	// instead of by key; Desc reverses. An ordered query reads every match
+	// (at most QueryOrderMax) and returns the first Limit; it has no Next.
+	OrderBy string
+	Desc    bool
+	// Docs returns each JSON document's body (those kept in their
+	// record) in QueryResult.Docs.
+	Docs bool
+}
+
+// QueryOrderMax bounds the matches an ordered query sorts.
+const QueryOrderMax = 100000
+
+// QueryResult is a page of a query's matches, in key order (or OrderBy).
+type QueryResult struct {
+	Objects []Info
+	// Docs holds the documents of Objects by key, when asked for.
+	Docs map[string]json.RawMessage
+	// Truncated says more matches may follow; Next is the key to resume
+	// after.
+	Truncated bool
+	Next      string
+	// AsOf is the timestamp the query read at.
+	AsOf uint64
+	// Plan describes how candidates were found; Ranges counts the ranges
+	// asked, Examined the candidates they looked at.
+	Plan     string
+	Ranges   int
+	Examined int
+}
+
+// queryDefault is a query page's default size.
+const queryDefault = 1000
+
+// Query implements Querier. The ranges of the space's span run the
+// filter next to their data, each on the candidates its own index names,
+// several at once; their pages are gathered in key order.
+func (st *Store) Query(ctx context.Context, req *QueryRequest) (QueryResult, error) {
+	q, err := query.Cached(req.Filter)
+	if err != nil {
+		return QueryResult{}, Errorf(InvalidArgument, "%v", err)
+	}
+	if len(req.After) > keys.MaxKeyLen {
+		return QueryResult{}, Errorf(KeyTooLong, "after is over %d bytes", keys.MaxKeyLen)
+	}
+	var ord *orderer
+	if req.OrderBy != "" && req.OrderBy != "key" {
+		if ord, err = newOrderer(req.OrderBy, req.Desc); err != nil {
+			return QueryResult{}, err
+		}
+	}
+	s, release, err := st.cfg.Spaces.Acquire(ctx, req.Space)
+	if err != nil {
+		return QueryResult{}, err
+	}
+	defer release()
+	if b, _ := s.Base(); b != nil {
+		return QueryResult{}, Errorf(InvalidArgument, "space %q is a branch: queries read spaces and snapshots, not branches yet", req.Space)
+	}
+	limit := queryDefault
+	if req.Limit > 0 {
+		limit = min(int(req.Limit), kv.QueryMaxLimit)
+	}
+	asOf := req.AsOf
+	if at := s.ReadAt(); at != 0 && (asOf == 0 || asOf > at) {
+		asOf = at // a snapshot is its space as of its time
+	}
+	if asOf, err = st.clampAsOf(ctx, asOf); err != nil {
+		return QueryResult{}, err
+	}
+	if asOf == 0 {
+		ts, err := st.cfg.Timestamps.Next(ctx)
+		if err != nil {
+			return QueryResult{}, Unreachable("timestamp oracle", err)
+		}
+		asOf = ts
+	}
+	lower, upper := listBounds(ctx, s.ID(), q.Plan.KeyPrefix)
+	var after []byte
+	if req.After != "" {
+		after = keys.Object(s.ID(), nil, []byte(req.After))
+	}
+	out := QueryResult{AsOf: asOf, Plan: q.Plan.String()}
+	if ord != nil {
+		limit = QueryOrderMax
+	}
+	for attempt := 0; ; attempt++ {
+		err = st.cfg.Ranges.RetryMoved(ctx, func() (err error) {
+			return st.queryOnce(ctx, s, req, q, lower, upper, after, limit, &out)
+		}, func() bool { return true })
+		again, serr := st.settle(ctx, err, attempt)
+		if serr != nil {
+			return QueryResult{}, serr
+		}
+		if !again {
+			break
+		}
+	}
+	if err != nil {
+		return QueryResult{}, FromRange(err)
+	}
+	if ord != nil {
+		if out.Truncated {
+			return QueryResult{}, Errorf(InvalidArgument, "more than %d objects match: narrow the filter to order them", QueryOrderMax)
+		}
+		ord.sort(out.Objects, out.Docs)
+		n := pageLimitQuery(req.Limit)
+		if len(out.Objects) > n {
+			out.Objects, out.Truncated = out.Objects[:n], true
+		}
+		out.Next = ""
+	}
+	if !req.Docs {
+		out.Docs = nil
+	}
+	return out, nil
+}
+
+func pageLimitQuery(n uint32) int {
+	if n == 0 {
+		return queryDefault
+	}
+	return min(int(n), kv.QueryMaxLimit)
+}
+
+// queryParallel is how many ranges a query asks at once.
+const queryParallel = 8
+
+// queryOnce runs the query over the ranges of [lower, upper) after
+// after, queryParallel at a time, gathering their pages in key order into
+// out (reset first).
+func (st *Store) queryOnce(ctx context.Context, s OpenSpace, req *QueryRequest, q *query.Query, lower, upper, after []byte, limit int, out *QueryResult) error {
+	out.Objects, out.Docs, out.Truncated, out.Next, out.Ranges, out.Examined = nil, nil, false, "", 0, 0
+	t := s.Table()
+	rs := t.Ranges()
+	type part struct {
+		r      *rangeclient.Range
+		lo, hi []byte
+	}
+	var parts []part
+	for i, r := range rs {
+		end := rangeclient.End(rs, i, t.Space)
+		start := r.Desc().Start
+		if (end != nil && bytes.Compare(end, lower) <= 0) || (after != nil && end != nil && bytes.Compare(end, after) <= 0) {
+			continue
+		}
+		if upper != nil && bytes.Compare(start, upper) >= 0 {
+			break
+		}
+		parts = append(parts, part{r: r, lo: maxBytes(lower, start), hi: minBytes(upper, end)})
+	}
+	name := st.namer()
+	for len(parts) > 0 {
+		window := parts[:min(queryParallel, len(parts))]
+		parts = parts[len(window):]
+		pages := make([]kv.QueryPage, len(window))
+		errs := make([]error, len(window))
+		remaining := limit - len(out.Objects)
+		var wg sync.WaitGroup
+		for i := range window {
+			ask := func() {
+				var sa []byte
+				if after != nil && bytes.Compare(after, window[i].lo) >= 0 {
+					sa = after
+				}
+				pages[i], errs[i] = st.cfg.Ranges.Query(ctx, window[i].r, rangeclient.QueryRequest{
+					Lower: window[i].lo, Upper: window[i].hi, StartAfter: sa, AsOf: out.AsOf,
+					Limit: remaining, Docs: req.Docs || req.OrderBy != "", Filter: q.Source})
+			}
+			if len(window) == 1 {
+				ask()
+			} else {
+				wg.Go(ask)
+			}
+		}
+		wg.Wait()
+		for i, p := range pages {
+			if errs[i] != nil {
+				return errs[i]
+			}
+			out.Ranges++
+			out.Examined += p.Examined
+			for _, e := range p.Entries {
+				_, _, key, err := keys.DecodeObject(e.Obj)
+				if err != nil {
+					return Errorf(Corrupt, "object key: %v", err)
+				}
+				info := objectInfo(req.Space, string(key), e.Rec)
+				name(ctx, &info)
+				out.Objects = append(out.Objects, info)
+				if len(e.Rec.Inline) > 0 {
+					if out.Docs == nil {
+						out.Docs = map[string]json.RawMessage{}
+					}
+					out.Docs[info.Key] = json.RawMessage(e.Rec.Inline)
+				}
+				if len(out.Objects) == limit {
+					break
+				}
+			}
+			switch {
+			case len(out.Objects) >= limit:
+				// Full: more may follow (a later range, or this one).
+				out.Truncated = true
+				out.Next = out.Objects[len(out.Objects)-1].Key
+				return nil
+			case p.More:
+				// This range stopped early: the next page resumes
+				// inside it; later ranges' matches come after.
+				_, _, key, err := keys.DecodeObject(p.Resume)
+				if err != nil {
+					return Errorf(Corrupt, "object key: %v", err)
+				}
+				out.Truncated, out.Next = true, string(key)
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+func maxBytes(a, b []byte) []byte {
+	if bytes.Compare(a, b) >= 0 {
+		return a
+	}
+	return b
+}
+
+// orderer sorts matches by a field.
+type orderer struct {
+	field string
+	desc  bool
+}
+
+func newOrderer(field string, desc bool) (*orderer, error) {
+	switch {
+	case field == "size", field == "modified", field == "content_type", field == "version",
+		strings.HasPrefix(field, "tags.") && len(field) > 5,
+		strings.HasPrefix(field, "meta.") && len(field) > 5,
+		strings.HasPrefix(field, "doc.") && len(field) > 4:
+		return &orderer{field: field, desc: desc}, nil
+	}
+	return nil, Errorf(InvalidArgument, "cannot order by %q: use key, size, modified, content_type, version, tags.NAME, meta.NAME or doc.PATH", field)
+}
+
+// value returns an object's value of the field: a float64, a string, or
+// nil (missing: sorts last).
+func (o *orderer) value(info *Info, docs map[string]json.RawMessage) any {
+	switch f := o.field; {
+	case f == "size":
+		return float64(info.Size)
+	case f == "modified", f == "version":
+		return float64(info.Version)
+	case f == "content_type":
+		return info.ContentType
+	case strings.HasPrefix(f, "tags."):
+		if v, ok := info.Tags[f[5:]]; ok {
+			return v
+		}
+	case strings.HasPrefix(f, "meta."):
+		if v, ok := info.Meta[f[5:]]; ok {
+			return v
+		}
+	case strings.HasPrefix(f, "doc."):
+		var d any
+		if json.Unmarshal(docs[info.Key], &d) != nil {
+			return nil
+		}
+		for _, p := range strings.Split(f[4:], ".") {
+			m, ok := d.(map[string]any)
+			if !ok {
+				return nil
+			}
+			d = m[p]
+		}
+		switch v := d.(type) {
+		case float64, string:
+			return v
+		case bool:
+			return fmt.Sprint(v)
+		}
+	}
+	return nil
+}
+
+func (o *orderer) sort(objs []Info, docs map[string]json.RawMessage) {
+	vals := make(map[string]any, len(objs))
+	for i := range objs {
+		vals[objs[i].Key] = o.value(&objs[i], docs)
+	}
+	slices.SortStableFunc(objs, func(a, b Info) int {
+		va, vb := vals[a.Key], vals[b.Key]
+		switch {
+		case va == nil && vb == nil:
+			return cmp.Compare(a.Key, b.Key)
+		case va == nil:
+			return 1
+		case vb == nil:
+			return -1
+		}
+		c := compareValues(va, vb)
+		if o.desc {
+			c = -c
+		}
+		if c == 0 {
+			return cmp.Compare(a.Key, b.Key)
+		}
+		return c
+	})
+}
+
+// compareValues orders numbers before strings, each by value.
+func compareValues(a, b any) int {
+	fa, aNum := a.(float64)
+	fb, bNum := b.(float64)
+	switch {
+	case aNum && bNum:
+		return cmp.Compare(fa, fb)
+	case aNum:
+		return -1
+	case bNum:
+		return 1
+	}
+	return cmp.Compare(a.(string), b.(string))
+}
