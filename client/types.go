@@ -34,6 +34,11 @@ type (
 	FollowResult = object.FollowResult
 	// Followed is one object of a FollowResult; its Err is an *Error.
 	Followed = object.Followed
+	// QueryRequest asks for the objects of a space a filter matches
+	// (Client.Query).
+	QueryRequest = object.QueryRequest
+	// QueryResult is a page of a query's matches.
+	QueryResult = object.QueryResult
 	// Extent is a byte range of an object's content.
 	Extent = chunk.Extent
 	// Error is an error answered by the server, with a numbered Code.

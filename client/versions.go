@@ -240,3 +240,39 @@ func (c *Client) Follow(ctx context.Context, space, key string, depth int, opts 
 // (application/json, with any parameters): those whose references Follow
 // follows.
 func IsDocument(contentType string) bool { return object.IsDocument(contentType) }
+
+// Query returns a page of the live objects of req.Space whose visible
+// version passes req.Filter, a CEL expression over key, tags.NAME,
+// meta.NAME, size, content_type, modified, version_count and doc.PATH
+// (docs/api.md, "Queries"), in key order. The ranges run the filter next
+// to their data, each on the candidates its tag index names. A page that
+// is Truncated continues with req.After = Next and req.AsOf = AsOf (the
+// same snapshot); QueryAll reads every page.
+func (c *Client) Query(ctx context.Context, req QueryRequest) (QueryResult, error) {
+	var res QueryResult
+	err := c.do(ctx, true, nil, func(cn *wire.Conn) (err error) {
+		res, err = cn.Query(ctx, &req)
+		return err
+	})
+	return res, err
+}
+
+// QueryAll runs a query page by page at one snapshot and returns every
+// match (at most limit: 0 means no limit).
+func (c *Client) QueryAll(ctx context.Context, req QueryRequest, limit int) ([]ObjectInfo, error) {
+	var out []ObjectInfo
+	for {
+		res, err := c.Query(ctx, req)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, res.Objects...)
+		if limit > 0 && len(out) >= limit {
+			return out[:limit], nil
+		}
+		if !res.Truncated || res.Next == "" {
+			return out, nil
+		}
+		req.After, req.AsOf = res.Next, res.AsOf
+	}
+}

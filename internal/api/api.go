@@ -134,6 +134,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if e = decode(body, &req); e == nil {
 			out, e = q.follow(&req)
 		}
+	case "query":
+		var req QueryRequest
+		if e = decode(body, &req); e == nil {
+			out, e = q.query(&req)
+		}
 	case "diff/spaces":
 		var req SpaceDiffRequest
 		if e = decode(body, &req); e == nil {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/cairn-db/cairn/internal/api"
@@ -186,5 +188,45 @@ func TestFollowOverJSON(t *testing.T) {
 	}
 	if st, b := post(t, ep, "/_cairn/v1/follow", api.FollowRequest{Ref: api.Ref{Space: "fjs", Key: "none"}}, nil); st != 404 {
 		t.Fatalf("follow of a missing document: %d %s", st, b)
+	}
+}
+
+// TestQueryOverJSON: /_cairn/v1/query answers a tag filter in pages of
+// one snapshot, with documents on request, and refuses a bad filter with
+// 400.
+func TestQueryOverJSON(t *testing.T) {
+	ctx := context.Background()
+	n, ep := openNode(t)
+	if _, err := n.CreateSpace(ctx, "qjs", object.SpaceSettings{Ranges: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range []string{"a", "b", "c", "d", "e"} {
+		doc := fmt.Sprintf(`{"n": %d}`, i)
+		tags := map[string]string{"even": fmt.Sprint(i%2 == 0)}
+		if _, err := n.Put(ctx, &object.PutRequest{Space: "qjs", Key: k, Size: int64(len(doc)), ContentType: "application/json", Tags: tags}, bytes.NewReader([]byte(doc))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	req := api.QueryRequest{Space: "qjs", Filter: `tags.even == "true" && doc.n >= 0`, Limit: 2, Docs: true}
+	for {
+		st, b := post(t, ep, "/_cairn/v1/query", req, nil)
+		res := must[api.QueryResponse](t, st, b)
+		for _, o := range res.Objects {
+			got = append(got, o.Key+string(o.Doc))
+		}
+		if res.Plan != "tag equal \"even\"" || res.AsOf == "" {
+			t.Fatalf("query: %s", b)
+		}
+		if !res.Truncated {
+			break
+		}
+		req.After, req.AsOf = res.Next, res.AsOf
+	}
+	if strings.Join(got, " ") != `a{"n":0} c{"n":2} e{"n":4}` {
+		t.Fatalf("query: %v", got)
+	}
+	if st, b := post(t, ep, "/_cairn/v1/query", api.QueryRequest{Space: "qjs", Filter: "size >"}, nil); st != 400 {
+		t.Fatalf("bad filter: %d %s", st, b)
 	}
 }

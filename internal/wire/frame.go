@@ -55,6 +55,7 @@ const (
 	OpBranch      Op = 0x1A // make, list, remove or merge branches
 	OpDiffSpaces  Op = 0x1B // the keys that differ between two views of a space
 	OpFollow      Op = 0x1C // a document and the objects its references reach
+	OpQuery       Op = 0x1D // the objects of a space a filter matches
 	OpBatch       Op = 0x20
 	OpData        Op = 0x30 // body continuation of a streamed request or response
 	OpCancel      Op = 0x31 // the client abandons a request id
@@ -68,7 +69,7 @@ var opNames = map[Op]string{
 	OpDeleteSpace: "DELETE_SPACE", OpCluster: "CLUSTER", OpNode: "NODE", OpRoutes: "ROUTES", OpKeys: "KEYS",
 	OpHello: "HELLO", OpAuth: "AUTH", OpTokens: "TOKENS", OpPut: "PUT", OpGet: "GET", OpStat: "STAT",
 	OpDelete: "DELETE", OpList: "LIST", OpVersions: "VERSIONS", OpBatch: "BATCH",
-	OpClone: "CLONE", OpLineage: "LINEAGE", OpDiff: "DIFF", OpSnapshot: "SNAPSHOT", OpBranch: "BRANCH", OpDiffSpaces: "DIFF_SPACES", OpFollow: "FOLLOW",
+	OpClone: "CLONE", OpLineage: "LINEAGE", OpDiff: "DIFF", OpSnapshot: "SNAPSHOT", OpBranch: "BRANCH", OpDiffSpaces: "DIFF_SPACES", OpFollow: "FOLLOW", OpQuery: "QUERY",
 	OpData: "DATA", OpCancel: "CANCEL",
 	OpTxnBegin: "TXN_BEGIN", OpTxnCommit: "TXN_COMMIT", OpTxnRollback: "TXN_ROLLBACK",
 }

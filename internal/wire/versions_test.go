@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"reflect"
@@ -39,6 +40,9 @@ func sampleVersionBodies(r *rand.Rand) [][]byte {
 		AppendFollowResult(nil, &object.FollowResult{At: 9, Truncated: true, Objects: []object.Followed{
 			{Space: "a", Key: "b", Info: info, Data: []byte("{}")},
 			{Space: "c", Key: "d", Depth: 1, Err: &Error{Code: CodeNotFound, Message: "no such object"}}}}, wireError),
+		AppendQueryRequest(nil, &object.QueryRequest{Space: "a", Filter: `tags.c == "r"`, AsOf: 5, Limit: 9, After: "k", OrderBy: "size", Desc: true, Docs: true}),
+		AppendQueryResult(nil, &object.QueryResult{AsOf: 5, Truncated: true, Next: "k", Plan: "tag equal", Ranges: 3, Examined: 7,
+			Objects: []object.Info{info, {Space: "a", Key: "doc", Version: 2}}, Docs: map[string]json.RawMessage{"doc": json.RawMessage(`{"a":1}`)}}),
 	}
 }
 
@@ -52,7 +56,13 @@ func wireError(err error) *Error {
 // decodeVersionBody decodes body as kind (the order of
 // sampleVersionBodies) and re-encodes it.
 func decodeVersionBody(kind int, b []byte) (v any, again func() (any, error), err error) {
-	switch kind % 16 {
+	switch kind % 18 {
+	case 16:
+		x, err := DecodeQueryRequest(b)
+		return x, func() (any, error) { return DecodeQueryRequest(AppendQueryRequest(nil, &x)) }, err
+	case 17:
+		x, err := DecodeQueryResult(b)
+		return x, func() (any, error) { return DecodeQueryResult(AppendQueryResult(nil, &x)) }, err
 	case 14:
 		x, err := DecodeFollowRequest(b)
 		return x, func() (any, error) { return DecodeFollowRequest(AppendFollowRequest(nil, &x)) }, err
