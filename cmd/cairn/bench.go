@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,9 @@ the credentials file's profile (--profile).`,
 			if err != nil {
 				return usageError{err}
 			}
+			if op == "query" {
+				return runQueryBenchCmd(cmd, space, size, conc, dur, asJSON)
+			}
 			if endpoint, _ := f.GetString("s3"); endpoint != "" {
 				return runS3BenchCmd(cmd, endpoint, op, sizeS, size, conc, dur, nkeys, asJSON)
 			}
@@ -117,8 +121,9 @@ the credentials file's profile (--profile).`,
 				return err
 			}
 			defer c.Close()
+			ntags, _ := f.GetInt("tags")
 			res, err := runBench(cmd.Context(), c, benchSpec{op: op, size: size, conc: conc, dur: dur, keys: nkeys, space: space,
-				objects: objects, ranges: ranges,
+				objects: objects, ranges: ranges, tags: ntags,
 				progress: func(s string) {
 					if !asJSON && isTerminal(cmdStderr(cmd)) {
 						fmt.Fprint(cmd.ErrOrStderr(), s)
@@ -140,8 +145,10 @@ the credentials file's profile (--profile).`,
 		},
 	}
 	f := cmd.Flags()
-	f.String("op", "put", "workload: put, get, or mixed (50% get, 50% put); vosd (VOSD's version workload: --objects of --size, --rounds of --mods byte-range writes of --mod-size per object in one transaction, a snapshot per round; defaults 100 x 4MiB, 100 x 64 x 16KiB); txn (transactions each inserting --objects new objects), txn-read (read-only transactions of --objects keys), gets (--objects single GETs in a row, to compare); with --s3 also stat, delete, list, and mixed is 45% get, 30% stat, 15% put, 10% delete")
-	f.Int("objects", 4, "objects per operation of txn, txn-read and gets; objects of vosd (default 100 there)")
+	f.String("op", "put", "workload: put, get, or mixed (50% get, 50% put); vosd (VOSD's version workload: --objects of --size, --rounds of --mods byte-range writes of --mod-size per object in one transaction, a snapshot per round; defaults 100 x 4MiB, 100 x 64 x 16KiB); txn (transactions each inserting --objects new objects), txn-read (read-only transactions of --objects keys), gets (--objects single GETs in a row, to compare); query (tag-equality queries over --objects objects, --matches sharing each value, on --ranges ranges; with --s3 also one done the S3 way: ListObjectsV2 + GetObjectTagging per object); with --s3 also stat, delete, list, and mixed is 45% get, 30% stat, 15% put, 10% delete")
+	f.Int("objects", 4, "objects per operation of txn, txn-read and gets; objects of vosd (default 100 there); objects of query (default 100000 there)")
+	f.Int("matches", 100, "query: objects that share each value of the queried tag")
+	f.Int("tags", 0, "put, mixed: tags on each written object")
 	f.Int("rounds", 100, "vosd: rounds (each: one new version of every object, then a snapshot)")
 	f.Int("mods", 64, "vosd: modifications per object per round")
 	f.String("mod-size", "16KiB", "vosd: size of each modification")
@@ -170,6 +177,7 @@ type benchSpec struct {
 	space    string
 	objects  int // per txn, txn-read or gets operation
 	ranges   int // of a space the bench creates
+	tags     int // on each write of put and mixed
 	progress func(string)
 }
 
@@ -265,6 +273,12 @@ func runBench(ctx context.Context, c *client.Client, s benchSpec) (benchResult, 
 							break
 						}
 					}
+				case put && s.tags > 0:
+					tags := make(map[string]string, s.tags)
+					for j := range s.tags {
+						tags["tag"+strconv.Itoa(j)] = strconv.Itoa(rng.IntN(1000))
+					}
+					_, err = c.Put(rctx, s.space, k, payload, client.WithTags(tags))
 				case put:
 					_, err = c.Put(rctx, s.space, k, payload)
 				default:

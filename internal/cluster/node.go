@@ -409,6 +409,7 @@ type Node struct {
 	cache     *kv.Cache // latest records; nil when disabled
 	peers     *peers
 	rc        *rangeclient.Client // routes range operations to leaseholders (route.go)
+	builds    indexBuilds         // field index builds running here (indexes.go)
 	plane     *object.ChunkPlane  // stores and reads chunks on their nodes
 	// rangeMethods serve the peer service rangeclient.Service; set in
 	// Open before the peer server serves.

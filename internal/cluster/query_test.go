@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/object"
 )
@@ -131,6 +132,13 @@ func TestQuery(t *testing.T) {
 	if got, _ = queryKeys(t, n, object.QueryRequest{Space: "pics", Filter: `tags.color == "violet"`}); !slices.Equal(got, []string{"k005", "k045", "k085", "k115"}) {
 		t.Fatalf("violet: %v", got)
 	}
+	// A page that holds exactly every match is not truncated.
+	if res, err := n.Query(ctx, &object.QueryRequest{Space: "pics", Filter: `tags.color == "violet"`, Limit: 4}); err != nil || len(res.Objects) != 4 || res.Truncated {
+		t.Fatalf("violet, limit 4: %d objects, truncated %v, %v", len(res.Objects), res.Truncated, err)
+	}
+	if res, err := n.Query(ctx, &object.QueryRequest{Space: "pics", Filter: `tags.color == "violet"`, Limit: 3}); err != nil || len(res.Objects) != 3 || !res.Truncated || res.Next != "k085" {
+		t.Fatalf("violet, limit 3: %+v, %v", res, err)
+	}
 
 	// Ordered: the largest three red ones.
 	res, err := n.Query(ctx, &object.QueryRequest{Space: "pics", Filter: `tags.color == "red"`, OrderBy: "size", Desc: true, Limit: 3})
@@ -201,5 +209,119 @@ func TestQueryThreeNodes(t *testing.T) {
 		if !slices.Equal(got, want) || res.Ranges == 0 {
 			t.Fatalf("node %d: %v (%d ranges), want %v", n.NodeID(), got, res.Ranges, want)
 		}
+	}
+}
+
+// waitIndex waits until space's index on field is ready.
+func waitIndex(t *testing.T, n *Node, space, field string) object.IndexInfo {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ixs, err := n.Indexes(context.Background(), space)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ix := range ixs {
+			if ix.Path == field && ix.State == "ready" {
+				return ix
+			}
+			if ix.Path == field && ix.Error != "" {
+				t.Fatalf("index %s: %s", field, ix.Error)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("index %s of %s not ready: %+v", field, space, ixs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestFieldIndex: a field index declared over existing documents is
+// filled, then serves queries (numbers, strings, times, array elements)
+// with the same answers a scan gives; documents written, changed and
+// deleted afterwards are indexed with them; a second type is refused;
+// dropping it goes back to scanning.
+func TestFieldIndex(t *testing.T) {
+	ctx := context.Background()
+	n := openTestNode(t)
+	if _, err := n.CreateSpace(ctx, "people", object.SpaceSettings{Ranges: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 90 {
+		putDoc(t, n, "people", fmt.Sprintf("p%02d", i), fmt.Sprintf(`{"type": %q, "age": %d, "joined": "2026-%02d-01T00:00:00Z", "skills": ["go", "s%d"]}`,
+			[]string{"Employee", "Contractor", "Intern"}[i%3], 20+i%40, 1+i%12, i%5))
+	}
+	check := func(filter, plan string) []string {
+		t.Helper()
+		got, res := queryKeys(t, n, object.QueryRequest{Space: "people", Filter: filter, Limit: 7})
+		if res.Plan != plan {
+			t.Errorf("%s: plan %q, want %q", filter, res.Plan, plan)
+		}
+		return got
+	}
+	filters := map[string]string{
+		`doc.age >= 30 && doc.age < 33`:                                       `field range "doc.age"`,
+		`doc.age == 41`:                                                       `field equal "doc.age"`,
+		`doc.type == "Intern" && doc.age > 50`:                                `field equal "doc.type"`,
+		`"s3" in doc.skills`:                                                  `field equal "doc.skills"`,
+		`timestamp(doc.joined) >= timestamp("2026-11-01T00:00:00Z")`:          `field range "doc.joined"`,
+		`doc.type.startsWith("Con") && timestamp(doc.joined).getMonth() == 1`: `field prefix "doc.type"`,
+	}
+	scanned := map[string][]string{}
+	for f := range filters {
+		scanned[f] = check(f, "scan")
+		if len(scanned[f]) == 0 {
+			t.Fatalf("%s matches nothing: a poor test", f)
+		}
+	}
+	for field, typ := range map[string]string{"doc.age": "number", "doc.type": "string", "doc.skills": "string", "doc.joined": "time"} {
+		if err := n.AddIndex(ctx, "people", field, typ); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, field := range []string{"doc.age", "doc.type", "doc.skills", "doc.joined"} {
+		if ix := waitIndex(t, n, "people", field); ix.Ranges != 3 || ix.RangesDone != 3 {
+			t.Fatalf("%s built: %+v", field, ix)
+		}
+	}
+	for f, plan := range filters {
+		if got := check(f, plan); !slices.Equal(got, scanned[f]) {
+			t.Errorf("%s with the index: %v, scanned %v", f, got, scanned[f])
+		}
+	}
+	// Writes after the build are indexed; a changed age leaves its old
+	// value; a deleted document leaves.
+	putDoc(t, n, "people", "new", `{"type": "Intern", "age": 41}`)
+	putDoc(t, n, "people", "p01", `{"type": "Contractor", "age": 99}`)                           // was 21
+	if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "people", Key: "p21"}); err != nil { // age 41
+		t.Fatal(err)
+	}
+	want := slices.DeleteFunc(slices.Clone(scanned[`doc.age == 41`]), func(k string) bool { return k == "p21" })
+	want = append(want, "new")
+	slices.Sort(want)
+	if got := check(`doc.age == 41`, `field equal "doc.age"`); !slices.Equal(got, want) {
+		t.Fatalf("age 41 after the writes: %v, want %v", got, want)
+	}
+	if got := check(`doc.age > 90`, `field range "doc.age"`); !slices.Equal(got, []string{"p01"}) {
+		t.Fatalf("age over 90: %v", got)
+	}
+	if err := n.AddIndex(ctx, "people", "doc.age", "string"); object.KindOf(err) != object.InvalidArgument {
+		t.Fatalf("a second type: %v", err)
+	}
+	if err := n.AddIndex(ctx, "people", "age", "number"); object.KindOf(err) != object.InvalidArgument {
+		t.Fatalf("a field without doc.: %v", err)
+	}
+	if err := n.DropIndex(ctx, "people", "doc.age"); err != nil {
+		t.Fatal(err)
+	}
+	if got := check(`doc.age == 41`, "scan"); !slices.Equal(got, want) {
+		t.Fatalf("age 41 after the drop: %v", got)
+	}
+	if err := n.DropIndex(ctx, "people", "doc.age"); object.KindOf(err) != object.NotFound {
+		t.Fatalf("a second drop: %v", err)
+	}
+	ixs, _ := n.Indexes(ctx, "people")
+	if len(ixs) != 3 {
+		t.Fatalf("indexes after the drop: %+v", ixs)
 	}
 }

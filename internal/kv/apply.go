@@ -36,6 +36,8 @@ type Result struct {
 	// Status is the transaction's state after a RollbackCmd, CheckTxnCmd
 	// or HeartbeatCmd.
 	Status mvcc.TxnStatus
+	// Next is where an IndexCmd fill stopped (nil: at its end).
+	Next []byte
 }
 
 // StateMachine applies kv commands to one range. Its state is in the batch
@@ -66,6 +68,10 @@ type StateMachine struct {
 
 	// ix writes the index entries of the versions the commands write.
 	ix indexer
+	// decls are the range's field index declarations, when declsKnown
+	// (fieldDecls).
+	decls      []FieldDecl
+	declsKnown bool
 }
 
 type cacheUpdate struct {
@@ -103,13 +109,14 @@ func Spans(d rangedesc.Range) []replica.Span {
 // cached records of its keys may be stale. The cache is the node's, shared
 // by every range: only this range's keys are dropped.
 func (m *StateMachine) Restored(d rangedesc.Range) {
+	m.declsKnown = false
 	m.Cache.ClearRange(d.Start, d.End)
 	m.locks.reset(m.bounds)
 }
 
 // SetBounds implements replica.Bounder.
 func (m *StateMachine) SetBounds(d rangedesc.Range) {
-	m.bounds = d
+	m.bounds, m.declsKnown = d, false
 	m.locks.reset(d)
 }
 
@@ -150,7 +157,14 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 	if err != nil {
 		return err
 	}
-	m.ix.rangeID = m.bounds.ID
+	if ic, ok := c.(*IndexCmd); ok {
+		return m.applyIndex(b, ic)
+	}
+	decls, err := m.fieldDecls(b)
+	if err != nil {
+		return err
+	}
+	m.ix.rangeID, m.ix.decls = m.bounds.ID, decls
 	rw := BatchRW{B: b, locks: &m.locks, ix: &m.ix}
 	switch c := c.(type) {
 	case *PutCmd:

@@ -234,5 +234,8 @@ func decode(b []byte) (any, error) {
 		}
 		return c, nil
 	}
+	if b[0] == opIndex {
+		return decodeIndexCmd(b[2:])
+	}
 	return decodeTxn(b[0], b[2:])
 }

@@ -26,6 +26,7 @@ import (
 // indexer writes a range's index entries into the apply batch.
 type indexer struct {
 	rangeID uint64
+	decls   []FieldDecl // the range's field declarations
 	buf     []byte
 }
 
@@ -63,7 +64,7 @@ func (rw BatchRW) IndexVersion(obj []byte, old, rec *mvcc.Record) error {
 			return err
 		}
 	}
-	return nil
+	return ix.indexFields(rw.B, obj, ts, old, rec)
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -91,9 +92,13 @@ func IDSpans(id uint64) []replica.Span {
 // writes one deletion and one entry per moved entry.
 func (m *StateMachine) RekeySplit(b *pebble.Batch, left, right rangedesc.Range, moveRight bool) error {
 	if moveRight {
-		// Nothing of an earlier life of the id may stay.
+		// Nothing of an earlier life of the id may stay; the new range
+		// declares the field indexes its parent does.
 		lo, hi := keys.IndexSpan(right.ID)
 		if err := b.DeleteRange(lo, hi, nil); err != nil {
+			return err
+		}
+		if err := copyDecls(b, left.ID, right.ID); err != nil {
 			return err
 		}
 	}
@@ -103,6 +108,9 @@ func (m *StateMachine) RekeySplit(b *pebble.Batch, left, right rangedesc.Range, 
 // RekeyMerge implements replica.Rekeyer: every index entry of right moves
 // under left's id.
 func (m *StateMachine) RekeyMerge(b *pebble.Batch, left, right rangedesc.Range) error {
+	if err := copyDecls(b, right.ID, left.ID); err != nil {
+		return err
+	}
 	if err := m.moveEntries(b, right.ID, left.ID, rangedesc.Range{}, true); err != nil {
 		return err
 	}
@@ -122,6 +130,9 @@ func (m *StateMachine) moveEntries(b *pebble.Batch, from, to uint64, span ranged
 	var buf []byte
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
+		if len(k) > 1+8 && k[1+8] == kindDecl {
+			continue // declarations: copyDecls
+		}
 		e, err := keys.DecodeIndexEntry(k)
 		if err != nil {
 			it.Close()

@@ -23,7 +23,8 @@ type QueryOptions struct {
 	Lower, Upper, StartAfter []byte
 	// AsOf is the query's timestamp. Required.
 	AsOf uint64
-	// Limit caps the matches returned (default and most: QueryMaxLimit).
+	// Limit caps the matches returned (default and most: QueryMaxLimit+1,
+	// a page and whether more follow).
 	Limit int
 	// Examine caps the candidates looked at (default: QueryExamine); a
 	// page that stops there says More, with Resume.
@@ -56,6 +57,8 @@ type QueryPage struct {
 	// they came from the index.
 	Examined int
 	Indexed  bool
+	// Plan is the access the range used (query.Plan.String).
+	Plan string
 }
 
 // RunQuery runs one range's part of a query on r, the node's committed
@@ -65,8 +68,8 @@ func RunQuery(r pebble.Reader, o QueryOptions) (QueryPage, error) {
 	if o.AsOf == 0 || o.Query == nil {
 		return QueryPage{}, errors.New("kv: a query needs a timestamp and a filter")
 	}
-	if o.Limit <= 0 || o.Limit > QueryMaxLimit {
-		o.Limit = QueryMaxLimit
+	if o.Limit <= 0 || o.Limit > QueryMaxLimit+1 {
+		o.Limit = QueryMaxLimit + 1 // one past a page: whether more follow
 	}
 	if o.Examine <= 0 {
 		o.Examine = QueryExamine
@@ -76,9 +79,18 @@ func RunQuery(r pebble.Reader, o QueryOptions) (QueryPage, error) {
 	if err != nil {
 		return QueryPage{}, err
 	}
+	decls, err := readDecls(r, o.RangeID)
+	if err != nil {
+		it.Close()
+		return QueryPage{}, err
+	}
 	q := &querier{o: o, r: r, it: it}
+	q.plan = o.Query.PlanFor(func(path string, typ byte) bool {
+		return slices.ContainsFunc(decls, func(d FieldDecl) bool { return d.Ready && d.Path == path && (typ == 0 || d.Type == typ) })
+	})
+	q.page.Plan = q.plan.String()
 	defer it.Close()
-	if q.o.Query.Plan.Access == query.Scan {
+	if q.plan.Access == query.Scan {
 		err = q.scan()
 	} else {
 		err = q.index()
@@ -91,6 +103,7 @@ func RunQuery(r pebble.Reader, o QueryOptions) (QueryPage, error) {
 
 type querier struct {
 	o    QueryOptions
+	plan query.Plan
 	r    pebble.Reader
 	it   *pebble.Iterator
 	buf  []byte
@@ -184,8 +197,8 @@ func (q *querier) at(obj []byte) (*mvcc.Record, error) {
 // index considers the objects the plan's index entries name.
 func (q *querier) index() error {
 	q.page.Indexed = true
-	p := q.o.Query.Plan
-	prefix := keys.AppendIndexPrefix(nil, q.o.RangeID, keys.IndexTag, []byte(p.Tag))
+	p := q.plan
+	prefix := keys.AppendIndexPrefix(nil, q.o.RangeID, p.Kind, []byte(p.Tag))
 	lo := append(slices.Clone(prefix), p.Lower...)
 	hi := keys.PrefixEnd(prefix)
 	if p.Upper != nil {

@@ -75,7 +75,32 @@ func indexModel(t *testing.T, seed uint64) {
 	}
 	ts := uint64(100)
 	var stamps []uint64
+	plans := map[string]int{}
+	defer func() {
+		if !t.Failed() && (plans[`field equal "doc.n"`] == 0 || plans[`field range "doc.n"`] == 0 || plans[`field equal "doc.list"`] == 0) {
+			t.Errorf("the field indexes served no query: plans %v", plans)
+		}
+	}()
+	declare := func(path string, typ byte, fill bool) {
+		for _, r := range ranges {
+			for _, op := range []byte{IndexDeclare, IndexFill, IndexReady} {
+				if op == IndexFill && !fill {
+					continue
+				}
+				if res, isErr := run(r, (&IndexCmd{Op: op, Start: r.d.Start, End: r.d.End, Path: path, Type: typ}).Encode()).(error); isErr {
+					t.Fatalf("index %s op %d: %v", path, op, res)
+				}
+			}
+		}
+	}
+	declare("n", FieldNumber, false)
+	declare("list", FieldString, false)
 	for step := range 400 {
+		if step == 200 {
+			// A field declared over existing documents: filled.
+			declare("s", FieldString, true)
+			declare("at", FieldTime, true)
+		}
 		ts += uint64(1 + rng.IntN(3))
 		stamps = append(stamps, ts)
 		o := obj(rng.IntN(20))
@@ -86,7 +111,13 @@ func indexModel(t *testing.T, seed uint64) {
 			if rng.IntN(3) == 0 {
 				pol = mvcc.Retention{Mode: mvcc.KeepLast, KeepLast: 2}
 			}
-			run(r, (&PutCmd{Obj: o, Rec: &mvcc.Record{Version: ts, Size: int64(rng.IntN(3000)), Tags: tags()}, Retention: pol}).Encode())
+			rec := &mvcc.Record{Version: ts, Size: int64(rng.IntN(3000)), Tags: tags()}
+			if rng.IntN(2) == 0 {
+				rec.ContentType = "application/json"
+				rec.Inline = fmt.Appendf(nil, `{"n": %d, "s": %q, "list": ["%s", "x"], "at": "2026-11-%02dT00:00:00Z"}`,
+					rng.IntN(6), colors[rng.IntN(len(colors))], colors[rng.IntN(len(colors))], 1+rng.IntN(9))
+			}
+			run(r, (&PutCmd{Obj: o, Rec: rec, Retention: pol}).Encode())
 		case k < 10:
 			run(r, (&PutCmd{Obj: o, Rec: &mvcc.Record{Version: ts, DeleteMarker: true}}).Encode())
 		case k < 12:
@@ -152,12 +183,18 @@ func indexModel(t *testing.T, seed uint64) {
 			r.sm.SetBounds(merged)
 			ranges = slices.Delete(ranges, i+1, i+2)
 		}
-		checkIndex(t, db, ranges, step)
+		fields := []FieldDecl{{Path: "n", Type: FieldNumber}, {Path: "list", Type: FieldString}}
+		if step >= 200 {
+			fields = append(fields, FieldDecl{Path: "s", Type: FieldString}, FieldDecl{Path: "at", Type: FieldTime})
+		}
+		checkIndex(t, db, ranges, fields, step)
 		// A query at a random past timestamp, one range at a time, in
 		// pages, against a scan of every object.
 		asOf := stamps[rng.IntN(len(stamps))]
 		filters := []string{`tags.color == "red"`, `tags.color.startsWith("re") && size > 100`,
-			`has(tags.n)`, `tags.n >= "2" && tags.n < "4"`, `size < 1500`, `tags.color == "blue" || tags.n == "1"`}
+			`has(tags.n)`, `tags.n >= "2" && tags.n < "4"`, `size < 1500`, `tags.color == "blue" || tags.n == "1"`,
+			`doc.n == 3`, `doc.n >= 2 && doc.n < 4.5`, `doc.s == "red"`, `doc.s.startsWith("re")`, `"green" in doc.list`,
+			`has(doc.n) && size > 1000`, `timestamp(doc.at) >= timestamp("2026-11-05T00:00:00Z")`, `doc.n > 1 && tags.color == "red"`}
 		src := filters[rng.IntN(len(filters))]
 		q, err := query.Compile(src)
 		if err != nil {
@@ -175,6 +212,7 @@ func indexModel(t *testing.T, seed uint64) {
 				for _, e := range p.Entries {
 					got = append(got, fmt.Sprintf("%x@%d", e.Obj, e.Rec.Version))
 				}
+				plans[p.Plan]++
 				if !p.More {
 					break
 				}
@@ -199,7 +237,7 @@ func indexModel(t *testing.T, seed uint64) {
 
 // checkIndex compares the index entries with those the versions imply:
 // one per tag of each version, under the id of the range holding it.
-func checkIndex(t *testing.T, db *pebble.DB, ranges []*indexRange, step int) {
+func checkIndex(t *testing.T, db *pebble.DB, ranges []*indexRange, fields []FieldDecl, step int) {
 	t.Helper()
 	var want []string
 	for _, r := range ranges {
@@ -211,6 +249,13 @@ func checkIndex(t *testing.T, db *pebble.DB, ranges []*indexRange, step int) {
 			for name, v := range e.Rec.Tags {
 				want = append(want, string(keys.AppendTagEntry(nil, r.d.ID, []byte(name), []byte(v), e.Obj, e.Rec.Version)))
 			}
+			full, err := mvcc.Exact(Reader{R: db}, e.Obj, e.Rec.Version) // with its content
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, fv := range fieldValues(full, fields) {
+				want = append(want, string(keys.AppendIndexEntry(nil, r.d.ID, keys.IndexField, []byte(fv.path), fv.value, e.Obj, e.Rec.Version)))
+			}
 		}
 	}
 	slices.Sort(want)
@@ -220,8 +265,16 @@ func checkIndex(t *testing.T, db *pebble.DB, ranges []*indexRange, step int) {
 	}
 	defer it.Close()
 	var got []string
+	decls := 0
 	for ok := it.First(); ok; ok = it.Next() {
+		if it.Key()[9] == kindDecl {
+			decls++
+			continue
+		}
 		got = append(got, string(it.Key()))
+	}
+	if decls != len(fields)*len(ranges) {
+		t.Fatalf("step %d: %d field declarations, want %d on each of %d ranges", step, decls, len(fields), len(ranges))
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("step %d: %d index entries, want %d:\n got %x\nwant %x", step, len(got), len(want), got, want)

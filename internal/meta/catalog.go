@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -120,7 +121,29 @@ type Space struct {
 	// MergedAt is, for a branch, the timestamp its last merge read it at
 	// (0: never merged): where the next merge compares the two sides from.
 	MergedAt uint64
+	// Indexes are the space's field indexes.
+	Indexes []FieldIndex
 }
+
+// FieldIndex is a field index a space declares: doc.Path, of Type.
+type FieldIndex struct {
+	Path    string    `json:"path"`
+	Type    string    `json:"type"`  // string, number or time
+	State   string    `json:"state"` // IndexBuilding or IndexReady
+	Created time.Time `json:"created"`
+	// Progress of a build: the ranges filled of how many, the objects
+	// read, and why it stopped if it failed (run the add again).
+	RangesDone int    `json:"ranges_done,omitempty"`
+	Ranges     int    `json:"ranges,omitempty"`
+	Objects    int64  `json:"objects,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// Field index states.
+const (
+	IndexBuilding = "building"
+	IndexReady    = "ready"
+)
 
 // Branch reports whether the space is a branch.
 func (sp Space) Branch() bool { return sp.BaseID != 0 }
@@ -150,12 +173,13 @@ type spaceRecord struct {
 	BaseID   uint32        `json:"base_id,omitempty"`
 	BaseAt   uint64        `json:"base_at,omitempty"`
 	MergedAt uint64        `json:"merged_at,omitempty"`
+	Indexes  []FieldIndex  `json:"indexes,omitempty"`
 }
 
 func encodeSpace(sp Space) []byte {
 	rec := spaceRecord{V: formatVersionOne, ID: sp.ID, Name: sp.Name,
 		Created: sp.Created.UTC(), Settings: sp.Settings, State: sp.State,
-		Base: sp.Base, BaseID: sp.BaseID, BaseAt: sp.BaseAt, MergedAt: sp.MergedAt}
+		Base: sp.Base, BaseID: sp.BaseID, BaseAt: sp.BaseAt, MergedAt: sp.MergedAt, Indexes: sp.Indexes}
 	if !sp.Since.IsZero() {
 		since := sp.Since.UTC()
 		rec.Since = &since
@@ -173,7 +197,7 @@ func decodeSpace(kv KV) (Space, error) {
 		return Space{}, fmt.Errorf("meta: %s has format version %d, want %d", kv.Key, r.V, formatVersionOne)
 	}
 	sp := Space{ID: r.ID, Name: r.Name, Created: r.Created, Settings: r.Settings, State: r.State,
-		Base: r.Base, BaseID: r.BaseID, BaseAt: r.BaseAt, MergedAt: r.MergedAt}
+		Base: r.Base, BaseID: r.BaseID, BaseAt: r.BaseAt, MergedAt: r.MergedAt, Indexes: r.Indexes}
 	if r.Since != nil {
 		sp.Since = *r.Since
 	}
@@ -407,6 +431,26 @@ func (c *Catalog) SetRetention(ctx context.Context, name string, set SpaceSettin
 			return sp, err
 		}
 		// Lost a race with another writer (or a delete): read again.
+	}
+}
+
+// UpdateIndexes changes space name's field indexes with fn (which may
+// be called again after a lost race) and returns the space.
+func (c *Catalog) UpdateIndexes(ctx context.Context, name string, fn func([]FieldIndex) ([]FieldIndex, error)) (Space, error) {
+	for {
+		sp, rev, err := c.getSpace(ctx, name)
+		if err != nil {
+			return Space{}, err
+		}
+		ixs, err := fn(slices.Clone(sp.Indexes))
+		if err != nil {
+			return Space{}, err
+		}
+		sp.Indexes = ixs
+		_, err = c.store.Put(ctx, spaceKey(name), encodeSpace(sp), rev)
+		if !errors.Is(err, ErrConflict) {
+			return sp, err
+		}
 	}
 }
 

@@ -117,7 +117,7 @@ func (st *Store) Query(ctx context.Context, req *QueryRequest) (QueryResult, err
 	if req.After != "" {
 		after = keys.Object(s.ID(), nil, []byte(req.After))
 	}
-	out := QueryResult{AsOf: asOf, Plan: q.Plan.String()}
+	out := QueryResult{AsOf: asOf}
 	if ord != nil {
 		limit = QueryOrderMax
 	}
@@ -150,6 +150,9 @@ func (st *Store) Query(ctx context.Context, req *QueryRequest) (QueryResult, err
 	if !req.Docs {
 		out.Docs = nil
 	}
+	if out.Plan == "" {
+		out.Plan = q.Plan.String()
+	}
 	return out, nil
 }
 
@@ -167,7 +170,7 @@ const queryParallel = 8
 // after, queryParallel at a time, gathering their pages in key order into
 // out (reset first).
 func (st *Store) queryOnce(ctx context.Context, s OpenSpace, req *QueryRequest, q *query.Query, lower, upper, after []byte, limit int, out *QueryResult) error {
-	out.Objects, out.Docs, out.Truncated, out.Next, out.Ranges, out.Examined = nil, nil, false, "", 0, 0
+	out.Objects, out.Docs, out.Truncated, out.Next, out.Ranges, out.Examined, out.Plan = nil, nil, false, "", 0, 0, ""
 	t := s.Table()
 	rs := t.Ranges()
 	type part struct {
@@ -202,7 +205,7 @@ func (st *Store) queryOnce(ctx context.Context, s OpenSpace, req *QueryRequest, 
 				}
 				pages[i], errs[i] = st.cfg.Ranges.Query(ctx, window[i].r, rangeclient.QueryRequest{
 					Lower: window[i].lo, Upper: window[i].hi, StartAfter: sa, AsOf: out.AsOf,
-					Limit: remaining, Docs: req.Docs || req.OrderBy != "", Filter: q.Source})
+					Limit: remaining + 1, Docs: req.Docs || req.OrderBy != "", Filter: q.Source})
 			}
 			if len(window) == 1 {
 				ask()
@@ -217,7 +220,14 @@ func (st *Store) queryOnce(ctx context.Context, s OpenSpace, req *QueryRequest, 
 			}
 			out.Ranges++
 			out.Examined += p.Examined
+			if p.Plan != "" && (out.Plan == "" || p.Indexed) {
+				out.Plan = p.Plan // the ranges' own plans (field indexes are theirs)
+			}
+			took := 0
 			for _, e := range p.Entries {
+				if len(out.Objects) == limit {
+					break
+				}
 				_, _, key, err := keys.DecodeObject(e.Obj)
 				if err != nil {
 					return Errorf(Corrupt, "object key: %v", err)
@@ -231,18 +241,25 @@ func (st *Store) queryOnce(ctx context.Context, s OpenSpace, req *QueryRequest, 
 					}
 					out.Docs[info.Key] = json.RawMessage(e.Rec.Inline)
 				}
-				if len(out.Objects) == limit {
-					break
-				}
+				took++
 			}
 			switch {
-			case len(out.Objects) >= limit:
-				// Full: more may follow (a later range, or this one).
-				out.Truncated = true
-				out.Next = out.Objects[len(out.Objects)-1].Key
+			case len(out.Objects) == limit:
+				// Full: more follow if this range had more (each is
+				// asked for one more than the page needs), a later one
+				// of the window has any, or ranges remain unasked.
+				more := took < len(p.Entries) || p.More || len(parts) > 0
+				for j, later := range pages[i+1:] {
+					more = more || later.More || len(later.Entries) > 0 || errs[i+1+j] != nil
+				}
+				if more {
+					out.Truncated = true
+					out.Next = out.Objects[len(out.Objects)-1].Key
+				}
 				return nil
 			case p.More:
-				// This range stopped early: the next page resumes
+				// This range stopped early (it examined as many
+				// candidates as one request may): the next page resumes
 				// inside it; later ranges' matches come after.
 				_, _, key, err := keys.DecodeObject(p.Resume)
 				if err != nil {
@@ -359,4 +376,28 @@ func compareValues(a, b any) int {
 		return 1
 	}
 	return cmp.Compare(a.(string), b.(string))
+}
+
+// IndexManager is implemented by a Service that keeps field indexes (a
+// cluster node).
+type IndexManager interface {
+	// AddIndex declares a field index on doc.PATH (path, with its doc.
+	// prefix) of type "string", "number" or "time" on every range of
+	// space, then fills it in the background; Indexes shows the
+	// progress. Adding an index that exists with the same type resumes
+	// its build if it is not ready; with another type it is refused.
+	AddIndex(ctx context.Context, space, path, typ string) error
+	// DropIndex removes a field index and its entries.
+	DropIndex(ctx context.Context, space, path string) error
+	// Indexes lists a space's field indexes.
+	Indexes(ctx context.Context, space string) ([]IndexInfo, error)
+}
+
+// IndexInfo describes a field index and its build.
+type IndexInfo struct {
+	Path, Type, State  string // State: "building" or "ready"
+	Created            int64  // Unix nanoseconds
+	RangesDone, Ranges int
+	Objects            int64
+	Error              string
 }

@@ -2,7 +2,10 @@ package query
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strings"
+	"time"
 
 	celast "cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/operators"
@@ -36,11 +39,16 @@ func (a Access) String() string {
 // narrows, so a plan can never make a query wrong, only slow.
 type Plan struct {
 	Access Access
-	// Tag is the tag an index access reads.
+	// Kind is the index an access reads: keys.IndexTag, or
+	// keys.IndexField (then Type is the field's type).
+	Kind byte
+	Type byte
+	// Tag is the tag (or, for a field, the document path) an index
+	// access reads.
 	Tag string
-	// Lower and Upper bound the encoded values (keys.AppendEscaped) of
-	// the index entries read: [Lower, Upper); a nil Upper means every
-	// value after Lower.
+	// Lower and Upper bound the encoded values (keys.AppendEscaped for a
+	// tag, keys.AppendField* for a field) of the index entries read:
+	// [Lower, Upper); a nil Upper means every value after Lower.
 	Lower, Upper []byte
 	// KeyPrefix: only keys that start with it can match
 	// (key.startsWith(...), or key == ... with KeyExact).
@@ -51,9 +59,13 @@ type Plan struct {
 // String describes the plan, for explain output.
 func (p Plan) String() string {
 	var b strings.Builder
-	b.WriteString(p.Access.String())
-	if p.Access != Scan {
-		fmt.Fprintf(&b, " %q", p.Tag)
+	switch {
+	case p.Access == Scan:
+		b.WriteString("scan")
+	case p.Kind == keys.IndexField:
+		fmt.Fprintf(&b, "field %s %q", strings.TrimPrefix(p.Access.String(), "tag "), "doc."+p.Tag)
+	default:
+		fmt.Fprintf(&b, "%s %q", p.Access, p.Tag)
 	}
 	switch {
 	case p.KeyExact:
@@ -64,25 +76,46 @@ func (p Plan) String() string {
 	return b.String()
 }
 
-// plan picks, among the conjuncts at the top of the filter, the most
-// selective index access and the narrowest key prefix.
-func plan(e celast.Expr) Plan {
-	var best Plan
-	ranges := map[string]*Plan{}
+// plan collects, among the conjuncts at the top of the filter, every
+// index access (tags and document fields) and the narrowest key prefix.
+func plan(e celast.Expr) (keyPlan Plan, accesses []Plan) {
 	for _, c := range conjuncts(e, nil) {
 		if p, ok := keyConjunct(c); ok {
-			if p.KeyExact || len(p.KeyPrefix) > len(best.KeyPrefix) && !best.KeyExact {
-				best.KeyPrefix, best.KeyExact = p.KeyPrefix, p.KeyExact
+			if p.KeyExact || len(p.KeyPrefix) > len(keyPlan.KeyPrefix) && !keyPlan.KeyExact {
+				keyPlan.KeyPrefix, keyPlan.KeyExact = p.KeyPrefix, p.KeyExact
 			}
 			continue
 		}
-		p, ok := tagConjunct(c)
-		if !ok {
+		if p, ok := tagConjunct(c); ok {
+			p.Kind = keys.IndexTag
+			accesses = append(accesses, p)
+		} else if p, ok := fieldConjunct(c); ok {
+			p.Kind = keys.IndexField
+			accesses = append(accesses, p)
+		}
+	}
+	return keyPlan, accesses
+}
+
+// choose picks the most selective access among those usable (fields:
+// those whose path usable says is indexed, ready, with the type the
+// access compares), merging the bounds of range conditions on one index,
+// and gives it the key plan's prefix.
+func choose(keyPlan Plan, accesses []Plan, usable func(path string, typ byte) bool) Plan {
+	best := keyPlan
+	type index struct {
+		kind byte
+		name string
+	}
+	ranges := map[index]*Plan{}
+	for _, p := range accesses {
+		if p.Kind == keys.IndexField && (usable == nil || !usable(p.Tag, p.Type)) {
 			continue
 		}
 		if p.Access == TagRange {
-			// Bounds of one tag narrow each other.
-			if r := ranges[p.Tag]; r != nil {
+			// Bounds on one index narrow each other.
+			ix := index{p.Kind, p.Tag}
+			if r := ranges[ix]; r != nil {
 				if string(p.Lower) > string(r.Lower) {
 					r.Lower = p.Lower
 				}
@@ -91,11 +124,11 @@ func plan(e celast.Expr) Plan {
 				}
 				p = *r
 			} else {
-				ranges[p.Tag] = &p
+				ranges[ix] = &p
 			}
 		}
-		if p.Access >= best.Access {
-			best.Access, best.Tag, best.Lower, best.Upper = p.Access, p.Tag, p.Lower, p.Upper
+		if p.Access > best.Access || p.Access == best.Access && p.Kind == best.Kind && p.Tag == best.Tag {
+			best.Access, best.Kind, best.Type, best.Tag, best.Lower, best.Upper = p.Access, p.Kind, p.Type, p.Tag, p.Lower, p.Upper
 		}
 	}
 	return best
@@ -198,6 +231,149 @@ func tagConjunct(e celast.Expr) (Plan, bool) {
 			return Plan{Access: TagRange, Tag: name, Upper: enc}, true
 		case operators.LessEquals:
 			return Plan{Access: TagRange, Tag: name, Upper: keys.PrefixEnd(enc)}, true
+		}
+	}
+	return Plan{}, false
+}
+
+// docPath returns PATH if e is doc.PATH (a chain of selections on doc).
+func docPath(e celast.Expr) (string, bool) {
+	var parts []string
+	for e.Kind() == celast.SelectKind {
+		s := e.AsSelect()
+		if s.IsTestOnly() {
+			return "", false
+		}
+		parts = append(parts, s.FieldName())
+		e = s.Operand()
+	}
+	if len(parts) == 0 || !isIdent(e, "doc") {
+		return "", false
+	}
+	slices.Reverse(parts)
+	return strings.Join(parts, "."), true
+}
+
+// fieldLiteral encodes a literal as a field value: a string, a number,
+// or (timestamp("...")) a time.
+func fieldLiteral(e celast.Expr) (typ byte, enc []byte, ok bool) {
+	if e.Kind() == celast.CallKind {
+		c := e.AsCall()
+		if c.FunctionName() != "timestamp" || len(c.Args()) != 1 {
+			return 0, nil, false
+		}
+		s, ok := stringLit(c.Args()[0])
+		if !ok {
+			return 0, nil, false
+		}
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return 0, nil, false
+		}
+		return keys.FieldTime, keys.AppendFieldTime(nil, t.UnixNano()), true
+	}
+	if e.Kind() != celast.LiteralKind {
+		return 0, nil, false
+	}
+	switch v := e.AsLiteral().(type) {
+	case types.String:
+		return keys.FieldString, keys.AppendFieldString(nil, []byte(v)), true
+	case types.Int:
+		return keys.FieldNumber, keys.AppendFieldNumber(nil, float64(v)), true
+	case types.Uint:
+		return keys.FieldNumber, keys.AppendFieldNumber(nil, float64(v)), true
+	case types.Double:
+		if math.IsNaN(float64(v)) {
+			return 0, nil, false
+		}
+		return keys.FieldNumber, keys.AppendFieldNumber(nil, float64(v)), true
+	}
+	return 0, nil, false
+}
+
+// fieldOperand returns PATH if e is doc.PATH or, for times,
+// timestamp(doc.PATH).
+func fieldOperand(e celast.Expr) (path string, timed, ok bool) {
+	if e.Kind() == celast.CallKind {
+		c := e.AsCall()
+		if c.FunctionName() == "timestamp" && len(c.Args()) == 1 {
+			p, ok := docPath(c.Args()[0])
+			return p, true, ok
+		}
+		return "", false, false
+	}
+	p, ok := docPath(e)
+	return p, false, ok
+}
+
+// fieldConjunct recognizes the conjuncts a field index serves:
+// comparisons of doc.PATH with a literal (timestamp(doc.PATH) with a
+// timestamp), doc.PATH.startsWith("p"), "v" in doc.PATH (an array's
+// element) and has(doc.PATH).
+func fieldConjunct(e celast.Expr) (Plan, bool) {
+	if e.Kind() == celast.SelectKind { // has(doc.PATH)
+		s := e.AsSelect()
+		if !s.IsTestOnly() {
+			return Plan{}, false
+		}
+		parent, ok := docPath(s.Operand())
+		if !ok && isIdent(s.Operand(), "doc") {
+			parent, ok = "", true
+		}
+		if !ok {
+			return Plan{}, false
+		}
+		path := s.FieldName()
+		if parent != "" {
+			path = parent + "." + path
+		}
+		// Any type: the planner takes the declared one (Type 0 matches
+		// every type: see choose's usable).
+		return Plan{Access: TagExists, Tag: path}, true
+	}
+	if e.Kind() != celast.CallKind {
+		return Plan{}, false
+	}
+	c := e.AsCall()
+	args := c.Args()
+	fn := c.FunctionName()
+	switch {
+	case fn == "startsWith" && c.IsMemberFunction() && len(args) == 1:
+		path, ok1 := docPath(c.Target())
+		p, ok2 := stringLit(args[0])
+		if ok1 && ok2 {
+			lo := keys.AppendEscapedPrefix([]byte{keys.FieldString}, []byte(p))
+			return Plan{Access: TagPrefix, Type: keys.FieldString, Tag: path, Lower: lo, Upper: keys.PrefixEnd(lo)}, true
+		}
+	case fn == operators.In && len(args) == 2: // "v" in doc.PATH
+		path, ok1 := docPath(args[1])
+		typ, enc, ok2 := fieldLiteral(args[0])
+		if ok1 && ok2 && typ != keys.FieldTime {
+			return Plan{Access: TagEqual, Type: typ, Tag: path, Lower: enc, Upper: keys.PrefixEnd(enc)}, true
+		}
+	case flipped[fn] != "" && len(args) == 2:
+		path, timed, ok1 := fieldOperand(args[0])
+		typ, enc, ok2 := fieldLiteral(args[1])
+		if !ok1 || !ok2 {
+			path, timed, ok1 = fieldOperand(args[1])
+			typ, enc, ok2 = fieldLiteral(args[0])
+			fn = flipped[fn]
+		}
+		if !ok1 || !ok2 || timed != (typ == keys.FieldTime) {
+			return Plan{}, false
+		}
+		all := []byte{typ}
+		switch fn {
+		case operators.Equals:
+			return Plan{Access: TagEqual, Type: typ, Tag: path, Lower: enc, Upper: keys.PrefixEnd(enc)}, true
+		case operators.Greater:
+			return Plan{Access: TagRange, Type: typ, Tag: path, Lower: keys.PrefixEnd(enc), Upper: keys.PrefixEnd(all)}, true
+		case operators.GreaterEquals:
+			return Plan{Access: TagRange, Type: typ, Tag: path, Lower: enc, Upper: keys.PrefixEnd(all)}, true
+		case operators.Less:
+			return Plan{Access: TagRange, Type: typ, Tag: path, Lower: all, Upper: enc}, true
+		case operators.LessEquals:
+			return Plan{Access: TagRange, Type: typ, Tag: path, Lower: all, Upper: keys.PrefixEnd(enc)}, true
 		}
 	}
 	return Plan{}, false

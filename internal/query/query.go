@@ -75,8 +75,13 @@ func celEnv() (*cel.Env, error) {
 type Query struct {
 	// Source is the filter's text.
 	Source string
-	// Plan says which index entries hold every match's candidates.
+	// Plan is the query's plan with tag indexes alone (every range has
+	// them): which index entries hold every match's candidates, and the
+	// key span. PlanFor adds a range's field indexes.
 	Plan Plan
+
+	keyPlan  Plan
+	accesses []Plan
 
 	prg          cel.Program
 	usesDoc      bool
@@ -108,7 +113,8 @@ func Compile(src string) (*Query, error) {
 	}
 	q := &Query{Source: src, prg: prg}
 	root := ast.NativeRep().Expr()
-	q.Plan = plan(root)
+	q.keyPlan, q.accesses = plan(root)
+	q.Plan = choose(q.keyPlan, q.accesses, nil)
 	q.usesDoc, q.usesVersions = uses(root, "doc"), uses(root, "version_count")
 	return q, nil
 }
@@ -142,6 +148,13 @@ func Cached(src string) (*Query, error) {
 	cache.m[src] = q
 	cache.Unlock()
 	return q, nil
+}
+
+// PlanFor is the query's plan on a range whose ready field indexes
+// usable names: usable(path, typ) reports whether doc.path is indexed,
+// ready, with type typ (typ 0: any type, for has(doc.path)).
+func (q *Query) PlanFor(usable func(path string, typ byte) bool) Plan {
+	return choose(q.keyPlan, q.accesses, usable)
 }
 
 // UsesVersions reports whether the filter reads version_count (the

@@ -52,7 +52,7 @@ func encodeResult(res *kv.Result) []byte {
 	for _, p := range res.Pruned {
 		out = AppendRecord(out, p)
 	}
-	if len(res.Recs) == 0 && res.Status == (mvcc.TxnStatus{}) {
+	if len(res.Recs) == 0 && res.Status == (mvcc.TxnStatus{}) && res.Next == nil {
 		return out
 	}
 	// A transaction command's result: the versions per key, the status.
@@ -66,7 +66,12 @@ func encodeResult(res *kv.Result) []byte {
 	}
 	out = append(out, byte(res.Status.State))
 	out = binary.BigEndian.AppendUint64(out, res.Status.CommitTS)
-	return binary.BigEndian.AppendUint64(out, uint64(res.Status.Expires))
+	out = binary.BigEndian.AppendUint64(out, uint64(res.Status.Expires))
+	if res.Next != nil {
+		// Where an index fill stopped.
+		out = AppendOptBytes(out, res.Next)
+	}
+	return out
 }
 
 func decodeResult(b []byte) (*kv.Result, error) {
@@ -89,6 +94,9 @@ func decodeResult(b []byte) (*kv.Result, error) {
 		res.Status.State = mvcc.TxnState(d.U8())
 		res.Status.CommitTS = d.U64()
 		res.Status.Expires = int64(d.U64())
+		if d.Err() == nil && d.Len() > 0 {
+			res.Next = d.OptBytes()
+		}
 	}
 	return res, d.Done()
 }

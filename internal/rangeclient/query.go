@@ -124,9 +124,11 @@ func appendQueryPage(b []byte, p kv.QueryPage) []byte {
 	b = AppendOptBytes(b, p.Resume)
 	b = binary.BigEndian.AppendUint32(b, uint32(p.Examined))
 	if p.Indexed {
-		return append(b, 1)
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
 	}
-	return append(b, 0)
+	return AppendBytes(b, []byte(p.Plan))
 }
 
 func decodeQueryPage(b []byte) (kv.QueryPage, error) {
@@ -141,5 +143,6 @@ func decodeQueryPage(b []byte) (kv.QueryPage, error) {
 	p.Resume = d.OptBytes()
 	p.Examined = int(d.U32())
 	p.Indexed = d.U8() == 1
+	p.Plan = string(d.Bytes())
 	return p, d.Done()
 }
