@@ -39,6 +39,8 @@ type (
 	QueryRequest = object.QueryRequest
 	// QueryResult is a page of a query's matches.
 	QueryResult = object.QueryResult
+	// IndexInfo describes a field index and its build (Client.Indexes).
+	IndexInfo = object.IndexInfo
 	// Extent is a byte range of an object's content.
 	Extent = chunk.Extent
 	// Error is an error answered by the server, with a numbered Code.

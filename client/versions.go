@@ -276,3 +276,32 @@ func (c *Client) QueryAll(ctx context.Context, req QueryRequest, limit int) ([]O
 		req.After, req.AsOf = res.Next, res.AsOf
 	}
 }
+
+// AddIndex declares a field index on field (doc.PATH) of space, of type
+// "string", "number" or "time". It returns once every range indexes the
+// documents written from then on; the documents written before are
+// indexed in the background: Indexes shows the build's progress, and
+// queries use the index once its State is "ready". Adding it again
+// resumes a build that stopped.
+func (c *Client) AddIndex(ctx context.Context, space, field, typ string) ([]IndexInfo, error) {
+	return c.index(ctx, &wire.IndexRequest{Action: wire.IndexAdd, Space: space, Path: field, Type: typ}, false)
+}
+
+// DropIndex removes a field index and its entries.
+func (c *Client) DropIndex(ctx context.Context, space, field string) ([]IndexInfo, error) {
+	return c.index(ctx, &wire.IndexRequest{Action: wire.IndexDrop, Space: space, Path: field}, false)
+}
+
+// Indexes lists space's field indexes.
+func (c *Client) Indexes(ctx context.Context, space string) ([]IndexInfo, error) {
+	return c.index(ctx, &wire.IndexRequest{Action: wire.IndexList, Space: space}, true)
+}
+
+func (c *Client) index(ctx context.Context, r *wire.IndexRequest, idempotent bool) ([]IndexInfo, error) {
+	var out []IndexInfo
+	err := c.do(ctx, idempotent, nil, func(cn *wire.Conn) (err error) {
+		out, err = cn.Index(ctx, r)
+		return err
+	})
+	return out, err
+}

@@ -683,7 +683,7 @@ func newSpaceCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(create, ls, rm)
+	cmd.AddCommand(create, ls, rm, newIndexCmd())
 	return cmd
 }
 

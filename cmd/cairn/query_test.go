@@ -77,6 +77,23 @@ func TestCLIQuery(t *testing.T) {
 		t.Fatalf("employees by age: %v", names)
 	}
 
+	// A field index: built online, used by the planner, dropped.
+	out = must("", "space", "index", "add", "staff", "doc.age", "--type", "number")
+	if !strings.Contains(out, "indexed doc.age of staff (number)") {
+		t.Fatalf("index add: %q", out)
+	}
+	if out := must("", "space", "index", "ls", "staff"); !strings.Contains(out, "doc.age") || !strings.Contains(out, "ready") {
+		t.Fatalf("index ls: %q", out)
+	}
+	_, errs, code = run(t, bin, srv, "", "query", "staff", `doc.age > 40`, "--explain")
+	if code != 0 || !strings.Contains(errs, `plan: field range "doc.age"; 1 matches`) {
+		t.Fatalf("explain with the index: exit %d, %s", code, errs)
+	}
+	fails(1, "indexed as a number", "space", "index", "add", "staff", "doc.age", "--type", "string")
+	fails(1, "doc.PATH", "space", "index", "add", "staff", "age")
+	must("", "space", "index", "rm", "staff", "doc.age")
+	fails(1, "no index", "space", "index", "rm", "staff", "doc.age")
+
 	fails(1, "invalid filter", "query", "photos", `size >`)
 	fails(1, "not bool", "query", "photos", `size`)
 	out = must("", "key", "create", "--access", "clerk", "--grant", "staff=read")

@@ -134,6 +134,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if e = decode(body, &req); e == nil {
 			out, e = q.follow(&req)
 		}
+	case "index/add", "index/drop", "index/list":
+		var req IndexRequest
+		if e = decode(body, &req); e == nil {
+			out, e = q.index(strings.TrimPrefix(r.URL.Path, Prefix+"index/"), &req)
+		}
 	case "query":
 		var req QueryRequest
 		if e = decode(body, &req); e == nil {

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/auth"
 	"github.com/cairn-db/cairn/internal/object"
@@ -62,6 +63,64 @@ func (q *call) query(req *QueryRequest) (any, *ErrorBody) {
 	for i := range res.Objects {
 		o := &res.Objects[i]
 		out.Objects = append(out.Objects, QueryMatch{Version: versionOf(o), Doc: res.Docs[o.Key]})
+	}
+	return out, nil
+}
+
+// IndexRequest adds, drops or lists a space's field indexes: index/add
+// (field and type), index/drop (field), index/list.
+type IndexRequest struct {
+	Space string `json:"space"`
+	Field string `json:"field,omitempty"` // doc.PATH
+	Type  string `json:"type,omitempty"`  // string, number or time
+}
+
+// IndexList is a space's field indexes after the request.
+type IndexList struct {
+	Indexes []Index `json:"indexes"`
+}
+
+// Index is one field index and its build.
+type Index struct {
+	Field      string `json:"field"`
+	Type       string `json:"type"`
+	State      string `json:"state"`
+	Created    string `json:"created"`
+	RangesDone int    `json:"ranges_done"`
+	Ranges     int    `json:"ranges"`
+	Error      string `json:"error,omitempty"`
+}
+
+func (q *call) index(action string, req *IndexRequest) (any, *ErrorBody) {
+	need := auth.Admin
+	if action == "list" {
+		need = auth.Read
+	}
+	if e := q.allow(req.Space, need); e != nil {
+		return nil, e
+	}
+	m, ok := q.h.cfg.Service.(object.IndexManager)
+	if !ok {
+		return nil, &ErrorBody{Status: http.StatusNotImplemented, Code: "NotImplemented", Message: "this server keeps no field indexes"}
+	}
+	var err error
+	switch action {
+	case "add":
+		err = m.AddIndex(q.ctx, req.Space, req.Field, req.Type)
+	case "drop":
+		err = m.DropIndex(q.ctx, req.Space, req.Field)
+	}
+	if err != nil {
+		return nil, serviceError(err)
+	}
+	ixs, err := m.Indexes(q.ctx, req.Space)
+	if err != nil {
+		return nil, serviceError(err)
+	}
+	out := IndexList{Indexes: []Index{}}
+	for _, ix := range ixs {
+		out.Indexes = append(out.Indexes, Index{Field: ix.Path, Type: ix.Type, State: ix.State,
+			Created: time.Unix(0, ix.Created).UTC().Format(time.RFC3339Nano), RangesDone: ix.RangesDone, Ranges: ix.Ranges, Error: ix.Error})
 	}
 	return out, nil
 }

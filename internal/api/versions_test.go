@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/api"
 	"github.com/cairn-db/cairn/internal/object"
@@ -228,5 +229,30 @@ func TestQueryOverJSON(t *testing.T) {
 	}
 	if st, b := post(t, ep, "/_cairn/v1/query", api.QueryRequest{Space: "qjs", Filter: "size >"}, nil); st != 400 {
 		t.Fatalf("bad filter: %d %s", st, b)
+	}
+	// A field index, through index/add and index/list, serves the query.
+	st, b := post(t, ep, "/_cairn/v1/index/add", api.IndexRequest{Space: "qjs", Field: "doc.n", Type: "number"}, nil)
+	if l := must[api.IndexList](t, st, b); len(l.Indexes) != 1 || l.Indexes[0].Field != "doc.n" {
+		t.Fatalf("index/add: %s", b)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st, b := post(t, ep, "/_cairn/v1/index/list", api.IndexRequest{Space: "qjs"}, nil)
+		if l := must[api.IndexList](t, st, b); len(l.Indexes) == 1 && l.Indexes[0].State == "ready" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("index/list: %s", b)
+		}
+	}
+	st, b = post(t, ep, "/_cairn/v1/query", api.QueryRequest{Space: "qjs", Filter: "doc.n >= 3"}, nil)
+	if res := must[api.QueryResponse](t, st, b); len(res.Objects) != 2 || res.Plan != `field range "doc.n"` {
+		t.Fatalf("query with the field index: %s", b)
+	}
+	if st, b := post(t, ep, "/_cairn/v1/index/add", api.IndexRequest{Space: "qjs", Field: "doc.n", Type: "time"}, nil); st != 400 {
+		t.Fatalf("index/add of another type: %d %s", st, b)
+	}
+	st, b = post(t, ep, "/_cairn/v1/index/drop", api.IndexRequest{Space: "qjs", Field: "doc.n"}, nil)
+	if l := must[api.IndexList](t, st, b); len(l.Indexes) != 0 {
+		t.Fatalf("index/drop: %s", b)
 	}
 }

@@ -43,6 +43,8 @@ func sampleVersionBodies(r *rand.Rand) [][]byte {
 		AppendQueryRequest(nil, &object.QueryRequest{Space: "a", Filter: `tags.c == "r"`, AsOf: 5, Limit: 9, After: "k", OrderBy: "size", Desc: true, Docs: true}),
 		AppendQueryResult(nil, &object.QueryResult{AsOf: 5, Truncated: true, Next: "k", Plan: "tag equal", Ranges: 3, Examined: 7,
 			Objects: []object.Info{info, {Space: "a", Key: "doc", Version: 2}}, Docs: map[string]json.RawMessage{"doc": json.RawMessage(`{"a":1}`)}}),
+		AppendIndexRequest(nil, &IndexRequest{Action: IndexAdd, Space: "s", Path: "doc.age", Type: "number"}),
+		AppendIndexInfos(nil, []object.IndexInfo{{Path: "doc.age", Type: "number", State: "building", Created: 5, RangesDone: 1, Ranges: 3, Objects: 512, Error: "x"}}),
 	}
 }
 
@@ -56,7 +58,13 @@ func wireError(err error) *Error {
 // decodeVersionBody decodes body as kind (the order of
 // sampleVersionBodies) and re-encodes it.
 func decodeVersionBody(kind int, b []byte) (v any, again func() (any, error), err error) {
-	switch kind % 18 {
+	switch kind % 20 {
+	case 18:
+		x, err := DecodeIndexRequest(b)
+		return x, func() (any, error) { return DecodeIndexRequest(AppendIndexRequest(nil, &x)) }, err
+	case 19:
+		x, err := DecodeIndexInfos(b)
+		return x, func() (any, error) { return DecodeIndexInfos(AppendIndexInfos(nil, x)) }, err
 	case 16:
 		x, err := DecodeQueryRequest(b)
 		return x, func() (any, error) { return DecodeQueryRequest(AppendQueryRequest(nil, &x)) }, err
