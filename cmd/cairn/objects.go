@@ -609,7 +609,8 @@ func newSpaceCmd() *cobra.Command {
 			ret, _ := f.GetString("retention")
 			ranges, _ := f.GetUint32("ranges")
 			replicas, _ := f.GetUint32("replicas")
-			set := client.SpaceSettings{Ranges: ranges, Replicas: replicas}
+			placement, _ := f.GetString("placement")
+			set := client.SpaceSettings{Ranges: ranges, Replicas: replicas, Placement: placement}
 			switch {
 			case ret == "all" || ret == "":
 				set.Retention = "all"
@@ -637,12 +638,13 @@ func newSpaceCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "created space %s (id %d, %d ranges, %d replicas, retention %s)\n", sp.Name, sp.ID, sp.Settings.Ranges, replicasOf(sp.Settings), retentionString(sp.Settings))
+			fmt.Fprintf(cmd.OutOrStdout(), "created space %s (id %d, %d ranges, %d replicas, retention %s, placement %s)\n", sp.Name, sp.ID, sp.Settings.Ranges, replicasOf(sp.Settings), retentionString(sp.Settings), sp.Settings.Placement)
 			return nil
 		},
 	}
 	create.Flags().String("retention", "all", "version history kept: all, last:N, or for:DURATION")
 	create.Flags().Uint32("ranges", 0, "number of ranges the space starts with (default: the server's)")
+	create.Flags().String("placement", "ordered", "where keys live: ordered (key order: cheap prefix listing) or hash (sequential keys spread over 16 buckets; listings merge them)")
 	create.Flags().Uint32("replicas", 0, "copies of each range and chunk, on as many nodes (default 3, capped by the nodes that are up)")
 	ls := &cobra.Command{
 		Use:   "ls",
@@ -659,9 +661,9 @@ func newSpaceCmd() *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tID\tRANGES\tREPLICAS\tRETENTION\tCREATED")
+			fmt.Fprintln(tw, "NAME\tID\tRANGES\tREPLICAS\tRETENTION\tPLACEMENT\tCREATED")
 			for _, s := range spaces {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", s.Name, s.ID, s.Settings.Ranges, replicasOf(s.Settings), retentionString(s.Settings), time.Unix(0, s.Created).UTC().Format(time.RFC3339))
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\n", s.Name, s.ID, s.Settings.Ranges, replicasOf(s.Settings), retentionString(s.Settings), s.Settings.Placement, time.Unix(0, s.Created).UTC().Format(time.RFC3339))
 			}
 			return tw.Flush()
 		},

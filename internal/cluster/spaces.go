@@ -97,6 +97,16 @@ func (s *space) Base() (object.OpenSpace, uint64) {
 	return nil, 0
 }
 
+// Hashed implements object.OpenSpace: a snapshot is placed as its
+// space.
+func (s *space) Hashed() bool {
+	m := s
+	if s.base != nil {
+		m = s.base
+	}
+	return m.meta.Settings.Placement == meta.PlaceHash
+}
+
 // Held implements object.OpenSpace.
 func (s *space) Held() uint64 {
 	if s.base != nil {
@@ -186,7 +196,11 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 		if err != nil {
 			return nil, err
 		}
-		descs, err = n.catalog.CreatePlacedRanges(ctx, sp.ID, splitBounds(sp.ID, sp.Settings.Ranges), place)
+		bounds := splitBounds(sp.ID, sp.Settings.Ranges)
+		if sp.Settings.Placement == meta.PlaceHash {
+			bounds = hashBounds(sp.ID, sp.Settings.Ranges)
+		}
+		descs, err = n.catalog.CreatePlacedRanges(ctx, sp.ID, bounds, place)
 		if err != nil {
 			return nil, fmt.Errorf("create ranges of space %s: %w", sp.Name, err)
 		}
@@ -317,6 +331,23 @@ func splitBounds(spaceID uint32, count int) [][2][]byte {
 		}
 		prev = cut
 		cuts = append(cuts, keys.ObjectPrefix(spaceID, nil, cut))
+	}
+	cuts = append(cuts, keys.SpaceEnd(spaceID))
+	var b [][2][]byte
+	for i := 0; i+1 < len(cuts); i++ {
+		b = append(b, [2][]byte{cuts[i], cuts[i+1]})
+	}
+	return b
+}
+
+// hashBounds cuts a new hash space into count ranges at bucket
+// boundaries, as evenly as the buckets allow (at most keys.HashBuckets
+// ranges; splits by size and load go on from there).
+func hashBounds(spaceID uint32, count int) [][2][]byte {
+	count = max(1, min(count, keys.HashBuckets))
+	cuts := [][]byte{keys.SpaceStart(spaceID)}
+	for i := 1; i < count; i++ {
+		cuts = append(cuts, keys.ObjectPrefix(spaceID, []byte{byte(i * keys.HashBuckets / count)}, nil))
 	}
 	cuts = append(cuts, keys.SpaceEnd(spaceID))
 	var b [][2][]byte
@@ -462,11 +493,14 @@ func settingsToMeta(ws object.SpaceSettings, defRanges int) (meta.SpaceSettings,
 	if ms.Ranges == 0 {
 		ms.Ranges = defRanges
 	}
-	if ms.Placement != "ordered" {
-		return ms, object.Errorf(object.InvalidArgument, "placement %q is not available yet; use \"ordered\"", ms.Placement)
+	if ms.Placement != meta.PlaceOrdered && ms.Placement != meta.PlaceHash {
+		return ms, object.Errorf(object.InvalidArgument, "placement %q is not available yet; use \"ordered\" or \"hash\"", ms.Placement)
 	}
 	if ws.Replicas > maxSpaceReplicas {
 		return ms, object.Errorf(object.InvalidArgument, "replicas %d must be between 1 and %d", ws.Replicas, maxSpaceReplicas)
+	}
+	if ms.Placement == meta.PlaceHash && ms.Ranges > keys.HashBuckets {
+		return ms, object.Errorf(object.InvalidArgument, "a hash space starts with at most %d ranges (one per bucket); it splits from there as it grows", keys.HashBuckets)
 	}
 	if ms.Ranges < 1 || ms.Ranges > 256 {
 		return ms, object.Errorf(object.InvalidArgument, "ranges %d must be between 1 and 256", ms.Ranges)
@@ -656,10 +690,22 @@ func (n *Node) deleteSpace(ctx context.Context, name string, branch bool) error 
 	// Only client keys count: system keys (an S3 bucket's settings, its
 	// open multipart uploads) go with the space.
 	// Every range is asked at once (scatter-gather) for one live key.
-	sys := keys.ObjectPrefix(s.meta.ID, nil, []byte(object.SystemKeyPrefix))
-	live, _, err := n.rc.Scan(ctx, &s.tab, mvcc.ListOptions{Lower: keys.ObjectPrefix(s.meta.ID, nil, nil), Upper: sys, Limit: 1}, len(s.tab.Ranges()))
-	if err != nil {
-		return object.FromRange(err)
+	// (A hash space's keys are in buckets: each is asked.)
+	prefixes := [][]byte{nil}
+	if s.meta.Settings.Placement == meta.PlaceHash {
+		prefixes = prefixes[:0]
+		for b := range keys.HashBuckets {
+			prefixes = append(prefixes, []byte{byte(b)})
+		}
+	}
+	var live []mvcc.Entry
+	for _, pp := range prefixes {
+		sys := keys.ObjectPrefix(s.meta.ID, pp, []byte(object.SystemKeyPrefix))
+		l, _, err := n.rc.Scan(ctx, &s.tab, mvcc.ListOptions{Lower: keys.ObjectPrefix(s.meta.ID, pp, nil), Upper: sys, Limit: 1}, len(s.tab.Ranges()))
+		if err != nil {
+			return object.FromRange(err)
+		}
+		live = append(live, l...)
 	}
 	if len(live) > 0 && !branch {
 		return object.Errorf(object.SpaceNotEmpty, "space %q still holds objects; delete them first", name)

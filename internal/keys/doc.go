@@ -24,9 +24,8 @@
 //	+---------------+---------------------+---------------------+
 //
 // The placement prefix (pprefix) decides where an object lives: empty in an
-// "ordered" space (key order), HashPrefix(key) in a "hash" space (8 bytes:
-// the big-endian 64-bit FNV-1a of the key), the hash of a tag's value in a
-// "tag:NAME" space. Object keys are prefix-free. User keys are 1..MaxKeyLen
+// "ordered" space (key order), HashPrefix(key) in a "hash" space (one
+// byte: the key's bucket, its 32-bit FNV-1a modulo HashBuckets). Object keys are prefix-free. User keys are 1..MaxKeyLen
 // bytes (CheckKey).
 //
 // # Meta-plane keys built on object keys

@@ -22,8 +22,9 @@ const (
 	PrefixChild byte = 'p'
 )
 
-// HashPrefixLen is the length of the placement prefix HashPrefix returns.
-const HashPrefixLen = 8
+// HashBuckets is how many buckets a "hash" space spreads its keys over;
+// HashPrefix names one, in one byte.
+const HashBuckets = 16
 
 var (
 	// ErrMalformedKey is returned by the decoders when their input is not a
@@ -110,13 +111,16 @@ func DecodeEscaped(b []byte) (value, rest []byte, err error) {
 	}
 }
 
-// HashPrefix returns the placement prefix of key in a "hash" space: the
-// 64-bit FNV-1a hash of key (hash/fnv's New64a), big-endian, 8 bytes. This is
-// a persistent format: changing it moves every object of every hash space.
+// HashPrefix returns the placement prefix of key in a "hash" space: its
+// bucket, the 32-bit FNV-1a hash of key (hash/fnv's New32a) modulo
+// HashBuckets, in one byte. Sequential keys spread over the buckets;
+// within a bucket keys keep their order, so a listing merges HashBuckets
+// ordered streams. This is a persistent format: changing it moves every
+// object of every hash space.
 func HashPrefix(key []byte) []byte {
-	h := fnv.New64a()
+	h := fnv.New32a()
 	h.Write(key)
-	return h.Sum(make([]byte, 0, HashPrefixLen))
+	return []byte{byte(h.Sum32() % HashBuckets)}
 }
 
 // Object returns the object key of key in space spaceID with placement prefix

@@ -425,8 +425,8 @@ func (st *Store) MergeBranch(ctx context.Context, req *MergeRequest) (MergeResul
 // the branch point), or else the space's at the branch point: a side
 // changed the key if it now holds another object than the ancestor.
 func (st *Store) mergeKey(ctx context.Context, t *Txn, s, dst OpenSpace, at, mergedAt uint64, e sideEntry, strategy string) (bool, string, error) {
-	obj := keys.Object(dst.ID(), nil, []byte(e.key))
-	sobj := keys.Object(s.ID(), nil, []byte(e.key))
+	obj := objKey(dst, []byte(e.key))
+	sobj := objKey(s, []byte(e.key))
 	cur, _, err := t.tx.Read(ctx, dst.Table(), obj) // the space now (nil: absent)
 	if err != nil {
 		return false, "", FromRange(err)

@@ -227,7 +227,7 @@ func (st *Store) cloneSource(ctx context.Context, req *CloneRequest, dstSpace st
 	}
 	// The target is checked before the index entry is written: a clone
 	// refused for its target leaves no entry.
-	dstID := s.ID()
+	dstID, dstHashed := s.ID(), s.Hashed()
 	if dstSpace == req.Space {
 		if err := readOnly(s, req.Space); err != nil {
 			return nil, 0, 0, err
@@ -237,14 +237,14 @@ func (st *Store) cloneSource(ctx context.Context, req *CloneRequest, dstSpace st
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		dstID = d.ID()
+		dstID, dstHashed = d.ID(), d.Hashed()
 		err = readOnly(d, dstSpace)
 		drelease()
 		if err != nil {
 			return nil, 0, 0, err
 		}
 	}
-	child := keys.Object(dstID, nil, []byte(req.DstKey))
+	child := keys.Object(dstID, placePrefix(dstHashed, []byte(req.DstKey)), []byte(req.DstKey))
 	if _, err := st.propose(ctx, s, obj, (&kv.ChildCmd{Obj: obj, Version: rec.Version, Child: child}).Encode()); err != nil {
 		return nil, 0, 0, err
 	}

@@ -123,6 +123,9 @@ func (st *Store) Query(ctx context.Context, req *QueryRequest) (QueryResult, err
 	}
 	for attempt := 0; ; attempt++ {
 		err = st.cfg.Ranges.RetryMoved(ctx, func() (err error) {
+			if s.Hashed() {
+				return st.queryBuckets(ctx, s, req, q, limit, &out)
+			}
 			return st.queryOnce(ctx, s, req, q, lower, upper, after, limit, &out)
 		}, func() bool { return true })
 		again, serr := st.settle(ctx, err, attempt)
@@ -161,6 +164,74 @@ func pageLimitQuery(n uint32) int {
 		return queryDefault
 	}
 	return min(int(n), kv.QueryMaxLimit)
+}
+
+// queryBuckets is queryOnce over each bucket of hash space s, at once,
+// merged in key order: a bucket whose page was cut bounds the merged
+// page (keys past where it stopped may still lie in it).
+func (st *Store) queryBuckets(ctx context.Context, s OpenSpace, req *QueryRequest, q *query.Query, limit int, out *QueryResult) error {
+	buckets := make([]int, 0, keys.HashBuckets)
+	if q.Plan.KeyExact {
+		buckets = append(buckets, int(keys.HashPrefix([]byte(q.Plan.KeyPrefix))[0]))
+	} else {
+		for b := range keys.HashBuckets {
+			buckets = append(buckets, b)
+		}
+	}
+	res := make([]QueryResult, len(buckets))
+	errs := make([]error, len(buckets))
+	var wg sync.WaitGroup
+	for i, b := range buckets {
+		wg.Go(func() {
+			bucket := []byte{byte(b)}
+			lower := keys.ObjectPrefix(s.ID(), bucket, []byte(q.Plan.KeyPrefix))
+			upper := minBytes(keys.PrefixEnd(lower), keys.ObjectPrefix(s.ID(), bucket, []byte(SystemKeyPrefix)))
+			var after []byte
+			if req.After != "" {
+				after = keys.Object(s.ID(), bucket, []byte(req.After))
+			}
+			res[i].AsOf = out.AsOf
+			errs[i] = st.queryOnce(ctx, s, req, q, lower, upper, after, limit, &res[i])
+		})
+	}
+	wg.Wait()
+	out.Objects, out.Docs, out.Truncated, out.Next, out.Ranges, out.Examined, out.Plan = nil, nil, false, "", 0, 0, ""
+	bound, bounded := "", false
+	for i, r := range res {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		out.Objects = append(out.Objects, r.Objects...)
+		for k, d := range r.Docs {
+			if out.Docs == nil {
+				out.Docs = map[string]json.RawMessage{}
+			}
+			out.Docs[k] = d
+		}
+		out.Ranges += r.Ranges
+		out.Examined += r.Examined
+		if out.Plan == "" || r.Plan != "scan" {
+			out.Plan = r.Plan
+		}
+		if r.Truncated && (!bounded || r.Next < bound) {
+			bound, bounded = r.Next, true
+		}
+	}
+	slices.SortFunc(out.Objects, func(a, b Info) int { return strings.Compare(a.Key, b.Key) })
+	if bounded {
+		n := len(out.Objects)
+		for n > 0 && out.Objects[n-1].Key > bound {
+			n--
+		}
+		out.Objects, out.Truncated, out.Next = out.Objects[:n], true, bound
+	}
+	if len(out.Objects) > limit {
+		out.Objects, out.Truncated = out.Objects[:limit], true
+	}
+	if out.Truncated && len(out.Objects) > 0 && len(out.Objects) == limit {
+		out.Next = out.Objects[len(out.Objects)-1].Key
+	}
+	return nil
 }
 
 // queryParallel is how many ranges a query asks at once.

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"hash"
 	"io"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -117,6 +119,23 @@ type OpenSpace interface {
 	// (HeldPending while one is being made; 0: none): no version at or
 	// below it may be removed.
 	Held() uint64
+	// Hashed reports whether the space's placement is "hash": its keys
+	// spread over keys.HashBuckets buckets (keys.HashPrefix).
+	Hashed() bool
+}
+
+// objKey is the object key of key in space s: in a hash space, under its
+// bucket.
+func objKey(s OpenSpace, key []byte) []byte {
+	return keys.Object(s.ID(), placePrefix(s.Hashed(), key), key)
+}
+
+// placePrefix is the placement prefix of key in a space hashed or not.
+func placePrefix(hashed bool, key []byte) []byte {
+	if hashed {
+		return keys.HashPrefix(key)
+	}
+	return nil
 }
 
 // HeldPending is OpenSpace.Held while a snapshot of the space is being
@@ -206,7 +225,7 @@ func (st *Store) target(ctx context.Context, spaceName, key string) (s OpenSpace
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	obj = keys.Object(s.ID(), nil, []byte(key))
+	obj = objKey(s, []byte(key))
 	return s, obj, release, nil
 }
 
@@ -1198,7 +1217,14 @@ func (st *Store) listOnce(ctx context.Context, s OpenSpace, req *ListRequest, lo
 		}
 		o.AsOf = ts
 	}
-	ents, more, err := st.cfg.Ranges.Scan(ctx, s.Table(), o, 1)
+	var ents []mvcc.Entry
+	var more bool
+	var err error
+	if s.Hashed() {
+		ents, more, err = st.scanBuckets(ctx, s, req.Prefix, req.StartAfter, o)
+	} else {
+		ents, more, err = st.cfg.Ranges.Scan(ctx, s.Table(), o, 1)
+	}
 	if err != nil {
 		return ListResult{}, err // a range client failure: List classes it
 	}
@@ -1220,6 +1246,87 @@ func (st *Store) listOnce(ctx context.Context, s OpenSpace, req *ListRequest, lo
 		}
 	}
 	return out, nil
+}
+
+// scanBuckets is a listing of hash space s (o's span is ignored: each
+// bucket's is prefix's): a scan of each bucket, at once, merged in key
+// order. A bucket whose page was cut bounds the merged page: keys past
+// its last one may still lie in it.
+func (st *Store) scanBuckets(ctx context.Context, s OpenSpace, prefix, startAfter string, o mvcc.ListOptions) ([]mvcc.Entry, bool, error) {
+	type page struct {
+		ents []mvcc.Entry
+		keys []string
+		more bool
+		err  error
+	}
+	pages := make([]page, keys.HashBuckets)
+	var wg sync.WaitGroup
+	for b := range pages {
+		wg.Go(func() {
+			bo := o
+			bucket := []byte{byte(b)}
+			bo.Lower = keys.ObjectPrefix(s.ID(), bucket, []byte(prefix))
+			bo.Upper = keys.PrefixEnd(bo.Lower)
+			if !strings.HasPrefix(prefix, SystemKeyPrefix) || !SystemKeys(ctx) {
+				bo.Upper = minBytes(bo.Upper, keys.ObjectPrefix(s.ID(), bucket, []byte(SystemKeyPrefix)))
+			}
+			bo.StartAfter = nil
+			if startAfter != "" {
+				bo.StartAfter = keys.Object(s.ID(), bucket, []byte(startAfter))
+			}
+			p := &pages[b]
+			if p.ents, p.more, p.err = st.cfg.Ranges.Scan(ctx, s.Table(), bo, 1); p.err != nil {
+				return
+			}
+			for _, e := range p.ents {
+				_, _, k, err := keys.DecodeObject(e.Obj)
+				if err != nil {
+					p.err = Errorf(Corrupt, "object key: %v", err)
+					return
+				}
+				p.keys = append(p.keys, string(k))
+			}
+		})
+	}
+	wg.Wait()
+	type entry struct {
+		key string
+		e   mvcc.Entry
+	}
+	var all []entry
+	bound, bounded := "", false
+	for _, p := range pages {
+		if p.err != nil {
+			return nil, false, p.err
+		}
+		for i, e := range p.ents {
+			all = append(all, entry{p.keys[i], e})
+		}
+		if p.more && len(p.keys) > 0 {
+			if last := p.keys[len(p.keys)-1]; !bounded || last < bound {
+				bound, bounded = last, true
+			}
+		}
+	}
+	// A key lives in one bucket: a stable sort keeps its versions' order.
+	slices.SortStableFunc(all, func(a, b entry) int { return strings.Compare(a.key, b.key) })
+	more := false
+	if bounded {
+		n := len(all)
+		for n > 0 && all[n-1].key > bound {
+			n--
+		}
+		more = true
+		all = all[:n]
+	}
+	if o.Limit > 0 && len(all) > o.Limit {
+		all, more = all[:o.Limit], true
+	}
+	out := make([]mvcc.Entry, len(all))
+	for i, e := range all {
+		out[i] = e.e
+	}
+	return out, more, nil
 }
 
 // listOptions is one range's part of a listing.

@@ -527,7 +527,7 @@ func (t *Txn) List(ctx context.Context, req *ListRequest) (ListResult, error) {
 	t.touched(s, req.Space)
 	_, point := s.Base()
 	for _, o := range res.Objects {
-		t.tx.Saw(keys.Object(s.ID(), nil, []byte(o.Key)), ownVersion(point, o.Version))
+		t.tx.Saw(objKey(s, []byte(o.Key)), ownVersion(point, o.Version))
 	}
 	return t.mergeWrites(s, req, res), nil
 }
@@ -535,16 +535,11 @@ func (t *Txn) List(ctx context.Context, req *ListRequest) (ListResult, error) {
 // mergeWrites puts the transaction's writes of req's span into a page of
 // its snapshot's listing.
 func (t *Txn) mergeWrites(s OpenSpace, req *ListRequest, res ListResult) ListResult {
-	lower := keys.ObjectPrefix(s.ID(), nil, []byte(req.Prefix))
-	upper := keys.PrefixEnd(lower)
 	var mine []Info
 	for _, w := range t.tx.Writes() {
-		if !bytes.HasPrefix(w.Obj, lower) || upper != nil && bytes.Compare(w.Obj, upper) >= 0 {
-			continue
-		}
-		_, _, k, err := keys.DecodeObject(w.Obj)
+		id, _, k, err := keys.DecodeObject(w.Obj)
 		key := string(k)
-		if err != nil || key <= req.StartAfter || strings.HasPrefix(key, SystemKeyPrefix) {
+		if err != nil || id != s.ID() || !strings.HasPrefix(key, req.Prefix) || key <= req.StartAfter || strings.HasPrefix(key, SystemKeyPrefix) {
 			continue
 		}
 		if res.Truncated && key > res.Next {
@@ -555,6 +550,8 @@ func (t *Txn) mergeWrites(s OpenSpace, req *ListRequest, res ListResult) ListRes
 	if len(mine) == 0 {
 		return res
 	}
+	// (In key order: a hash space's object keys are in bucket order.)
+	slices.SortStableFunc(mine, func(a, b Info) int { return strings.Compare(a.Key, b.Key) })
 	merged := make([]Info, 0, len(res.Objects)+len(mine))
 	i := 0
 	for _, m := range mine {
