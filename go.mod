@@ -6,12 +6,27 @@ require github.com/cockroachdb/pebble/v2 v2.1.7
 
 require (
 	cel.dev/cel-go v0.33.2
+	github.com/dolthub/go-mysql-server v0.20.0
+	github.com/dolthub/vitess v0.0.0-20250512224608-8fb9c6ea092c
 	lukechampine.com/blake3 v1.4.1
 )
 
 require (
 	cel.dev/expr v0.25.3 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
+	github.com/dolthub/flatbuffers/v23 v23.3.3-dh.2 // indirect
+	github.com/dolthub/go-icu-regex v0.0.0-20250327004329-6799764f2dad // indirect
+	github.com/dolthub/jsonpath v0.0.2-0.20240227200619-19675ab05c71 // indirect
+	github.com/go-kit/kit v0.10.0 // indirect
+	github.com/hashicorp/golang-lru v0.5.4 // indirect
+	github.com/lestrrat-go/strftime v1.0.4 // indirect
+	github.com/shopspring/decimal v1.3.1 // indirect
+	github.com/tetratelabs/wazero v1.8.2 // indirect
+	golang.org/x/mod v0.41.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/telemetry v0.0.0-20260924152758-ed294f943157 // indirect
+	golang.org/x/tools v0.51.0 // indirect
+	gopkg.in/src-d/go-errors.v1 v1.0.0 // indirect
 )
 
 require (
@@ -97,7 +112,7 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rogpeppe/go-internal v1.16.0 // indirect
-	github.com/sirupsen/logrus v1.10.2 // indirect
+	github.com/sirupsen/logrus v1.10.2
 	github.com/soheilhy/cmux v0.1.5 // indirect
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10

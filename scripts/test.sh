@@ -54,6 +54,10 @@ if ! scripts/e2e-s3.sh --check-clients >/dev/null 2>&1; then
 fi
 export CAIRN_REQUIRE_S3_CLIENTS=1
 
+# The SQL port is tested with Debian's MariaDB client (internal/node).
+command -v mariadb >/dev/null || apt_install mariadb-client
+export CAIRN_REQUIRE_MARIADB=1
+
 # The scripts are checked as the Go code is.
 command -v shellcheck >/dev/null || apt_install shellcheck
 

@@ -65,7 +65,11 @@ func runServer(ctx context.Context, cfg node.Config) error {
 	cfg.Logger.Info("cairn node serving",
 		"version", version, "node", n.NodeID(), "data", cfg.DataDir,
 		"native", n.NativeAddr(), "http", n.HTTPAddr(), "startup", time.Since(start).Round(time.Millisecond))
-	fmt.Fprintf(os.Stderr, "cairn: serving %s (native %s, http %s); Ctrl-C or SIGTERM stops\n", cfg.DataDir, n.NativeAddr(), n.HTTPAddr())
+	sqlNote := ""
+	if a := n.SQLAddr(); a != "" {
+		sqlNote = ", sql " + a
+	}
+	fmt.Fprintf(os.Stderr, "cairn: serving %s (native %s, http %s%s); Ctrl-C or SIGTERM stops\n", cfg.DataDir, n.NativeAddr(), n.HTTPAddr(), sqlNote)
 	<-ctx.Done()
 	cfg.Logger.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

@@ -20,6 +20,7 @@ import (
 	"github.com/cairn-db/cairn/internal/cluster"
 	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/s3"
+	"github.com/cairn-db/cairn/internal/sqlsrv"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -64,6 +65,12 @@ type Config struct {
 	// whoever reaches it. Default: off; cluster admins' signed requests
 	// get them at /_cairn/debug/pprof/ either way.
 	Pprof bool
+	// SQLPort, when set, serves the spaces read-only over the MySQL
+	// protocol on it (-1 picks a free port). Default: off.
+	SQLPort int
+	// SQLListen is the address the SQL port binds to. Default: 127.0.0.1
+	// (loopback, whatever Listen says).
+	SQLListen string
 }
 
 // EnsureDefaults fills in zero fields.
@@ -123,6 +130,8 @@ type Node struct {
 	httpSrv *http.Server
 	nativeL net.Listener
 	httpL   net.Listener
+	sqlL    net.Listener // nil without Config.SQLPort
+	sqlSrv  *sqlsrv.Server
 	s3api   *s3.Handler // the S3 API (s3.go)
 
 	closeOnce sync.Once
@@ -220,7 +229,24 @@ func (n *Node) listen(httpTLS *tls.Config) error {
 	if httpTLS != nil {
 		n.httpL = tls.NewListener(n.httpL, httpTLS)
 	}
+	if n.cfg.SQLPort != 0 {
+		host := n.cfg.SQLListen
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		if n.sqlL, err = net.Listen("tcp", net.JoinHostPort(host, fmt.Sprint(port(n.cfg.SQLPort)))); err != nil {
+			return fmt.Errorf("SQL listener: %w (use another --sql-port)", err)
+		}
+	}
 	return nil
+}
+
+// SQLAddr is the bound SQL address ("" without one).
+func (n *Node) SQLAddr() string {
+	if n.sqlL == nil {
+		return ""
+	}
+	return n.sqlL.Addr().String()
 }
 
 // NativeAddr is the bound native protocol address.
@@ -233,6 +259,13 @@ func (n *Node) HTTPAddr() string { return n.httpL.Addr().String() }
 // Close stops them.
 func (n *Node) Serve() {
 	n.Node.Serve()
+	if n.sqlL != nil {
+		srv, err := sqlsrv.Start(sqlsrv.Config{Listener: n.sqlL, Service: n, Keys: n.Keyring(), Logger: n.log})
+		if err != nil {
+			n.log.Error("SQL server did not start", "err", err)
+		}
+		n.sqlSrv = srv
+	}
 	n.serveWG.Add(2)
 	go func() {
 		defer n.serveWG.Done()
@@ -272,9 +305,12 @@ func (n *Node) Close() error {
 		if n.wireSrv != nil {
 			errs = append(errs, n.wireSrv.Close())
 		}
-		// The servers close only listeners they were serving; close both in
-		// case Serve was never called.
-		for _, l := range []net.Listener{n.httpL, n.nativeL} {
+		if n.sqlSrv != nil {
+			errs = append(errs, n.sqlSrv.Close())
+		}
+		// The servers close only listeners they were serving; close them
+		// all in case Serve was never called.
+		for _, l := range []net.Listener{n.httpL, n.nativeL, n.sqlL} {
 			if l != nil {
 				l.Close()
 			}

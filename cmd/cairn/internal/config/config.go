@@ -63,6 +63,8 @@ type Server struct {
 	IdleTimeout     time.Duration `koanf:"idle-timeout"`
 	MaxConnections  int           `koanf:"max-connections"`
 	Pprof           bool          `koanf:"pprof"`
+	SQLPort         int           `koanf:"sql-port"`
+	SQLListen       string        `koanf:"sql-listen"`
 	LogLevel        string        `koanf:"log-level"`
 }
 
@@ -104,11 +106,13 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.String("tls-key", "", "PEM private key file of --tls-cert")
 	fs.Duration("idle-timeout", 60*time.Second, "connections without progress this long are closed: a stalled HTTP body or native frame, an idle keep-alive or native connection, a client that takes no answer")
 	fs.Int("max-connections", 4096, "most native protocol connections open at once; more are refused with a clear error")
+	fs.Int("sql-port", 0, "serve the spaces read-only over the MySQL protocol on this port (mariadb/mysql clients; users are access keys); 0: off")
+	fs.String("sql-listen", "127.0.0.1", "address the SQL port binds to (loopback by default, whatever --listen says)")
 	fs.Bool("pprof", false, "serve Go's profiles at /debug/pprof/ on the HTTP port to anyone who reaches it (cluster admins' signed requests get them at /_cairn/debug/pprof/ always)")
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 }
 
-var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "token", "token-ttl", "inline-threshold", "ranges", "record-cache", "down-after", "min-copies", "repair-rate", "gc-grace", "gc-interval", "rebalance-after", "split-size", "split-load", "merge-size", "merge-after", "meta-members", "root-access-key", "root-secret-key", "s3-region", "s3-domain", "multipart-expiry", "tls-cert", "tls-key", "idle-timeout", "max-connections", "pprof", "log-level"}
+var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "token", "token-ttl", "inline-threshold", "ranges", "record-cache", "down-after", "min-copies", "repair-rate", "gc-grace", "gc-interval", "rebalance-after", "split-size", "split-load", "merge-size", "merge-after", "meta-members", "root-access-key", "root-secret-key", "s3-region", "s3-domain", "multipart-expiry", "tls-cert", "tls-key", "idle-timeout", "max-connections", "pprof", "sql-port", "sql-listen", "log-level"}
 
 // LoadServer merges the config file (from --config or CAIRN_CONFIG), the
 // CAIRN_* environment (environ, e.g. os.Environ) and the flags of fs.
@@ -228,5 +232,7 @@ func (s Server) NodeConfig() (node.Config, error) {
 		IdleTimeout:     s.IdleTimeout,
 		MaxConnections:  s.MaxConnections,
 		Pprof:           s.Pprof,
+		SQLPort:         s.SQLPort,
+		SQLListen:       s.SQLListen,
 	}, nil
 }
