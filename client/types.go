@@ -41,6 +41,8 @@ type (
 	QueryResult = object.QueryResult
 	// IndexInfo describes a field index and its build (Client.Indexes).
 	IndexInfo = object.IndexInfo
+	// SQLResult is a SQL statement's columns and rows (Client.SQL).
+	SQLResult = object.SQLResult
 	// Extent is a byte range of an object's content.
 	Extent = chunk.Extent
 	// Error is an error answered by the server, with a numbered Code.

@@ -305,3 +305,17 @@ func (c *Client) index(ctx context.Context, r *wire.IndexRequest, idempotent boo
 	})
 	return out, err
 }
+
+// SQL runs a read-only SQL statement over the spaces as tables (the
+// database cairn: a table per space and snapshot the key may read;
+// docs/api.md, "SQL") and returns its columns and rows as text (a nil
+// cell is NULL). The answer fills at most half a frame: add a LIMIT, or
+// use the node's SQL port (cairn server --sql-port) for large results.
+func (c *Client) SQL(ctx context.Context, stmt string) (SQLResult, error) {
+	var res SQLResult
+	err := c.do(ctx, true, nil, func(cn *wire.Conn) (err error) {
+		res, err = cn.SQL(ctx, stmt)
+		return err
+	})
+	return res, err
+}

@@ -94,11 +94,24 @@ func TestCLIQuery(t *testing.T) {
 	must("", "space", "index", "rm", "staff", "doc.age")
 	fails(1, "no index", "space", "index", "rm", "staff", "doc.age")
 
+	// SQL over the native protocol: the same engine as the SQL port.
+	if out := must("", "sql", "SELECT `key`, JSON_EXTRACT(doc, '$.age') FROM staff WHERE JSON_EXTRACT(doc, '$.type') = 'Employee' ORDER BY `key`"); out != "key\tJSON_EXTRACT(doc, '$.age')\nada\t36\ngrace\t45\n" {
+		t.Fatalf("sql: %q", out)
+	}
+	if out := must("", "sql", "SELECT COUNT(*) FROM photos", "--json"); !strings.Contains(out, `"rows":[["4"]]`) {
+		t.Fatalf("sql --json: %q", out)
+	}
+	fails(1, "cannot be dropped", "sql", "DROP TABLE photos")
+	fails(1, "read-only", "sql", "DELETE FROM photos")
+
 	fails(1, "invalid filter", "query", "photos", `size >`)
 	fails(1, "not bool", "query", "photos", `size`)
 	out = must("", "key", "create", "--access", "clerk", "--grant", "staff=read")
 	secret := regexp.MustCompile(`secret key: (\S+)`).FindStringSubmatch(out)[1]
 	if _, errs, code := run(t, bin, srv, "", "query", "photos", "true", "--access-key", "clerk", "--secret-key", secret); code == 0 || !strings.Contains(errs, "denied") {
 		t.Fatalf("the clerk queried photos: exit %d, %s", code, errs)
+	}
+	if _, errs, code := run(t, bin, srv, "", "sql", "SELECT * FROM photos", "--access-key", "clerk", "--secret-key", secret); code == 0 || !strings.Contains(errs, "photos") {
+		t.Fatalf("the clerk's SQL over photos: exit %d, %s", code, errs)
 	}
 }

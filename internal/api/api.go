@@ -139,6 +139,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if e = decode(body, &req); e == nil {
 			out, e = q.index(strings.TrimPrefix(r.URL.Path, Prefix+"index/"), &req)
 		}
+	case "sql":
+		var req SQLRequest
+		if e = decode(body, &req); e == nil {
+			out, e = q.sql(&req)
+		}
 	case "query":
 		var req QueryRequest
 		if e = decode(body, &req); e == nil {

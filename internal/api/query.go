@@ -124,3 +124,34 @@ func (q *call) index(action string, req *IndexRequest) (any, *ErrorBody) {
 	}
 	return out, nil
 }
+
+// SQLRequest runs a read-only SQL statement over the spaces as tables
+// (database cairn), with the signing key's view.
+type SQLRequest struct {
+	Statement string `json:"statement"`
+}
+
+// SQLResponse is a statement's columns and rows (null for NULL).
+type SQLResponse struct {
+	Columns []string    `json:"columns"`
+	Rows    [][]*string `json:"rows"`
+}
+
+func (q *call) sql(req *SQLRequest) (any, *ErrorBody) {
+	r, ok := q.h.cfg.Service.(object.SQLRunner)
+	if !ok {
+		return nil, &ErrorBody{Status: http.StatusNotImplemented, Code: "NotImplemented", Message: "this server runs no SQL"}
+	}
+	res, err := r.SQL(q.ctx, q.access, req.Statement, MaxReadData)
+	if err != nil {
+		return nil, serviceError(err)
+	}
+	out := SQLResponse{Columns: res.Columns, Rows: res.Rows}
+	if out.Columns == nil {
+		out.Columns = []string{}
+	}
+	if out.Rows == nil {
+		out.Rows = [][]*string{}
+	}
+	return out, nil
+}

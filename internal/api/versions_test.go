@@ -251,6 +251,13 @@ func TestQueryOverJSON(t *testing.T) {
 	if st, b := post(t, ep, "/_cairn/v1/index/add", api.IndexRequest{Space: "qjs", Field: "doc.n", Type: "time"}, nil); st != 400 {
 		t.Fatalf("index/add of another type: %d %s", st, b)
 	}
+	st, b = post(t, ep, "/_cairn/v1/sql", api.SQLRequest{Statement: "SELECT COUNT(*), MAX(doc_n) FROM qjs WHERE doc_n >= 1"}, nil)
+	if res := must[api.SQLResponse](t, st, b); len(res.Rows) != 1 || *res.Rows[0][0] != "4" || *res.Rows[0][1] != "4" {
+		t.Fatalf("sql: %s", b)
+	}
+	if st, b := post(t, ep, "/_cairn/v1/sql", api.SQLRequest{Statement: "DELETE FROM qjs"}, nil); st != 400 {
+		t.Fatalf("sql delete: %d %s", st, b)
+	}
 	st, b = post(t, ep, "/_cairn/v1/index/drop", api.IndexRequest{Space: "qjs", Field: "doc.n"}, nil)
 	if l := must[api.IndexList](t, st, b); len(l.Indexes) != 0 {
 		t.Fatalf("index/drop: %s", b)

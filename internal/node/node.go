@@ -132,6 +132,7 @@ type Node struct {
 	httpL   net.Listener
 	sqlL    net.Listener // nil without Config.SQLPort
 	sqlSrv  *sqlsrv.Server
+	sqlRun  *sqlsrv.Runner // the native protocol's and the JSON API's SQL
 	s3api   *s3.Handler // the S3 API (s3.go)
 
 	closeOnce sync.Once
@@ -169,6 +170,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if n.Node, err = cluster.Open(ctx, cc); err != nil {
 		return nil, err
 	}
+	n.sqlRun = sqlsrv.NewRunner(n, n.Keyring())
 	n.wireSrv = wire.NewServer(n, wire.ServerOptions{Logger: n.log, Keys: n.Keyring(), TLS: nativeTLS,
 		IdleTimeout: cfg.IdleTimeout, MaxConns: cfg.MaxConnections})
 	n.httpSrv = &http.Server{
@@ -241,6 +243,11 @@ func (n *Node) listen(httpTLS *tls.Config) error {
 	return nil
 }
 
+// SQL implements object.SQLRunner.
+func (n *Node) SQL(ctx context.Context, access, stmt string, maxBytes int) (object.SQLResult, error) {
+	return n.sqlRun.Run(ctx, access, stmt, maxBytes)
+}
+
 // SQLAddr is the bound SQL address ("" without one).
 func (n *Node) SQLAddr() string {
 	if n.sqlL == nil {
@@ -307,6 +314,9 @@ func (n *Node) Close() error {
 		}
 		if n.sqlSrv != nil {
 			errs = append(errs, n.sqlSrv.Close())
+		}
+		if n.sqlRun != nil {
+			errs = append(errs, n.sqlRun.Close())
 		}
 		// The servers close only listeners they were serving; close them
 		// all in case Serve was never called.

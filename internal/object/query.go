@@ -472,3 +472,17 @@ type IndexInfo struct {
 	Objects            int64
 	Error              string
 }
+
+// SQLRunner is implemented by a Service that runs SQL statements (a
+// node): read-only, over its spaces as tables, with an access key's view
+// (docs/api.md, "SQL").
+type SQLRunner interface {
+	SQL(ctx context.Context, access, stmt string, maxBytes int) (SQLResult, error)
+}
+
+// SQLResult is a statement's answer: its columns and its rows as text (a
+// nil cell is NULL).
+type SQLResult struct {
+	Columns []string
+	Rows    [][]*string
+}

@@ -61,14 +61,8 @@ type Server struct {
 
 var initOnce sync.Once
 
-// Start starts a server on cfg.Listener.
-func Start(cfg Config) (*Server, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.MaxConnections == 0 {
-		cfg.MaxConnections = 256
-	}
+// initLibrary sets the engine library's process-wide settings, once.
+func initLibrary() {
 	initOnce.Do(func() {
 		// No file of the node's machine is any client's business.
 		_ = sql.SystemVariables.AssignValues(map[string]interface{}{"secure_file_priv": "/nonexistent"})
@@ -77,8 +71,23 @@ func Start(cfg Config) (*Server, error) {
 		// errors are worth a line.
 		logrus.SetLevel(logrus.ErrorLevel)
 	})
-	pro := &provider{svc: cfg.Service, keys: cfg.Keys}
-	eng := sqle.New(analyzer.NewDefault(pro), &sqle.Config{IsReadOnly: true})
+}
+
+// newEngine is a read-only engine over svc's spaces.
+func newEngine(svc Service, keys *auth.Keyring) *sqle.Engine {
+	initLibrary()
+	return sqle.New(analyzer.NewDefault(&provider{svc: svc, keys: keys}), &sqle.Config{IsReadOnly: true})
+}
+
+// Start starts a server on cfg.Listener.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = 256
+	}
+	eng := newEngine(cfg.Service, cfg.Keys)
 	as := &authServer{keys: cfg.Keys}
 	sb := func(ctx context.Context, c *mysql.Conn, addr string) (sql.Session, error) {
 		return sql.BaseSessionFromConnection(ctx, c, addr)

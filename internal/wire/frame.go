@@ -57,6 +57,7 @@ const (
 	OpFollow      Op = 0x1C // a document and the objects its references reach
 	OpQuery       Op = 0x1D // the objects of a space a filter matches
 	OpIndex       Op = 0x1E // add, drop or list a space's field indexes
+	OpSQL         Op = 0x1F // a read-only SQL statement over the spaces
 	OpBatch       Op = 0x20
 	OpData        Op = 0x30 // body continuation of a streamed request or response
 	OpCancel      Op = 0x31 // the client abandons a request id
@@ -70,7 +71,7 @@ var opNames = map[Op]string{
 	OpDeleteSpace: "DELETE_SPACE", OpCluster: "CLUSTER", OpNode: "NODE", OpRoutes: "ROUTES", OpKeys: "KEYS",
 	OpHello: "HELLO", OpAuth: "AUTH", OpTokens: "TOKENS", OpPut: "PUT", OpGet: "GET", OpStat: "STAT",
 	OpDelete: "DELETE", OpList: "LIST", OpVersions: "VERSIONS", OpBatch: "BATCH",
-	OpClone: "CLONE", OpLineage: "LINEAGE", OpDiff: "DIFF", OpSnapshot: "SNAPSHOT", OpBranch: "BRANCH", OpDiffSpaces: "DIFF_SPACES", OpFollow: "FOLLOW", OpQuery: "QUERY", OpIndex: "INDEX",
+	OpClone: "CLONE", OpLineage: "LINEAGE", OpDiff: "DIFF", OpSnapshot: "SNAPSHOT", OpBranch: "BRANCH", OpDiffSpaces: "DIFF_SPACES", OpFollow: "FOLLOW", OpQuery: "QUERY", OpIndex: "INDEX", OpSQL: "SQL",
 	OpData: "DATA", OpCancel: "CANCEL",
 	OpTxnBegin: "TXN_BEGIN", OpTxnCommit: "TXN_COMMIT", OpTxnRollback: "TXN_ROLLBACK",
 }
