@@ -133,7 +133,7 @@ type Node struct {
 	sqlL    net.Listener // nil without Config.SQLPort
 	sqlSrv  *sqlsrv.Server
 	sqlRun  *sqlsrv.Runner // the native protocol's and the JSON API's SQL
-	s3api   *s3.Handler // the S3 API (s3.go)
+	s3api   *s3.Handler    // the S3 API (s3.go)
 
 	closeOnce sync.Once
 	closeErr  error
