@@ -11,6 +11,8 @@ import (
 	"github.com/cairn-db/cairn/internal/object"
 )
 
+var sqlA, sqlB = "a", ""
+
 func sampleVersionBodies(r *rand.Rand) [][]byte {
 	info := randInfo(r)
 	clone := info
@@ -45,6 +47,7 @@ func sampleVersionBodies(r *rand.Rand) [][]byte {
 			Objects: []object.Info{info, {Space: "a", Key: "doc", Version: 2}}, Docs: map[string]json.RawMessage{"doc": json.RawMessage(`{"a":1}`)}}),
 		AppendIndexRequest(nil, &IndexRequest{Action: IndexAdd, Space: "s", Path: "doc.age", Type: "number"}),
 		AppendIndexInfos(nil, []object.IndexInfo{{Path: "doc.age", Type: "number", State: "building", Created: 5, RangesDone: 1, Ranges: 3, Objects: 512, Error: "x"}}),
+		AppendSQLResult(nil, &object.SQLResult{Columns: []string{"key", "n"}, Rows: [][]*string{{&sqlA, nil}, {&sqlB, &sqlA}}}),
 	}
 }
 
@@ -58,7 +61,10 @@ func wireError(err error) *Error {
 // decodeVersionBody decodes body as kind (the order of
 // sampleVersionBodies) and re-encodes it.
 func decodeVersionBody(kind int, b []byte) (v any, again func() (any, error), err error) {
-	switch kind % 20 {
+	switch kind % 21 {
+	case 20:
+		x, err := DecodeSQLResult(b)
+		return x, func() (any, error) { return DecodeSQLResult(AppendSQLResult(nil, &x)) }, err
 	case 18:
 		x, err := DecodeIndexRequest(b)
 		return x, func() (any, error) { return DecodeIndexRequest(AppendIndexRequest(nil, &x)) }, err
