@@ -91,8 +91,8 @@ func (n *Node) AddIndex(ctx context.Context, name, field, typ string) error {
 	}
 	// Declared on every range before this returns: a write that follows
 	// indexes its document.
-	if err := n.eachRange(ctx, s, func(start, end []byte) ([]byte, error) {
-		_, err := n.rc.Propose(ctx, s.Table(), start, (&kv.IndexCmd{Op: kv.IndexDeclare, Start: start, End: end, Path: path, Type: t}).Encode())
+	if err := n.eachRange(ctx, s, func(r *rangeclient.Range, start, end []byte) ([]byte, error) {
+		_, err := n.rc.ProposeOn(ctx, r, start, (&kv.IndexCmd{Op: kv.IndexDeclare, Start: start, End: end, Path: path, Type: t}).Encode())
 		return nil, err
 	}); err != nil {
 		return object.FromRange(err)
@@ -142,8 +142,8 @@ func (n *Node) buildIndex(ctx context.Context, name, field, path string) {
 	var objects int64
 	done, total := 0, len(s.Table().Ranges())
 	last := time.Time{}
-	err = n.eachRange(ctx, s, func(start, end []byte) ([]byte, error) {
-		res, err := n.rc.Propose(ctx, s.Table(), start, (&kv.IndexCmd{Op: kv.IndexFill, Start: start, End: end, Path: path, MaxKeys: indexFillKeys}).Encode())
+	err = n.eachRange(ctx, s, func(r *rangeclient.Range, start, end []byte) ([]byte, error) {
+		res, err := n.rc.ProposeOn(ctx, r, start, (&kv.IndexCmd{Op: kv.IndexFill, Start: start, End: end, Path: path, MaxKeys: indexFillKeys}).Encode())
 		if err != nil {
 			return nil, err
 		}
@@ -161,8 +161,8 @@ func (n *Node) buildIndex(ctx context.Context, name, field, path string) {
 		return res.Next, nil
 	})
 	if err == nil {
-		err = n.eachRange(ctx, s, func(start, end []byte) ([]byte, error) {
-			_, err := n.rc.Propose(ctx, s.Table(), start, (&kv.IndexCmd{Op: kv.IndexReady, Start: start, End: end, Path: path}).Encode())
+		err = n.eachRange(ctx, s, func(r *rangeclient.Range, start, end []byte) ([]byte, error) {
+			_, err := n.rc.ProposeOn(ctx, r, start, (&kv.IndexCmd{Op: kv.IndexReady, Start: start, End: end, Path: path}).Encode())
 			return nil, err
 		})
 	}
@@ -181,10 +181,11 @@ func (n *Node) buildIndex(ctx context.Context, name, field, path string) {
 var errIndexGone = errors.New("the index was dropped")
 
 // eachRange runs step over the key span of s, range by range in key
-// order: step gets [start, end) within one range as the table knows it
-// and returns where to go on from (nil: end). A range that split or
-// merged under it is routed again.
-func (n *Node) eachRange(ctx context.Context, s *space, step func(start, end []byte) ([]byte, error)) error {
+// order: step gets a range and [start, end) within it as the table knows
+// it, proposes there once (rangeclient.ProposeOn) and returns where to go
+// on from (nil: end). A range that split or merged under it refuses the
+// span, and the span is routed again, with its new end.
+func (n *Node) eachRange(ctx context.Context, s *space, step func(r *rangeclient.Range, start, end []byte) ([]byte, error)) error {
 	pos := keys.SpaceStart(s.ID())
 	spaceEnd := keys.SpaceEnd(s.ID())
 	for spaceEnd == nil || bytes.Compare(pos, spaceEnd) < 0 {
@@ -195,7 +196,7 @@ func (n *Node) eachRange(ctx context.Context, s *space, step func(start, end []b
 				end = spaceEnd
 			}
 			var err error
-			if next, err = step(pos, end); err == nil && next == nil {
+			if next, err = step(r, pos, end); err == nil && next == nil {
 				next = end
 			}
 			return err
@@ -227,8 +228,8 @@ func (n *Node) DropIndex(ctx context.Context, name, field string) error {
 		return catalogErr(name, err)
 	}
 	// The ranges first (queries stop using it), then the catalog.
-	if err := n.eachRange(ctx, s, func(start, end []byte) ([]byte, error) {
-		_, err := n.rc.Propose(ctx, s.Table(), start, (&kv.IndexCmd{Op: kv.IndexDrop, Start: start, End: end, Path: path}).Encode())
+	if err := n.eachRange(ctx, s, func(r *rangeclient.Range, start, end []byte) ([]byte, error) {
+		_, err := n.rc.ProposeOn(ctx, r, start, (&kv.IndexCmd{Op: kv.IndexDrop, Start: start, End: end, Path: path}).Encode())
 		return nil, err
 	}); err != nil {
 		return object.FromRange(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -355,7 +356,17 @@ func encodeField(t byte, v any) []byte {
 	case FieldTime:
 		if s, ok := v.(string); ok {
 			if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
-				return keys.AppendFieldTime(nil, ts.UnixNano())
+				// Unix nanoseconds hold the years 1678 to 2261: a time
+				// outside sorts at that end (a range the planner reads
+				// takes it as a candidate; the filter decides).
+				ns := ts.UnixNano()
+				switch {
+				case ts.Year() < 1678:
+					ns = math.MinInt64
+				case ts.Year() > 2261:
+					ns = math.MaxInt64
+				}
+				return keys.AppendFieldTime(nil, ns)
 			}
 		}
 	}
@@ -364,7 +375,7 @@ func encodeField(t byte, v any) []byte {
 
 // indexFields writes the field entries that change between old and rec
 // (either nil) of obj at version ts.
-func (ix *indexer) indexFields(b *pebble.Batch, obj []byte, ts uint64, old, rec *mvcc.Record) error {
+func (ix *indexer) indexFields(w keyWriter, obj []byte, ts uint64, old, rec *mvcc.Record) error {
 	if len(ix.decls) == 0 {
 		return nil
 	}
@@ -380,7 +391,7 @@ func (ix *indexer) indexFields(b *pebble.Batch, obj []byte, ts uint64, old, rec 
 			continue
 		}
 		ix.buf = keys.AppendIndexEntry(ix.buf[:0], ix.rangeID, keys.IndexField, []byte(fv.path), fv.value, obj, ts)
-		if err := b.Delete(ix.buf, nil); err != nil {
+		if err := w.Delete(ix.buf); err != nil {
 			return err
 		}
 	}
@@ -389,17 +400,19 @@ func (ix *indexer) indexFields(b *pebble.Batch, obj []byte, ts uint64, old, rec 
 			continue
 		}
 		ix.buf = keys.AppendIndexEntry(ix.buf[:0], ix.rangeID, keys.IndexField, []byte(fv.path), fv.value, obj, ts)
-		if err := b.Set(ix.buf, nil, nil); err != nil {
+		if err := w.Set(ix.buf, nil); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// copyDecls copies range from's field declarations to range to, in b:
-// a split's new range declares what its parent did; a merge's range
-// declares what either side did, ready where both were.
-func copyDecls(b *pebble.Batch, from, to uint64) error {
+// copyDecls copies range from's field declarations to range to, in b. A
+// split's new range declares what its parent did, as it was; a merge's
+// range (merge) declares what either side did, ready only where both
+// sides were ready with one type: an index only one side had is not
+// whole (a build or a drop was half way).
+func copyDecls(b *pebble.Batch, from, to uint64, merge bool) error {
 	src, err := readDecls(b, from)
 	if err != nil {
 		return err
@@ -408,17 +421,33 @@ func copyDecls(b *pebble.Batch, from, to uint64) error {
 	if err != nil {
 		return err
 	}
-	for _, d := range src {
-		if i := slices.IndexFunc(dst, func(x FieldDecl) bool { return x.Path == d.Path }); i >= 0 {
-			d.Ready = d.Ready && dst[i].Ready
-			d.Type = dst[i].Type
-		}
+	put := func(d FieldDecl) error {
 		ready := byte(0)
 		if d.Ready {
 			ready = 1
 		}
-		if err := b.Set(keys.AppendIndexPrefix(nil, to, kindDecl, []byte(d.Path)), []byte{d.Type, ready}, nil); err != nil {
+		return b.Set(keys.AppendIndexPrefix(nil, to, kindDecl, []byte(d.Path)), []byte{d.Type, ready}, nil)
+	}
+	for _, d := range src {
+		if merge {
+			i := slices.IndexFunc(dst, func(x FieldDecl) bool { return x.Path == d.Path })
+			d.Ready = d.Ready && i >= 0 && dst[i].Ready && dst[i].Type == d.Type
+			if i >= 0 {
+				d.Type = dst[i].Type
+			}
+		}
+		if err := put(d); err != nil {
 			return err
+		}
+	}
+	if merge {
+		for _, d := range dst {
+			if d.Ready && !slices.ContainsFunc(src, func(x FieldDecl) bool { return x.Path == d.Path }) {
+				d.Ready = false
+				if err := put(d); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil

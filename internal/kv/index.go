@@ -30,12 +30,39 @@ type indexer struct {
 	buf     []byte
 }
 
-// IndexVersion implements mvcc.Indexer.
+// IndexVersion implements mvcc.Indexer: the entries go into the batch.
 func (rw BatchRW) IndexVersion(obj []byte, old, rec *mvcc.Record) error {
-	ix := rw.ix
-	if ix == nil {
+	if rw.ix == nil {
 		return nil
 	}
+	return rw.ix.index(batchWriter{rw.B}, obj, old, rec)
+}
+
+// IndexVersion implements mvcc.Indexer for a transaction command: the
+// entries are held with the command's other writes, and dropped with
+// them if it fails.
+func (d *deferredRW) IndexVersion(obj []byte, old, rec *mvcc.Record) error {
+	if d.ix == nil {
+		return nil
+	}
+	return d.ix.index(d, obj, old, rec)
+}
+
+// keyWriter is where index entries go.
+type keyWriter interface {
+	Set(k, v []byte) error
+	Delete(k []byte) error
+}
+
+// batchWriter writes to a batch at once.
+type batchWriter struct{ b *pebble.Batch }
+
+func (w batchWriter) Set(k, v []byte) error { return w.b.Set(k, v, nil) }
+func (w batchWriter) Delete(k []byte) error { return w.b.Delete(k, nil) }
+
+// index writes the entries that change between old and rec (either nil)
+// of obj.
+func (ix *indexer) index(w keyWriter, obj []byte, old, rec *mvcc.Record) error {
 	var oldTags, newTags map[string]string
 	var ts uint64
 	if old != nil {
@@ -50,7 +77,7 @@ func (rw BatchRW) IndexVersion(obj []byte, old, rec *mvcc.Record) error {
 			continue
 		}
 		ix.buf = keys.AppendTagEntry(ix.buf[:0], ix.rangeID, []byte(name), []byte(v), obj, ts)
-		if err := rw.B.Delete(ix.buf, nil); err != nil {
+		if err := w.Delete(ix.buf); err != nil {
 			return err
 		}
 	}
@@ -60,11 +87,11 @@ func (rw BatchRW) IndexVersion(obj []byte, old, rec *mvcc.Record) error {
 			continue
 		}
 		ix.buf = keys.AppendTagEntry(ix.buf[:0], ix.rangeID, []byte(name), []byte(v), obj, ts)
-		if err := rw.B.Set(ix.buf, nil, nil); err != nil {
+		if err := w.Set(ix.buf, nil); err != nil {
 			return err
 		}
 	}
-	return ix.indexFields(rw.B, obj, ts, old, rec)
+	return ix.indexFields(w, obj, ts, old, rec)
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -98,7 +125,7 @@ func (m *StateMachine) RekeySplit(b *pebble.Batch, left, right rangedesc.Range, 
 		if err := b.DeleteRange(lo, hi, nil); err != nil {
 			return err
 		}
-		if err := copyDecls(b, left.ID, right.ID); err != nil {
+		if err := copyDecls(b, left.ID, right.ID, false); err != nil {
 			return err
 		}
 	}
@@ -108,7 +135,7 @@ func (m *StateMachine) RekeySplit(b *pebble.Batch, left, right rangedesc.Range, 
 // RekeyMerge implements replica.Rekeyer: every index entry of right moves
 // under left's id.
 func (m *StateMachine) RekeyMerge(b *pebble.Batch, left, right rangedesc.Range) error {
-	if err := copyDecls(b, right.ID, left.ID); err != nil {
+	if err := copyDecls(b, right.ID, left.ID, true); err != nil {
 		return err
 	}
 	if err := m.moveEntries(b, right.ID, left.ID, rangedesc.Range{}, true); err != nil {

@@ -123,7 +123,7 @@ func (q *querier) consider(obj []byte, rec *mvcc.Record) (full bool, err error) 
 		in := query.Input{Key: string(key), Rec: rec}
 		if q.o.Query.UsesVersions() {
 			in.Versions = func() (int, error) {
-				recs, _, err := mvcc.Versions(Reader{R: q.r}, obj, 0, 0)
+				recs, _, err := mvcc.Versions(Reader{R: q.r}, obj, q.o.AsOf+1, 0) // those at or before AsOf
 				return len(recs), err
 			}
 		}

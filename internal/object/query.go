@@ -80,11 +80,12 @@ func (st *Store) Query(ctx context.Context, req *QueryRequest) (QueryResult, err
 	if len(req.After) > keys.MaxKeyLen {
 		return QueryResult{}, Errorf(KeyTooLong, "after is over %d bytes", keys.MaxKeyLen)
 	}
-	var ord *orderer
 	if req.OrderBy != "" && req.OrderBy != "key" {
-		if ord, err = newOrderer(req.OrderBy, req.Desc); err != nil {
+		ord, err := newOrderer(req.OrderBy, req.Desc)
+		if err != nil {
 			return QueryResult{}, err
 		}
+		return st.queryOrdered(ctx, req, ord)
 	}
 	s, release, err := st.cfg.Spaces.Acquire(ctx, req.Space)
 	if err != nil {
@@ -118,9 +119,6 @@ func (st *Store) Query(ctx context.Context, req *QueryRequest) (QueryResult, err
 		after = keys.Object(s.ID(), nil, []byte(req.After))
 	}
 	out := QueryResult{AsOf: asOf}
-	if ord != nil {
-		limit = QueryOrderMax
-	}
 	for attempt := 0; ; attempt++ {
 		err = st.cfg.Ranges.RetryMoved(ctx, func() (err error) {
 			if s.Hashed() {
@@ -139,22 +137,52 @@ func (st *Store) Query(ctx context.Context, req *QueryRequest) (QueryResult, err
 	if err != nil {
 		return QueryResult{}, FromRange(err)
 	}
-	if ord != nil {
-		if out.Truncated {
-			return QueryResult{}, Errorf(InvalidArgument, "more than %d objects match: narrow the filter to order them", QueryOrderMax)
-		}
-		ord.sort(out.Objects, out.Docs)
-		n := pageLimitQuery(req.Limit)
-		if len(out.Objects) > n {
-			out.Objects, out.Truncated = out.Objects[:n], true
-		}
-		out.Next = ""
-	}
 	if !req.Docs {
 		out.Docs = nil
 	}
 	if out.Plan == "" {
 		out.Plan = q.Plan.String()
+	}
+	return out, nil
+}
+
+// queryOrdered reads every match, page by page at one timestamp (at
+// most QueryOrderMax), orders them and returns the first req.Limit.
+func (st *Store) queryOrdered(ctx context.Context, req *QueryRequest, ord *orderer) (QueryResult, error) {
+	page := *req
+	page.OrderBy, page.Desc, page.Limit, page.Docs = "", false, kv.QueryMaxLimit, true
+	var out QueryResult
+	for {
+		res, err := st.Query(ctx, &page)
+		if err != nil {
+			return QueryResult{}, err
+		}
+		if out.Plan == "" {
+			out.Plan, out.AsOf = res.Plan, res.AsOf
+		}
+		out.Ranges += res.Ranges
+		out.Examined += res.Examined
+		out.Objects = append(out.Objects, res.Objects...)
+		for k, d := range res.Docs {
+			if out.Docs == nil {
+				out.Docs = map[string]json.RawMessage{}
+			}
+			out.Docs[k] = d
+		}
+		if len(out.Objects) > QueryOrderMax {
+			return QueryResult{}, Errorf(InvalidArgument, "more than %d objects match: narrow the filter to order them", QueryOrderMax)
+		}
+		if !res.Truncated || res.Next == "" {
+			break
+		}
+		page.After, page.AsOf = res.Next, res.AsOf
+	}
+	ord.sort(out.Objects, out.Docs)
+	if n := pageLimitQuery(req.Limit); len(out.Objects) > n {
+		out.Objects, out.Truncated = out.Objects[:n], true
+	}
+	if !req.Docs {
+		out.Docs = nil
 	}
 	return out, nil
 }
@@ -185,7 +213,10 @@ func (st *Store) queryBuckets(ctx context.Context, s OpenSpace, req *QueryReques
 		wg.Go(func() {
 			bucket := []byte{byte(b)}
 			lower := keys.ObjectPrefix(s.ID(), bucket, []byte(q.Plan.KeyPrefix))
-			upper := minBytes(keys.PrefixEnd(lower), keys.ObjectPrefix(s.ID(), bucket, []byte(SystemKeyPrefix)))
+			upper := keys.PrefixEnd(lower)
+			if !strings.HasPrefix(q.Plan.KeyPrefix, SystemKeyPrefix) || !SystemKeys(ctx) {
+				upper = minBytes(upper, keys.ObjectPrefix(s.ID(), bucket, []byte(SystemKeyPrefix)))
+			}
 			var after []byte
 			if req.After != "" {
 				after = keys.Object(s.ID(), bucket, []byte(req.After))

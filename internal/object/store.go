@@ -1207,7 +1207,7 @@ func (st *Store) listOnce(ctx context.Context, s OpenSpace, req *ListRequest, lo
 		return st.listBranch(ctx, s, b, at, req, limit)
 	}
 	o := listOptions(req, lower, upper, after, limit)
-	if o.AsOf == 0 && len(s.Table().Ranges()) > 1 {
+	if o.AsOf == 0 && (len(s.Table().Ranges()) > 1 || s.Hashed()) {
 		// A listing of the latest over several ranges reads them all at
 		// one fresh timestamp: a snapshot, in which a transaction's writes
 		// show in every range or in none.

@@ -267,8 +267,8 @@ func fieldLiteral(e celast.Expr) (typ byte, enc []byte, ok bool) {
 			return 0, nil, false
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			return 0, nil, false
+		if err != nil || t.Year() < 1678 || t.Year() > 2261 {
+			return 0, nil, false // (outside what the index holds: not planned)
 		}
 		return keys.FieldTime, keys.AppendFieldTime(nil, t.UnixNano()), true
 	}
@@ -308,29 +308,11 @@ func fieldOperand(e celast.Expr) (path string, timed, ok bool) {
 
 // fieldConjunct recognizes the conjuncts a field index serves:
 // comparisons of doc.PATH with a literal (timestamp(doc.PATH) with a
-// timestamp), doc.PATH.startsWith("p"), "v" in doc.PATH (an array's
-// element) and has(doc.PATH).
+// timestamp) and doc.PATH.startsWith("p").
 func fieldConjunct(e celast.Expr) (Plan, bool) {
-	if e.Kind() == celast.SelectKind { // has(doc.PATH)
-		s := e.AsSelect()
-		if !s.IsTestOnly() {
-			return Plan{}, false
-		}
-		parent, ok := docPath(s.Operand())
-		if !ok && isIdent(s.Operand(), "doc") {
-			parent, ok = "", true
-		}
-		if !ok {
-			return Plan{}, false
-		}
-		path := s.FieldName()
-		if parent != "" {
-			path = parent + "." + path
-		}
-		// Any type: the planner takes the declared one (Type 0 matches
-		// every type: see choose's usable).
-		return Plan{Access: TagExists, Tag: path}, true
-	}
+	// has(doc.PATH) holds for a value of any type, and "v" in doc.PATH
+	// for a map's key too: a typed index holds neither, so neither is
+	// planned.
 	if e.Kind() != celast.CallKind {
 		return Plan{}, false
 	}
@@ -344,12 +326,6 @@ func fieldConjunct(e celast.Expr) (Plan, bool) {
 		if ok1 && ok2 {
 			lo := keys.AppendEscapedPrefix([]byte{keys.FieldString}, []byte(p))
 			return Plan{Access: TagPrefix, Type: keys.FieldString, Tag: path, Lower: lo, Upper: keys.PrefixEnd(lo)}, true
-		}
-	case fn == operators.In && len(args) == 2: // "v" in doc.PATH
-		path, ok1 := docPath(args[1])
-		typ, enc, ok2 := fieldLiteral(args[0])
-		if ok1 && ok2 && typ != keys.FieldTime {
-			return Plan{Access: TagEqual, Type: typ, Tag: path, Lower: enc, Upper: keys.PrefixEnd(enc)}, true
 		}
 	case flipped[fn] != "" && len(args) == 2:
 		path, timed, ok1 := fieldOperand(args[0])

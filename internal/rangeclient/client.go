@@ -219,25 +219,33 @@ func (c *Client) RetryMoved(ctx context.Context, op func() error, stale func() b
 // that does.
 func (c *Client) Propose(ctx context.Context, t *Table, obj, cmd []byte) (res *kv.Result, err error) {
 	err = c.OnRange(ctx, t, obj, func(r *Range) error {
-		for {
-			if rep := r.Replica(); rep != nil {
-				res, err = c.proposeLocal(ctx, r, rep, obj, cmd)
-				if !errors.Is(err, ErrNotLeader) {
-					return err
-				}
-			}
-			b, err := c.forward(ctx, r, "Propose", cmd)
-			if errors.Is(err, errLeaseHere) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			res, err = decodeResult(b)
-			return err
-		}
+		res, err = c.ProposeOn(ctx, r, obj, cmd)
+		return err
 	})
 	return res, err
+}
+
+// ProposeOn runs cmd on range r's leaseholder, once: a range that no
+// longer holds obj answers ErrRangeMoved, and the caller routes again
+// (a command whose own span depends on the route: see Propose for one
+// that does not).
+func (c *Client) ProposeOn(ctx context.Context, r *Range, obj, cmd []byte) (*kv.Result, error) {
+	for {
+		if rep := r.Replica(); rep != nil {
+			res, err := c.proposeLocal(ctx, r, rep, obj, cmd)
+			if !errors.Is(err, ErrNotLeader) {
+				return res, err
+			}
+		}
+		b, err := c.forward(ctx, r, "Propose", cmd)
+		if errors.Is(err, errLeaseHere) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return decodeResult(b)
+	}
 }
 
 // proposeLocal proposes cmd, on object key obj if known, to rep, the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/cockroachdb/pebble/v2"
 	"slices"
 
 	"github.com/cairn-db/cairn/internal/keys"
@@ -88,7 +89,22 @@ func (c *Client) queryOwned(ctx context.Context, r *Range, o QueryRequest) (kv.Q
 		return kv.QueryPage{}, err
 	}
 	r.Load.Add()
-	rd := kv.Reader{R: c.cfg.DB}
+	// One view of the node's state for the locks, the declarations and
+	// the index, taken before the span is checked again: a split or
+	// merge moves index entries to another range id in the batch that
+	// changes the bounds, and the bounds change before that batch
+	// commits, so a view taken before a check that passes holds the
+	// entries under this range's id.
+	db := pebble.Reader(c.cfg.DB)
+	if sn, ok := c.cfg.DB.(interface{ NewSnapshot() *pebble.Snapshot }); ok {
+		snap := sn.NewSnapshot()
+		defer snap.Close()
+		db = snap
+		if !rep.ContainsSpan(o.Lower, o.Upper) {
+			return kv.QueryPage{}, errMoved(rep.Descriptor().ID)
+		}
+	}
+	rd := kv.Reader{R: db}
 	lower := o.Lower
 	if o.StartAfter != nil && bytes.Compare(o.StartAfter, lower) > 0 {
 		lower = o.StartAfter
@@ -100,7 +116,7 @@ func (c *Client) queryOwned(ctx context.Context, r *Range, o QueryRequest) (kv.Q
 	if err != nil {
 		return kv.QueryPage{}, c.corrupt(err)
 	}
-	p, err := kv.RunQuery(c.cfg.DB, kv.QueryOptions{RangeID: rep.Descriptor().ID, Lower: o.Lower, Upper: o.Upper,
+	p, err := kv.RunQuery(db, kv.QueryOptions{RangeID: rep.Descriptor().ID, Lower: o.Lower, Upper: o.Upper,
 		StartAfter: o.StartAfter, AsOf: o.AsOf, Limit: o.Limit, Examine: o.Examine, Docs: o.Docs, Query: q})
 	if err != nil {
 		return kv.QueryPage{}, c.corrupt(err)

@@ -463,6 +463,11 @@ func decodeSnapData(v []byte) (start, end []byte, hasBounds bool, ms MergeState,
 	return start, end, hasBounds, ms, err
 }
 
+// covers reports whether range a's bounds hold all of b's.
+func covers(a, b rangedesc.Range) bool {
+	return bytes.Compare(a.Start, b.Start) <= 0 && (a.End == nil || b.End != nil && bytes.Compare(b.End, a.End) <= 0)
+}
+
 // FrozenRanges returns the ids of the ranges whose replicas here are
 // frozen for a merge.
 func (s *Store) FrozenRanges() []uint64 {
@@ -501,10 +506,14 @@ func (s *Store) DropFrozen(ctx context.Context, id uint64) error {
 		prefix := rangePrefix(id)
 		err := errors.Join(b.DeleteRange(prefix, keys.PrefixEnd(prefix), nil),
 			b.Set(stateKey(prefix, suffixTombstone), encodeUint64s(r.st.merge.FrozenFor), nil))
-		for _, x := range s.idSpans(id) {
-			// Not the range's data, whoever holds its keys now: that
-			// range's snapshot or merge brings them under its own id.
-			err = errors.Join(err, b.DeleteRange(x.Start, x.End, nil))
+		// Its id-keyed state goes unless the range it merged into still
+		// has a replica here that may apply the merge (and move that
+		// state under its own id): left over, a dead id's span is
+		// harmless; deleted too early, the merged range loses it.
+		if lr := s.replicaByID(r.st.merge.FrozenFor); lr == nil || covers(lr.Descriptor(), r.Descriptor()) {
+			for _, x := range s.idSpans(id) {
+				err = errors.Join(err, b.DeleteRange(x.Start, x.End, nil))
+			}
 		}
 		if err == nil {
 			err = b.Commit(pebble.Sync)
