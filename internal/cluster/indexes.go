@@ -92,7 +92,7 @@ func (n *Node) AddIndex(ctx context.Context, name, field, typ string) error {
 	// Declared on every range before this returns: a write that follows
 	// indexes its document.
 	if err := n.eachRange(ctx, s, func(r *rangeclient.Range, start, end []byte) ([]byte, error) {
-		_, err := n.rc.ProposeOn(ctx, r, start, (&kv.IndexCmd{Op: kv.IndexDeclare, Start: start, End: end, Path: path, Type: t}).Encode())
+		_, err := n.rc.ProposeAt(ctx, r, (&kv.IndexCmd{Op: kv.IndexDeclare, Start: start, End: end, Path: path, Type: t}).Encode())
 		return nil, err
 	}); err != nil {
 		return object.FromRange(err)
@@ -143,7 +143,7 @@ func (n *Node) buildIndex(ctx context.Context, name, field, path string) {
 	done, total := 0, len(s.Table().Ranges())
 	last := time.Time{}
 	err = n.eachRange(ctx, s, func(r *rangeclient.Range, start, end []byte) ([]byte, error) {
-		res, err := n.rc.ProposeOn(ctx, r, start, (&kv.IndexCmd{Op: kv.IndexFill, Start: start, End: end, Path: path, MaxKeys: indexFillKeys}).Encode())
+		res, err := n.rc.ProposeAt(ctx, r, (&kv.IndexCmd{Op: kv.IndexFill, Start: start, End: end, Path: path, MaxKeys: indexFillKeys}).Encode())
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +162,7 @@ func (n *Node) buildIndex(ctx context.Context, name, field, path string) {
 	})
 	if err == nil {
 		err = n.eachRange(ctx, s, func(r *rangeclient.Range, start, end []byte) ([]byte, error) {
-			_, err := n.rc.ProposeOn(ctx, r, start, (&kv.IndexCmd{Op: kv.IndexReady, Start: start, End: end, Path: path}).Encode())
+			_, err := n.rc.ProposeAt(ctx, r, (&kv.IndexCmd{Op: kv.IndexReady, Start: start, End: end, Path: path}).Encode())
 			return nil, err
 		})
 	}
@@ -182,7 +182,7 @@ var errIndexGone = errors.New("the index was dropped")
 
 // eachRange runs step over the key span of s, range by range in key
 // order: step gets a range and [start, end) within it as the table knows
-// it, proposes there once (rangeclient.ProposeOn) and returns where to go
+// it, proposes there once (rangeclient.ProposeAt) and returns where to go
 // on from (nil: end). A range that split or merged under it refuses the
 // span, and the span is routed again, with its new end.
 func (n *Node) eachRange(ctx context.Context, s *space, step func(r *rangeclient.Range, start, end []byte) ([]byte, error)) error {
@@ -224,12 +224,9 @@ func (n *Node) DropIndex(ctx context.Context, name, field string) error {
 	}
 	defer release()
 	found := false
-	if _, err := n.catalog.GetSpace(ctx, name); err != nil {
-		return catalogErr(name, err)
-	}
 	// The ranges first (queries stop using it), then the catalog.
 	if err := n.eachRange(ctx, s, func(r *rangeclient.Range, start, end []byte) ([]byte, error) {
-		_, err := n.rc.ProposeOn(ctx, r, start, (&kv.IndexCmd{Op: kv.IndexDrop, Start: start, End: end, Path: path}).Encode())
+		_, err := n.rc.ProposeAt(ctx, r, (&kv.IndexCmd{Op: kv.IndexDrop, Start: start, End: end, Path: path}).Encode())
 		return nil, err
 	}); err != nil {
 		return object.FromRange(err)

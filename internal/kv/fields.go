@@ -278,12 +278,6 @@ func readDecls(r pebble.Reader, rangeID uint64) ([]FieldDecl, error) {
 	return decls, it.Error()
 }
 
-// ReadFieldDecls reads a range's field declarations from the node's
-// committed state (the query planner's, and the index listing's).
-func ReadFieldDecls(r pebble.Reader, rangeID uint64) ([]FieldDecl, error) {
-	return readDecls(r, rangeID)
-}
-
 // fieldValue is one indexed value of a version.
 type fieldValue struct {
 	path  string

@@ -86,7 +86,7 @@ func RunQuery(r pebble.Reader, o QueryOptions) (QueryPage, error) {
 	}
 	q := &querier{o: o, r: r, it: it}
 	q.plan = o.Query.PlanFor(func(path string, typ byte) bool {
-		return slices.ContainsFunc(decls, func(d FieldDecl) bool { return d.Ready && d.Path == path && (typ == 0 || d.Type == typ) })
+		return slices.ContainsFunc(decls, func(d FieldDecl) bool { return d.Ready && d.Path == path && d.Type == typ })
 	})
 	q.page.Plan = q.plan.String()
 	defer it.Close()

@@ -95,10 +95,7 @@ func (st *Store) Query(ctx context.Context, req *QueryRequest) (QueryResult, err
 	if b, _ := s.Base(); b != nil {
 		return QueryResult{}, Errorf(InvalidArgument, "space %q is a branch: queries read spaces and snapshots, not branches yet", req.Space)
 	}
-	limit := queryDefault
-	if req.Limit > 0 {
-		limit = min(int(req.Limit), kv.QueryMaxLimit)
-	}
+	limit := pageLimitQuery(req.Limit)
 	asOf := req.AsOf
 	if at := s.ReadAt(); at != 0 && (asOf == 0 || asOf > at) {
 		asOf = at // a snapshot is its space as of its time

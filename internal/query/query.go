@@ -152,7 +152,7 @@ func Cached(src string) (*Query, error) {
 
 // PlanFor is the query's plan on a range whose ready field indexes
 // usable names: usable(path, typ) reports whether doc.path is indexed,
-// ready, with type typ (typ 0: any type, for has(doc.path)).
+// ready, with type typ.
 func (q *Query) PlanFor(usable func(path string, typ byte) bool) Plan {
 	return choose(q.keyPlan, q.accesses, usable)
 }

@@ -219,17 +219,16 @@ func (c *Client) RetryMoved(ctx context.Context, op func() error, stale func() b
 // that does.
 func (c *Client) Propose(ctx context.Context, t *Table, obj, cmd []byte) (res *kv.Result, err error) {
 	err = c.OnRange(ctx, t, obj, func(r *Range) error {
-		res, err = c.ProposeOn(ctx, r, obj, cmd)
+		res, err = c.proposeOn(ctx, r, obj, cmd)
 		return err
 	})
 	return res, err
 }
 
-// ProposeOn runs cmd on range r's leaseholder, once: a range that no
-// longer holds obj answers ErrRangeMoved, and the caller routes again
-// (a command whose own span depends on the route: see Propose for one
-// that does not).
-func (c *Client) ProposeOn(ctx context.Context, r *Range, obj, cmd []byte) (*kv.Result, error) {
+// proposeOn runs cmd on range r's leaseholder (here, or forwarded), on
+// object key obj if known (nil: the command's own span is checked at
+// apply).
+func (c *Client) proposeOn(ctx context.Context, r *Range, obj, cmd []byte) (*kv.Result, error) {
 	for {
 		if rep := r.Replica(); rep != nil {
 			res, err := c.proposeLocal(ctx, r, rep, obj, cmd)

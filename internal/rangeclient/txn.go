@@ -139,22 +139,7 @@ func txnApplyErr(v error) (error, bool) {
 // when r no longer holds them (ErrRangeMoved): a command over many keys
 // must be split anew, which is the caller's to do.
 func (c *Client) ProposeAt(ctx context.Context, r *Range, cmd []byte) (*kv.Result, error) {
-	for {
-		if rep := r.Replica(); rep != nil {
-			res, err := c.proposeLocal(ctx, r, rep, nil, cmd)
-			if !errors.Is(err, ErrNotLeader) {
-				return res, err
-			}
-		}
-		b, err := c.forward(ctx, r, "Propose", cmd)
-		if errors.Is(err, errLeaseHere) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return decodeResult(b)
-	}
+	return c.proposeOn(ctx, r, nil, cmd)
 }
 
 // TxnStatus reads, on the leaseholder of primary's range in t, what the
