@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/clock"
@@ -514,6 +515,9 @@ func rightVoters(s *space, rep *replica.Replica, right uint64) []uint64 {
 
 // recordMerge writes a merge that applied here into the range table.
 func (n *Node) recordMerge(ctx context.Context, s *space, r *rng, right rangedesc.Range) error {
+	if h := testMergeUnrecorded; h != nil && h.Load() {
+		return errors.New("merge not recorded: a test stands for a node stopped first")
+	}
 	left, err := n.catalog.MergeRange(ctx, s.meta.ID, r.Desc().ID, right.ID, right.Start, right.End)
 	if err != nil {
 		return err
@@ -521,6 +525,10 @@ func (n *Node) recordMerge(ctx context.Context, s *space, r *rng, right rangedes
 	n.adoptMerge(s, &left, right.ID)
 	return nil
 }
+
+// testMergeUnrecorded, set by a test, makes recordMerge fail: the node
+// stands for one that stops after a merge applied and before its record.
+var testMergeUnrecorded *atomic.Bool
 
 // onMerge is called on the replica loop when a merge applied here: the
 // node's routing follows at once (off the loop).

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/placement"
 	"github.com/cairn-db/cairn/internal/rangedesc"
@@ -176,4 +179,66 @@ func TestMergeDoesNotHoldRepair(t *testing.T) {
 		}
 	}
 	t.Logf("the merge ended after %v in phase %v", time.Since(began).Round(time.Millisecond), rep.MergeState().Phase)
+}
+
+// TestMergeUnrecordedAtRestart: a node that stopped after a merge applied
+// (its right-hand range gone, a tombstone here) and before the merge was
+// recorded in the table opens the space again when it restarts (the
+// merged-away range is left out of its table), records the merge, and
+// serves every object.
+func TestMergeUnrecordedAtRestart(t *testing.T) {
+	ctx := context.Background()
+	fs, store := vfs.NewMem(), meta.NewMemStore(time.Now)
+	cfg := testConfig(fs, store)
+	cfg.MergeSize, cfg.MergeAfter, cfg.SplitSize = 1<<20, time.Second, -1
+	n, err := openStarted(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.CreateSpace(ctx, "small", object.SpaceSettings{Ranges: 2}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for i := range 20 {
+		key := fmt.Sprintf("%c-%03d", "!z"[i%2], i)
+		want[key] = strings.Repeat(key, 3)
+		put(t, n, "small", key, []byte(want[key]))
+	}
+	before := rangesOf(t, n, "small")
+	unrecorded := &atomic.Bool{}
+	unrecorded.Store(true)
+	testMergeUnrecorded = unrecorded
+	defer func() { testMergeUnrecorded = nil }()
+	// The merge applies; the table still lists both ranges.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if rep := n.ranges.Replica(before[0].ID); rep != nil && rep.MergeState().Phase == replica.MergeDone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the ranges did not merge")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ds := rangesOf(t, n, "small"); len(ds) != 2 {
+		t.Fatalf("the merge was recorded: %d ranges", len(ds))
+	}
+	cfg = restartConfig(n)
+	n.Close()
+	unrecorded.Store(false)
+	if n, err = openStarted(ctx, cfg); err != nil {
+		t.Fatalf("restart after an unrecorded merge: %v", err)
+	}
+	defer n.Close()
+	waitMerged(t, []*Node{n}, "small", 1)
+	for key, body := range want {
+		b, _, err := get(t, n, object.GetRequest{Space: "small", Key: key})
+		if err != nil || string(b) != body {
+			t.Fatalf("%s: %q, %v", key, b, err)
+		}
+	}
+	res, err := n.List(ctx, &object.ListRequest{Space: "small"})
+	if err != nil || len(res.Objects) != len(want) {
+		t.Fatalf("listing after the restart: %d objects, %v", len(res.Objects), err)
+	}
 }
