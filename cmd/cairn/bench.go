@@ -94,6 +94,9 @@ the credentials file's profile (--profile).`,
 			if op == "query" {
 				return runQueryBenchCmd(cmd, space, size, conc, dur, asJSON)
 			}
+			if op == "twitter" {
+				return runTwitterBenchCmd(cmd, space, conc, dur, asJSON)
+			}
 			if endpoint, _ := f.GetString("s3"); endpoint != "" {
 				return runS3BenchCmd(cmd, endpoint, op, sizeS, size, conc, dur, nkeys, asJSON)
 			}
@@ -122,8 +125,12 @@ the credentials file's profile (--profile).`,
 			}
 			defer c.Close()
 			ntags, _ := f.GetInt("tags")
+			nfields, _ := f.GetInt("fields")
+			if nfields < 0 || nfields > 16 || (nfields > 0 && size < int64(24*nfields+16)) {
+				return usageError{errors.New("--fields within 0 to 16, with --size large enough for the document (24 bytes a field)")}
+			}
 			res, err := runBench(cmd.Context(), c, benchSpec{op: op, size: size, conc: conc, dur: dur, keys: nkeys, space: space,
-				objects: objects, ranges: ranges, tags: ntags,
+				objects: objects, ranges: ranges, tags: ntags, fields: nfields,
 				progress: func(s string) {
 					if !asJSON && isTerminal(cmdStderr(cmd)) {
 						fmt.Fprint(cmd.ErrOrStderr(), s)
@@ -145,10 +152,16 @@ the credentials file's profile (--profile).`,
 		},
 	}
 	f := cmd.Flags()
-	f.String("op", "put", "workload: put, get, or mixed (50% get, 50% put); vosd (VOSD's version workload: --objects of --size, --rounds of --mods byte-range writes of --mod-size per object in one transaction, a snapshot per round; defaults 100 x 4MiB, 100 x 64 x 16KiB); txn (transactions each inserting --objects new objects), txn-read (read-only transactions of --objects keys), gets (--objects single GETs in a row, to compare); query (tag-equality queries over --objects objects, --matches sharing each value, on --ranges ranges; with --s3 also one done the S3 way: ListObjectsV2 + GetObjectTagging per object); with --s3 also stat, delete, list, and mixed is 45% get, 30% stat, 15% put, 10% delete")
+	f.String("op", "put", "workload: put, get, or mixed (50% get, 50% put); vosd (VOSD's version workload: --objects of --size, --rounds of --mods byte-range writes of --mod-size per object in one transaction, a snapshot per round; defaults 100 x 4MiB, 100 x 64 x 16KiB); txn (transactions each inserting --objects new objects), txn-read (read-only transactions of --objects keys), gets (--objects single GETs in a row, to compare); query (tag-equality queries over --objects objects, --matches sharing each value, on --ranges ranges; with --s3 also one done the S3 way: ListObjectsV2 + GetObjectTagging per object); twitter (Clouder's Twitter-like workload: --users posting --tweets each and following --follows others; timelines, hashtag search, mentions, tweets and follows in --mix, over a space per --placements of --ranges ranges (default 16), reporting each operation's throughput, latency and ranges asked); with --s3 also stat, delete, list, and mixed is 45% get, 30% stat, 15% put, 10% delete")
 	f.Int("objects", 4, "objects per operation of txn, txn-read and gets; objects of vosd (default 100 there); objects of query (default 100000 there)")
 	f.Int("matches", 100, "query: objects that share each value of the queried tag")
+	f.Int("users", 1000, "twitter: users")
+	f.Int("tweets", 20, "twitter: tweets loaded per user")
+	f.Int("follows", 10, "twitter: users each user follows")
+	f.StringSlice("placements", []string{"ordered", "hash", "tag:user"}, "twitter: the placements of the tweets' spaces, each run in turn")
+	f.String("mix", "default", "twitter: the operations run: default (35% user_timeline, 25% friends_timeline, 10% search_hashtag, 10% mentions, 15% update, 3% follow, 2% unfollow), one operation's name, or OP=PERCENT,...")
 	f.Int("tags", 0, "put, mixed: tags on each written object")
+	f.Int("fields", 0, "put, mixed: write JSON documents with this many number fields, each with a field index the bench declares")
 	f.Int("rounds", 100, "vosd: rounds (each: one new version of every object, then a snapshot)")
 	f.Int("mods", 64, "vosd: modifications per object per round")
 	f.String("mod-size", "16KiB", "vosd: size of each modification")
@@ -178,6 +191,7 @@ type benchSpec struct {
 	objects  int // per txn, txn-read or gets operation
 	ranges   int // of a space the bench creates
 	tags     int // on each write of put and mixed
+	fields   int // indexed document fields of each write of put and mixed
 	progress func(string)
 }
 
@@ -185,6 +199,21 @@ type benchSpec struct {
 // they spread over the ranges a space is cut into (cluster.splitBounds
 // cuts along it).
 const spreadAlphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+// benchDocument is a JSON document of size bytes: fields number fields
+// f0, f1, ... (random values) and padding.
+func benchDocument(size, fields int, rng *rand.Rand) []byte {
+	b := make([]byte, 0, size)
+	b = append(b, '{')
+	for j := range fields {
+		b = fmt.Appendf(b, `"f%d":%d,`, j, rng.IntN(1_000_000))
+	}
+	b = append(b, `"pad":"`...)
+	for len(b) < size-2 {
+		b = append(b, 'x')
+	}
+	return append(b, '"', '}')
+}
 
 func runBench(ctx context.Context, c *client.Client, s benchSpec) (benchResult, error) {
 	multi := s.op == "txn" || s.op == "txn-read" || s.op == "gets"
@@ -202,6 +231,15 @@ func runBench(ctx context.Context, c *client.Client, s benchSpec) (benchResult, 
 	key := func(i int) string { return fmt.Sprintf("bench-%08d", i) }
 	if multi {
 		key = func(i int) string { return fmt.Sprintf("%c-bench-%08d", spreadAlphabet[i%len(spreadAlphabet)], i) }
+	}
+	if s.fields > 0 {
+		// Writes are JSON documents with s.fields number fields, each
+		// indexed (declared before the run; an index that exists stays).
+		for j := range s.fields {
+			if _, err := c.AddIndex(ctx, s.space, "doc.f"+strconv.Itoa(j), "number"); err != nil {
+				return benchResult{}, fmt.Errorf("index doc.f%d: %w", j, err)
+			}
+		}
 	}
 	var conflicts atomic.Int64
 	if s.op != "put" && s.op != "txn" {
@@ -273,12 +311,21 @@ func runBench(ctx context.Context, c *client.Client, s benchSpec) (benchResult, 
 							break
 						}
 					}
-				case put && s.tags > 0:
-					tags := make(map[string]string, s.tags)
-					for j := range s.tags {
-						tags["tag"+strconv.Itoa(j)] = strconv.Itoa(rng.IntN(1000))
+				case put && (s.tags > 0 || s.fields > 0):
+					var opts []client.PutOption
+					if s.tags > 0 {
+						tags := make(map[string]string, s.tags)
+						for j := range s.tags {
+							tags["tag"+strconv.Itoa(j)] = strconv.Itoa(rng.IntN(1000))
+						}
+						opts = append(opts, client.WithTags(tags))
 					}
-					_, err = c.Put(rctx, s.space, k, payload, client.WithTags(tags))
+					body := payload
+					if s.fields > 0 {
+						body = benchDocument(len(payload), s.fields, rng)
+						opts = append(opts, client.WithContentType("application/json"))
+					}
+					_, err = c.Put(rctx, s.space, k, body, opts...)
 				case put:
 					_, err = c.Put(rctx, s.space, k, payload)
 				default:

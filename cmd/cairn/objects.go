@@ -644,7 +644,7 @@ func newSpaceCmd() *cobra.Command {
 	}
 	create.Flags().String("retention", "all", "version history kept: all, last:N, or for:DURATION")
 	create.Flags().Uint32("ranges", 0, "number of ranges the space starts with (default: the server's)")
-	create.Flags().String("placement", "ordered", "where keys live: ordered (key order: cheap prefix listing) or hash (sequential keys spread over 16 buckets; listings merge them)")
+	create.Flags().String("placement", "ordered", "where keys live: ordered (key order: cheap prefix listing), hash (sequential keys spread over 16 buckets; listings merge them) or tag:NAME (objects that share tag NAME's value live together: a query on it reads one range; an object's NAME tag cannot change)")
 	create.Flags().Uint32("replicas", 0, "copies of each range and chunk, on as many nodes (default 3, capped by the nodes that are up)")
 	ls := &cobra.Command{
 		Use:   "ls",

@@ -114,4 +114,31 @@ func TestCLIQuery(t *testing.T) {
 	if _, errs, code := run(t, bin, srv, "", "sql", "SELECT * FROM photos", "--access-key", "clerk", "--secret-key", secret); code == 0 || !strings.Contains(errs, "photos") {
 		t.Fatalf("the clerk's SQL over photos: exit %d, %s", code, errs)
 	}
+
+	// The Twitter-like bench runs every operation under each placement;
+	// a user's timeline asks one range of a space placed by user, and
+	// every bucket of a hash space.
+	out = must("", "bench", "--op", "twitter", "--users", "30", "--tweets", "5", "--follows", "3", "--ranges", "4",
+		"--duration", "500ms", "--concurrency", "4", "--placements", "hash,tag:user", "--json")
+	var tw twitterResult
+	if err := json.Unmarshal([]byte(out), &tw); err != nil || len(tw.Runs) != 2 {
+		t.Fatalf("bench --op twitter: %v: %s", err, out)
+	}
+	for _, r := range tw.Runs {
+		if len(r.PerOp) != len(twitterOps) {
+			t.Fatalf("%s: %+v", r.Placement, r.PerOp)
+		}
+		for _, op := range r.PerOp {
+			if op.Errors > 0 {
+				t.Fatalf("%s: %s failed %d times", r.Placement, op.Op, op.Errors)
+			}
+			want := map[string]float64{"hash": 16, "tag:user": 1}[r.Placement]
+			if op.Op == "user_timeline" && op.Ops > 0 && op.RangesPerOp != want {
+				t.Fatalf("%s: user_timeline asked %.1f ranges, want %.0f", r.Placement, op.RangesPerOp, want)
+			}
+		}
+	}
+	if got := keys(must("", "query", "twitter-tag-user", `tags.user == "user00001" && key < "tweet-0000000150"`)); got == "" {
+		t.Fatal("user00001 has no tweets")
+	}
 }

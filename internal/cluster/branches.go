@@ -39,8 +39,8 @@ func (n *Node) CreateBranch(ctx context.Context, spaceName, name, from string) (
 		return object.BranchInfo{}, object.Errorf(object.InvalidArgument, "%q is a snapshot: branch the space it shows, from it (cairn branch create %s %s --from %s)", spaceName, bm.Name, name, spaceName)
 	case bm.Branch():
 		return object.BranchInfo{}, object.Errorf(object.InvalidArgument, "%q is a branch: a branch of a branch is not supported yet; branch %q", spaceName, bm.Base)
-	case bm.Settings.Placement == meta.PlaceHash:
-		return object.BranchInfo{}, object.Errorf(object.InvalidArgument, "%q has hash placement: branches of hash spaces are not supported yet (snapshots are)", spaceName)
+	case bm.Settings.Placement != meta.PlaceOrdered:
+		return object.BranchInfo{}, object.Errorf(object.InvalidArgument, "%q has %s placement: branches of hash and tag spaces are not supported yet (snapshots are)", spaceName, bm.Settings.Placement)
 	}
 	var fromAt uint64
 	if from != "" {

@@ -88,7 +88,7 @@ func TestSpaces(t *testing.T) {
 		_, err := n.CreateSpace(ctx, bad, object.SpaceSettings{})
 		mustCode(t, err, wire.CodeBadSpaceName)
 	}
-	_, err = n.CreateSpace(ctx, "beta", object.SpaceSettings{Placement: "tag:x"})
+	_, err = n.CreateSpace(ctx, "beta", object.SpaceSettings{Placement: "tag:"})
 	mustCode(t, err, wire.CodeInvalidArgument)
 	_, err = n.CreateSpace(ctx, "beta", object.SpaceSettings{Retention: "forever"})
 	mustCode(t, err, wire.CodeInvalidArgument)

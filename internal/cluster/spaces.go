@@ -107,6 +107,16 @@ func (s *space) Hashed() bool {
 	return m.meta.Settings.Placement == meta.PlaceHash
 }
 
+// PlacementTag implements object.OpenSpace: a snapshot is placed as its
+// space.
+func (s *space) PlacementTag() string {
+	m := s
+	if s.base != nil {
+		m = s.base
+	}
+	return meta.PlacementTag(m.meta.Settings.Placement)
+}
+
 // Held implements object.OpenSpace.
 func (s *space) Held() uint64 {
 	if s.base != nil {
@@ -197,8 +207,11 @@ func (n *Node) openSpace(ctx context.Context, sp meta.Space) (*space, error) {
 			return nil, err
 		}
 		bounds := splitBounds(sp.ID, sp.Settings.Ranges)
-		if sp.Settings.Placement == meta.PlaceHash {
+		switch {
+		case sp.Settings.Placement == meta.PlaceHash:
 			bounds = hashBounds(sp.ID, sp.Settings.Ranges)
+		case meta.PlacementTag(sp.Settings.Placement) != "":
+			bounds = tagBounds(sp.ID, sp.Settings.Ranges)
 		}
 		descs, err = n.catalog.CreatePlacedRanges(ctx, sp.ID, bounds, place)
 		if err != nil {
@@ -340,6 +353,24 @@ func splitBounds(spaceID uint32, count int) [][2][]byte {
 		}
 		prev = cut
 		cuts = append(cuts, keys.ObjectPrefix(spaceID, nil, cut))
+	}
+	cuts = append(cuts, keys.SpaceEnd(spaceID))
+	var b [][2][]byte
+	for i := 0; i+1 < len(cuts); i++ {
+		b = append(b, [2][]byte{cuts[i], cuts[i+1]})
+	}
+	return b
+}
+
+// tagBounds cuts a new tag space into count ranges: the directory and
+// the objects of the first values in one, the rest of the values' hashes
+// cut evenly (at most 256 ranges; splits go on from there).
+func tagBounds(spaceID uint32, count int) [][2][]byte {
+	count = max(1, min(count, 256))
+	cuts := [][]byte{keys.SpaceStart(spaceID)}
+	lo, _ := keys.TagSpan(spaceID)
+	for i := 1; i < count; i++ {
+		cuts = append(cuts, append(slices.Clip(lo), byte(i*256/count)))
 	}
 	cuts = append(cuts, keys.SpaceEnd(spaceID))
 	var b [][2][]byte
@@ -502,8 +533,8 @@ func settingsToMeta(ws object.SpaceSettings, defRanges int) (meta.SpaceSettings,
 	if ms.Ranges == 0 {
 		ms.Ranges = defRanges
 	}
-	if ms.Placement != meta.PlaceOrdered && ms.Placement != meta.PlaceHash {
-		return ms, object.Errorf(object.InvalidArgument, "placement %q is not available yet; use \"ordered\" or \"hash\"", ms.Placement)
+	if ms.Placement != meta.PlaceOrdered && ms.Placement != meta.PlaceHash && meta.PlacementTag(ms.Placement) == "" {
+		return ms, object.Errorf(object.InvalidArgument, "placement %q is not \"ordered\", \"hash\" or \"tag:NAME\"", ms.Placement)
 	}
 	if ws.Replicas > maxSpaceReplicas {
 		return ms, object.Errorf(object.InvalidArgument, "replicas %d must be between 1 and %d", ws.Replicas, maxSpaceReplicas)
@@ -708,6 +739,28 @@ func (n *Node) deleteSpace(ctx context.Context, name string, branch bool) error 
 		}
 	}
 	var live []mvcc.Entry
+	if meta.PlacementTag(s.meta.Settings.Placement) != "" {
+		// A tag space's keys are under their tags' values: its objects'
+		// span is read until a client key shows.
+		prefixes = nil
+		lo, hi := keys.TagSpan(s.meta.ID)
+		o := mvcc.ListOptions{Lower: lo, Upper: hi, Limit: 256}
+		for {
+			l, more, err := n.rc.Scan(ctx, &s.tab, o, 1)
+			if err != nil {
+				return object.FromRange(err)
+			}
+			for _, e := range l {
+				if _, _, k, err := keys.DecodeObject(e.Obj); err == nil && !strings.HasPrefix(string(k), object.SystemKeyPrefix) {
+					live = append(live, e)
+				}
+			}
+			if len(live) > 0 || !more || len(l) == 0 {
+				break
+			}
+			o.StartAfter = l[len(l)-1].Obj
+		}
+	}
 	for _, pp := range prefixes {
 		sys := keys.ObjectPrefix(s.meta.ID, pp, []byte(object.SystemKeyPrefix))
 		l, _, err := n.rc.Scan(ctx, &s.tab, mvcc.ListOptions{Lower: keys.ObjectPrefix(s.meta.ID, pp, nil), Upper: sys, Limit: 1}, len(s.tab.Ranges()))

@@ -123,6 +123,44 @@ func HashPrefix(key []byte) []byte {
 	return []byte{byte(h.Sum32() % HashBuckets)}
 }
 
+// Placement prefixes of a "tag:NAME" space. Its objects live under
+// TagPrefix(value of their tag NAME), so objects that share the value are
+// neighbours (one range, unless they outgrow it); its directory, under
+// DirPrefix, names each key's value, as the place to find the key.
+var (
+	// DirPrefix is the placement prefix of a tag space's directory.
+	DirPrefix = []byte{'d'}
+	// TagPrefixes is the placement prefix span of a tag space's objects:
+	// every TagPrefix(v) starts with it.
+	TagPrefixes = []byte{'t'}
+)
+
+// TagPrefix returns the placement prefix of the objects whose placement
+// tag has value v in a "tag:NAME" space: 't' and a 64-bit hash of v,
+// big-endian: hash/fnv's New64a, whose high bits barely differ between
+// short values, mixed by the finalizer of MurmurHash3 (each input bit
+// flips about half of the output bits), so values spread evenly over the
+// space's ranges. This is a persistent format.
+func TagPrefix(v string) []byte {
+	h := fnv.New64a()
+	h.Write([]byte(v))
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return binary.BigEndian.AppendUint64(append([]byte(nil), TagPrefixes...), x)
+}
+
+// TagSpan returns the span [lo, hi) of every object of tag space spaceID
+// (all its TagPrefix placement prefixes; not its directory).
+func TagSpan(spaceID uint32) (lo, hi []byte) {
+	lo = binary.BigEndian.AppendUint32(nil, spaceID)
+	lo = append(lo, TagPrefixes...)
+	return lo, PrefixEnd(lo)
+}
+
 // Object returns the object key of key in space spaceID with placement prefix
 // pprefix (empty for ordered spaces):
 //

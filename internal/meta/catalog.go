@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Space states.
@@ -27,7 +29,24 @@ const (
 
 	PlaceOrdered = "ordered"
 	PlaceHash    = "hash"
+	// PlaceTagPrefix starts a "tag:NAME" placement: objects that share
+	// tag NAME's value live together (PlacementTag).
+	PlaceTagPrefix = "tag:"
 )
+
+// maxPlacementTag bounds the NAME of a "tag:NAME" placement (S3's tag
+// key limit).
+const maxPlacementTag = 128
+
+// PlacementTag returns NAME for a "tag:NAME" placement, and "" for any
+// other.
+func PlacementTag(placement string) string {
+	name, ok := strings.CutPrefix(placement, PlaceTagPrefix)
+	if !ok {
+		return ""
+	}
+	return name
+}
 
 // MaxInitialRanges bounds SpaceSettings.Ranges.
 const MaxInitialRanges = 4096
@@ -45,8 +64,9 @@ type SpaceSettings struct {
 	KeepFor time.Duration `json:"keep_for,omitempty"`
 	// Ranges is how many ranges the space starts with. Default: 1.
 	Ranges int `json:"ranges"`
-	// Placement is "ordered" (default: key order, cheap listing) or "hash"
-	// (keys spread uniformly).
+	// Placement is "ordered" (default: key order, cheap listing), "hash"
+	// (keys spread uniformly) or "tag:NAME" (objects that share tag
+	// NAME's value live together).
 	Placement string `json:"placement"`
 	// Replicas is how many nodes hold each range (capped by the number of
 	// nodes when the ranges are created). 0 means DefaultReplicas.
@@ -94,8 +114,13 @@ func (s SpaceSettings) Validate() error {
 	if s.Ranges < 1 || s.Ranges > MaxInitialRanges {
 		errs = append(errs, fmt.Errorf("ranges %d is not in [1, %d]", s.Ranges, MaxInitialRanges))
 	}
-	if s.Placement != PlaceOrdered && s.Placement != PlaceHash {
-		errs = append(errs, fmt.Errorf(`placement %q is not "ordered" or "hash"`, s.Placement))
+	switch name := PlacementTag(s.Placement); {
+	case s.Placement == PlaceOrdered, s.Placement == PlaceHash:
+	case name != "" && len(name) <= maxPlacementTag && utf8.ValidString(name):
+	case strings.HasPrefix(s.Placement, PlaceTagPrefix):
+		errs = append(errs, fmt.Errorf(`placement %q: the tag name is 1-%d bytes of UTF-8`, s.Placement, maxPlacementTag))
+	default:
+		errs = append(errs, fmt.Errorf(`placement %q is not "ordered", "hash" or "tag:NAME"`, s.Placement))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("meta: space settings: %w", err)

@@ -95,7 +95,9 @@ func TestSpaceSettingsValidate(t *testing.T) {
 		{SpaceSettings{Retention: RetainDuration}, "positive keep_for"},
 		{SpaceSettings{Retention: RetainAll, KeepLast: 2}, "takes neither"},
 		{SpaceSettings{Retention: "some"}, `retention "some"`},
-		{SpaceSettings{Ranges: -1, Placement: "tag:x"}, "ranges -1;placement"},
+		{SpaceSettings{Ranges: -1, Placement: "tag:"}, "ranges -1;placement"},
+		{SpaceSettings{Placement: "tag:user"}, ""},
+		{SpaceSettings{Placement: "random"}, "placement"},
 		{SpaceSettings{Ranges: MaxInitialRanges + 1}, "ranges 4097"},
 	} {
 		set := tc.set

@@ -164,7 +164,7 @@ func (st *Store) Clone(ctx context.Context, req *CloneRequest) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	s, obj, release, err := st.writeTarget(ctx, dstSpace, req.DstKey)
+	s, obj, release, err := st.writeTarget(ctx, dstSpace, req.DstKey, cloneRecPlacing(rec))
 	if err != nil {
 		return Info{}, err
 	}
@@ -210,6 +210,11 @@ func (st *Store) Clone(ctx context.Context, req *CloneRequest) (Info, error) {
 	return info, nil
 }
 
+// cloneRecPlacing places a clone of rec (it keeps rec's tags).
+func cloneRecPlacing(rec *mvcc.Record) placing {
+	return placing{tags: rec.Tags, create: true}
+}
+
 // cloneSource reads the source version of a clone and records the clone
 // in its children index.
 func (st *Store) cloneSource(ctx context.Context, req *CloneRequest, dstSpace string) (*mvcc.Record, uint32, int, error) {
@@ -227,24 +232,21 @@ func (st *Store) cloneSource(ctx context.Context, req *CloneRequest, dstSpace st
 	}
 	// The target is checked before the index entry is written: a clone
 	// refused for its target leaves no entry.
-	dstID, dstHashed := s.ID(), s.Hashed()
-	if dstSpace == req.Space {
-		if err := readOnly(s, req.Space); err != nil {
-			return nil, 0, 0, err
-		}
-	} else {
-		d, drelease, err := st.cfg.Spaces.Acquire(ctx, dstSpace)
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		dstID, dstHashed = d.ID(), d.Hashed()
-		err = readOnly(d, dstSpace)
-		drelease()
-		if err != nil {
+	d, drelease := s, func() {}
+	if dstSpace != req.Space {
+		if d, drelease, err = st.cfg.Spaces.Acquire(ctx, dstSpace); err != nil {
 			return nil, 0, 0, err
 		}
 	}
-	child := keys.Object(dstID, placePrefix(dstHashed, []byte(req.DstKey)), []byte(req.DstKey))
+	err = readOnly(d, dstSpace)
+	var child []byte
+	if err == nil {
+		child, err = st.writePlace(ctx, d, req.DstKey, cloneRecPlacing(rec))
+	}
+	drelease()
+	if err != nil {
+		return nil, 0, 0, err
+	}
 	if _, err := st.propose(ctx, s, obj, (&kv.ChildCmd{Obj: obj, Version: rec.Version, Child: child}).Encode()); err != nil {
 		return nil, 0, 0, err
 	}

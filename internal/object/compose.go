@@ -20,7 +20,7 @@ func (st *Store) Compose(ctx context.Context, req *PutRequest, etag string, sour
 	// The target is held only to learn its copies, then again to commit:
 	// a source may be in the same space, and a space held twice by one
 	// operation deadlocks once a fence or snapshot waits for it.
-	s, _, release, err := st.writeTarget(ctx, req.Space, req.Key)
+	s, _, release, err := st.writeTarget(ctx, req.Space, req.Key, placing{tags: req.Tags, create: true})
 	if err != nil {
 		return Info{}, err
 	}
@@ -52,7 +52,7 @@ func (st *Store) Compose(ctx context.Context, req *PutRequest, etag string, sour
 	if err := st.touchShared(ctx, m); err != nil {
 		return Info{}, err
 	}
-	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key)
+	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key, placing{tags: req.Tags, create: true})
 	if err != nil {
 		return Info{}, err
 	}

@@ -64,6 +64,8 @@ type QueryResult struct {
 	Plan     string
 	Ranges   int
 	Examined int
+	// resume is the object key Next names (queryOnce).
+	resume []byte
 }
 
 // queryDefault is a query page's default size.
@@ -120,6 +122,9 @@ func (st *Store) Query(ctx context.Context, req *QueryRequest) (QueryResult, err
 		err = st.cfg.Ranges.RetryMoved(ctx, func() (err error) {
 			if s.Hashed() {
 				return st.queryBuckets(ctx, s, req, q, limit, &out)
+			}
+			if name := s.PlacementTag(); name != "" {
+				return st.queryTagged(ctx, s, req, q, name, limit, &out)
 			}
 			return st.queryOnce(ctx, s, req, q, lower, upper, after, limit, &out)
 		}, func() bool { return true })
@@ -269,7 +274,7 @@ const queryParallel = 8
 // after, queryParallel at a time, gathering their pages in key order into
 // out (reset first).
 func (st *Store) queryOnce(ctx context.Context, s OpenSpace, req *QueryRequest, q *query.Query, lower, upper, after []byte, limit int, out *QueryResult) error {
-	out.Objects, out.Docs, out.Truncated, out.Next, out.Ranges, out.Examined, out.Plan = nil, nil, false, "", 0, 0, ""
+	out.Objects, out.Docs, out.Truncated, out.Next, out.Ranges, out.Examined, out.Plan, out.resume = nil, nil, false, "", 0, 0, "", nil
 	t := s.Table()
 	rs := t.Ranges()
 	type part struct {
@@ -323,10 +328,12 @@ func (st *Store) queryOnce(ctx context.Context, s OpenSpace, req *QueryRequest, 
 				out.Plan = p.Plan // the ranges' own plans (field indexes are theirs)
 			}
 			took := 0
+			var last []byte
 			for _, e := range p.Entries {
 				if len(out.Objects) == limit {
 					break
 				}
+				last = e.Obj
 				_, _, key, err := keys.DecodeObject(e.Obj)
 				if err != nil {
 					return Errorf(Corrupt, "object key: %v", err)
@@ -354,6 +361,7 @@ func (st *Store) queryOnce(ctx context.Context, s OpenSpace, req *QueryRequest, 
 				if more {
 					out.Truncated = true
 					out.Next = out.Objects[len(out.Objects)-1].Key
+					out.resume = last
 				}
 				return nil
 			case p.More:
@@ -364,7 +372,7 @@ func (st *Store) queryOnce(ctx context.Context, s OpenSpace, req *QueryRequest, 
 				if err != nil {
 					return Errorf(Corrupt, "object key: %v", err)
 				}
-				out.Truncated, out.Next = true, string(key)
+				out.Truncated, out.Next, out.resume = true, string(key), p.Resume
 				return nil
 			}
 		}

@@ -83,8 +83,8 @@ func (st *Store) DiffSpaces(ctx context.Context, req *SpaceDiffRequest) (SpaceDi
 		return SpaceDiff{}, err
 	}
 	defer release2()
-	if a.root.Hashed() {
-		return SpaceDiff{}, Errorf(InvalidArgument, "%q has hash placement: comparing views of a hash space is not supported yet", req.From)
+	if a.root.Hashed() || a.root.PlacementTag() != "" {
+		return SpaceDiff{}, Errorf(InvalidArgument, "%q has hash or tag placement: comparing views of such a space is not supported yet", req.From)
 	}
 	if a.root.ID() != b.root.ID() {
 		return SpaceDiff{}, Errorf(InvalidArgument, "%q and %q are not views of one space: a space, its snapshots and its branches compare", req.From, req.To)

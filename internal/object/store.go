@@ -44,6 +44,7 @@ const (
 // and whose bodies live inline in the records or in chunks (Chunks).
 type Store struct {
 	cfg StoreConfig
+	dir dirCache // tag spaces' directory entries (place.go)
 }
 
 // StoreConfig configures a Store. Every field is required unless it says.
@@ -122,10 +123,13 @@ type OpenSpace interface {
 	// Hashed reports whether the space's placement is "hash": its keys
 	// spread over keys.HashBuckets buckets (keys.HashPrefix).
 	Hashed() bool
+	// PlacementTag is NAME when the space's placement is "tag:NAME" (its
+	// objects placed by that tag's value: place.go), else "".
+	PlacementTag() string
 }
 
 // objKey is the object key of key in space s: in a hash space, under its
-// bucket.
+// bucket. (A tag space's keys are placed by its directory: readPlace.)
 func objKey(s OpenSpace, key []byte) []byte {
 	return keys.Object(s.ID(), placePrefix(s.Hashed(), key), key)
 }
@@ -225,17 +229,29 @@ func (st *Store) target(ctx context.Context, spaceName, key string) (s OpenSpace
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	obj = objKey(s, []byte(key))
+	if obj, err = st.readPlace(ctx, s, key); err != nil {
+		release()
+		return nil, nil, nil, err
+	}
 	return s, obj, release, nil
 }
 
-// writeTarget is target for a write: a snapshot refuses it.
-func (st *Store) writeTarget(ctx context.Context, spaceName, key string) (OpenSpace, []byte, func(), error) {
-	s, obj, release, err := st.target(ctx, spaceName, key)
+// writeTarget is target for a write (a snapshot refuses it), which places
+// the key in a tag space as p says (place.go).
+func (st *Store) writeTarget(ctx context.Context, spaceName, key string, p placing) (OpenSpace, []byte, func(), error) {
+	if err := validKey(ctx, key); err != nil {
+		return nil, nil, nil, err
+	}
+	s, release, err := st.cfg.Spaces.Acquire(ctx, spaceName)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if err := readOnly(s, spaceName); err != nil {
+		release()
+		return nil, nil, nil, err
+	}
+	obj, err := st.writePlace(ctx, s, key, p)
+	if err != nil {
 		release()
 		return nil, nil, nil, err
 	}
@@ -244,14 +260,14 @@ func (st *Store) writeTarget(ctx context.Context, spaceName, key string) (OpenSp
 
 // Put implements Service.
 func (st *Store) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, error) {
-	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key)
+	if err := validMeta(req.Meta, req.Tags, req.Headers); err != nil {
+		return Info{}, err
+	}
+	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key, placing{tags: req.Tags, keep: req.Mode != PutReplace, create: true})
 	if err != nil {
 		return Info{}, err
 	}
 	defer release()
-	if err := validMeta(req.Meta, req.Tags, req.Headers); err != nil {
-		return Info{}, err
-	}
 	if req.Size > st.cfg.MaxObjectSize {
 		return Info{}, Errorf(TooLarge, "object of %d bytes is over the %d byte limit", req.Size, st.cfg.MaxObjectSize)
 	}
@@ -1056,9 +1072,9 @@ func (cr *chunkReader) Close() error {
 
 // Delete implements Service.
 func (st *Store) Delete(ctx context.Context, req *DeleteRequest) (Info, error) {
-	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key)
+	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key, placing{keep: true})
 	if err != nil {
-		return Info{}, err
+		return unplacedDelete(req, err)
 	}
 	defer release()
 	if req.Version != 0 {
@@ -1085,12 +1101,25 @@ func (st *Store) DeleteMarked(ctx context.Context, req *DeleteRequest, headers m
 	if err := validMeta(nil, nil, headers); err != nil {
 		return Info{}, err
 	}
-	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key)
+	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key, placing{keep: true})
 	if err != nil {
-		return Info{}, err
+		return unplacedDelete(req, err)
 	}
 	defer release()
 	return st.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: &mvcc.Record{DeleteMarker: true, Headers: headers}})
+}
+
+// unplacedDelete answers a delete that failed with err: a key a tag space
+// never placed has nothing to delete, and gets no delete marker (one
+// would place the key with no tag for good).
+func unplacedDelete(req *DeleteRequest, err error) (Info, error) {
+	switch {
+	case !errors.Is(err, errUnplaced):
+		return Info{}, err
+	case req.Version != 0:
+		return Info{}, Errorf(NotFound, "%q has no version %s", req.Key, tstamp.String(req.Version))
+	}
+	return Info{Space: req.Space, Key: req.Key}, nil
 }
 
 // SetTags implements Tagger.
@@ -1098,7 +1127,10 @@ func (st *Store) SetTags(ctx context.Context, req *TagRequest) (Info, error) {
 	if err := validMeta(nil, req.Tags, nil); err != nil {
 		return Info{}, err
 	}
-	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key)
+	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key, placing{tags: req.Tags})
+	if errors.Is(err, errUnplaced) {
+		return Info{}, Errorf(NotFound, "%q does not exist", req.Key)
+	}
 	if err != nil {
 		return Info{}, err
 	}
@@ -1207,7 +1239,7 @@ func (st *Store) listOnce(ctx context.Context, s OpenSpace, req *ListRequest, lo
 		return st.listBranch(ctx, s, b, at, req, limit)
 	}
 	o := listOptions(req, lower, upper, after, limit)
-	if o.AsOf == 0 && (len(s.Table().Ranges()) > 1 || s.Hashed()) {
+	if o.AsOf == 0 && (len(s.Table().Ranges()) > 1 || s.Hashed() || s.PlacementTag() != "") {
 		// A listing of the latest over several ranges reads them all at
 		// one fresh timestamp: a snapshot, in which a transaction's writes
 		// show in every range or in none.
@@ -1216,6 +1248,9 @@ func (st *Store) listOnce(ctx context.Context, s OpenSpace, req *ListRequest, lo
 			return ListResult{}, Unreachable("timestamp oracle", err)
 		}
 		o.AsOf = ts
+	}
+	if s.PlacementTag() != "" {
+		return st.listTagged(ctx, s, req, o)
 	}
 	var ents []mvcc.Entry
 	var more bool

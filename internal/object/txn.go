@@ -238,15 +238,15 @@ func (t *Txn) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, e
 	if req.Mode != PutReplace && req.Mode != PutWriteAt && req.Mode != PutAppend {
 		return Info{}, Errorf(InvalidArgument, "unknown put mode %d", req.Mode)
 	}
-	s, obj, release, err := t.st.writeTarget(ctx, req.Space, req.Key)
+	if err := validMeta(req.Meta, req.Tags, req.Headers); err != nil {
+		return Info{}, err
+	}
+	s, obj, release, err := t.st.writeTarget(ctx, req.Space, req.Key, placing{tags: req.Tags, keep: req.Mode != PutReplace, create: true})
 	if err != nil {
 		return Info{}, err
 	}
 	defer release()
 	t.touched(s, req.Space)
-	if err := validMeta(req.Meta, req.Tags, req.Headers); err != nil {
-		return Info{}, err
-	}
 	if req.Size > t.st.cfg.MaxObjectSize {
 		return Info{}, Errorf(TooLarge, "object of %d bytes is over the %d byte limit", req.Size, t.st.cfg.MaxObjectSize)
 	}
@@ -479,7 +479,10 @@ func (t *Txn) DeleteMarked(ctx context.Context, req *DeleteRequest, headers map[
 	if err := validMeta(nil, nil, headers); err != nil {
 		return err
 	}
-	s, obj, release, err := t.st.writeTarget(ctx, req.Space, req.Key)
+	s, obj, release, err := t.st.writeTarget(ctx, req.Space, req.Key, placing{keep: true})
+	if errors.Is(err, errUnplaced) {
+		return nil // a key a tag space never placed: nothing to delete
+	}
 	if err != nil {
 		return err
 	}
@@ -527,7 +530,11 @@ func (t *Txn) List(ctx context.Context, req *ListRequest) (ListResult, error) {
 	t.touched(s, req.Space)
 	_, point := s.Base()
 	for _, o := range res.Objects {
-		t.tx.Saw(objKey(s, []byte(o.Key)), ownVersion(point, o.Version))
+		obj, err := t.st.readPlace(ctx, s, o.Key)
+		if err != nil {
+			return ListResult{}, err
+		}
+		t.tx.Saw(obj, ownVersion(point, o.Version))
 	}
 	return t.mergeWrites(s, req, res), nil
 }

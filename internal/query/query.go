@@ -21,6 +21,7 @@ import (
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
 
+	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/tstamp"
 )
@@ -155,6 +156,20 @@ func Cached(src string) (*Query, error) {
 // ready, with type typ.
 func (q *Query) PlanFor(usable func(path string, typ byte) bool) Plan {
 	return choose(q.keyPlan, q.accesses, usable)
+}
+
+// TagEquals reports whether the filter holds only for objects whose tag
+// name has one value (a top-level conjunct tags.NAME == "v"), and the
+// value.
+func (q *Query) TagEquals(name string) (string, bool) {
+	for _, a := range q.accesses {
+		if a.Kind == keys.IndexTag && a.Access == TagEqual && a.Tag == name {
+			if v, rest, err := keys.DecodeEscaped(a.Lower); err == nil && len(rest) == 0 {
+				return string(v), true
+			}
+		}
+	}
+	return "", false
 }
 
 // UsesVersions reports whether the filter reads version_count (the
