@@ -325,3 +325,47 @@ func TestFieldIndex(t *testing.T) {
 		t.Fatalf("indexes after the drop: %+v", ixs)
 	}
 }
+
+// TestQueryBranch: a query of a branch sees what the branch shows: its
+// own matching versions, and its base's as of the branch point except
+// for keys the branch overwrote or deleted; not the base's later writes.
+// Pages of one and ordered queries see the same; so does a query as of
+// the branch point.
+func TestQueryBranch(t *testing.T) {
+	ctx := context.Background()
+	n := openTestNode(t)
+	if _, err := n.CreateSpace(ctx, "shop", object.SpaceSettings{Ranges: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []string{"red", "blue", "red", "red", "blue", "red"} {
+		putTagged(t, n, "shop", fmt.Sprintf("item-%d", i), 1+i, map[string]string{"color": c})
+	}
+	bi, err := n.CreateBranch(ctx, "shop", "shop-dev", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	putTagged(t, n, "shop-dev", "item-2", 1, map[string]string{"color": "blue"}) // red -> blue
+	putTagged(t, n, "shop-dev", "item-4", 1, map[string]string{"color": "red"})  // blue -> red
+	putTagged(t, n, "shop-dev", "item-9", 1, map[string]string{"color": "red"})  // new
+	if _, err := n.Delete(ctx, &object.DeleteRequest{Space: "shop-dev", Key: "item-5"}); err != nil {
+		t.Fatal(err)
+	}
+	putTagged(t, n, "shop", "item-7", 1, map[string]string{"color": "red"}) // the base, after the point
+	want := "item-0 item-3 item-4 item-9"
+	for _, limit := range []uint32{0, 1, 2} {
+		q, _ := queryKeys(t, n, object.QueryRequest{Space: "shop-dev", Filter: `tags.color == "red"`, Limit: limit})
+		if got := strings.Join(q, " "); got != want {
+			t.Fatalf("branch query in pages of %d: %s, want %s", limit, got, want)
+		}
+	}
+	q, _ := queryKeys(t, n, object.QueryRequest{Space: "shop-dev", Filter: `tags.color == "red"`, OrderBy: "size", Desc: true})
+	if got := strings.Join(q, " "); got != "item-3 item-0 item-4 item-9" && got != "item-3 item-0 item-9 item-4" {
+		t.Fatalf("ordered branch query: %s", got)
+	}
+	if q, _ := queryKeys(t, n, object.QueryRequest{Space: "shop-dev", Filter: `tags.color == "red"`, AsOf: bi.At}); strings.Join(q, " ") != "item-0 item-2 item-3 item-5" {
+		t.Fatalf("branch query as of its point: %v", q)
+	}
+	if q, _ := queryKeys(t, n, object.QueryRequest{Space: "shop", Filter: `tags.color == "red"`}); strings.Join(q, " ") != "item-0 item-2 item-3 item-5 item-7" {
+		t.Fatalf("the base: %v", q)
+	}
+}

@@ -145,6 +145,17 @@ func TestSQL(t *testing.T) {
 	if got := must("SELECT JSON_EXTRACT(doc, '$.age') FROM `staff-monday` WHERE `key` = 'grace'"); got != "45" {
 		t.Fatalf("grace in the snapshot: %q", got)
 	}
+	// A branch is a table too: its own writes over its base's.
+	if _, err := n.CreateBranch(ctx, "staff", "staff-next", ""); err != nil {
+		t.Fatal(err)
+	}
+	put("staff-next", "grace", `{"type": "Employee", "name": "Grace", "age": 47}`, nil)
+	if got := must("SELECT JSON_EXTRACT(doc, '$.age') FROM `staff-next` WHERE `key` = 'grace'"); got != "47" {
+		t.Fatalf("grace in the branch: %q", got)
+	}
+	if got := must("SELECT doc_age FROM staff WHERE `key` = 'grace'"); got != "46" {
+		t.Fatalf("grace in the space after the branch's write: %q", got)
+	}
 	// Read-only, whatever the key.
 	for _, stmt := range []string{"INSERT INTO staff (`key`) VALUES ('x')", "DELETE FROM staff", "CREATE TABLE t (a INT)", "DROP TABLE staff"} {
 		if out, err := run("root", "rootsecret123456", stmt); err == nil {

@@ -94,9 +94,6 @@ func (st *Store) Query(ctx context.Context, req *QueryRequest) (QueryResult, err
 		return QueryResult{}, err
 	}
 	defer release()
-	if b, _ := s.Base(); b != nil {
-		return QueryResult{}, Errorf(InvalidArgument, "space %q is a branch: queries read spaces and snapshots, not branches yet", req.Space)
-	}
 	limit := pageLimitQuery(req.Limit)
 	asOf := req.AsOf
 	if at := s.ReadAt(); at != 0 && (asOf == 0 || asOf > at) {
@@ -120,6 +117,9 @@ func (st *Store) Query(ctx context.Context, req *QueryRequest) (QueryResult, err
 	out := QueryResult{AsOf: asOf}
 	for attempt := 0; ; attempt++ {
 		err = st.cfg.Ranges.RetryMoved(ctx, func() (err error) {
+			if b, at := s.Base(); b != nil {
+				return st.queryBranch(ctx, s, b, at, req, q, limit, &out)
+			}
 			if s.Hashed() {
 				return st.queryBuckets(ctx, s, req, q, limit, &out)
 			}
@@ -263,6 +263,90 @@ func (st *Store) queryBuckets(ctx context.Context, s OpenSpace, req *QueryReques
 	}
 	if out.Truncated && len(out.Objects) > 0 && len(out.Objects) == limit {
 		out.Next = out.Objects[len(out.Objects)-1].Key
+	}
+	return nil
+}
+
+// queryBranch is a query of branch s (base b, branch point at) as of
+// out.AsOf: the branch's own matches merged in key order with the base's
+// as of the point, leaving out each base match whose key the branch has
+// written (the branch shows its own version, or its delete marker,
+// instead). version_count counts one side's versions.
+func (st *Store) queryBranch(ctx context.Context, s, b OpenSpace, at uint64, req *QueryRequest, q *query.Query, limit int, out *QueryResult) error {
+	asOf := out.AsOf
+	side := func(sp OpenSpace, t uint64, res *QueryResult) error {
+		lower, upper := listBounds(ctx, sp.ID(), q.Plan.KeyPrefix)
+		var after []byte
+		if req.After != "" {
+			after = keys.Object(sp.ID(), nil, []byte(req.After))
+		}
+		res.AsOf = t
+		return st.queryOnce(ctx, sp, req, q, lower, upper, after, limit, res)
+	}
+	var own, base QueryResult
+	if asOf > at { // as of the point or before, the branch had nothing
+		if err := side(s, asOf, &own); err != nil {
+			return err
+		}
+	}
+	if err := side(b, min(asOf, at), &base); err != nil {
+		return err
+	}
+	hidden := make([]bool, len(base.Objects))
+	if asOf > at {
+		errs := make([]error, len(base.Objects))
+		sem := make(chan struct{}, tagListParallel)
+		var wg sync.WaitGroup
+		for i, o := range base.Objects {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				recs, _, err := st.versionsOwn(ctx, s, objKey(s, []byte(o.Key)), asOf+1, 1)
+				hidden[i], errs[i] = len(recs) > 0, err
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+	}
+	out.Objects, out.Docs, out.Truncated, out.Next, out.resume = own.Objects, own.Docs, false, "", nil
+	out.Ranges, out.Examined, out.Plan = own.Ranges+base.Ranges, own.Examined+base.Examined, base.Plan
+	if own.Plan != "" && (out.Plan == "" || own.Plan != "scan") {
+		out.Plan = own.Plan
+	}
+	for i, o := range base.Objects {
+		if hidden[i] {
+			continue
+		}
+		out.Objects = append(out.Objects, o)
+		if d, ok := base.Docs[o.Key]; ok {
+			if out.Docs == nil {
+				out.Docs = map[string]json.RawMessage{}
+			}
+			out.Docs[o.Key] = d
+		}
+	}
+	slices.SortFunc(out.Objects, func(a, b Info) int { return strings.Compare(a.Key, b.Key) })
+	// Past where a side's page stopped, that side may hold more.
+	bound, bounded := "", false
+	for _, r := range []*QueryResult{&own, &base} {
+		if r.Truncated && (!bounded || r.Next < bound) {
+			bound, bounded = r.Next, true
+		}
+	}
+	if bounded {
+		n := len(out.Objects)
+		for n > 0 && out.Objects[n-1].Key > bound {
+			n--
+		}
+		out.Objects, out.Truncated, out.Next = out.Objects[:n], true, bound
+	}
+	if len(out.Objects) > limit {
+		out.Objects, out.Truncated = out.Objects[:limit], true
+		out.Next = out.Objects[limit-1].Key
 	}
 	return nil
 }

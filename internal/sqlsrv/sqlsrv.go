@@ -1,6 +1,6 @@
 // Package sqlsrv serves Cairn's spaces over the MySQL protocol, read-only,
 // through go-mysql-server: one database, cairn, whose tables are the
-// spaces and their snapshots. A table's rows are its live objects, read by
+// spaces, their snapshots and branches. A table's rows are its live objects, read by
 // the object service's query (so a WHERE on an indexed column becomes an
 // index lookup on each range); AS OF reads the past. Users are Cairn
 // access keys: a key sees the tables of the spaces it may read.

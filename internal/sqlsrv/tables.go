@@ -41,7 +41,7 @@ func (p *provider) AllDatabases(ctx *sql.Context) []sql.Database {
 	return []sql.Database{&database{p: p}}
 }
 
-// database is cairn: a table per space and snapshot the user may read.
+// database is cairn: a table per space (a branch is one), and per snapshot, the user may read.
 type database struct {
 	p *provider
 }
