@@ -75,6 +75,7 @@ func (n *Node) AddIndex(ctx context.Context, name, field, typ string) error {
 		return err
 	}
 	defer release()
+	ready := false
 	_, err = n.catalog.UpdateIndexes(ctx, name, func(ixs []meta.FieldIndex) ([]meta.FieldIndex, error) {
 		i := slices.IndexFunc(ixs, func(x meta.FieldIndex) bool { return x.Path == field })
 		switch {
@@ -83,11 +84,17 @@ func (n *Node) AddIndex(ctx context.Context, name, field, typ string) error {
 		case ixs[i].Type != typ:
 			return nil, object.Errorf(object.InvalidArgument, "%s is indexed as a %s: drop that index first", field, ixs[i].Type)
 		}
+		ready = ixs[i].State == meta.IndexReady
 		ixs[i].Error = ""
 		return ixs, nil
 	})
 	if err := catalogErr(name, err); err != nil {
 		return err
+	}
+	if ready {
+		// Built: every range has it ready (splits copy it, merges of
+		// ready ranges keep it).
+		return nil
 	}
 	// Declared on every range before this returns: a write that follows
 	// indexes its document.

@@ -292,14 +292,30 @@ func fieldValues(rec *mvcc.Record, decls []FieldDecl) []fieldValue {
 	if rec == nil || len(decls) == 0 {
 		return nil
 	}
-	doc := query.Document(rec)
-	if doc == nil {
+	if rec.DeleteMarker || len(rec.Inline) == 0 || !query.IsDocument(rec.ContentType) {
 		return nil
 	}
+	// Only the declared fields are decoded (query.Fields); a document it
+	// cannot read that way is decoded whole.
+	paths := make([]string, len(decls))
+	for i, d := range decls {
+		paths[i] = d.Path
+	}
+	got, ok := query.Fields(rec.Inline, paths)
+	if !ok {
+		doc := query.Document(rec)
+		if doc == nil {
+			return nil
+		}
+		got = make([]any, len(decls))
+		for i, d := range decls {
+			got[i], _ = lookup(doc, d.Path)
+		}
+	}
 	var out []fieldValue
-	for _, d := range decls {
-		v, ok := lookup(doc, d.Path)
-		if !ok {
+	for i, d := range decls {
+		v := got[i]
+		if v == nil {
 			continue
 		}
 		vals := []any{v}
