@@ -91,11 +91,6 @@ func (n *Node) AddIndex(ctx context.Context, name, field, typ string) error {
 	if err := catalogErr(name, err); err != nil {
 		return err
 	}
-	if ready {
-		// Built: every range has it ready (splits copy it, merges of
-		// ready ranges keep it).
-		return nil
-	}
 	// Declared on every range before this returns: a write that follows
 	// indexes its document.
 	if err := n.eachRange(ctx, s, func(r *rangeclient.Range, start, end []byte) ([]byte, error) {
@@ -103,6 +98,11 @@ func (n *Node) AddIndex(ctx context.Context, name, field, typ string) error {
 		return nil, err
 	}); err != nil {
 		return object.FromRange(err)
+	}
+	if ready {
+		// Built: declared again above (cheap, and it repairs a range a
+		// failed drop left without it), not filled again.
+		return nil
 	}
 	key := fmt.Sprintf("%d/%s", s.ID(), path)
 	n.builds.mu.Lock()

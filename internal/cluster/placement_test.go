@@ -328,6 +328,31 @@ func TestTagPlacement(t *testing.T) {
 	if q, _ := queryKeys(t, n, object.QueryRequest{Space: "tweets", Filter: `tags.user == "u03" && key < "tweet-0016"`}); strings.Join(q, " ") != "tweet-0003 tweet-0003a tweet-0015" {
 		t.Fatalf("after the transaction: %v", q)
 	}
+	// Serializable transactions that each read a key the other creates
+	// (write skew over keys never written) do not both commit.
+	t1, t2 := begin(t, n, true), begin(t, n, true)
+	for _, c := range []struct {
+		tx        *object.Txn
+		read, put string
+	}{{t1, "skew-k", "skew-j"}, {t2, "skew-j", "skew-k"}} {
+		if _, _, err := c.tx.Get(ctx, &object.GetRequest{Space: "tweets", Key: c.read, Length: -1}); object.KindOf(err) != object.NotFound {
+			t.Fatalf("read of %s: %v", c.read, err)
+		}
+	}
+	for _, c := range []struct {
+		tx   *object.Txn
+		key  string
+		user string
+	}{{t1, "skew-j", "u01"}, {t2, "skew-k", "u02"}} {
+		if _, err := c.tx.Put(ctx, &object.PutRequest{Space: "tweets", Key: c.key, Tags: map[string]string{"user": c.user}}, strings.NewReader("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err1 := t1.Commit(ctx)
+	_, err2 := t2.Commit(ctx)
+	if err1 == nil && err2 == nil {
+		t.Fatal("both transactions of a write skew over unplaced keys committed")
+	}
 	if _, err := n.CreateBranch(ctx, "tweets", "tweets-dev", ""); object.KindOf(err) != object.InvalidArgument {
 		t.Fatalf("a branch of a tag space: %v", err)
 	}

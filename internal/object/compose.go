@@ -20,15 +20,15 @@ func (st *Store) Compose(ctx context.Context, req *PutRequest, etag string, sour
 	// The target is held only to learn its copies, then again to commit:
 	// a source may be in the same space, and a space held twice by one
 	// operation deadlocks once a fence or snapshot waits for it.
+	if err := validMeta(req.Meta, req.Tags, req.Headers); err != nil {
+		return Info{}, err
+	}
 	s, _, release, err := st.writeTarget(ctx, req.Space, req.Key, placing{tags: req.Tags, create: true})
 	if err != nil {
 		return Info{}, err
 	}
 	replicas := s.Replicas()
 	release()
-	if err := validMeta(req.Meta, req.Tags, req.Headers); err != nil {
-		return Info{}, err
-	}
 	var m chunk.Manifest
 	var whole *Info // the one source, copied whole
 	for i, src := range sources {

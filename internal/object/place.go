@@ -209,7 +209,9 @@ func (st *Store) listTagged(ctx context.Context, s OpenSpace, req *ListRequest, 
 	var resume *Info // AllVersions: StartAfter's older versions come first
 	if req.StartAfter != "" {
 		d.StartAfter = keys.Object(s.ID(), keys.DirPrefix, []byte(req.StartAfter))
-		if req.AllVersions && req.AfterVersion != 0 {
+		inSpan := strings.HasPrefix(req.StartAfter, req.Prefix) &&
+			(!strings.HasPrefix(req.StartAfter, SystemKeyPrefix) || strings.HasPrefix(req.Prefix, SystemKeyPrefix) && SystemKeys(ctx))
+		if req.AllVersions && req.AfterVersion != 0 && inSpan {
 			resume = &Info{Key: req.StartAfter, Version: req.AfterVersion}
 		}
 	}
@@ -249,6 +251,9 @@ func (st *Store) listTagged(ctx context.Context, s OpenSpace, req *ListRequest, 
 			return f
 		}
 		// Versions at or before the listing's time, newest first.
+		if before == 0 || before > o.AsOf+1 {
+			before = o.AsOf + 1
+		}
 		for {
 			recs, more, err := st.versionsOwn(ctx, s, obj, before, limit+1)
 			if err != nil {

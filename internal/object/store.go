@@ -263,14 +263,14 @@ func (st *Store) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info
 	if err := validMeta(req.Meta, req.Tags, req.Headers); err != nil {
 		return Info{}, err
 	}
+	if req.Size > st.cfg.MaxObjectSize {
+		return Info{}, Errorf(TooLarge, "object of %d bytes is over the %d byte limit", req.Size, st.cfg.MaxObjectSize)
+	}
 	s, obj, release, err := st.writeTarget(ctx, req.Space, req.Key, placing{tags: req.Tags, keep: req.Mode != PutReplace, create: true})
 	if err != nil {
 		return Info{}, err
 	}
 	defer release()
-	if req.Size > st.cfg.MaxObjectSize {
-		return Info{}, Errorf(TooLarge, "object of %d bytes is over the %d byte limit", req.Size, st.cfg.MaxObjectSize)
-	}
 	switch req.Mode {
 	case PutReplace:
 		started := st.cfg.Clock()

@@ -112,7 +112,25 @@ func (t *Txn) Saw(ctx context.Context, space, key string, v uint64) error {
 	t.touched(s, space)
 	_, point := s.Base()
 	t.tx.Saw(obj, ownVersion(point, v))
+	if v == 0 {
+		return t.readUnplaced(ctx, s, key)
+	}
 	return nil
+}
+
+// readUnplaced puts the directory entry of key in the read set when a tag
+// space has never placed key: a key created meanwhile is placed by a
+// value the read did not look under, and its directory entry is what
+// changes.
+func (t *Txn) readUnplaced(ctx context.Context, s OpenSpace, key string) error {
+	if s.PlacementTag() == "" {
+		return nil
+	}
+	if _, ok, err := t.st.placed(ctx, s, key); err != nil || ok {
+		return err
+	}
+	_, _, err := t.tx.Read(ctx, s.Table(), dirObj(s, key))
+	return err
 }
 
 // ownVersion is the version of a key a transaction saw in a space, as its
@@ -216,6 +234,9 @@ func (t *Txn) read(ctx context.Context, req *GetRequest) (Info, OpenSpace, *mvcc
 		rec, mine, err = t.tx.Read(ctx, s.Table(), obj)
 		if err == nil && rec == nil && !mine {
 			rec, err = t.baseShows(ctx, s, obj)
+		}
+		if err == nil && rec == nil && !mine {
+			err = t.readUnplaced(ctx, s, req.Key)
 		}
 		if err == nil && mine && rec != nil {
 			rec = t.encoded(obj, rec)

@@ -96,8 +96,10 @@ func (s *fieldScanner) object(i int, prefix string) (int, bool) {
 			return 0, false
 		}
 		key := s.b[i+1 : end-1]
-		if bytes.IndexByte(key, '\\') >= 0 {
-			return 0, false // an escaped key: decode it whole
+		if bytes.IndexByte(key, '\\') >= 0 || bytes.IndexByte(key, '.') >= 0 {
+			// An escaped key, or one with a dot (a path would mistake
+			// it for nesting): decode the document whole.
+			return 0, false
 		}
 		path := string(key)
 		if prefix != "" {
