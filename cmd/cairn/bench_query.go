@@ -181,21 +181,51 @@ func loadQueryBench(ctx context.Context, c *client.Client, space string, objects
 	body := make([]byte, size)
 	colors := []string{"red", "green", "blue", "cyan", "magenta", "yellow", "black", "white"}
 	start := time.Now()
+	if err := batchLoad(ctx, c, objects, conc, "objects", progress, func(b *client.Batch, i int) {
+		b.Put(space, fmt.Sprintf("obj-%08d", i), body, client.WithTags(map[string]string{
+			"group": queryGroup(i, groups), "color": colors[i%len(colors)], "shard": strconv.Itoa(i % 16)}))
+	}); err != nil {
+		return 0, err
+	}
+	if _, err := c.Put(ctx, space, "~"+marker, nil); err != nil {
+		return 0, err
+	}
+	return time.Since(start).Seconds(), nil
+}
+
+// batchLoad runs put for 0..n-1 in BATCH requests of 64, conc at once,
+// showing progress each second.
+func batchLoad(ctx context.Context, c *client.Client, n, conc int, what string, progress func(string), put func(b *client.Batch, i int)) error {
+	start := time.Now()
 	var next, done atomic.Int64
 	var wg sync.WaitGroup
 	errc := make(chan error, conc)
-	const per = 64 // puts per batch
+	const per = 64
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				progress("\r\033[K")
+				return
+			case <-t.C:
+				d := done.Load()
+				progress(fmt.Sprintf("\r\033[Kloading %s: %d of %d (%.0f/s)", what, d, n, float64(d)/time.Since(start).Seconds()))
+			}
+		}
+	}()
 	for range conc {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				i0 := int(next.Add(per)) - per
-				if i0 >= objects {
+				if i0 >= n {
 					return
 				}
 				b := c.Batch(ctx)
-				for i := i0; i < min(i0+per, objects); i++ {
-					b.Put(space, fmt.Sprintf("obj-%08d", i), body, client.WithTags(map[string]string{
-						"group": queryGroup(i, groups), "color": colors[i%len(colors)], "shard": strconv.Itoa(i % 16)}))
+				for i := i0; i < min(i0+per, n); i++ {
+					put(b, i)
 				}
 				rs, err := b.Do()
 				for _, r := range rs {
@@ -211,35 +241,14 @@ func loadQueryBench(ctx context.Context, c *client.Client, space string, objects
 			}
 		})
 	}
-	stop := make(chan struct{})
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				progress("\r\033[K")
-				return
-			case <-t.C:
-				n := done.Load()
-				progress(fmt.Sprintf("\r\033[Kloading: %d of %d objects (%.0f/s)", n, objects, float64(n)/time.Since(start).Seconds()))
-			}
-		}
-	}()
 	wg.Wait()
 	close(stop)
 	select {
 	case err := <-errc:
-		return 0, fmt.Errorf("load: %w", err)
+		return fmt.Errorf("load %s: %w", what, err)
 	default:
 	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	if _, err := c.Put(ctx, space, "~"+marker, nil); err != nil {
-		return 0, err
-	}
-	return time.Since(start).Seconds(), nil
+	return ctx.Err()
 }
 
 // queryTheS3Way finds the objects of one group as a client of S3 alone

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -231,7 +232,7 @@ func (w *twitterWorkload) loadGraph(ctx context.Context) error {
 			keys = append(keys, twitterUser(u)+"/"+twitterUser(f))
 		}
 	}
-	if err := w.batchPut(ctx, len(keys), 4, "follows", func(b *client.Batch, i int) {
+	if err := batchLoad(ctx, w.c, len(keys), 4, "follows", w.progress, func(b *client.Batch, i int) {
 		b.Put(w.graph, keys[i], nil)
 	}); err != nil {
 		return err
@@ -254,7 +255,7 @@ func (w *twitterWorkload) loadTweets(ctx context.Context, space, placement strin
 		return 0, nil
 	}
 	start := time.Now()
-	err := w.batchPut(ctx, total, conc, "tweets", func(b *client.Batch, i int) {
+	err := batchLoad(ctx, w.c, total, conc, "tweets", w.progress, func(b *client.Batch, i int) {
 		rng := rand.New(rand.NewPCG(uint64(i), 7))
 		key, doc, tags := w.tweet(rng, rng.IntN(w.users), int64(i))
 		b.Put(space, key, doc, client.WithTags(tags), client.WithContentType("application/json"))
@@ -266,64 +267,6 @@ func (w *twitterWorkload) loadTweets(ctx context.Context, space, placement strin
 		return 0, err
 	}
 	return time.Since(start).Seconds(), nil
-}
-
-// batchPut runs put for 0..n-1 in batches of 64, conc at once, showing
-// progress.
-func (w *twitterWorkload) batchPut(ctx context.Context, n, conc int, what string, put func(b *client.Batch, i int)) error {
-	start := time.Now()
-	var next, done atomic.Int64
-	var wg sync.WaitGroup
-	errc := make(chan error, conc)
-	const per = 64
-	stop := make(chan struct{})
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				w.progress("\r\033[K")
-				return
-			case <-t.C:
-				d := done.Load()
-				w.progress(fmt.Sprintf("\r\033[Kloading %s: %d of %d (%.0f/s)", what, d, n, float64(d)/time.Since(start).Seconds()))
-			}
-		}
-	}()
-	for range conc {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i0 := int(next.Add(per)) - per
-				if i0 >= n {
-					return
-				}
-				b := w.c.Batch(ctx)
-				for i := i0; i < min(i0+per, n); i++ {
-					put(b, i)
-				}
-				rs, err := b.Do()
-				for _, r := range rs {
-					if err == nil && r.Err != nil {
-						err = r.Err
-					}
-				}
-				if err != nil {
-					errc <- err
-					return
-				}
-				done.Add(int64(len(rs)))
-			}
-		})
-	}
-	wg.Wait()
-	close(stop)
-	select {
-	case err := <-errc:
-		return fmt.Errorf("load %s: %w", what, err)
-	default:
-	}
-	return ctx.Err()
 }
 
 // timeline is a page of the newest tweets matching filter; it returns the
@@ -365,7 +308,7 @@ func (w *twitterWorkload) do(ctx context.Context, rng *rand.Rand, space, op stri
 			ranges += asked[i]
 		}
 		// The page a client shows: the newest of them all.
-		slices.SortFunc(all, func(a, b client.ObjectInfo) int { return -cmpU64(a.Version, b.Version) })
+		slices.SortFunc(all, func(a, b client.ObjectInfo) int { return cmp.Compare(b.Version, a.Version) })
 		if len(all) > twitterPage && all[twitterPage-1].Version < all[twitterPage].Version {
 			return 0, errors.New("friends_timeline merged out of order")
 		}
@@ -389,16 +332,6 @@ func (w *twitterWorkload) do(ctx context.Context, rng *rand.Rand, space, op stri
 		}
 	}
 	return ranges, err
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // run drives the mix over space for dur with conc closed-loop workers.

@@ -53,23 +53,7 @@ func TestHashPlacement(t *testing.T) {
 	}
 	release()
 
-	list := func(req object.ListRequest) []string {
-		t.Helper()
-		var got []string
-		for {
-			res, err := n.List(ctx, &req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, o := range res.Objects {
-				got = append(got, o.Key)
-			}
-			if !res.Truncated {
-				return got
-			}
-			req.StartAfter = res.Next
-		}
-	}
+	list := func(req object.ListRequest) []string { t.Helper(); return listKeys(t, n, req) }
 	if got := list(object.ListRequest{Space: "spread", Limit: 7}); !slices.Equal(got, all) {
 		t.Fatalf("listing in pages of 7: %d keys, in order %v", len(got), slices.IsSorted(got))
 	}
@@ -215,23 +199,7 @@ func TestTagPlacement(t *testing.T) {
 	if len(usersIn) < 3 {
 		t.Fatalf("12 users in %d of %d ranges", len(usersIn), len(rs))
 	}
-	list := func(req object.ListRequest) []string {
-		t.Helper()
-		var got []string
-		for {
-			res, err := n.List(ctx, &req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, o := range res.Objects {
-				got = append(got, o.Key)
-			}
-			if !res.Truncated {
-				return got
-			}
-			req.StartAfter = res.Next
-		}
-	}
+	list := func(req object.ListRequest) []string { t.Helper(); return listKeys(t, n, req) }
 	if got := list(object.ListRequest{Space: "tweets", Limit: 7}); !slices.Equal(got, all) {
 		t.Fatalf("listing in pages of 7: %d keys, in order %v", len(got), slices.IsSorted(got))
 	}
@@ -368,5 +336,24 @@ func TestTagPlacement(t *testing.T) {
 	}
 	if object.KindOf(err) != object.SpaceNotEmpty {
 		t.Fatalf("delete of a tag space that holds objects: %v", err)
+	}
+}
+
+// listKeys lists req's keys page by page to the end.
+func listKeys(t *testing.T, n *Node, req object.ListRequest) []string {
+	t.Helper()
+	var got []string
+	for {
+		res, err := n.List(context.Background(), &req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range res.Objects {
+			got = append(got, o.Key)
+		}
+		if !res.Truncated {
+			return got
+		}
+		req.StartAfter = res.Next
 	}
 }

@@ -102,12 +102,9 @@ func (st *Store) placed(ctx context.Context, s OpenSpace, key string) (string, b
 		return v, true, nil
 	}
 	// A directory entry is written before its key's first version and
-	// never changes: the latest read is right at every time.
-	root := s
-	if b, _ := s.Base(); b != nil {
-		root = b
-	}
-	rec, err := st.readOwn(ctx, liveView{root}, dirObj(s, key), 0, 0)
+	// never changes: the latest read is right at every time (a snapshot
+	// reads its space's). Tag spaces have no branches.
+	rec, err := st.readOwn(ctx, liveView{s}, dirObj(s, key), 0, 0)
 	switch {
 	case KindOf(err) == NotFound:
 		return "", false, nil

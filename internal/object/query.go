@@ -228,22 +228,38 @@ func (st *Store) queryBuckets(ctx context.Context, s OpenSpace, req *QueryReques
 		})
 	}
 	wg.Wait()
-	out.Objects, out.Docs, out.Truncated, out.Next, out.Ranges, out.Examined, out.Plan = nil, nil, false, "", 0, 0, ""
-	bound, bounded := "", false
-	for i, r := range res {
-		if errs[i] != nil {
-			return errs[i]
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
-		out.Objects = append(out.Objects, r.Objects...)
-		for k, d := range r.Docs {
-			if out.Docs == nil {
-				out.Docs = map[string]json.RawMessage{}
+	}
+	mergePages(out, res, limit, nil)
+	return nil
+}
+
+// mergePages gathers pages of disjoint keys into out in key order,
+// leaving out the matches keep refuses (nil: none). A page that stopped
+// short bounds the merged page: keys past where it stopped may still lie
+// in its part.
+func mergePages(out *QueryResult, pages []QueryResult, limit int, keep func(page, i int) bool) {
+	out.Objects, out.Docs, out.Truncated, out.Next, out.Ranges, out.Examined, out.Plan, out.resume = nil, nil, false, "", 0, 0, "", nil
+	bound, bounded := "", false
+	for p, r := range pages {
+		for i, o := range r.Objects {
+			if keep != nil && !keep(p, i) {
+				continue
 			}
-			out.Docs[k] = d
+			out.Objects = append(out.Objects, o)
+			if d, ok := r.Docs[o.Key]; ok {
+				if out.Docs == nil {
+					out.Docs = map[string]json.RawMessage{}
+				}
+				out.Docs[o.Key] = d
+			}
 		}
 		out.Ranges += r.Ranges
 		out.Examined += r.Examined
-		if out.Plan == "" || r.Plan != "scan" {
+		if r.Plan != "" && (out.Plan == "" || r.Plan != "scan") {
 			out.Plan = r.Plan
 		}
 		if r.Truncated && (!bounded || r.Next < bound) {
@@ -264,7 +280,6 @@ func (st *Store) queryBuckets(ctx context.Context, s OpenSpace, req *QueryReques
 	if out.Truncated && len(out.Objects) > 0 && len(out.Objects) == limit {
 		out.Next = out.Objects[len(out.Objects)-1].Key
 	}
-	return nil
 }
 
 // queryBranch is a query of branch s (base b, branch point at) as of
@@ -312,42 +327,8 @@ func (st *Store) queryBranch(ctx context.Context, s, b OpenSpace, at uint64, req
 			}
 		}
 	}
-	out.Objects, out.Docs, out.Truncated, out.Next, out.resume = own.Objects, own.Docs, false, "", nil
-	out.Ranges, out.Examined, out.Plan = own.Ranges+base.Ranges, own.Examined+base.Examined, base.Plan
-	if own.Plan != "" && (out.Plan == "" || own.Plan != "scan") {
-		out.Plan = own.Plan
-	}
-	for i, o := range base.Objects {
-		if hidden[i] {
-			continue
-		}
-		out.Objects = append(out.Objects, o)
-		if d, ok := base.Docs[o.Key]; ok {
-			if out.Docs == nil {
-				out.Docs = map[string]json.RawMessage{}
-			}
-			out.Docs[o.Key] = d
-		}
-	}
-	slices.SortFunc(out.Objects, func(a, b Info) int { return strings.Compare(a.Key, b.Key) })
-	// Past where a side's page stopped, that side may hold more.
-	bound, bounded := "", false
-	for _, r := range []*QueryResult{&own, &base} {
-		if r.Truncated && (!bounded || r.Next < bound) {
-			bound, bounded = r.Next, true
-		}
-	}
-	if bounded {
-		n := len(out.Objects)
-		for n > 0 && out.Objects[n-1].Key > bound {
-			n--
-		}
-		out.Objects, out.Truncated, out.Next = out.Objects[:n], true, bound
-	}
-	if len(out.Objects) > limit {
-		out.Objects, out.Truncated = out.Objects[:limit], true
-		out.Next = out.Objects[limit-1].Key
-	}
+	// The base's matches of keys the branch wrote are left out.
+	mergePages(out, []QueryResult{own, base}, limit, func(page, i int) bool { return page == 0 || !hidden[i] })
 	return nil
 }
 

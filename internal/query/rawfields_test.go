@@ -70,12 +70,8 @@ func TestFields(t *testing.T) {
 		checkFields(t, doc)
 	}
 	for _, bad := range []string{``, `[]`, `"a"`, `{"a":1`, `{"a" 1}`, `{"a":1,}x`, `{"a":"unterminated}`, `{a:1}`} {
-		if _, ok := Fields([]byte(bad), fieldPaths); ok && json.Valid([]byte(bad)) {
+		if _, ok := Fields([]byte(bad), fieldPaths); ok {
 			t.Errorf("%q: accepted", bad)
-		} else if ok {
-			if _, wok := wholeFields([]byte(bad), fieldPaths); !wok && (bad == `{"a":1` || bad == `{"a" 1}` || bad == `{a:1}` || bad == `{"a":"unterminated}`) {
-				t.Errorf("%q: a document broken where Fields reads it was accepted", bad)
-			}
 		}
 	}
 }
