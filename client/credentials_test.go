@@ -70,6 +70,9 @@ func TestFindCredentials(t *testing.T) {
 // TestSaveCredentialsKeepsOld: a profile written over an existing one of
 // the same name keeps the old one under another name.
 func TestSaveCredentialsKeepsOld(t *testing.T) {
+	t.Setenv(EnvAccessKey, "") // the caller's environment would win over the file
+	t.Setenv(EnvSecretKey, "")
+	t.Setenv(EnvProfile, "")
 	path := filepath.Join(t.TempDir(), "sub", "credentials")
 	if kept, err := SaveCredentials(path, "", Credentials{AccessKey: "AK1", SecretKey: "secret-1"}); err != nil || kept != "" {
 		t.Fatalf("first save: %q %v", kept, err)
