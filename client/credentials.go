@@ -15,8 +15,9 @@ type Credentials struct {
 	AccessKey, SecretKey string
 	// Server and CAFile are what the credentials file's profile says of
 	// the cluster, if anything: a native address, and the CA certificate
-	// that verifies its TLS.
-	Server, CAFile string
+	// that verifies its TLS. Endpoint is its HTTP URL (for the S3 and
+	// JSON APIs: the Python SDK reads it).
+	Server, CAFile, Endpoint string
 	// Source says where they came from (for messages); Profile and Path
 	// name the credentials file's profile they came from, if they did.
 	Source        string
@@ -99,7 +100,7 @@ func FindCredentials(access, secret, profile, path string) (Credentials, error) 
 		}
 		return Credentials{}, fmt.Errorf("%w: %s has no [%s] profile", ErrNoCredentials, path, profile)
 	}
-	c := Credentials{AccessKey: p.Get("access_key"), SecretKey: p.Get("secret_key"), Server: p.Get("server"), CAFile: p.Get("ca_file"),
+	c := Credentials{AccessKey: p.Get("access_key"), SecretKey: p.Get("secret_key"), Server: p.Get("server"), CAFile: p.Get("ca_file"), Endpoint: p.Get("endpoint"),
 		Source: fmt.Sprintf("profile %s of %s", profile, path), Profile: profile, Path: path}
 	if c.AccessKey == "" || c.SecretKey == "" {
 		return Credentials{}, fmt.Errorf("profile %s of %s needs access_key and secret_key", profile, path)
@@ -158,6 +159,9 @@ func SaveCredentials(path, profile string, c Credentials) (kept string, err erro
 	}
 	if c.CAFile != "" {
 		p.Set("ca_file", c.CAFile)
+	}
+	if c.Endpoint != "" {
+		p.Set("endpoint", c.Endpoint)
 	}
 	return kept, writeCredentialsFile(path, f)
 }

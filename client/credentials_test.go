@@ -28,7 +28,7 @@ func TestFindCredentials(t *testing.T) {
 	if !errors.Is(err, ErrNoCredentials) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), EnvAccessKey) {
 		t.Fatalf("nothing anywhere: %v", err)
 	}
-	if _, err := SaveCredentials(path, "", Credentials{AccessKey: "AKFILE", SecretKey: "file-secret", Server: "127.0.0.9:7070"}); err != nil {
+	if _, err := SaveCredentials(path, "", Credentials{AccessKey: "AKFILE", SecretKey: "file-secret", Server: "127.0.0.9:7070", Endpoint: "http://127.0.0.9:7080"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := SaveCredentials(path, "other", Credentials{AccessKey: "AKOTHER", SecretKey: "other-secret"}); err != nil {
@@ -38,7 +38,7 @@ func TestFindCredentials(t *testing.T) {
 		t.Fatalf("credentials file mode %04o", st.Mode().Perm())
 	}
 	c, err := FindCredentials("", "", "", "")
-	if err != nil || c.AccessKey != "AKFILE" || c.Server != "127.0.0.9:7070" {
+	if err != nil || c.AccessKey != "AKFILE" || c.Server != "127.0.0.9:7070" || c.Endpoint != "http://127.0.0.9:7080" {
 		t.Fatalf("default profile: %+v %v", c, err)
 	}
 	t.Setenv(EnvProfile, "other")

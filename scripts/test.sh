@@ -58,6 +58,11 @@ export CAIRN_REQUIRE_S3_CLIENTS=1
 command -v mariadb >/dev/null || apt_install mariadb-client
 export CAIRN_REQUIRE_MARIADB=1
 
+# The Python SDK's tests (python/tests, run by internal/node) use Debian's
+# pytest for Debian's python3.
+/usr/bin/python3 -c "import pytest" 2>/dev/null || apt_install python3-pytest
+export CAIRN_REQUIRE_PYTEST=1
+
 # The scripts are checked as the Go code is.
 command -v shellcheck >/dev/null || apt_install shellcheck
 

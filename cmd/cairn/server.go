@@ -92,8 +92,10 @@ func showRootKey(n *node.Node, cfg node.Config, k auth.Key) {
 		fmt.Fprintf(os.Stderr, "cairn: not saved in a credentials file (%v); give the CLI the key with CAIRN_ACCESS_KEY and CAIRN_SECRET_KEY\n", err)
 		return
 	}
-	c := client.Credentials{AccessKey: k.Access, SecretKey: k.Secret, Server: localAddr(n.NativeAddr())}
+	c := client.Credentials{AccessKey: k.Access, SecretKey: k.Secret, Server: localAddr(n.NativeAddr()),
+		Endpoint: "http://" + localAddr(n.HTTPAddr())}
 	if cfg.TLSCertFile != "" {
+		c.Endpoint = "https://" + localAddr(n.HTTPAddr())
 		if abs, err := filepath.Abs(cfg.TLSCertFile); err == nil {
 			c.CAFile = abs
 		}

@@ -129,6 +129,18 @@ func TestTransactionsOverJSON(t *testing.T) {
 		len(conflict.Error.Conflicts) != 1 || conflict.Error.Conflicts[0] != (api.Ref{Space: "json", Key: "!a"}) {
 		t.Fatalf("stale read set: %d %s", st, b)
 	}
+	// A read set that names a version replaced before the start (a client's
+	// cache, read at an earlier snapshot) is a conflict too, for a key
+	// written and for one only read: 409, not a failed condition.
+	for _, w := range []api.Write{{Ref: api.Ref{Space: "json", Key: "!a"}, Data: []byte("A3")}, {Ref: api.Ref{Space: "json", Key: "zb"}, Data: []byte("B3")}} {
+		st, b = post(t, ep, "/_cairn/v1/txn/commit", api.CommitRequest{Start: begin(t, ep),
+			Reads:  []api.ReadSeen{{Ref: api.Ref{Space: "json", Key: "!a"}, Version: committed}},
+			Writes: []api.Write{w}}, nil)
+		conflict.Error = api.ErrorBody{}
+		if err := json.Unmarshal(b, &conflict); st != http.StatusConflict || err != nil || conflict.Error.Code != "TxnConflict" || !conflict.Error.Retryable {
+			t.Fatalf("read set older than the start, writing %s: %d %s", w.Key, st, b)
+		}
+	}
 	// The same with a fresh snapshot commits; and a failed condition is 412.
 	fresh := begin(t, ep)
 	st, b = post(t, ep, "/_cairn/v1/txn/read", api.ReadRequest{At: fresh, Objects: []api.Ref{{"json", "!a"}}, NoData: true}, nil)

@@ -323,7 +323,26 @@ func (tx *Txn) Commit(ctx context.Context) (uint64, error) {
 		// writers it may have overlapped validated their own reads).
 		return tx.StartTS, nil
 	}
-	return tx.m.commit(ctx, tx.StartTS, muts)
+	ts, err := tx.m.commit(ctx, tx.StartTS, muts)
+	if errors.Is(err, rangeclient.ErrPrecondition) && !conditional(muts, tx.writes) {
+		// No write had a condition of its own: the failed expectation is
+		// the read set's. A version the client saw is not the newest at
+		// the start: it read at an earlier snapshot (a cache) than the
+		// one it commits from, and runs again from a new start.
+		return 0, &ConflictError{Reason: "a version the transaction read is not the newest at its start (it was read earlier, and replaced since)"}
+	}
+	return ts, err
+}
+
+// conditional reports whether a write of muts carries a condition of its
+// own (WriteIf), not one its read set gave it.
+func conditional(muts []mvcc.Mutation, writes map[string]*write) bool {
+	for _, m := range muts {
+		if w := writes[string(m.Obj)]; w != nil && w.hasExpect {
+			return true
+		}
+	}
+	return false
 }
 
 // mutations lists the writes and, when serializable, the reads to

@@ -1,0 +1,208 @@
+import json
+import time
+
+import pytest
+
+import cairn
+from cairn.persistent import Persistent, PersistentList, PersistentDict, SortedMap, load, ref
+
+
+class Account(Persistent):
+    def __init__(self, owner, balance=0):
+        self.owner, self.balance = owner, balance
+
+    def deposit(self, n):
+        self.balance += n
+
+
+class Node(Persistent):
+    def __init__(self, name, children=()):
+        self.name = name
+        self.children = list(children)
+
+
+def fresh_db(client):
+    return cairn.connect(client=cairn.Client(endpoint=client.endpoint))
+
+
+def test_reachability_and_documents(client, space):
+    db = fresh_db(client)
+    root = db.root(space)
+    assert len(root) == 0
+    with db.transaction():
+        root["alice"] = Account("alice", 100)
+        root["tree"] = Node("top", [Node("left"), Node("right", [Node("leaf")])])
+    # Every object reachable from the root is stored, each as a document.
+    doc = json.loads(client.get(space, "_root"))
+    alice_key = doc["data"]["alice"]["$ref"].split("/", 1)[1]
+    alice = json.loads(client.get(space, alice_key))
+    assert alice["owner"] == "alice" and alice["balance"] == 100 and alice["type"] == "Account"
+    assert alice["$class"].endswith(":Account")
+    # Another connection sees them, loading lazily.
+    db2 = fresh_db(client)
+    r2 = db2.root(space)
+    assert r2["alice"].balance == 100
+    assert [c.name for c in r2["tree"].children] == ["left", "right"]
+    assert r2["tree"].children[1].children[0].name == "leaf"
+    # Queries see the objects' fields, and return objects.
+    assert [o["key"] for o in client.query(space, 'doc.type == "Account" && doc.balance >= 100')] == [alice_key]
+    found = db2.query(space, 'doc.type == "Node" && doc.name == "leaf"')
+    assert len(found) == 1 and found[0].name == "leaf" and found[0] is r2["tree"].children[1].children[0]
+
+
+def test_batched_loading(client, space):
+    db = fresh_db(client)
+    root = db.root(space)
+    with db.transaction():
+        root["many"] = PersistentList(Account(f"u{i}", i) for i in range(1000))
+    db2 = fresh_db(client)
+    before = db2.client.round_trips
+    t0 = time.monotonic()
+    total = sum(a.balance for a in db2.root(space)["many"])
+    took = time.monotonic() - t0
+    trips = db2.client.round_trips - before
+    assert total == sum(range(1000))
+    # begin, the root, the list, and the 1000 accounts in one read.
+    assert trips <= 5, trips
+    print(f"loaded 1000 objects in {trips} round trips, {took * 1000:.1f} ms")
+
+
+def test_in_place_changes_are_found(client, space):
+    db = fresh_db(client)
+    root = db.root(space)
+    with db.transaction():
+        root["a"] = Account("a")
+        root["a"].history = []
+        root["a"].settings = {"x": 1}
+    with db.transaction():
+        a = root["a"]
+        a.history.append("opened")   # a plain list, changed in place
+        a.settings["y"] = 2          # a plain dict, changed in place
+        a.deposit(5)
+    r2 = fresh_db(client).root(space)
+    assert r2["a"].history == ["opened"] and r2["a"].settings == {"x": 1, "y": 2} and r2["a"].balance == 5
+
+
+def test_abort_drops_changes(client, space):
+    db = fresh_db(client)
+    root = db.root(space)
+    with db.transaction():
+        root["a"] = Account("a", 1)
+    with pytest.raises(RuntimeError):
+        with db.transaction():
+            root["a"].balance = 99
+            raise RuntimeError("changed my mind")
+    assert root["a"].balance == 1
+    assert json.loads(client.get(space, ref(root["a"]).split("/", 1)[1]))["balance"] == 1
+
+
+def test_conflicts_retry(client, space):
+    db1, db2 = fresh_db(client), fresh_db(client)
+    with db1.transaction():
+        db1.root(space)["acct"] = Account("shared", 0)
+    r1, r2 = db1.root(space), db2.root(space)
+    assert r2["acct"].balance == 0  # cached in db2 from here on
+
+    # db1 commits; db2's cached copy is now stale, and its commit must not
+    # overwrite db1's: it fails, loads again, and retries.
+    db1.transact(lambda: r1["acct"].deposit(10))
+    tries = []
+
+    def add():
+        tries.append(1)
+        r2["acct"].deposit(1)
+    db2.transact(add)
+    assert len(tries) == 2
+    assert r2["acct"].balance == 11
+    assert fresh_db(client).root(space)["acct"].balance == 11
+
+    # A conflict without retry raises, and changes nothing.
+    db1.invalidate()
+    r1["acct"].balance  # load in db1
+    db2.transact(lambda: r2["acct"].deposit(1))
+    with pytest.raises(cairn.ConflictError):
+        with db1.transaction():
+            r1["acct"].deposit(100)
+    assert fresh_db(client).root(space)["acct"].balance == 12
+
+
+def test_commit_100_changes_is_one_transaction(client, space):
+    db = fresh_db(client)
+    root = db.root(space)
+    with db.transaction():
+        root["accts"] = PersistentList(Account(f"u{i}") for i in range(100))
+    commits = []
+    orig = db.client.call
+
+    def spy(endpoint, req):
+        if endpoint == "txn/commit":
+            commits.append(len(req["writes"]))
+        return orig(endpoint, req)
+    db.client.call = spy
+    with db.transaction():
+        for a in root["accts"]:
+            a.deposit(1)
+    assert commits == [100]
+    assert sum(a.balance for a in fresh_db(client).root(space)["accts"]) == 100
+
+
+def test_containers(client, space):
+    db = fresh_db(client)
+    root = db.root(space)
+    with db.transaction():
+        root["l"] = PersistentList([1, 2])
+        root["d"] = PersistentDict(a=1)
+    with db.transaction():
+        root["l"].append(3)
+        root["d"]["b"] = Account("b")
+    r2 = fresh_db(client).root(space)
+    assert list(r2["l"]) == [1, 2, 3] and len(r2["l"]) == 3 and 2 in r2["l"]
+    assert r2["d"]["a"] == 1 and r2["d"]["b"].owner == "b" and sorted(r2["d"].keys()) == ["a", "b"]
+    assert isinstance(load(r2["d"]), PersistentDict)
+
+
+def test_sorted_map(client, space):
+    db = fresh_db(client)
+    root = db.root(space)
+    with db.transaction():
+        root["idx"] = SortedMap()
+    m = root["idx"]
+    with db.transaction():
+        for i in range(-3, 30):
+            m[i] = {"sq": i * i}
+        m["name"] = Account("named")
+    # Each entry is its own object: setting one writes one small object.
+    writes = []
+    orig = db.client.call
+
+    def spy(endpoint, req):
+        if endpoint == "txn/commit":
+            writes.extend(w["key"] for w in req["writes"])
+        return orig(endpoint, req)
+    db.client.call = spy
+    with db.transaction():
+        m[5] = {"sq": -1}
+    assert len(writes) == 1 and writes[0].startswith(ref(m).split("/", 1)[1] + "/e/")
+    db.client.call = orig
+
+    m2 = fresh_db(client).root(space)["idx"]
+    keys = list(m2.keys())
+    assert keys[:4] == [-3, -2, -1, 0] and keys[-2:] == [29, "name"] and len(keys) == 34
+    assert m2[5] == {"sq": -1} and m2["name"].owner == "named"
+    assert list(m2.keys(lo=10, hi=13)) == [10, 11, 12]
+    with db.transaction():
+        del m[0]
+        m[100] = 1
+        # The transaction's own changes show in its iteration.
+        assert 0 not in list(m.keys()) and 100 in list(m.keys())
+    with pytest.raises(KeyError):
+        fresh_db(client).root(space)["idx"][0]
+
+
+def test_unstorable_values_are_refused(client, space):
+    db = fresh_db(client)
+    root = db.root(space)
+    root["bad"] = object()
+    with pytest.raises(cairn.CairnError, match="cannot be stored"):
+        db.commit()
+    assert "bad" not in fresh_db(client).root(space)
