@@ -159,6 +159,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if e = decode(body, &req); e == nil {
 			out, e = q.branch(strings.TrimPrefix(r.URL.Path, Prefix+"branch/"), &req)
 		}
+	case "watch":
+		var req WatchRequest
+		if e = decode(body, &req); e == nil {
+			out, e = q.watch(&req)
+		}
 	default:
 		e = &ErrorBody{Status: http.StatusNotFound, Code: "NoSuchEndpoint", Message: fmt.Sprintf("no endpoint %s (see docs/api.md)", r.URL.Path)}
 	}

@@ -24,6 +24,44 @@ const (
 	IndexField byte = 'f'
 )
 
+// IndexChange is the kind of a range's change feed (AppendChangeEntry):
+// not an index of values but the range's versions in commit order.
+const IndexChange byte = 'c'
+
+// AppendChangeEntry appends the key of the change feed's entry for
+// version ts of obj in range rangeID:
+//
+//	't' | range id (8) | 'c' | ts (8, BE) | object
+//
+// A range's entries are in commit order (the order of their timestamps),
+// and within one timestamp (a transaction's writes) in object order.
+func AppendChangeEntry(dst []byte, rangeID, ts uint64, obj []byte) []byte {
+	dst = append(dst, PrefixIndex)
+	dst = binary.BigEndian.AppendUint64(dst, rangeID)
+	dst = append(dst, IndexChange)
+	dst = binary.BigEndian.AppendUint64(dst, ts)
+	return append(dst, obj...)
+}
+
+// ChangeSpan returns the span of range rangeID's change feed.
+func ChangeSpan(rangeID uint64) (lower, upper []byte) {
+	lower = binary.BigEndian.AppendUint64([]byte{PrefixIndex}, rangeID)
+	lower = append(lower, IndexChange)
+	return lower, PrefixEnd(lower)
+}
+
+// DecodeChangeEntry splits a change feed entry's key; obj aliases k.
+func DecodeChangeEntry(k []byte) (rangeID, ts uint64, obj []byte, err error) {
+	if len(k) < 1+idLen+1+tsLen || k[0] != PrefixIndex || k[1+idLen] != IndexChange {
+		return 0, 0, nil, ErrMalformedKey
+	}
+	obj = k[2+idLen+tsLen:]
+	if _, _, _, err := DecodeObject(obj); err != nil {
+		return 0, 0, nil, err
+	}
+	return binary.BigEndian.Uint64(k[1:]), binary.BigEndian.Uint64(k[2+idLen:]), obj, nil
+}
+
 // Field value types, the first byte of a field's value encoding. Their
 // order is the order of values of different types.
 const (

@@ -318,14 +318,23 @@ func TestSpansHoldTheRangesWrites(t *testing.T) {
 	}
 	it, _ := db.NewIter(nil)
 	defer it.Close()
-	n := 0
+	n, feed := 0, 0
+	clo, chi := keys.ChangeSpan(d.ID)
 	for ok := it.First(); ok; ok = it.Next() {
-		if in(it.Key()) {
+		switch k := it.Key(); {
+		case string(k) >= string(clo) && string(k) < string(chi):
+			// The one state machine here applied every object's
+			// commands: its change feed (in its id's span) has them all.
+			if !in(k) {
+				t.Fatalf("change feed entry %x outside the spans", k)
+			}
+			feed++
+		case in(k):
 			n++
 		}
 	}
-	if n != 6 {
-		t.Fatalf("%d keys inside the spans, want 6 (versions and child entries of b, bzz, c)", n)
+	if n != 6 || feed != 6 {
+		t.Fatalf("%d keys inside the spans, want 6 (versions and child entries of b, bzz, c); %d feed entries, want 6", n, feed)
 	}
 	last := (&StateMachine{}).Spans(rangedesc.Range{Start: keys.SpaceStart(1)})
 	if last[0].End == nil || last[1].End == nil || last[2].End == nil {

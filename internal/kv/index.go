@@ -60,9 +60,27 @@ type batchWriter struct{ b *pebble.Batch }
 func (w batchWriter) Set(k, v []byte) error { return w.b.Set(k, v, nil) }
 func (w batchWriter) Delete(k []byte) error { return w.b.Delete(k, nil) }
 
+// Change feed flags, the value of a change entry.
+const (
+	changeDeleteMarker byte = 1 << iota // the version is a delete marker
+)
+
 // index writes the entries that change between old and rec (either nil)
-// of obj.
+// of obj: the tag and field index entries, and a new version's change
+// feed entry. The feed is a log: an entry stays when its version is
+// removed (a reader of the feed learns that the key changed then, and
+// reads what it holds now).
 func (ix *indexer) index(w keyWriter, obj []byte, old, rec *mvcc.Record) error {
+	if old == nil && rec != nil {
+		flags := byte(0)
+		if rec.DeleteMarker {
+			flags |= changeDeleteMarker
+		}
+		ix.buf = keys.AppendChangeEntry(ix.buf[:0], ix.rangeID, rec.Version, obj)
+		if err := w.Set(ix.buf, []byte{flags}); err != nil {
+			return err
+		}
+	}
 	var oldTags, newTags map[string]string
 	var ts uint64
 	if old != nil {
@@ -160,13 +178,20 @@ func (m *StateMachine) moveEntries(b *pebble.Batch, from, to uint64, span ranged
 		if len(k) > 1+8 && k[1+8] == kindDecl {
 			continue // declarations: copyDecls
 		}
-		e, err := keys.DecodeIndexEntry(k)
+		var obj []byte
+		if len(k) > 1+8 && k[1+8] == keys.IndexChange {
+			_, _, obj, err = keys.DecodeChangeEntry(k)
+		} else {
+			var e keys.IndexEntry
+			e, err = keys.DecodeIndexEntry(k)
+			obj = e.Obj
+		}
 		if err != nil {
 			it.Close()
 			return fmt.Errorf("%w: index entry %x: %v", mvcc.ErrCorrupt, k, err)
 		}
-		if span.Start != nil && bytes.Compare(e.Obj, span.Start) < 0 ||
-			span.End != nil && bytes.Compare(e.Obj, span.End) >= 0 {
+		if span.Start != nil && bytes.Compare(obj, span.Start) < 0 ||
+			span.End != nil && bytes.Compare(obj, span.End) >= 0 {
 			continue
 		}
 		if err := b.Delete(k, nil); err != nil {
@@ -175,7 +200,7 @@ func (m *StateMachine) moveEntries(b *pebble.Batch, from, to uint64, span ranged
 		}
 		if write {
 			buf = keys.RekeyIndexEntry(buf[:0], k, to)
-			if err := b.Set(buf, nil, nil); err != nil {
+			if err := b.Set(buf, it.Value(), nil); err != nil {
 				it.Close()
 				return err
 			}

@@ -266,12 +266,38 @@ func checkIndex(t *testing.T, db *pebble.DB, ranges []*indexRange, fields []Fiel
 	defer it.Close()
 	var got []string
 	decls := 0
+	feed := map[string]bool{}
 	for ok := it.First(); ok; ok = it.Next() {
 		if it.Key()[9] == kindDecl {
 			decls++
 			continue
 		}
+		if it.Key()[9] == keys.IndexChange {
+			// The change feed: a log, with entries of versions removed
+			// since; each under the range that holds its object.
+			id, _, obj, err := keys.DecodeChangeEntry(it.Key())
+			if err != nil {
+				t.Fatalf("step %d: feed entry %x: %v", step, it.Key(), err)
+			}
+			i := slices.IndexFunc(ranges, func(r *indexRange) bool { return r.d.ID == id })
+			if i < 0 || !ranges[i].d.ContainsKey(obj) {
+				t.Fatalf("step %d: feed entry %x is not under the range of its object", step, it.Key())
+			}
+			feed[string(it.Key())] = true
+			continue
+		}
 		got = append(got, string(it.Key()))
+	}
+	for _, r := range ranges {
+		ents, _, err := mvcc.List(Reader{R: db}, mvcc.ListOptions{Lower: r.d.Start, Upper: r.d.End, AllVersions: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if k := keys.AppendChangeEntry(nil, r.d.ID, e.Rec.Version, e.Obj); !feed[string(k)] {
+				t.Fatalf("step %d: version %d of %x has no feed entry in range %d", step, e.Rec.Version, e.Obj, r.d.ID)
+			}
+		}
 	}
 	if decls != len(fields)*len(ranges) {
 		t.Fatalf("step %d: %d field declarations, want %d on each of %d ranges", step, decls, len(fields), len(ranges))

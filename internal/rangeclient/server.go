@@ -19,7 +19,7 @@ import (
 type Handler func(ctx context.Context, r *Range, req []byte) ([]byte, error)
 
 // MethodNames are the cairn.Range methods Methods serves.
-var MethodNames = []string{"Propose", "Read", "List", "Versions", "TxnStatus", "Children", "Refs", "Query"}
+var MethodNames = []string{"Propose", "Read", "List", "Versions", "TxnStatus", "Children", "Refs", "Query", "Changes"}
 
 // Methods returns the cairn.Range methods this package serves, for the
 // peer server: those of MethodNames.
@@ -38,6 +38,8 @@ func (c *Client) Methods() map[string]transport.Unary {
 		"Refs": c.Method(true, c.handleRefs),
 		// Query runs a range's part of a query next to its data.
 		"Query": c.Method(true, c.handleQuery),
+		// Changes reads a range's change feed (a watch's part).
+		"Changes": c.Method(true, c.handleChanges),
 	}
 }
 

@@ -267,6 +267,23 @@ func (m *Manager) Settle(ctx context.Context, locks []mvcc.LockEntry, attempt in
 	return nil
 }
 
+// SettleDecided resolves the locks whose transactions are decided and
+// returns the smallest start timestamp of those still pending (0: none),
+// without waiting: a reader that can read below it (a watch) need not
+// wait for them, since their versions will all be committed after it.
+func (m *Manager) SettleDecided(ctx context.Context, locks []mvcc.LockEntry) (pendingMin uint64, err error) {
+	for _, e := range locks {
+		decided, err := m.settleOne(ctx, e)
+		if err != nil {
+			return 0, err
+		}
+		if !decided && (pendingMin == 0 || e.Lock.StartTS < pendingMin) {
+			pendingMin = e.Lock.StartTS
+		}
+	}
+	return pendingMin, nil
+}
+
 // settleOne asks e's primary about its transaction and, if it is decided,
 // resolves e as it says; decided false is a transaction still pending.
 func (m *Manager) settleOne(ctx context.Context, e mvcc.LockEntry) (decided bool, err error) {

@@ -385,6 +385,33 @@ class Client:
                 return
             req["after"], req["as_of"] = res["next"], res["as_of"]
 
+    def watch_page(self, space, cursor=None, from_=None, wait=0, limit=None):
+        """One page of the space's committed changes after cursor (or the
+        timestamp from_, or now): {"events": [{"key", "version",
+        "delete_marker"}...], "cursor", "closed", "more"}. Every version
+        committed after the position up to closed is in events or in the
+        pages that follow. wait (seconds, up to 30) waits for a first
+        event."""
+        req = {"space": space, "wait": wait}
+        if cursor:
+            req["cursor"] = cursor
+        elif from_:
+            req["from"] = from_
+        if limit:
+            req["limit"] = limit
+        return self.call("watch", req)
+
+    def watch(self, space, cursor=None, from_=None, wait=25):
+        """Yields (event, cursor) for every change committed to the space
+        after cursor (or from_, or now), in commit order, forever (long
+        polls of wait seconds). Resume a stopped watch from the last cursor
+        it yielded."""
+        while True:
+            page = self.watch_page(space, cursor, from_, wait)
+            for ev in page["events"]:
+                yield ev, page["cursor"]
+            cursor = page["cursor"]
+
     def sql(self, statement):
         """Runs a read-only SQL statement; returns (columns, rows)."""
         res = self.call("sql", {"statement": statement})

@@ -55,10 +55,12 @@ ROOT_KEY = "_root"
 _MAX_BATCH = 1000
 
 
-def connect(endpoint=None, access_key=None, secret_key=None, profile=None, region=None, client=None):
+def connect(endpoint=None, access_key=None, secret_key=None, profile=None, region=None, client=None, watch=True):
     """Returns a DB over a Client made from the arguments (or the one
-    given)."""
-    return DB(client or Client(endpoint, access_key, secret_key, profile, region))
+    given). With watch, each transaction starts by reading the changes
+    committed to the DB's spaces since the last one, so no cached object
+    is older than the transaction's snapshot."""
+    return DB(client or Client(endpoint, access_key, secret_key, profile, region), watch=watch)
 
 
 def _internal(name):
@@ -218,8 +220,11 @@ class DB:
     """A connection's objects. Not safe for concurrent use from several
     threads: give each thread its own DB (connect())."""
 
-    def __init__(self, client):
+    def __init__(self, client, watch=True):
         self.client = client
+        self.watch = watch
+        self._cursors = {}  # space -> watch cursor: changes after it are not yet applied to the cache
+        self.invalidations = 0  # cached objects dropped because another client changed them
         self._objects = weakref.WeakValueDictionary()  # (space, key) -> object
         self._pending = {}  # (space, key) -> ghost waiting to load (an insertion-ordered set)
         self._serial = 0
@@ -231,8 +236,49 @@ class DB:
     def _start(self):
         t = self._txn
         if t.start is None:
-            t.start = self.client.call("txn/begin", {})["start"]
+            if self.watch and self._cursors:
+                t.start = self._catch_up()
+            else:
+                t.start = self.client.call("txn/begin", {})["start"]
         return t.start
+
+    def _catch_up(self):
+        """Reads the changes committed to the DB's spaces since their
+        cursors and drops the cached objects they changed; returns a
+        snapshot no change is missing from (the first space's closed
+        timestamp: one round trip a space)."""
+        import time
+        start = None
+        for space in list(self._cursors):
+            deadline = time.monotonic() + 2
+            while True:
+                page = self.client.watch_page(space, self._cursors[space])
+                for ev in page["events"]:
+                    self._invalidate_key(space, ev["key"], ev["version"])
+                self._cursors[space] = page["cursor"]
+                if page.get("more"):
+                    continue
+                if start is None:
+                    start = page["closed"]
+                if page["closed"] >= start:  # 16 hex digits: compares as the numbers
+                    break
+                if time.monotonic() > deadline:
+                    # Held back by a long transaction: forget the space's
+                    # cache rather than wait longer.
+                    self.invalidate(space)
+                    break
+                time.sleep(0.01)
+        return start
+
+    def _invalidate_key(self, space, key, version):
+        obj = self._objects.get((space, key))
+        if obj is None:
+            return
+        d = obj.__dict__
+        if d.get("_p_ghost") or d.get("_p_version") == version or id(obj) in self._txn.changed:
+            return  # not loaded; this very version; changed here (the commit will conflict)
+        self.invalidations += 1
+        self._ghostify(obj)
 
     def begin(self):
         """Ends the current transaction (dropping its changes) and begins
@@ -362,6 +408,8 @@ class DB:
         """The objects of space whose documents match the CEL filter, as of
         the transaction's snapshot, loaded from the query's answer."""
         at = self._start()
+        if self.watch:
+            self._cursors.setdefault(space, at)
         out = []
         for m in self.client.query(space, filter, as_of=at, order_by=order_by, desc=desc, limit=limit, docs=True):
             obj = self.get(space, m["key"])
@@ -390,9 +438,11 @@ class DB:
 
     def _use(self, obj):
         d = obj.__dict__
+        t = self._txn
+        if t.start is None and self.watch and self._cursors:
+            self._start()  # catch up first: a cached object may have changed
         if d.get("_p_ghost"):
             self._load(obj)
-        t = self._txn
         if d.get("_p_serial") != t.serial and d.get("_p_key"):
             d["_p_serial"] = t.serial
             t.used[id(obj)] = obj
@@ -420,6 +470,8 @@ class DB:
             batch.append(k)
         res = self.client.read(at, batch)
         for (space, key), o in zip(batch, res):
+            if self.watch:
+                self._cursors.setdefault(space, at)
             g = self._pending.pop((space, key), None) if (space, key) != me else obj
             if g is None or not g.__dict__.get("_p_ghost"):
                 continue

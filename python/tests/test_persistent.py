@@ -21,8 +21,8 @@ class Node(Persistent):
         self.children = list(children)
 
 
-def fresh_db(client):
-    return cairn.connect(client=cairn.Client(endpoint=client.endpoint))
+def fresh_db(client, watch=True):
+    return cairn.connect(client=cairn.Client(endpoint=client.endpoint), watch=watch)
 
 
 def test_reachability_and_documents(client, space):
@@ -97,7 +97,8 @@ def test_abort_drops_changes(client, space):
 
 
 def test_conflicts_retry(client, space):
-    db1, db2 = fresh_db(client), fresh_db(client)
+    # Without the watch, the cache is only checked by the commit.
+    db1, db2 = fresh_db(client, watch=False), fresh_db(client, watch=False)
     with db1.transaction():
         db1.root(space)["acct"] = Account("shared", 0)
     r1, r2 = db1.root(space), db2.root(space)
@@ -124,6 +125,19 @@ def test_conflicts_retry(client, space):
         with db1.transaction():
             r1["acct"].deposit(100)
     assert fresh_db(client).root(space)["acct"].balance == 12
+
+    # With it, a transaction starts from fresh objects: no retry.
+    db4, db5 = fresh_db(client), fresh_db(client)
+    r4, r5 = db4.root(space), db5.root(space)
+    assert r5["acct"].balance == 12
+    db4.transact(lambda: r4["acct"].deposit(1))
+    tries.clear()
+
+    def add5():
+        tries.append(1)
+        r5["acct"].deposit(1)
+    db5.transact(add5)
+    assert len(tries) == 1 and r5["acct"].balance == 14
 
 
 def test_commit_100_changes_is_one_transaction(client, space):
@@ -206,3 +220,53 @@ def test_unstorable_values_are_refused(client, space):
     with pytest.raises(cairn.CairnError, match="cannot be stored"):
         db.commit()
     assert "bad" not in fresh_db(client).root(space)
+
+
+def test_watch_invalidates_the_cache(client, space):
+    db1, db2 = fresh_db(client), fresh_db(client)
+    with db1.transaction():
+        db1.root(space)["acct"] = Account("w", 1)
+    r2 = db2.root(space)
+    assert r2["acct"].balance == 1  # cached in db2
+    with db1.transaction():
+        db1.root(space)["acct"].balance = 2
+    # The next transaction in db2 starts after db1's commit: it must not
+    # see the cached balance.
+    with db2.transaction():
+        assert r2["acct"].balance == 2
+    assert db2.invalidations >= 1
+    # Without the watch, a cached object is only caught when a commit
+    # validates it.
+    db3 = cairn.connect(client=cairn.Client(endpoint=client.endpoint), watch=False)
+    r3 = db3.root(space)
+    assert r3["acct"].balance == 2
+    with db1.transaction():
+        db1.root(space)["acct"].balance = 3
+    with db3.transaction():
+        assert r3["acct"].balance == 2  # stale, read-only: not validated
+
+
+def test_watch_stream(client, space):
+    first = client.watch_page(space)
+    assert first["events"] == []
+    client.put(space, "a", b"1")
+    client.delete(space, "a")
+    with client.begin() as tx:
+        tx.put(space, "x", b"x")
+        tx.put(space, "y", b"y")
+    page = client.watch_page(space, first["cursor"])
+    evs = [(e["key"], e.get("delete_marker", False)) for e in page["events"]]
+    assert evs == [("a", False), ("a", True), ("x", False), ("y", False)]
+    assert page["events"][2]["version"] == page["events"][3]["version"]  # one commit
+    # Pages resume where they stop, and the long poll waits for a change.
+    small = client.watch_page(space, first["cursor"], limit=1)
+    assert small["more"] and [e["key"] for e in small["events"]] == ["a"]
+    rest = client.watch_page(space, small["cursor"])
+    assert [e["key"] for e in rest["events"]] == ["a", "x", "y"]
+    import threading
+    threading.Timer(0.2, lambda: cairn.Client(endpoint=client.endpoint).put(space, "late", b"l")).start()
+    t0 = time.monotonic()
+    late = client.watch_page(space, page["cursor"], wait=10)
+    assert [e["key"] for e in late["events"]] == ["late"] and time.monotonic() - t0 < 5
+    with pytest.raises(cairn.CairnError, match="cursor"):
+        client.watch_page(space, "not-a-cursor")
