@@ -43,6 +43,13 @@ type (
 	IndexInfo = object.IndexInfo
 	// SQLResult is a SQL statement's columns and rows (Client.SQL).
 	SQLResult = object.SQLResult
+	// WatchRequest asks for a space's changes after a cursor
+	// (Client.WatchPage).
+	WatchRequest = object.WatchRequest
+	// WatchResult is a page of a space's changes.
+	WatchResult = object.WatchResult
+	// WatchEvent is one committed version.
+	WatchEvent = object.WatchEvent
 	// Extent is a byte range of an object's content.
 	Extent = chunk.Extent
 	// Error is an error answered by the server, with a numbered Code.

@@ -97,6 +97,9 @@ the credentials file's profile (--profile).`,
 			if op == "twitter" {
 				return runTwitterBenchCmd(cmd, space, conc, dur, asJSON)
 			}
+			if op == "watch" {
+				return runWatchBenchCmd(cmd, space, conc, dur, asJSON)
+			}
 			if endpoint, _ := f.GetString("s3"); endpoint != "" {
 				return runS3BenchCmd(cmd, endpoint, op, sizeS, size, conc, dur, nkeys, asJSON)
 			}
@@ -152,9 +155,10 @@ the credentials file's profile (--profile).`,
 		},
 	}
 	f := cmd.Flags()
-	f.String("op", "put", "workload: put, get, or mixed (50% get, 50% put); vosd (VOSD's version workload: --objects of --size, --rounds of --mods byte-range writes of --mod-size per object in one transaction, a snapshot per round; defaults 100 x 4MiB, 100 x 64 x 16KiB); txn (transactions each inserting --objects new objects), txn-read (read-only transactions of --objects keys), gets (--objects single GETs in a row, to compare); query (tag-equality queries over --objects objects, --matches sharing each value, on --ranges ranges; with --s3 also one done the S3 way: ListObjectsV2 + GetObjectTagging per object); twitter (Clouder's Twitter-like workload: --users posting --tweets each and following --follows others; timelines, hashtag search, mentions, tweets and follows in --mix, over a space per --placements of --ranges ranges (default 16), reporting each operation's throughput, latency and ranges asked); with --s3 also stat, delete, list, and mixed is 45% get, 30% stat, 15% put, 10% delete")
+	f.String("op", "put", "workload: put, get, or mixed (50% get, 50% put); vosd (VOSD's version workload: --objects of --size, --rounds of --mods byte-range writes of --mod-size per object in one transaction, a snapshot per round; defaults 100 x 4MiB, 100 x 64 x 16KiB); txn (transactions each inserting --objects new objects), txn-read (read-only transactions of --objects keys), gets (--objects single GETs in a row, to compare); query (tag-equality queries over --objects objects, --matches sharing each value, on --ranges ranges; with --s3 also one done the S3 way: ListObjectsV2 + GetObjectTagging per object); twitter (Clouder's Twitter-like workload: --users posting --tweets each and following --follows others; timelines, hashtag search, mentions, tweets and follows in --mix, over a space per --placements of --ranges ranges (default 16), reporting each operation's throughput, latency and ranges asked); watch (--concurrency writers putting an object every --pause on one connection, a watch on another: how long a committed change takes to reach it); with --s3 also stat, delete, list, and mixed is 45% get, 30% stat, 15% put, 10% delete")
 	f.Int("objects", 4, "objects per operation of txn, txn-read and gets; objects of vosd (default 100 there); objects of query (default 100000 there)")
 	f.Int("matches", 100, "query: objects that share each value of the queried tag")
+	f.Duration("pause", 10*time.Millisecond, "watch: each writer's pause between puts")
 	f.Int("users", 1000, "twitter: users")
 	f.Int("tweets", 20, "twitter: tweets loaded per user")
 	f.Int("follows", 10, "twitter: users each user follows")

@@ -59,6 +59,7 @@ const (
 	OpIndex       Op = 0x1E // add, drop or list a space's field indexes
 	OpSQL         Op = 0x1F // a read-only SQL statement over the spaces
 	OpBatch       Op = 0x20
+	OpWatch       Op = 0x21 // a space's committed changes after a cursor
 	OpData        Op = 0x30 // body continuation of a streamed request or response
 	OpCancel      Op = 0x31 // the client abandons a request id
 	OpTxnBegin    Op = 0x40 // start a transaction on this connection
@@ -72,7 +73,8 @@ var opNames = map[Op]string{
 	OpHello: "HELLO", OpAuth: "AUTH", OpTokens: "TOKENS", OpPut: "PUT", OpGet: "GET", OpStat: "STAT",
 	OpDelete: "DELETE", OpList: "LIST", OpVersions: "VERSIONS", OpBatch: "BATCH",
 	OpClone: "CLONE", OpLineage: "LINEAGE", OpDiff: "DIFF", OpSnapshot: "SNAPSHOT", OpBranch: "BRANCH", OpDiffSpaces: "DIFF_SPACES", OpFollow: "FOLLOW", OpQuery: "QUERY", OpIndex: "INDEX", OpSQL: "SQL",
-	OpData: "DATA", OpCancel: "CANCEL",
+	OpWatch: "WATCH",
+	OpData:  "DATA", OpCancel: "CANCEL",
 	OpTxnBegin: "TXN_BEGIN", OpTxnCommit: "TXN_COMMIT", OpTxnRollback: "TXN_ROLLBACK",
 }
 

@@ -1106,6 +1106,8 @@ func (c *serverConn) handle(ctx context.Context, h Header, txnID uint64, body []
 		resp, err = c.indexOp(ctx, buf, body)
 	case OpSQL:
 		resp, err = c.sqlOp(ctx, buf, body)
+	case OpWatch:
+		resp, err = c.watchOp(ctx, buf, body)
 	case OpBatch:
 		var items []BatchItem
 		if items, err = DecodeBatchRequest(body); err == nil {
