@@ -36,7 +36,7 @@ func pytest(t *testing.T) string {
 
 // TestPythonSDK runs the Python SDK's tests (python/tests, with Debian's
 // pytest) against a node: the client over the S3 API and the JSON API,
-// and transparent persistence.
+// transparent persistence and the watch; then the example service's.
 func TestPythonSDK(t *testing.T) {
 	py := pytest(t)
 	n, err := Open(context.Background(), Config{
@@ -50,18 +50,21 @@ func TestPythonSDK(t *testing.T) {
 	}
 	defer n.Close()
 	n.Serve()
-	dir, err := filepath.Abs("../../python")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CAIRN_ENDPOINT=http://"+n.HTTPAddr(), "CAIRN_ACCESS_KEY=root",
-		"CAIRN_SECRET_KEY=rootsecret123456", "CAIRN_PROFILE=", "CAIRN_CREDENTIALS_FILE="+filepath.Join(t.TempDir(), "none"),
-		"PYTHONDONTWRITEBYTECODE=1")
-	out, err := cmd.CombinedOutput()
-	t.Logf("pytest:\n%s", out)
-	if err != nil {
-		t.Fatalf("python/tests failed: %v", err)
+	// The SDK's tests, then the example service's (examples/bookstore).
+	for _, dir := range []string{"../../python/tests", "../../examples/bookstore"} {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(py, "-m", "pytest", "-q", "-p", "no:cacheprovider", ".")
+		cmd.Dir = abs
+		cmd.Env = append(os.Environ(), "CAIRN_ENDPOINT=http://"+n.HTTPAddr(), "CAIRN_ACCESS_KEY=root",
+			"CAIRN_SECRET_KEY=rootsecret123456", "CAIRN_PROFILE=", "CAIRN_CREDENTIALS_FILE="+filepath.Join(t.TempDir(), "none"),
+			"PYTHONDONTWRITEBYTECODE=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("pytest %s:\n%s", dir, out)
+		if err != nil {
+			t.Errorf("%s failed: %v", dir, err)
+		}
 	}
 }
