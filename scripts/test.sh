@@ -63,6 +63,10 @@ export CAIRN_REQUIRE_MARIADB=1
 /usr/bin/python3 -c "import pytest" 2>/dev/null || apt_install python3-pytest
 export CAIRN_REQUIRE_PYTEST=1
 
+# The console is tested in Debian's headless chromium (internal/node).
+command -v chromium >/dev/null || apt_install chromium
+export CAIRN_REQUIRE_CHROMIUM=1
+
 # The scripts are checked as the Go code is.
 command -v shellcheck >/dev/null || apt_install shellcheck
 

@@ -68,10 +68,11 @@ var layers = map[string]int{
 	"internal/cluster": 75,
 
 	// The protocols: each serves the object service, none imports another.
-	"internal/wire":   80,
-	"internal/s3":     80,
-	"internal/api":    80,
-	"internal/sqlsrv": 80, // the MySQL protocol (go-mysql-server), read-only
+	"internal/wire":    80,
+	"internal/s3":      80,
+	"internal/api":     80,
+	"internal/sqlsrv":  80, // the MySQL protocol (go-mysql-server), read-only
+	"internal/console": 80, // the web console (html/template, embedded)
 
 	// The composition root, the public client and the binary.
 	"internal/node":             90,

@@ -12,7 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cairn-db/cairn/internal/api"
+	"github.com/cairn-db/cairn/internal/console"
 	"github.com/cairn-db/cairn/internal/s3"
+	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // maxHeaderBytes bounds a request's header (S3 allows 8 KiB of user
@@ -28,19 +30,58 @@ const maxHeaderBytes = 64 << 10
 func (n *Node) httpHandler() http.Handler {
 	ops, s3h := n.opsHandler(), n.s3Handler()
 	jsonAPI := api.New(api.Config{Service: n, Keys: n.Keyring(), Authenticate: n.s3api.Authenticate, Logger: n.log})
+	con := console.New(console.Config{Service: n, Keys: n.Keyring(), Stats: n.stats, Secure: n.cfg.TLSCertFile != "", Logger: n.log})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w, r = n.withDeadlines(w, r)
+		unsigned := r.Header.Get("Authorization") == "" && !r.URL.Query().Has("X-Amz-Credential")
 		switch {
 		case strings.HasPrefix(r.URL.Path, adminPprof) && !n.bucketHost(r.Host):
 			n.adminProfiles(w, r)
 		case strings.HasPrefix(r.URL.Path, api.Prefix) && !n.bucketHost(r.Host):
-			jsonAPI.ServeHTTP(w, r)
-		case isOpsPath(r.URL.Path, n.cfg.Pprof) && r.Header.Get("Authorization") == "" && !r.URL.Query().Has("X-Amz-Credential"):
+			n.observed(w, r, jsonAPI, r.URL.Path == api.Prefix+"watch")
+		case isOpsPath(r.URL.Path, n.cfg.Pprof) && unsigned:
 			ops.ServeHTTP(w, r)
+		case isConsolePath(r.URL.Path) && unsigned && !n.bucketHost(r.Host):
+			// A browser's: a signed request for a bucket named
+			// "console" is still the S3 API's.
+			con.ServeHTTP(w, r)
 		default:
-			s3h.ServeHTTP(w, r)
+			n.observed(w, r, s3h, false)
 		}
 	})
+}
+
+func isConsolePath(p string) bool {
+	return p == console.Prefix || strings.HasPrefix(p, console.Prefix+"/")
+}
+
+// observed serves r with h and counts it for the console's charts (a
+// read for GET and HEAD, else a write), unless skip (a long poll).
+func (n *Node) observed(w http.ResponseWriter, r *http.Request, h http.Handler, skip bool) {
+	if skip {
+		h.ServeHTTP(w, r)
+		return
+	}
+	start := time.Now()
+	h.ServeHTTP(w, r)
+	kind := console.Write
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		kind = console.Read
+	}
+	n.stats.Observe(kind, time.Since(start))
+}
+
+// nativeStats counts the native protocol's requests for the console's
+// charts.
+type nativeStats struct{ s *console.Stats }
+
+func (m nativeStats) RequestDone(op wire.Op, _ wire.Code, elapsed time.Duration) {
+	switch op {
+	case wire.OpGet, wire.OpStat, wire.OpList, wire.OpVersions, wire.OpQuery, wire.OpSQL, wire.OpFollow, wire.OpDiff, wire.OpLineage, wire.OpDiffSpaces:
+		m.s.Observe(console.Read, elapsed)
+	case wire.OpPut, wire.OpDelete, wire.OpBatch, wire.OpTxnCommit, wire.OpClone:
+		m.s.Observe(console.Write, elapsed)
+	}
 }
 
 func isOpsPath(p string, pprof bool) bool {

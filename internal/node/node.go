@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/cairn-db/cairn/internal/console"
 	"log/slog"
 	"net"
 	"net/http"
@@ -134,6 +135,7 @@ type Node struct {
 	sqlSrv  *sqlsrv.Server
 	sqlRun  *sqlsrv.Runner // the native protocol's and the JSON API's SQL
 	s3api   *s3.Handler    // the S3 API (s3.go)
+	stats   *console.Stats // request counts for the console's charts
 
 	closeOnce sync.Once
 	closeErr  error
@@ -171,8 +173,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.sqlRun = sqlsrv.NewRunner(n, n.Keyring())
+	n.stats = console.NewStats()
 	n.wireSrv = wire.NewServer(n, wire.ServerOptions{Logger: n.log, Keys: n.Keyring(), TLS: nativeTLS,
-		IdleTimeout: cfg.IdleTimeout, MaxConns: cfg.MaxConnections})
+		IdleTimeout: cfg.IdleTimeout, MaxConns: cfg.MaxConnections, Metrics: nativeStats{n.stats}})
 	n.httpSrv = &http.Server{
 		Handler:           n.httpHandler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -317,6 +320,9 @@ func (n *Node) Close() error {
 		}
 		if n.sqlRun != nil {
 			errs = append(errs, n.sqlRun.Close())
+		}
+		if n.stats != nil {
+			n.stats.Close()
 		}
 		// The servers close only listeners they were serving; close them
 		// all in case Serve was never called.
