@@ -60,7 +60,7 @@ export CAIRN_REQUIRE_MARIADB=1
 
 # The Python SDK's tests (python/tests, run by internal/node) use Debian's
 # pytest for Debian's python3.
-/usr/bin/python3 -c "import pytest" 2>/dev/null || apt_install python3-pytest
+/usr/bin/python3 -c "import pytest, setuptools, wheel, pip" 2>/dev/null || apt_install python3-pytest python3-pip python3-setuptools python3-wheel
 export CAIRN_REQUIRE_PYTEST=1
 
 # The console is tested in Debian's headless chromium (internal/node).

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +33,41 @@ func pytest(t *testing.T) string {
 		t.Skip("no pytest for " + debianPython + " (apt-get install python3-pytest)")
 	}
 	return debianPython
+}
+
+// TestPythonSDKInstalls: `pip install ./python` (offline: with Debian's
+// setuptools and wheel, no build isolation) installs a package that
+// imports, and leaves no build output in the tree.
+func TestPythonSDKInstalls(t *testing.T) {
+	py := pytest(t)
+	if err := exec.Command(py, "-c", "import setuptools, wheel, pip").Run(); err != nil {
+		if os.Getenv("CAIRN_REQUIRE_PYTEST") != "" {
+			t.Fatalf("%s lacks pip, setuptools or wheel (scripts/test.sh installs python3-pip and python3-wheel): %v", py, err)
+		}
+		t.Skip("no pip, setuptools or wheel for " + py)
+	}
+	src, err := filepath.Abs("../../python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Built from a copy: a build writes build/ and *.egg-info next to
+	// the sources.
+	work := t.TempDir()
+	if out, err := exec.Command("cp", "-r", src, filepath.Join(work, "src")).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	target := filepath.Join(work, "site")
+	cmd := exec.Command(py, "-m", "pip", "install", "--quiet", "--no-index", "--no-build-isolation", "--target", target, filepath.Join(work, "src"))
+	cmd.Env = append(os.Environ(), "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_ROOT_USER_ACTION=ignore")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pip install: %v\n%s", err, out)
+	}
+	check := exec.Command(py, "-c", "import cairn, cairn.persistent; print(cairn.__version__)")
+	check.Dir, check.Env = work, append(os.Environ(), "PYTHONPATH="+target)
+	out, err := check.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) == "" {
+		t.Fatalf("the installed package: %v: %s", err, out)
+	}
 }
 
 // TestPythonSDK runs the Python SDK's tests (python/tests, with Debian's
