@@ -122,6 +122,10 @@ var (
 	// ErrConnClosed: the connection closed before the request was sent
 	// (the request was not applied).
 	ErrConnClosed = wire.ErrConnClosed
+	// ErrCursorExpired: a watch's cursor is older than the cluster keeps
+	// changes for (its --watch-retention): start again from now, and
+	// drop what was cached from the watch.
+	ErrCursorExpired = wire.ErrCursorExpired
 	// ErrConnLost: the connection broke with the request in flight; it may
 	// or may not have been applied.
 	ErrConnLost = wire.ErrConnLost

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -143,6 +144,9 @@ func (k *Cache) Sync(ctx context.Context) error {
 		cursor := k.cursor
 		k.mu.Unlock()
 		res, err := k.c.WatchPage(ctx, WatchRequest{Space: k.space, Cursor: cursor})
+		if errors.Is(err, ErrCursorExpired) {
+			err = k.restart(ctx, cursor)
+		}
 		if err != nil {
 			return err
 		}
@@ -151,6 +155,22 @@ func (k *Cache) Sync(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// restart forgets every cached object and watches from now: the watch
+// fell further behind than the cluster keeps changes (cursor expired).
+func (k *Cache) restart(ctx context.Context, after string) error {
+	res, err := k.c.WatchPage(ctx, WatchRequest{Space: k.space})
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.cursor == after {
+		k.dropped += len(k.objs)
+		k.objs, k.order, k.cursor = map[string]cached{}, nil, res.Next
+	}
+	return nil
 }
 
 // apply drops the objects a page says changed and moves the cursor, if
@@ -177,6 +197,11 @@ func (k *Cache) run(ctx context.Context) {
 		cursor := k.cursor
 		k.mu.Unlock()
 		res, err := k.c.WatchPage(ctx, WatchRequest{Space: k.space, Cursor: cursor, Wait: 10 * time.Second})
+		if errors.Is(err, ErrCursorExpired) {
+			if err = k.restart(ctx, cursor); err == nil {
+				continue
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -481,7 +481,7 @@ var statusOf = map[object.Kind]int{
 	object.NotLeader: http.StatusServiceUnavailable, object.Unavailable: http.StatusServiceUnavailable,
 	object.RangeMoved: http.StatusServiceUnavailable, object.Canceled: http.StatusRequestTimeout,
 	object.OutcomeUnknown: http.StatusGatewayTimeout, object.AccessDenied: http.StatusForbidden,
-	object.TxnConflict: http.StatusConflict, object.TxnAborted: http.StatusConflict,
+	object.TxnConflict: http.StatusConflict, object.TxnAborted: http.StatusConflict, object.CursorExpired: http.StatusGone,
 }
 
 // codeOf names the kinds in error bodies.
@@ -492,7 +492,7 @@ var codeOf = map[object.Kind]string{
 	object.Truncated: "Truncated", object.Corrupt: "Corrupt", object.NotLeader: "Unavailable",
 	object.Unavailable: "Unavailable", object.RangeMoved: "Unavailable", object.Canceled: "Canceled",
 	object.OutcomeUnknown: "OutcomeUnknown", object.AccessDenied: "AccessDenied",
-	object.TxnConflict: "TxnConflict", object.TxnAborted: "TxnAborted",
+	object.TxnConflict: "TxnConflict", object.TxnAborted: "TxnAborted", object.CursorExpired: "CursorExpired",
 }
 
 func serviceError(err error) *ErrorBody {

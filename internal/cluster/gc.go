@@ -494,3 +494,27 @@ func (c gcCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(gcSafePoint, prometheus.GaugeValue, safe)
 }
+
+// trimFeeds drops, on each range this node leads, the change feed
+// entries older than WatchRetention (kv.TrimFeedCmd): the feed keeps what
+// a watch that far behind needs, and no more.
+func (n *Node) trimFeeds(ctx context.Context) {
+	before := tstamp.FromTime(n.cfg.Clock().Add(-n.cfg.WatchRetention))
+	n.mu.RLock()
+	spaces := make([]*space, 0, len(n.mu.spaces))
+	for _, s := range n.mu.spaces {
+		spaces = append(spaces, s)
+	}
+	n.mu.RUnlock()
+	for _, s := range spaces {
+		for _, r := range s.tab.Ranges() {
+			if !r.LeaseHere(ctx) {
+				continue
+			}
+			obj := r.Desc().Start
+			if _, err := n.rc.Propose(ctx, s.Table(), obj, (&kv.TrimFeedCmd{Obj: obj, Before: before}).Encode()); err != nil && ctx.Err() == nil {
+				n.log.Debug("trimming a range's change feed failed; the next minute tries again", "range", r.Desc().ID, "err", err)
+			}
+		}
+	}
+}

@@ -130,6 +130,11 @@ type Config struct {
 	// GCInterval is how often the node collects its chunks. Default: 10m;
 	// -1: never on its own (CollectGarbage still runs one).
 	GCInterval time.Duration
+	// WatchRetention is how long each range keeps its change feed (the
+	// watch's source): a watch whose cursor is older is told its cursor
+	// expired. Trimmed every minute by the ranges' leaseholders.
+	// Default: 24h; -1: forever.
+	WatchRetention time.Duration
 	// RebalanceAfter is how long every node must have been up before range
 	// replicas and leases move to their best-placed nodes (so a restart or
 	// a fault moves nothing back and forth). Default: 10s.
@@ -261,6 +266,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.GCInterval == 0 {
 		c.GCInterval = 10 * time.Minute
+	}
+	if c.WatchRetention == 0 {
+		c.WatchRetention = 24 * time.Hour
 	}
 	if c.SplitSize == 0 {
 		c.SplitSize = 64 << 20
@@ -674,6 +682,13 @@ func (n *Node) Start() {
 		go func() {
 			defer n.bg.Done()
 			every(bgCtx, n.cfg.GCInterval, n.gcStep)
+		}()
+	}
+	if n.cfg.WatchRetention > 0 {
+		n.bg.Add(1)
+		go func() {
+			defer n.bg.Done()
+			every(bgCtx, time.Minute, n.trimFeeds)
 		}()
 	}
 	go func() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/testenv"
@@ -224,5 +225,45 @@ func TestWatchRefusals(t *testing.T) {
 	}
 	if _, err := n.Watch(ctx, &object.WatchRequest{Space: "wone-snap"}); object.KindOf(err) != object.InvalidArgument {
 		t.Errorf("a snapshot: %v", err)
+	}
+}
+
+// TestWatchCursorExpires: a range's feed trimmed below a time tells a
+// watch from before it that its cursor expired (it must start again),
+// and serves one from after it.
+func TestWatchCursorExpires(t *testing.T) {
+	ctx := context.Background()
+	n := openTestNode(t)
+	if _, err := n.CreateSpace(ctx, "trim", object.SpaceSettings{Ranges: 2}); err != nil {
+		t.Fatal(err)
+	}
+	v1 := putTagged(t, n, "trim", "a", 1, nil).Version
+	v2 := putTagged(t, n, "trim", "b", 1, nil).Version
+	v3 := putTagged(t, n, "trim", "zz", 1, nil).Version
+	trim := func(before uint64) {
+		t.Helper()
+		s, release, err := n.acquire(ctx, "trim")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		for _, r := range s.Table().Ranges() {
+			obj := r.Desc().Start
+			if _, err := n.rc.Propose(ctx, s.Table(), obj, (&kv.TrimFeedCmd{Obj: obj, Before: before}).Encode()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	trim(v2)
+	trim(v1) // a lower trim changes nothing
+	if _, err := n.Watch(ctx, &object.WatchRequest{Space: "trim", From: v1 - 1}); object.KindOf(err) != object.CursorExpired {
+		t.Fatalf("a watch from before the trim: %v, want cursor expired", err)
+	}
+	res, err := n.Watch(ctx, &object.WatchRequest{Space: "trim", From: v2 - 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Events) != 2 || res.Events[0].Version != v2 || res.Events[1].Version != v3 {
+		t.Fatalf("a watch from just before the horizon: %+v", res.Events)
 	}
 }

@@ -50,6 +50,16 @@ func ChangeSpan(rangeID uint64) (lower, upper []byte) {
 	return lower, PrefixEnd(lower)
 }
 
+// IndexFeedHorizon is the kind of the one key that holds a range's change
+// feed horizon: entries older than it were trimmed.
+const IndexFeedHorizon byte = 'h'
+
+// FeedHorizon returns the key of range rangeID's change feed horizon.
+func FeedHorizon(rangeID uint64) []byte {
+	k := binary.BigEndian.AppendUint64([]byte{PrefixIndex}, rangeID)
+	return append(k, IndexFeedHorizon)
+}
+
 // DecodeChangeEntry splits a change feed entry's key; obj aliases k.
 func DecodeChangeEntry(k []byte) (rangeID, ts uint64, obj []byte, err error) {
 	if len(k) < 1+idLen+1+tsLen || k[0] != PrefixIndex || k[1+idLen] != IndexChange {

@@ -245,6 +245,8 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 		}
 		m.wrote(c.Obj, nil) // the latest version may have changed: unknown
 		return &Result{Rec: rec}
+	case *TrimFeedCmd:
+		return m.trimFeed(b, c.Before)
 	case *ChildCmd:
 		if !m.bounds.ContainsKey(c.Obj) {
 			return ErrWrongRange

@@ -2,6 +2,8 @@ package kv
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -28,6 +30,53 @@ type ChangesOptions struct {
 	AfterObj     []byte
 	To           uint64
 	Limit        int
+}
+
+// trimFeed drops the range's change entries older than before and raises
+// its horizon to before.
+func (m *StateMachine) trimFeed(b *pebble.Batch, before uint64) any {
+	id := m.bounds.ID
+	h, err := FeedHorizon(b, id)
+	if err != nil {
+		return err
+	}
+	if before <= h {
+		return &Result{}
+	}
+	lo, _ := keys.ChangeSpan(id)
+	if err := b.DeleteRange(lo, keys.AppendChangeEntry(nil, id, before, nil), nil); err != nil {
+		return err
+	}
+	if err := b.Set(keys.FeedHorizon(id), binary.BigEndian.AppendUint64(nil, before), nil); err != nil {
+		return err
+	}
+	return &Result{}
+}
+
+// FeedHorizon reads range id's change feed horizon (0: nothing trimmed).
+func FeedHorizon(r pebble.Reader, id uint64) (uint64, error) {
+	v, closer, err := r.Get(keys.FeedHorizon(id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: feed horizon of range %d: %d bytes", mvcc.ErrCorrupt, id, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// setHorizon raises range id's horizon to at least h (a split's or a
+// merge's).
+func setHorizon(b *pebble.Batch, id, h uint64) error {
+	cur, err := FeedHorizon(b, id)
+	if err != nil || h <= cur {
+		return err
+	}
+	return b.Set(keys.FeedHorizon(id), binary.BigEndian.AppendUint64(nil, h), nil)
 }
 
 // ReadChanges reads a page of a range's change feed; more is true when

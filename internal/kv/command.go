@@ -20,7 +20,24 @@ const (
 	opSetTags       byte = 3
 	opChild         byte = 12 // after the transaction commands (txn.go)
 	opPrune         byte = 13
+	opTrimFeed      byte = 15 // after opIndex (fields.go)
 )
+
+// TrimFeedCmd drops the range's change feed entries older than Before and
+// raises the feed's horizon to it: a watch from a cursor below the
+// horizon is told that changes after it may be gone (CursorExpired).
+// Obj is any key of the range (it routes the command).
+type TrimFeedCmd struct {
+	Obj    []byte
+	Before uint64
+}
+
+// Encode returns the command's bytes.
+func (c *TrimFeedCmd) Encode() []byte {
+	b := append(make([]byte, 0, 16+len(c.Obj)), opTrimFeed, cmdVersion)
+	b = appendBytes(b, c.Obj)
+	return binary.AppendUvarint(b, c.Before)
+}
 
 // ErrBadCommand is returned when a Raft entry does not decode as a command.
 // It means a bug or corruption; the entry is skipped with no effect.
@@ -194,6 +211,12 @@ func decode(b []byte) (any, error) {
 		return c, nil
 	case opDeleteVersion:
 		c := &DeleteVersionCmd{Obj: d.Bytes(), Version: d.Uvarint()}
+		if err := d.Done(); err != nil {
+			return nil, err
+		}
+		return c, nil
+	case opTrimFeed:
+		c := &TrimFeedCmd{Obj: d.Bytes(), Before: d.Uvarint()}
 		if err := d.Done(); err != nil {
 			return nil, err
 		}

@@ -146,6 +146,14 @@ func (m *StateMachine) RekeySplit(b *pebble.Batch, left, right rangedesc.Range, 
 		if err := copyDecls(b, left.ID, right.ID, false); err != nil {
 			return err
 		}
+		// Right's feed has left's gaps.
+		h, err := FeedHorizon(b, left.ID)
+		if err != nil {
+			return err
+		}
+		if err := setHorizon(b, right.ID, h); err != nil {
+			return err
+		}
 	}
 	return m.moveEntries(b, left.ID, right.ID, right, moveRight)
 }
@@ -157,6 +165,14 @@ func (m *StateMachine) RekeyMerge(b *pebble.Batch, left, right rangedesc.Range) 
 		return err
 	}
 	if err := m.moveEntries(b, right.ID, left.ID, rangedesc.Range{}, true); err != nil {
+		return err
+	}
+	// The merged feed has the gaps of both.
+	h, err := FeedHorizon(b, right.ID)
+	if err != nil {
+		return err
+	}
+	if err := setHorizon(b, left.ID, h); err != nil {
 		return err
 	}
 	lo, hi := keys.IndexSpan(right.ID)
@@ -175,8 +191,8 @@ func (m *StateMachine) moveEntries(b *pebble.Batch, from, to uint64, span ranged
 	var buf []byte
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
-		if len(k) > 1+8 && k[1+8] == kindDecl {
-			continue // declarations: copyDecls
+		if len(k) > 1+8 && (k[1+8] == kindDecl || k[1+8] == keys.IndexFeedHorizon) {
+			continue // declarations: copyDecls; the horizon: Rekey*
 		}
 		var obj []byte
 		if len(k) > 1+8 && k[1+8] == keys.IndexChange {

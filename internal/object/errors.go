@@ -37,6 +37,7 @@ const (
 	AccessDenied                       // the caller's key lacks the grant
 	TxnConflict                        // a transaction lost a conflict; run it again from the start
 	TxnAborted                         // a transaction was rolled back (its locks expired); run it again
+	CursorExpired                      // a watch's cursor is older than the change feed keeps: start again from now
 	kindCount
 )
 
@@ -50,6 +51,7 @@ var kindNames = [kindCount]string{
 	InvalidRange: "invalid range", OutcomeUnknown: "outcome unknown",
 	NotDrained: "not drained", RangeMoved: "range moved", AccessDenied: "access denied",
 	TxnConflict: "transaction conflict", TxnAborted: "transaction aborted",
+	CursorExpired: "cursor expired",
 }
 
 func (k Kind) String() string {
@@ -97,7 +99,7 @@ func (k Kind) Class() Class {
 		return ClassRetryable
 	case NotFound, SpaceNotFound, Deleted:
 		return ClassNotFound
-	case SpaceExists, SpaceNotEmpty, PreconditionFailed, NotDrained:
+	case SpaceExists, SpaceNotEmpty, PreconditionFailed, NotDrained, CursorExpired:
 		return ClassConflict
 	case InvalidArgument, Malformed, TooLarge, BadSpaceName, KeyTooLong, Truncated, InvalidRange:
 		return ClassInvalid
@@ -208,4 +210,5 @@ var (
 	ErrAccessDenied       = &Error{Kind: AccessDenied}
 	ErrTxnConflict        = &Error{Kind: TxnConflict}
 	ErrTxnAborted         = &Error{Kind: TxnAborted}
+	ErrCursorExpired      = &Error{Kind: CursorExpired}
 )

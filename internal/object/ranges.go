@@ -31,6 +31,7 @@ var rangeKinds = map[rangeclient.Code]Kind{
 	rangeclient.CodeRangeMoved:     RangeMoved,
 	rangeclient.CodeTxnConflict:    TxnConflict,
 	rangeclient.CodeTxnAborted:     TxnAborted,
+	rangeclient.CodeCursorExpired:  CursorExpired,
 }
 
 // FromRange maps a range client failure to the kind it stands for.

@@ -35,6 +35,9 @@ const (
 	// CodeHistoryPruned crosses between peers only: the node's protocol
 	// answers such a read as not found.
 	CodeHistoryPruned Code = 29
+	// CodeCursorExpired: a watch's cursor is below a range's change feed
+	// horizon (the protocols' code 30).
+	CodeCursorExpired Code = 30
 	// codeConflict travels as the envelope's own status (replyStale),
 	// never as a code.
 	codeConflict Code = 0xffff
@@ -46,7 +49,7 @@ var codeNames = map[Code]string{
 	CodeUnavailable: "unavailable", CodeCanceled: "canceled", CodeDeleted: "delete marker",
 	CodeOutcomeUnknown: "outcome unknown", CodeRangeMoved: "range moved", codeConflict: "conflict",
 	CodeTxnConflict: "transaction conflict", CodeTxnAborted: "transaction aborted", CodeLocked: "locked",
-	CodeHistoryPruned: "history pruned",
+	CodeHistoryPruned: "history pruned", CodeCursorExpired: "cursor expired",
 }
 
 // Error is a classed range failure. Two Errors match under errors.Is when

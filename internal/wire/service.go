@@ -87,7 +87,8 @@ const (
 	CodeTxnConflict        Code = 26 // a transaction lost a conflict and did nothing; run it again from its start
 	CodeTxnAborted         Code = 27 // a transaction was rolled back (its locks expired) and did nothing; run it again
 	// 28 and 29 are taken between nodes (the range client's "locked" and
-	// "history pruned"), never sent to a client: the next code is 30.
+	// "history pruned"), never sent to a client.
+	CodeCursorExpired Code = 30 // a watch's cursor is older than the change feed keeps; start again from now (and drop what it cached)
 )
 
 var codeNames = map[Code]string{
@@ -104,6 +105,7 @@ var codeNames = map[Code]string{
 	CodeRangeMoved: "range moved", CodeUnauthenticated: "unauthenticated",
 	CodeAccessDenied: "access denied", CodeTLSRequired: "TLS required",
 	CodeTxnConflict: "transaction conflict", CodeTxnAborted: "transaction aborted",
+	CodeCursorExpired: "cursor expired",
 }
 
 func (c Code) String() string {
@@ -181,6 +183,7 @@ var (
 	ErrTLSRequired        = &Error{Code: CodeTLSRequired}
 	ErrTxnConflict        = &Error{Code: CodeTxnConflict}
 	ErrTxnAborted         = &Error{Code: CodeTxnAborted}
+	ErrCursorExpired      = &Error{Code: CodeCursorExpired}
 )
 
 // CodeOf returns the protocol code for err: the code of an *Error in its
@@ -227,6 +230,7 @@ var kindCodes = map[object.Kind]Code{
 	object.AccessDenied:       CodeAccessDenied,
 	object.TxnConflict:        CodeTxnConflict,
 	object.TxnAborted:         CodeTxnAborted,
+	object.CursorExpired:      CodeCursorExpired,
 }
 
 var codeKinds = func() map[Code]object.Kind {

@@ -4,10 +4,10 @@ persistence of Python objects (cairn.persistent). Standard library only.
 """
 
 from .client import (Client, Transaction, CairnError, NotFound, AccessDenied, PreconditionFailed,
-                     ConflictError, find_credentials)
+                     ConflictError, CursorExpired, find_credentials)
 from .persistent import DB, Persistent, PersistentList, PersistentDict, SortedMap, connect
 
 __all__ = ["Client", "Transaction", "CairnError", "NotFound", "AccessDenied", "PreconditionFailed",
-           "ConflictError", "find_credentials", "DB", "Persistent", "PersistentList", "PersistentDict",
+           "ConflictError", "CursorExpired", "find_credentials", "DB", "Persistent", "PersistentList", "PersistentDict",
            "SortedMap", "connect"]
 __version__ = "0.1.0"

@@ -55,7 +55,12 @@ class ConflictError(CairnError):
     again. conflicts lists the (space, key) pairs it lost on, if known."""
 
 
-_ERRORS = {"NotFound": NotFound, "NoSuchKey": NotFound, "NoSuchBucket": NotFound,
+class CursorExpired(CairnError):
+    """A watch's cursor is older than the server keeps changes for: drop
+    what was cached from the watch and start again from now."""
+
+
+_ERRORS = {"CursorExpired": CursorExpired,"NotFound": NotFound, "NoSuchKey": NotFound, "NoSuchBucket": NotFound,
            "SpaceNotFound": NotFound, "NoSuchVersion": NotFound,
            "AccessDenied": AccessDenied, "PreconditionFailed": PreconditionFailed,
            "TxnConflict": ConflictError, "TxnAborted": ConflictError}

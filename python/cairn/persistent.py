@@ -47,7 +47,7 @@ import threading
 import uuid
 import weakref
 
-from .client import Client, CairnError, ConflictError, NotFound
+from .client import Client, CairnError, ConflictError, CursorExpired, NotFound
 
 __all__ = ["Persistent", "PersistentList", "PersistentDict", "SortedMap", "DB", "connect", "load", "ref"]
 
@@ -252,7 +252,14 @@ class DB:
         for space in list(self._cursors):
             deadline = time.monotonic() + 2
             while True:
-                page = self.client.watch_page(space, self._cursors[space])
+                try:
+                    page = self.client.watch_page(space, self._cursors[space])
+                except CursorExpired:
+                    # Too far behind: what changed is not known any more.
+                    # Forget the space's objects and watch from now.
+                    self.invalidate(space)
+                    self._cursors[space] = self.client.watch_page(space)["cursor"]
+                    continue
                 for ev in page["events"]:
                     self._invalidate_key(space, ev["key"], ev["version"])
                 self._cursors[space] = page["cursor"]

@@ -270,3 +270,29 @@ def test_watch_stream(client, space):
     assert [e["key"] for e in late["events"]] == ["late"] and time.monotonic() - t0 < 5
     with pytest.raises(cairn.CairnError, match="cursor"):
         client.watch_page(space, "not-a-cursor")
+
+
+@pytest.mark.offline
+def test_expired_cursor_drops_the_cache():
+    # A client whose watch fell behind what the server keeps: the DB
+    # forgets the space's objects and watches from now.
+    class FakeClient:
+        round_trips = 0
+
+        def __init__(self):
+            self.pages = 0
+
+        def watch_page(self, space, cursor=None, from_=None, wait=0, limit=None):
+            self.pages += 1
+            if cursor == "old":
+                raise cairn.CursorExpired("CursorExpired", "too far behind", 410)
+            return {"events": [], "cursor": "0000000000000009", "closed": "0000000000000009"}
+
+    db = cairn.connect(client=FakeClient())
+    acct = db.get("sp", "Account/1")
+    d = acct.__dict__
+    d.update({"_p_ghost": False, "_p_version": "0000000000000001", "owner": "x", "balance": 1})
+    object.__setattr__(acct, "__class__", Account)
+    db._cursors["sp"] = "old"
+    assert db._start() == "0000000000000009"
+    assert acct.__dict__["_p_ghost"] and db._cursors["sp"] == "0000000000000009"

@@ -46,6 +46,7 @@ type Server struct {
 	RepairRate      int64         `koanf:"repair-rate"`
 	GCGrace         time.Duration `koanf:"gc-grace"`
 	GCInterval      time.Duration `koanf:"gc-interval"`
+	WatchRetention  time.Duration `koanf:"watch-retention"`
 	MinCopies       int           `koanf:"min-copies"`
 	RebalanceAfter  time.Duration `koanf:"rebalance-after"`
 	SplitSize       int64         `koanf:"split-size"`
@@ -91,6 +92,7 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.Int64("repair-rate", 64<<20, "bytes per second this node copies to restore other nodes' lost copies (-1: no limit)")
 	fs.Duration("gc-grace", time.Hour, "how long a chunk no version references stays on disk before the collector deletes it (an upload must finish within it)")
 	fs.Duration("gc-interval", 10*time.Minute, "how often each node collects its unreferenced chunks and compacts its segments (-1: never)")
+	fs.Duration("watch-retention", 24*time.Hour, "how long each range keeps its committed changes for watches; a watch further behind starts again (-1: forever)")
 	fs.Duration("rebalance-after", 10*time.Second, "how long every node must have been up before range replicas and leases move to balance the cluster")
 	fs.Int64("split-size", 64<<20, "bytes on disk above which a range splits in two (-1: never)")
 	fs.Int("split-load", 2500, "requests per second above which (for 5s) a range splits at its median key (-1: never)")
@@ -112,7 +114,7 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 }
 
-var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "token", "token-ttl", "inline-threshold", "ranges", "record-cache", "down-after", "min-copies", "repair-rate", "gc-grace", "gc-interval", "rebalance-after", "split-size", "split-load", "merge-size", "merge-after", "meta-members", "root-access-key", "root-secret-key", "s3-region", "s3-domain", "multipart-expiry", "tls-cert", "tls-key", "idle-timeout", "max-connections", "pprof", "sql-port", "sql-listen", "log-level"}
+var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "token", "token-ttl", "inline-threshold", "ranges", "record-cache", "down-after", "min-copies", "repair-rate", "gc-grace", "gc-interval", "watch-retention", "rebalance-after", "split-size", "split-load", "merge-size", "merge-after", "meta-members", "root-access-key", "root-secret-key", "s3-region", "s3-domain", "multipart-expiry", "tls-cert", "tls-key", "idle-timeout", "max-connections", "pprof", "sql-port", "sql-listen", "log-level"}
 
 // LoadServer merges the config file (from --config or CAIRN_CONFIG), the
 // CAIRN_* environment (environ, e.g. os.Environ) and the flags of fs.
@@ -211,6 +213,7 @@ func (s Server) NodeConfig() (node.Config, error) {
 			RepairRate:        s.RepairRate,
 			GCGrace:           s.GCGrace,
 			GCInterval:        s.GCInterval,
+			WatchRetention:    s.WatchRetention,
 			MinCopies:         s.MinCopies,
 			RebalanceAfter:    s.RebalanceAfter,
 			SplitSize:         s.SplitSize,
