@@ -184,8 +184,27 @@ func (c *opCounts) RequestDone(op wire.Op, _ wire.Code, _ time.Duration) {
 	c.n[op]++
 }
 
-// take returns the counts so far and starts again from zero.
+// take returns the counts so far and starts again from zero, once the
+// counts stop moving: a server counts a request after it has sent the
+// answer, so a client can be done with a request before it is counted.
 func (c *opCounts) take() map[wire.Op]int {
+	total := func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		t := 0
+		for _, v := range c.n {
+			t += v
+		}
+		return t
+	}
+	for last, deadline := -1, time.Now().Add(5*time.Second); time.Now().Before(deadline); {
+		now := total()
+		if now == last {
+			break
+		}
+		last = now
+		time.Sleep(50 * time.Millisecond)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.n
