@@ -108,17 +108,19 @@ func (c *Client) changesOwned(ctx context.Context, r *Range, o ChangesRequest) (
 	if len(locks) > 0 {
 		return ChangesPage{}, &LockedError{Locks: locks}
 	}
+	changes, more, err := kv.ReadChanges(c.cfg.DB, kv.ChangesOptions{RangeID: rep.Descriptor().ID, Lower: o.Lower, Upper: o.Upper,
+		AfterTS: o.AfterTS, AfterObj: o.AfterObj, To: o.To, Limit: o.Limit})
+	if err != nil {
+		return ChangesPage{}, c.corrupt(err)
+	}
+	// The horizon after the read: a trim deletes entries and raises it in
+	// one batch, so one that committed before the read shows here.
 	h, err := kv.FeedHorizon(c.cfg.DB, rep.Descriptor().ID)
 	if err != nil {
 		return ChangesPage{}, c.corrupt(err)
 	}
 	if o.AfterObj == nil && o.AfterTS+1 < h || o.AfterObj != nil && o.AfterTS < h {
 		return ChangesPage{}, errorf(CodeCursorExpired, "the range's changes before %d are no longer kept (the cursor is at %d): start again from now", h, o.AfterTS)
-	}
-	changes, more, err := kv.ReadChanges(c.cfg.DB, kv.ChangesOptions{RangeID: rep.Descriptor().ID, Lower: o.Lower, Upper: o.Upper,
-		AfterTS: o.AfterTS, AfterObj: o.AfterObj, To: o.To, Limit: o.Limit})
-	if err != nil {
-		return ChangesPage{}, c.corrupt(err)
 	}
 	// The span again: a split that moved entries away committed after
 	// the check above would leave this page short.
