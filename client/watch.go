@@ -25,8 +25,10 @@ func (c *Client) WatchPage(ctx context.Context, req WatchRequest) (WatchResult, 
 }
 
 // Watch calls fn with every change committed to space after cursor (""
-// for from now), in commit order, with the cursor after it, until ctx
-// ends or fn returns an error (which Watch returns). It long-polls: a
+// for from now), in commit order, until ctx ends or fn returns an error
+// (which Watch returns). Changes come in pages; the last change of a page
+// comes with the cursor that resumes after it (the others with ""): a
+// consumer that saves cursors resumes without a gap. It long-polls: a
 // change reaches fn within a few tens of milliseconds of its commit.
 func (c *Client) Watch(ctx context.Context, space, cursor string, fn func(ev WatchEvent, cursor string) error) error {
 	for {
@@ -37,8 +39,12 @@ func (c *Client) Watch(ctx context.Context, space, cursor string, fn func(ev Wat
 			}
 			return err
 		}
-		for _, ev := range res.Events {
-			if err := fn(ev, res.Next); err != nil {
+		for i, ev := range res.Events {
+			c := ""
+			if i == len(res.Events)-1 {
+				c = res.Next
+			}
+			if err := fn(ev, c); err != nil {
 				return err
 			}
 		}
@@ -150,8 +156,9 @@ func (k *Cache) Sync(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		k.apply(cursor, res)
-		if !res.More {
+		// A page the background watch applied first (from the same
+		// cursor) may have been read before Sync began: read again.
+		if k.apply(cursor, res) && !res.More {
 			return nil
 		}
 	}
@@ -175,11 +182,11 @@ func (k *Cache) restart(ctx context.Context, after string) error {
 
 // apply drops the objects a page says changed and moves the cursor, if
 // the page follows the cursor it was read after.
-func (k *Cache) apply(after string, res WatchResult) {
+func (k *Cache) apply(after string, res WatchResult) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.cursor != after {
-		return // another reader of the watch applied it (or a later page)
+		return false // another reader of the watch applied it (or a later page)
 	}
 	for _, ev := range res.Events {
 		if o, ok := k.objs[ev.Key]; ok && o.info.Version != ev.Version {
@@ -188,6 +195,7 @@ func (k *Cache) apply(after string, res WatchResult) {
 		}
 	}
 	k.cursor = res.Next
+	return true
 }
 
 func (k *Cache) run(ctx context.Context) {

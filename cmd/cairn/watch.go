@@ -16,7 +16,8 @@ func newWatchCmd() *cobra.Command {
 		Short: "Print a space's changes as they are committed",
 		Long: `Print every version committed to SPACE, in commit order, as it happens:
 its version, its key, and "deleted" for a delete marker (one line each;
---json: one JSON object each, with the cursor that resumes after it).
+--json: one JSON object each; the last of each page of changes carries
+the cursor that resumes after it).
 Starts from now, from --from (a time or a version id: the changes after
 it), or from --cursor (where an earlier watch stopped). Ctrl-C stops it.`,
 		Args: cobra.ExactArgs(1),
@@ -55,7 +56,7 @@ it), or from --cursor (where an earlier watch stopped). Ctrl-C stops it.`,
 						Key          string `json:"key"`
 						Version      string `json:"version"`
 						DeleteMarker bool   `json:"delete_marker,omitempty"`
-						Cursor       string `json:"cursor"`
+						Cursor       string `json:"cursor,omitempty"`
 					}{ev.Key, tstamp.String(ev.Version), ev.DeleteMarker, cursor})
 				}
 				what := ""
@@ -65,8 +66,12 @@ it), or from --cursor (where an earlier watch stopped). Ctrl-C stops it.`,
 				_, err := fmt.Fprintf(out, "%s  %s%s\n", tstamp.String(ev.Version), ev.Key, what)
 				return err
 			}
-			for _, ev := range first.Events {
-				if err := print(ev, first.Next); err != nil {
+			for i, ev := range first.Events {
+				c := ""
+				if i == len(first.Events)-1 {
+					c = first.Next
+				}
+				if err := print(ev, c); err != nil {
 					return err
 				}
 			}

@@ -163,18 +163,31 @@ func (h *Handler) authed(page func(http.ResponseWriter, *http.Request, *session)
 			h.fail(w, r, nil, http.StatusUnauthorized, "Your session ended: sign in again.")
 			return
 		}
-		if r.Method == http.MethodPost {
-			if err := r.ParseMultipartForm(32 << 10); err != nil && !errors.Is(err, http.ErrNotMultipart) {
+		if r.Method == http.MethodPost && !strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
+			// A multipart body (an upload) is read by its page, after
+			// the grant check, which checks the token then.
+			r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+			if err := r.ParseForm(); err != nil {
 				h.fail(w, r, s, http.StatusBadRequest, "The form could not be read: "+err.Error())
 				return
 			}
-			if subtle.ConstantTimeCompare([]byte(r.FormValue("csrf")), []byte(s.csrf)) != 1 {
-				h.fail(w, r, s, http.StatusForbidden, "The form is not this session's (an old page, or another site's): reload the page and try again.")
+			if !h.csrfOK(r, s) {
+				h.fail(w, r, s, http.StatusForbidden, csrfMessage)
 				return
 			}
+		} else if r.Method == http.MethodPost && r.URL.Path != "" && !strings.HasSuffix(r.URL.Path, "/upload") {
+			h.fail(w, r, s, http.StatusBadRequest, "Only uploads send files.")
+			return
 		}
 		page(w, r, s)
 	}
+}
+
+const csrfMessage = "The form is not this session's (an old page, or another site's): reload the page and try again."
+
+// csrfOK checks the form's CSRF token against the session's.
+func (h *Handler) csrfOK(r *http.Request, s *session) bool {
+	return subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(s.csrf)) == 1
 }
 
 // session returns the request's live session, or nil.

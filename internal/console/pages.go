@@ -122,6 +122,18 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, s *session) {
 	if !h.allow(w, r, s, space, auth.Write) {
 		return
 	}
+	// Only now is the body read (authed leaves a multipart body alone):
+	// at most maxUpload and its form, spooled by the multipart reader.
+	r.Body = http.MaxBytesReader(w, r.Body, maxUpload+1<<20)
+	if err := r.ParseMultipartForm(32 << 10); err != nil {
+		h.fail(w, r, s, http.StatusBadRequest, "The upload could not be read: "+err.Error())
+		return
+	}
+	defer r.MultipartForm.RemoveAll()
+	if !h.csrfOK(r, s) {
+		h.fail(w, r, s, http.StatusForbidden, csrfMessage)
+		return
+	}
 	f, fh, err := r.FormFile("file")
 	if err != nil {
 		h.fail(w, r, s, http.StatusBadRequest, "Choose a file to upload.")
@@ -360,15 +372,31 @@ func (h *Handler) lineage(w http.ResponseWriter, r *http.Request, s *session) {
 		Space, Key  string
 		Clone, Gone bool
 	}
-	conv := func(es []object.LineageEntry) []entry {
-		var out []entry
-		for _, e := range es {
-			out = append(out, entry{versionRow: versionOf(e.Info), Space: e.Space, Key: e.Key, Clone: e.Clone, Gone: e.Gone})
+	conv := func(e object.LineageEntry) entry {
+		v := versionOf(e.Info)
+		if e.Gone {
+			v.Version = tstamp.String(e.Version)
 		}
-		return out
+		return entry{versionRow: v, Space: e.Space, Key: e.Key, Clone: e.Clone, Gone: e.Gone}
+	}
+	// As the JSON API: the chain stops at the first space the key may
+	// not read, and children there are left out.
+	var ancestors, children []entry
+	truncated := l.Truncated
+	for _, a := range l.Ancestors {
+		if a.Space != "" && !h.cfg.Keys.Allowed(s.access, a.Space, auth.Read) {
+			truncated = true
+			break
+		}
+		ancestors = append(ancestors, conv(a))
+	}
+	for _, c := range l.Children {
+		if h.cfg.Keys.Allowed(s.access, c.Space, auth.Read) {
+			children = append(children, conv(c))
+		}
 	}
 	h.render(w, r, s, http.StatusOK, "lineage", map[string]any{"Space": space, "Key": key, "Version": versionOf(l.Version),
-		"Ancestors": conv(l.Ancestors), "Children": conv(l.Children), "Truncated": l.Truncated})
+		"Ancestors": ancestors, "Children": children, "Truncated": truncated})
 }
 
 func (h *Handler) diff(w http.ResponseWriter, r *http.Request, s *session) {
@@ -501,7 +529,8 @@ func (h *Handler) branchAction(w http.ResponseWriter, r *http.Request, s *sessio
 	switch r.FormValue("action") {
 	case "create":
 		space := r.FormValue("space")
-		if !h.allow(w, r, s, space, auth.Admin) {
+		// The branch becomes a space of its own: admin on both names.
+		if !h.allow(w, r, s, space, auth.Admin) || !h.allow(w, r, s, name, auth.Admin) {
 			return
 		}
 		info, err := br.CreateBranch(c, space, name, "")

@@ -139,6 +139,7 @@ func (st *Store) Watch(ctx context.Context, req *WatchRequest) (WatchResult, err
 		cur.ts = req.From
 	}
 	deadline := st.cfg.Clock().Add(req.Wait)
+	fromNow := req.Cursor == "" && req.From == 0
 	for {
 		to, err := st.cfg.Timestamps.Next(ctx)
 		if err != nil {
@@ -153,7 +154,7 @@ func (st *Store) Watch(ctx context.Context, req *WatchRequest) (WatchResult, err
 		var res WatchResult
 		err = st.cfg.Ranges.RetryMoved(ctx, func() error {
 			var err error
-			res, err = st.watchOnce(ctx, s, cur, to, limit)
+			res, err = st.watchOnce(ctx, s, cur, to, limit, fromNow)
 			return err
 		}, func() bool { return true })
 		if err != nil {
@@ -166,6 +167,7 @@ func (st *Store) Watch(ctx context.Context, req *WatchRequest) (WatchResult, err
 		if cur, err = parseCursor(res.Next, s.ID()); err != nil {
 			return WatchResult{}, err
 		}
+		fromNow = false
 		if err := clock.Sleep(ctx, watchPoll); err != nil {
 			return WatchResult{}, err
 		}
@@ -173,7 +175,12 @@ func (st *Store) Watch(ctx context.Context, req *WatchRequest) (WatchResult, err
 }
 
 // watchOnce reads every range's feed after cur up to to and merges them.
-func (st *Store) watchOnce(ctx context.Context, s OpenSpace, cur watchCursor, to uint64, limit int) (WatchResult, error) {
+//
+// With fromNow, cur is only the fresh timestamp a watch "from now"
+// started at: a range held back below it by a pending transaction makes
+// the page close there, below cur, since that transaction may still
+// commit under cur (its versions must not be lost to the watch).
+func (st *Store) watchOnce(ctx context.Context, s OpenSpace, cur watchCursor, to uint64, limit int, fromNow bool) (WatchResult, error) {
 	t := s.Table()
 	rs := t.Ranges()
 	type part struct {
@@ -192,9 +199,12 @@ func (st *Store) watchOnce(ctx context.Context, s OpenSpace, cur watchCursor, to
 			p := &parts[i]
 			rto := to
 			for attempt := 0; ; attempt++ {
-				if rto <= cur.ts && cur.obj == nil || rto < cur.ts {
+				// Nothing after the cursor up to rto: the part closes at
+				// rto (held back below a pending transaction), except that
+				// a watch from now reads once anyway, for the locks.
+				if (rto <= cur.ts && cur.obj == nil || rto < cur.ts) && !(fromNow && attempt == 0) {
 					p.cut = watchCursor{ts: rto}
-					return // held back below a pending transaction
+					return
 				}
 				page, err := st.cfg.Ranges.Changes(ctx, r, rangeclient.ChangesRequest{Lower: lo, Upper: hi,
 					AfterTS: cur.ts, AfterObj: cur.obj, To: rto, Limit: limit})
@@ -215,7 +225,7 @@ func (st *Store) watchOnce(ctx context.Context, s OpenSpace, cur watchCursor, to
 					return
 				}
 				p.changes, p.cut = page.Changes, watchCursor{ts: rto}
-				if page.More {
+				if page.More && len(page.Changes) > 0 {
 					last := page.Changes[len(page.Changes)-1]
 					p.cut = watchCursor{ts: last.TS, obj: last.Obj}
 				}
@@ -235,7 +245,7 @@ func (st *Store) watchOnce(ctx context.Context, s OpenSpace, cur watchCursor, to
 		}
 		more = more || p.cut.obj != nil
 	}
-	if cut.less(cur) {
+	if cut.less(cur) && !fromNow {
 		cut = cur // a range held back below the cursor: no step this time
 	}
 	var all []kv.Change
