@@ -53,12 +53,13 @@ class Store:
     def __init__(self, db, space):
         self.db, self.space = db, space
         root = db.root(space)
-        if "catalog" not in root:
-            def init():
+
+        def init():  # the check inside: two first openers do not both make one
+            if "catalog" not in root:
                 root["catalog"] = SortedMap()
                 root["authors"] = PersistentDict()
                 root["customers"] = PersistentDict()
-            db.transact(init)
+        db.transact(init)
         self.root = root
 
     def add_book(self, isbn, title, author_name, price, stock):

@@ -197,10 +197,14 @@ class Client:
                 return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 # A connection that sat idle may have been closed by the
-                # server (its idle timeout): dial again, once.
+                # server (its idle timeout): dial again, once; never for a
+                # commit, which may have taken effect.
                 self.close()
-                if attempt == 1 or not reused:
+                if attempt == 1 or not reused or path.endswith("/txn/commit"):
                     raise
+            except BaseException:
+                self.close()  # a timeout leaves the connection unusable
+                raise
         raise AssertionError("unreachable")
 
     def call(self, endpoint, req):
@@ -409,12 +413,16 @@ class Client:
     def watch(self, space, cursor=None, from_=None, wait=25):
         """Yields (event, cursor) for every change committed to the space
         after cursor (or from_, or now), in commit order, forever (long
-        polls of wait seconds). Resume a stopped watch from the last cursor
-        it yielded."""
+        polls of wait seconds). The last event of each page comes with the
+        cursor that resumes after it (the others with None): resume a
+        stopped watch from the last cursor it yielded."""
         while True:
             page = self.watch_page(space, cursor, from_, wait)
-            for ev in page["events"]:
-                yield ev, page["cursor"]
+            evs = page["events"]
+            for i, ev in enumerate(evs):
+                # The cursor that resumes after a page comes with its last
+                # event; the others carry None.
+                yield ev, (page["cursor"] if i == len(evs) - 1 else None)
             cursor = page["cursor"]
 
     def sql(self, statement):

@@ -162,7 +162,13 @@ def _forward(name):
         load(self)
         if type(self) is Ghost:
             raise TypeError(f"{self!r} has no {name}")
-        return getattr(type(self), name)(self, *args)
+        impl = getattr(type(self), name, None)
+        if impl is None and name == "__bool__":
+            impl = getattr(type(self), "__len__", None)
+            return True if impl is None else impl(self) != 0
+        if impl is None:
+            raise TypeError(f"{type(self).__name__!r} object has no {name}")
+        return impl(self, *args)
     method.__name__ = name
     return method
 
@@ -268,6 +274,10 @@ class DB:
                 if start is None:
                     start = page["closed"]
                 if page["closed"] >= start:  # 16 hex digits: compares as the numbers
+                    if page["closed"] > start:
+                        # This space was read past the snapshot: changes
+                        # after the snapshot are read again next time.
+                        self._cursors[space] = start
                     break
                 if time.monotonic() > deadline:
                     # Held back by a long transaction: forget the space's
@@ -325,8 +335,23 @@ class DB:
         self._abort(self._txn, ())
 
     def _abort(self, t, conflicts):
-        for obj in list(t.changed.values()):
-            self._ghostify(obj)
+        # Every object the transaction used: one changed in place (a
+        # plain list) is not marked changed, and must not keep it.
+        for obj in list(t.changed.values()) + list(t.used.values()):
+            d = obj.__dict__
+            if d.get("_p_key") and not d.get("_p_version") and not d.get("_p_missing") and not d.get("_p_ghost"):
+                # New in this transaction: never stored. It keeps its
+                # state (the caller's object) and gets a key again when a
+                # commit reaches it.
+                self._objects.pop((d["_p_space"], d["_p_key"]), None)
+                d["_p_key"] = d["_p_space"] = None
+                continue
+            try:
+                same = d.get("_p_saved") is not None and self._encode_state(obj, None) == d.get("_p_saved")
+            except CairnError:
+                same = False  # it holds what cannot be stored: not what was loaded
+            if not same or id(obj) in t.changed:
+                self._ghostify(obj)
         for space, key in conflicts:
             obj = self._objects.get((space, key))
             if obj is not None:
@@ -368,7 +393,11 @@ class DB:
         for attempt in range(retries + 1):
             self.abort()
             try:
-                result = fn()
+                try:
+                    result = fn()
+                except BaseException:
+                    self.abort()  # what fn changed before it failed is undone
+                    raise
                 self.commit()
                 return result
             except ConflictError:
@@ -528,8 +557,8 @@ class DB:
         given a key in space and queued on new (persistence by
         reachability). new None: encoding only to compare."""
         if v is None or isinstance(v, (bool, int, float, str)):
-            if isinstance(v, float) and v != v:
-                raise CairnError("InvalidArgument", "NaN cannot be stored in a JSON document")
+            if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+                raise CairnError("InvalidArgument", f"{v} cannot be stored in a JSON document")
             return v
         if isinstance(v, Persistent):
             d = v.__dict__

@@ -296,3 +296,31 @@ def test_expired_cursor_drops_the_cache():
     db._cursors["sp"] = "old"
     assert db._start() == "0000000000000009"
     assert acct.__dict__["_p_ghost"] and db._cursors["sp"] == "0000000000000009"
+
+
+def test_failed_transactions_leave_nothing_behind(client, space):
+    db = fresh_db(client)
+    root = db.root(space)
+    with db.transaction():
+        root["a"] = Account("a")
+        root["a"].history = []
+
+    def bad():
+        root["a"].history.append("x")  # in place: not marked changed
+        raise RuntimeError("no")
+    with pytest.raises(RuntimeError):
+        db.transact(bad)
+    with db.transaction():
+        root["a"].balance = 1  # a later, unrelated change
+    assert fresh_db(client).root(space)["a"].history == []
+
+    # A new object added before a transaction that aborts is stored when a
+    # later commit reaches it, not left as a dangling reference.
+    x = Account("x")
+    db.add(x, space, "acct-x")
+    with db.transaction():
+        root["x"] = x
+    assert fresh_db(client).root(space)["x"].owner == "x"
+    with pytest.raises(cairn.CairnError, match="inf"):
+        with db.transaction():
+            root["a"].balance = float("inf")
