@@ -318,6 +318,10 @@ class DB:
                 d = obj.__dict__
                 d["_p_saved"], d["_p_dirty"], d["_p_missing"] = state, False, False
                 d["_p_version"] = committed
+            for (space, key), w in t.extra.items():
+                obj = self._objects.get((space, key))
+                if w.get("delete") and obj is not None:
+                    self._ghostify(obj)  # it loads again: as missing
         except ConflictError as e:
             # What the transaction lost on loads again: the objects named,
             # or, if none is named, every object it used.
@@ -436,9 +440,11 @@ class DB:
         return obj
 
     def delete(self, obj):
-        """Deletes the object's key at the next commit."""
+        """Deletes the object's key at the next commit (its other changes
+        in the transaction are not written)."""
         d = obj.__dict__
         self._txn.extra[(d["_p_space"], d["_p_key"])] = {"space": d["_p_space"], "key": d["_p_key"], "delete": True}
+        self._txn.changed[id(obj)] = obj  # reloaded (as missing) after the commit
 
     def query(self, space, filter, order_by=None, desc=False, limit=None):
         """The objects of space whose documents match the CEL filter, as of
@@ -609,6 +615,8 @@ class DB:
             if id(obj) in seen or d.get("_p_ghost") or not d.get("_p_key"):
                 continue
             seen.add(id(obj))
+            if (d["_p_space"], d["_p_key"]) in t.extra:
+                continue  # deleted (db.delete) or an entry's write: that write wins
             if d.get("_p_missing") and not d.get("_p_dirty"):
                 reads[(d["_p_space"], d["_p_key"])] = ""
                 continue

@@ -324,3 +324,27 @@ def test_failed_transactions_leave_nothing_behind(client, space):
     with pytest.raises(cairn.CairnError, match="inf"):
         with db.transaction():
             root["a"].balance = float("inf")
+
+
+def test_delete_wins_over_changes(client, space):
+    db = fresh_db(client)
+    root = db.root(space)
+    with db.transaction():
+        root["gone"] = Account("g")
+    g = root["gone"]
+    key = ref(g).split("/", 1)[1]
+    writes = []
+    orig = db.client.call
+
+    def spy(endpoint, req):
+        if endpoint == "txn/commit":
+            writes.extend((w["key"], bool(w.get("delete"))) for w in req["writes"])
+        return orig(endpoint, req)
+    db.client.call = spy
+    with db.transaction():
+        g.balance = 5
+        db.delete(g)
+        del root["gone"]
+    assert writes.count((key, True)) == 1 and (key, False) not in writes
+    with pytest.raises(cairn.NotFound):
+        client.get(space, key)
