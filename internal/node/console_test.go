@@ -2,8 +2,6 @@ package node
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,11 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairn-db/cairn/internal/admin"
-	"github.com/cairn-db/cairn/internal/cluster"
-	"github.com/cairn-db/cairn/internal/meta"
 	"github.com/cairn-db/cairn/internal/object"
 )
 
@@ -44,17 +39,7 @@ func chromium(t *testing.T) string {
 func TestConsoleInABrowser(t *testing.T) {
 	browser := chromium(t)
 	ctx := context.Background()
-	n, err := Open(ctx, Config{
-		Config: cluster.Config{DataDir: "data", FS: vfs.NewMem(), Meta: meta.NewMemStore(time.Now),
-			MetaPort: -1, PeerPort: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			RootAccessKey: "root", RootSecretKey: "rootsecret123456"},
-		NativePort: -1, HTTPPort: -1,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	n.Serve()
+	n := memNode(t, false)
 	if _, err := n.CreateSpace(ctx, "photos", object.SpaceSettings{}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,20 +1,11 @@
 package node
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/cockroachdb/pebble/v2/vfs"
-
-	"github.com/cairn-db/cairn/internal/cluster"
-	"github.com/cairn-db/cairn/internal/meta"
 )
 
 // debianPython is the python3 whose packages Debian installs (not one of
@@ -75,17 +66,7 @@ func TestPythonSDKInstalls(t *testing.T) {
 // transparent persistence and the watch; then the example service's.
 func TestPythonSDK(t *testing.T) {
 	py := pytest(t)
-	n, err := Open(context.Background(), Config{
-		Config: cluster.Config{DataDir: "data", FS: vfs.NewMem(), Meta: meta.NewMemStore(time.Now),
-			MetaPort: -1, PeerPort: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			RootAccessKey: "root", RootSecretKey: "rootsecret123456"},
-		NativePort: -1, HTTPPort: -1,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	n.Serve()
+	n := memNode(t, false)
 	// The SDK's tests, then the example service's (examples/bookstore).
 	for _, dir := range []string{"../../python/tests", "../../examples/bookstore"} {
 		abs, err := filepath.Abs(dir)

@@ -21,6 +21,29 @@ import (
 	"github.com/cairn-db/cairn/internal/tstamp"
 )
 
+// memNode opens and serves a node on an in-memory disk with the root key
+// root/rootsecret123456, its ports on loopback (with sql, the SQL port
+// too), closed when the test ends.
+func memNode(t *testing.T, sql bool) *Node {
+	t.Helper()
+	cfg := Config{
+		Config: cluster.Config{DataDir: "data", FS: vfs.NewMem(), Meta: meta.NewMemStore(time.Now),
+			MetaPort: -1, PeerPort: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			RootAccessKey: "root", RootSecretKey: "rootsecret123456"},
+		NativePort: -1, HTTPPort: -1,
+	}
+	if sql {
+		cfg.SQLPort = -1
+	}
+	n, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	n.Serve()
+	return n
+}
+
 // mariadbClient returns Debian's mariadb client, or skips the test when
 // it is missing (scripts/test.sh installs it and sets
 // CAIRN_REQUIRE_MARIADB: then a missing client fails).
@@ -44,17 +67,7 @@ func mariadbClient(t *testing.T) string {
 func TestSQL(t *testing.T) {
 	bin := mariadbClient(t)
 	ctx := context.Background()
-	n, err := Open(ctx, Config{
-		Config: cluster.Config{DataDir: "data", FS: vfs.NewMem(), Meta: meta.NewMemStore(time.Now),
-			MetaPort: -1, PeerPort: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			RootAccessKey: "root", RootSecretKey: "rootsecret123456"},
-		NativePort: -1, HTTPPort: -1, SQLPort: -1,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	n.Serve()
+	n := memNode(t, true)
 	host, port, _ := net.SplitHostPort(n.SQLAddr())
 	if host != "127.0.0.1" {
 		t.Fatalf("the SQL port is bound to %s, not the loopback address", n.SQLAddr())
