@@ -20,9 +20,8 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 	},
-	"pathesc":  url.PathEscape,
-	"queryesc": url.QueryEscape,
-	"objurl":   objectURL,
-	"f1":       func(v float64) string { return fmt.Sprintf("%.1f", v) },
-	"f2":       func(v float64) string { return fmt.Sprintf("%.2f", v) },
+	"pathesc": url.PathEscape,
+	"objurl":  objectURL,
+	"f1":      func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"f2":      func(v float64) string { return fmt.Sprintf("%.2f", v) },
 }

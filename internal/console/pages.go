@@ -706,12 +706,11 @@ func (h *Handler) cluster(w http.ResponseWriter, r *http.Request, s *session) {
 		Space, Start, End  string
 		Replicas, Learners string
 		Leader             uint64
-		Healthy            bool
 	}
 	var ranges []rangeRow
 	for _, rg := range rep.Ranges {
 		ranges = append(ranges, rangeRow{ID: rg.ID, Space: rg.Space, Start: printable(rg.Start), End: printable(rg.End),
-			Replicas: joinIDs(rg.Replicas), Learners: joinIDs(rg.Learners), Leader: rg.Leader, Healthy: len(rg.Replicas) > 0})
+			Replicas: joinIDs(rg.Replicas), Learners: joinIDs(rg.Learners), Leader: rg.Leader})
 	}
 	var samples []Sample
 	if h.cfg.Stats != nil {
