@@ -368,6 +368,34 @@ func (c *Client) ListKeys(ctx context.Context) ([]wire.KeySpec, error) {
 	return keys, err
 }
 
+// CreateKMSKey makes a key of the cluster's KMS under id, with fresh
+// random material that never leaves the cluster: S3 requests name it in
+// x-amz-server-side-encryption-aws-kms-key-id (SSE-KMS).
+func (c *Client) CreateKMSKey(ctx context.Context, id string) (wire.KMSKeySpec, error) {
+	var made wire.KMSKeySpec
+	err := c.do(ctx, false, nil, func(cn *wire.Conn) error {
+		b, err := cn.Keys(ctx, wire.KeyKMSCreate, []byte(id))
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &made)
+	})
+	return made, err
+}
+
+// ListKMSKeys lists the cluster's KMS keys (ids, never material).
+func (c *Client) ListKMSKeys(ctx context.Context) ([]wire.KMSKeySpec, error) {
+	var keys []wire.KMSKeySpec
+	err := c.do(ctx, true, nil, func(cn *wire.Conn) error {
+		b, err := cn.Keys(ctx, wire.KeyKMSList, nil)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &keys)
+	})
+	return keys, err
+}
+
 // DeleteKey removes an S3 access key; requests signed with it are refused
 // from then on (on every node within a second).
 func (c *Client) DeleteKey(ctx context.Context, access string) error {

@@ -77,6 +77,15 @@ func TestCLI(t *testing.T) {
 	fails(1, "exists", "key", "create", "--access", "reader", "--grant", "docs=read")
 	must("", "key", "rm", "reader")
 	fails(1, "no access key", "key", "rm", "reader")
+	// KMS keys (SSE-KMS): made once, listed by id, never shown.
+	if out := must("", "kms", "key", "create", "backups-1"); !strings.Contains(out, "made KMS key backups-1") {
+		t.Fatalf("kms key create: %q", out)
+	}
+	fails(1, "exists", "kms", "key", "create", "backups-1")
+	fails(1, "not a valid KMS key id", "kms", "key", "create", "_mine")
+	if out := must("", "kms", "key", "ls"); !strings.Contains(out, "backups-1") || strings.Contains(out, "_sse-s3") {
+		t.Fatalf("kms key ls: %q", out)
+	}
 	if out := must("", "space", "ls"); !strings.Contains(out, "docs") || !strings.Contains(out, "last:5") {
 		t.Fatalf("space ls: %s", out)
 	}

@@ -53,7 +53,7 @@ func newRoot() *cobra.Command {
 		newServerCmd(),
 		newPutCmd(), newGetCmd(), newCatCmd(), newRmCmd(), newStatCmd(),
 		newVersionsCmd(), newLsCmd(), newSpaceCmd(), newCloneCmd(), newLineageCmd(), newDiffCmd(), newSnapshotCmd(), newBranchCmd(),
-		newQueryCmd(), newWatchCmd(), newSQLCmd(), newShellCmd(), newTxnCmd(), newReplayCmd(), newBenchCmd(), newClusterCmd(), newGCCmd(), newNodeCmd(), newKeyCmd(),
+		newQueryCmd(), newWatchCmd(), newSQLCmd(), newShellCmd(), newTxnCmd(), newReplayCmd(), newBenchCmd(), newClusterCmd(), newGCCmd(), newNodeCmd(), newKeyCmd(), newKMSCmd(),
 	)
 	return root
 }

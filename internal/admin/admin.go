@@ -74,6 +74,22 @@ type KeyService interface {
 	DeleteKey(ctx context.Context, access string) error
 }
 
+// KMSKeySpec is a key of the cluster's KMS as the KEYS op carries it
+// (JSON): its id, never its material.
+type KMSKeySpec struct {
+	ID      string `json:"id"`
+	Created int64  `json:"created,omitempty"` // Unix nanoseconds
+}
+
+// KMSService is implemented by a Service that keeps the keys S3's
+// SSE-KMS encrypts under (the KEYS op's KMS actions); a Service without
+// it answers CodeUnknownOp.
+type KMSService interface {
+	// CreateKMSKey makes a key with fresh random material under id.
+	CreateKMSKey(ctx context.Context, id string) (KMSKeySpec, error)
+	ListKMSKeys(ctx context.Context) ([]KMSKeySpec, error)
+}
+
 // TokenSpec is a join token as the TOKENS op carries it (JSON).
 type TokenSpec struct {
 	// Token is the whole token (id and secret), set only in the answer

@@ -386,6 +386,7 @@ func (c *Config) Validate() error {
 // Node is one running Cairn node. It serves the object service (the
 // embedded Store) and the space operations.
 type Node struct {
+	kms kmsCache // KMS key material used here (kms.go)
 	*object.Store
 	cfg     Config
 	log     *slog.Logger

@@ -268,6 +268,11 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	info, body, err := h.cfg.Service.Get(r.Context(), &object.GetRequest{Space: space, Key: key, Version: v, Length: -1})
+	if err == nil {
+		if err = object.CheckPlain(&info); err != nil {
+			body.Close()
+		}
+	}
 	if err != nil {
 		h.failErr(w, r, s, err)
 		return

@@ -30,6 +30,7 @@ var layers = map[string]int{
 	"internal/codec":     10,
 	"internal/clock":     10,
 	"internal/rangedesc": 10,
+	"internal/sse":       10, // the envelope of encrypted bodies (S3 server-side encryption)
 
 	// Storage, and the pure rules over it.
 	"internal/storage": 20,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/auth"
@@ -197,10 +198,12 @@ func (c *Catalog) SealSecrets(ctx context.Context, stale func(sealed []byte) boo
 	} else if !errors.Is(err, ErrNotFound) {
 		return 0, err
 	}
-	if toks, err := c.store.List(ctx, tokensPrefix); err == nil {
-		kvs = append(kvs, toks...)
-	} else {
-		return 0, err
+	for _, p := range []string{tokensPrefix, kmsPrefix} {
+		more, err := c.store.List(ctx, p)
+		if err != nil {
+			return 0, err
+		}
+		kvs = append(kvs, more...)
 	}
 	for _, kv := range kvs {
 		b, err := c.reseal(kv, stale)
@@ -239,6 +242,12 @@ func (c *Catalog) reseal(kv KV, stale func([]byte) bool) ([]byte, error) {
 			return nil, err
 		}
 		return c.encodeRoot(k)
+	case strings.HasPrefix(kv.Key, kmsPrefix):
+		k, err := c.decodeKMSKey(kv)
+		if err != nil {
+			return nil, err
+		}
+		return c.encodeKMSKey(k)
 	case len(kv.Key) > len(tokensPrefix) && kv.Key[:len(tokensPrefix)] == tokensPrefix:
 		t, err := c.decodeToken(kv)
 		if err != nil {

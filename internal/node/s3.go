@@ -2,7 +2,11 @@ package node
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
+
+	"github.com/cairn-db/cairn/internal/meta"
 
 	"github.com/cairn-db/cairn/internal/s3"
 )
@@ -11,9 +15,26 @@ import (
 func (n *Node) s3Handler() http.Handler {
 	n.s3api = s3.New(s3.Config{
 		Service: n, Credentials: n.Keyring(), Region: n.cfg.S3Region, Domains: n.cfg.S3Domains, Logger: n.log,
+		KMS: s3KMS{n},
 	})
 	return n.s3api
 }
+
+// s3KMS gives the S3 API the cluster's KMS keys.
+type s3KMS struct{ n *Node }
+
+func (k s3KMS) KMSKey(ctx context.Context, id string) ([]byte, error) {
+	if !meta.ValidKMSKeyID(id) {
+		return nil, fmt.Errorf("%w: %q", s3.ErrNoSuchKMSKey, id)
+	}
+	m, err := k.n.Node.KMSKey(ctx, id)
+	if errors.Is(err, meta.ErrKMSKeyNotFound) {
+		return nil, fmt.Errorf("%w: %q", s3.ErrNoSuchKMSKey, id)
+	}
+	return m, err
+}
+
+func (k s3KMS) ServerKey(ctx context.Context) ([]byte, error) { return k.n.ServerKMSKey(ctx) }
 
 // sweepUploads aborts S3 multipart uploads older than MultipartExpiry.
 // Every node sweeps every bucket: removing an upload twice is harmless.

@@ -178,6 +178,9 @@ func (m *MemService) Put(ctx context.Context, req *PutRequest, body io.Reader) (
 		info.Parent = vs[len(vs)-1].info.Version
 	}
 	copy(info.Hash[:], sum[:])
+	if req.ETag != "" && req.Mode == PutReplace {
+		info.ETag = req.ETag
+	}
 	sp.objs[req.Key] = append(vs, memVersion{info: info, data: data})
 	return info, nil
 }

@@ -82,6 +82,11 @@ type PutRequest struct {
 	// body to its end, so a caller may add one that only the end of the
 	// body carries (a checksum sent as a trailer).
 	Headers map[string]string
+	// ETag, when set, is the new version's ETag instead of the MD5 of
+	// body (PutReplace only): the S3 API stores some bodies encrypted and
+	// keeps the plaintext's MD5. Put takes it, as Headers, once it has
+	// read body to its end.
+	ETag string
 	// IfMatch, when non-zero, requires the current latest version to be
 	// exactly this one; IfNoneMatch requires that no live version exist.
 	// Either failing is ErrPreconditionFailed and writes nothing.
@@ -146,4 +151,20 @@ type VersionsRequest struct {
 type VersionsResult struct {
 	Versions  []Info
 	Truncated bool
+}
+
+// EncryptedHeader is the Info.Headers entry of a version the S3 API
+// stored encrypted (server-side encryption: internal/s3's sse.go). Its
+// body at rest is ciphertext, which only the S3 API decrypts.
+const EncryptedHeader = "cairn-sse"
+
+// CheckPlain returns an InvalidArgument error for a version whose body is
+// stored encrypted: readers other than the S3 API refuse to hand out its
+// ciphertext as if it were the object.
+func CheckPlain(info *Info) error {
+	if info.Headers[EncryptedHeader] == "" {
+		return nil
+	}
+	return Errorf(InvalidArgument, "%s/%s is stored with S3 server-side encryption (%s): read it through the S3 API, which decrypts it",
+		info.Space, info.Key, info.Headers[EncryptedHeader])
 }

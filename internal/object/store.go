@@ -282,6 +282,9 @@ func (st *Store) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info
 			return Info{}, err
 		}
 		rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
+		if req.ETag != "" {
+			rec.ETag = req.ETag
+		}
 		return st.commit(ctx, s, obj, req.Space, req.Key, &kv.PutCmd{Rec: rec, IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch})
 	case PutWriteAt, PutAppend:
 		return st.rangeWrite(ctx, s, obj, req, body)

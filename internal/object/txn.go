@@ -281,6 +281,9 @@ func (t *Txn) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, e
 		rec, err = t.st.writeBody(ctx, body, req.Size, s.Replicas())
 		if err == nil {
 			rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
+			if req.ETag != "" {
+				rec.ETag = req.ETag
+			}
 		}
 	} else {
 		t.rangeMu.Lock() // until the write is in the write set

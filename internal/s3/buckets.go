@@ -141,6 +141,10 @@ func (h *Handler) bucketOp(q *request) {
 		h.bucketLifecycle(q)
 		return
 	}
+	if query.Has("encryption") {
+		h.bucketEncryption(q)
+		return
+	}
 	if h.bucketSetting(q) {
 		return
 	}

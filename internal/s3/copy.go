@@ -3,6 +3,7 @@ package s3
 import (
 	"encoding/base64"
 	"encoding/xml"
+	"hash"
 	"io"
 	"maps"
 	"net/http"
@@ -13,7 +14,10 @@ import (
 )
 
 // CopyObject and UploadPartCopy compose the target from the source's
-// chunks (object.Composer): no data is copied.
+// chunks (object.Composer): no data is copied. A copy from or to an
+// encrypted version is read and written again instead: the target is
+// encrypted as its own request (or bucket) says, under a data key of its
+// own.
 
 // copySource parses x-amz-copy-source ("/bucket/key" or "bucket/key",
 // URL-encoded, with an optional ?versionId=) and looks the source up,
@@ -74,15 +78,26 @@ func (h *Handler) copyObject(q *request) {
 		q.fail(e)
 		return
 	}
+	srcKey, _, e := h.opening(r.Context(), src.Headers, r.Header, copySourceSSE)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	seal, e := h.writeSealing(q)
+	if e != nil {
+		q.fail(e)
+		return
+	}
 	req := &object.PutRequest{Space: q.bucket, Key: q.key}
 	switch d := r.Header.Get("X-Amz-Metadata-Directive"); d {
 	case "", "COPY":
-		if src.Space == q.bucket && src.Key == q.key {
+		if src.Space == q.bucket && src.Key == q.key && seal == nil && srcKey == nil {
 			q.fail(errInvalidRequest.with("This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."))
 			return
 		}
 		req.ContentType, req.Meta, req.Headers = src.ContentType, src.Meta, maps.Clone(src.Headers)
 		delete(req.Headers, nullHeader) // the copy is null only if its own bucket makes it so
+		dropSSEHeaders(req.Headers)
 	case "REPLACE":
 		req.ContentType, req.Meta, req.Headers = r.Header.Get("Content-Type"), userMeta(r.Header), contentHeaders(r.Header)
 		if req.ContentType == "" {
@@ -118,10 +133,18 @@ func (h *Handler) copyObject(q *request) {
 		q.fail(e)
 		return
 	}
-	info, e := h.compose(q, req, "", object.ComposeSource{Space: src.Space, Key: src.Key, Version: src.Version, Length: -1})
+	var info object.Info
+	if srcKey != nil || seal != nil {
+		info, e = h.copyData(q, req, src, srcKey, 0, src.Size, seal, nil)
+	} else {
+		info, e = h.compose(q, req, "", object.ComposeSource{Space: src.Space, Key: src.Key, Version: src.Version, Length: -1})
+	}
 	if e != nil {
 		q.fail(e)
 		return
+	}
+	if seal != nil {
+		setEncryptionHeaders(q.w.Header(), seal.enc)
 	}
 	if null {
 		h.dropNull(q.r.Context(), q.bucket, q.key, info.Version)
@@ -139,8 +162,13 @@ func (h *Handler) copyObject(q *request) {
 // the source.
 // A copied part of an upload with a checksum algorithm gets its checksum
 // from the data, read once here (S3 computes it too).
-func (h *Handler) uploadPartCopy(q *request, id string, n int, alg checksumAlg, sums bool) {
+func (h *Handler) uploadPartCopy(q *request, id string, n int, alg checksumAlg, sums bool, seal *sealing) {
 	src, e := h.copySource(q)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	srcKey, _, e := h.opening(q.r.Context(), src.Headers, q.r.Header, copySourceSSE)
 	if e != nil {
 		q.fail(e)
 		return
@@ -157,18 +185,37 @@ func (h *Handler) uploadPartCopy(q *request, id string, n int, alg checksumAlg, 
 	}
 	req := &object.PutRequest{Space: q.bucket, Key: partKey(id, n)}
 	var sum string
-	if sums {
-		var e *apiError
-		if sum, e = h.checksumOf(q, alg, cs); e != nil {
+	var info object.Info
+	if srcKey != nil || seal != nil {
+		var sumAlg *checksumAlg
+		if sums {
+			sumAlg = &alg
+		}
+		length := cs.Length
+		if length < 0 {
+			length = src.Size
+		}
+		if info, e = h.copyData(q, req, src, srcKey, cs.Offset, length, seal, sumAlg); e != nil {
 			q.fail(e)
 			return
 		}
-		req.Headers = map[string]string{alg.header(): sum}
+		sum = info.Headers[alg.header()]
+	} else {
+		if sums {
+			var e *apiError
+			if sum, e = h.checksumOf(q, alg, cs); e != nil {
+				q.fail(e)
+				return
+			}
+			req.Headers = map[string]string{alg.header(): sum}
+		}
+		if info, e = h.compose(q, req, "", cs); e != nil {
+			q.fail(e)
+			return
+		}
 	}
-	info, e := h.compose(q, req, "", cs)
-	if e != nil {
-		q.fail(e)
-		return
+	if seal != nil {
+		setEncryptionHeaders(q.w.Header(), seal.enc)
 	}
 	q.w.Header().Set("x-amz-copy-source-version-id", versionIDOf(&src))
 	res := struct {
@@ -209,4 +256,59 @@ func (h *Handler) compose(q *request, req *object.PutRequest, etag string, sourc
 		return info, fromService(err)
 	}
 	return info, nil
+}
+
+// copyData writes req with length bytes of the source from off, read
+// (and decrypted with srcKey, if the source is encrypted) and written
+// again (encrypted with seal, if not nil). With sum, the part's checksum
+// of that algorithm is computed as the bytes pass and kept with it.
+func (h *Handler) copyData(q *request, req *object.PutRequest, src object.Info, srcKey []byte, off, length int64, seal *sealing, sum *checksumAlg) (object.Info, *apiError) {
+	ctx := sysCtx(q)
+	if length == 0 {
+		off = 0 // an empty source is read whole
+	}
+	_, rc, err := h.cfg.Service.Get(ctx, &object.GetRequest{Space: src.Space, Key: src.Key, Version: src.Version, Offset: off, Length: length})
+	if err != nil {
+		return object.Info{}, fromService(err)
+	}
+	defer rc.Close()
+	if srcKey != nil {
+		if rc, err = decryptBody(rc, src.Headers, srcKey, off); err != nil {
+			return object.Info{}, errInternal
+		}
+	}
+	if req.Headers == nil {
+		req.Headers = map[string]string{}
+	}
+	req.Size = length
+	var body io.Reader = rc
+	if sum != nil {
+		body = &checksumTail{r: body, h: sum.new(), name: sum.header(), hd: req.Headers}
+	}
+	if seal != nil {
+		body = seal.encryptBody(req, body)
+	}
+	info, err := h.cfg.Service.Put(ctx, req, body)
+	if err != nil {
+		return info, fromService(err)
+	}
+	return info, nil
+}
+
+// checksumTail records the checksum of what it read in hd[name] once it
+// reads the end.
+type checksumTail struct {
+	r    io.Reader
+	h    hash.Hash
+	name string
+	hd   map[string]string
+}
+
+func (c *checksumTail) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.h.Write(p[:n])
+	if err == io.EOF {
+		c.hd[c.name] = base64.StdEncoding.EncodeToString(c.h.Sum(nil))
+	}
+	return n, err
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/sse"
 )
 
 // Multipart uploads.
@@ -81,6 +82,16 @@ func (h *Handler) createUpload(q *request) {
 	if req.Headers == nil {
 		req.Headers = map[string]string{}
 	}
+	// The object's data key is made now: every part is encrypted under
+	// it, each as a segment of its own (sse.go).
+	seal, e := h.writeSealing(q)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	if seal != nil {
+		seal.record(req.Headers)
+	}
 	req.Headers[uploadKeyHeader] = q.key
 	if sums {
 		req.Headers[uploadChecksumHeader] = alg.name
@@ -91,6 +102,9 @@ func (h *Handler) createUpload(q *request) {
 		return
 	}
 	setUploadChecksumHeaders(q.w.Header(), req.Headers)
+	if seal != nil {
+		setEncryptionHeaders(q.w.Header(), seal.enc)
+	}
 	writeXML(q.w, http.StatusOK, struct {
 		XMLName  xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ InitiateMultipartUploadResult"`
 		Bucket   string
@@ -140,21 +154,35 @@ func (h *Handler) uploadPart(q *request) {
 		return
 	}
 	alg, sums := uploadAlg(up.Headers)
+	// A part of an encrypted upload is encrypted under the upload's data
+	// key; an SSE-C upload's parts each bring the customer's key again.
+	dk, enc, e := h.opening(q.r.Context(), up.Headers, q.r.Header, ownSSEC)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	var seal *sealing
+	if dk != nil {
+		seal = &sealing{enc: enc, dk: dk, wrapped: up.Headers[sseKeyHeader]}
+	}
 	if q.r.Header.Get("X-Amz-Copy-Source") != "" {
-		h.uploadPartCopy(q, id, n, alg, sums)
+		h.uploadPartCopy(q, id, n, alg, sums, seal)
 		return
 	}
 	if sums && !alg.sentIn(q.r.Header) {
 		q.fail(errInvalidRequest.with("The upload was created with the " + strings.ToUpper(alg.name) + " checksum algorithm: every part must carry its " + alg.header() + " checksum."))
 		return
 	}
-	info, ok := h.store(sysCtx(q), q, &object.PutRequest{Space: q.bucket, Key: partKey(id, n)})
+	info, ok := h.store(sysCtx(q), q, &object.PutRequest{Space: q.bucket, Key: partKey(id, n)}, seal)
 	if !ok {
 		return
 	}
 	w := q.w.Header()
 	w.Set("ETag", `"`+info.ETag+`"`)
 	setChecksumHeaders(w, info.Headers)
+	if seal != nil {
+		setEncryptionHeaders(w, seal.enc)
+	}
 	q.w.WriteHeader(http.StatusOK)
 }
 
@@ -231,6 +259,14 @@ func (h *Handler) completeUpload(q *request) {
 		}
 	}
 	alg, sums := uploadAlg(up.Headers)
+	// An SSE-C upload is completed with its key, as its parts were.
+	dk, enc, e := h.opening(q.r.Context(), up.Headers, q.r.Header, ownSSEC)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	encrypted := dk != nil
+	var segs []sse.Segment
 	var digests [][]byte
 	sources := make([]object.ComposeSource, 0, len(doc.Parts))
 	sizes := make([]int64, 0, len(doc.Parts))
@@ -259,6 +295,14 @@ func (h *Handler) completeUpload(q *request) {
 			}
 			digests = append(digests, d)
 		}
+		if encrypted {
+			ps, err := sse.ParseSegments(sp.Headers[sseSegmentsHeader])
+			if err != nil || sp.Headers[sseKeyHeader] != up.Headers[sseKeyHeader] {
+				q.fail(&apiError{"InvalidPart", http.StatusBadRequest, fmt.Sprintf("Part %d was not encrypted as its upload is.", p.PartNumber)})
+				return
+			}
+			segs = append(segs, ps...)
+		}
 		sum, _ := hex.DecodeString(sp.ETag)
 		md.Write(sum)
 		sources = append(sources, object.ComposeSource{Space: q.bucket, Key: sp.Key, Version: sp.Version, Length: -1})
@@ -277,6 +321,9 @@ func (h *Handler) completeUpload(q *request) {
 		}
 	}
 	headers[partSizesHeader] = encodePartSizes(sizes)
+	if encrypted {
+		headers[sseSegmentsHeader] = sse.EncodeSegments(segs)
+	}
 	var checksum string
 	if sums {
 		checksum = multipartChecksum(alg, up.Headers[checksumTypeHeader], digests, sizes)
@@ -306,6 +353,7 @@ func (h *Handler) completeUpload(q *request) {
 	}
 	h.removeUpload(ctx, q.bucket, id, up.Version, stored)
 	q.w.Header().Set("x-amz-version-id", versionIDOf(&info))
+	setEncryptionHeaders(q.w.Header(), enc)
 	res := struct {
 		XMLName  xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CompleteMultipartUploadResult"`
 		Location string

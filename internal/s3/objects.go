@@ -94,12 +94,17 @@ func (h *Handler) putObject(q *request) {
 	if !h.writeConditions(q, req) {
 		return
 	}
+	seal, e := h.writeSealing(q)
+	if e != nil {
+		q.fail(e)
+		return
+	}
 	null, e := h.markNull(q, req)
 	if e != nil {
 		q.fail(e)
 		return
 	}
-	info, ok := h.store(r.Context(), q, req)
+	info, ok := h.store(r.Context(), q, req, seal)
 	if !ok {
 		return
 	}
@@ -110,6 +115,9 @@ func (h *Handler) putObject(q *request) {
 	w.Set("ETag", `"`+info.ETag+`"`)
 	w.Set("x-amz-version-id", versionIDOf(&info))
 	setChecksumHeaders(w, info.Headers)
+	if seal != nil {
+		setEncryptionHeaders(w, seal.enc)
+	}
 	q.w.WriteHeader(http.StatusOK)
 }
 
@@ -159,13 +167,17 @@ func (h *Handler) writeConditions(q *request, req *object.PutRequest) bool {
 }
 
 // store writes req with the request's body, read through putBody's
-// checks. It answers a failure itself: a failed check with its own S3
-// error, not the service's account of the short body.
-func (h *Handler) store(ctx context.Context, q *request, req *object.PutRequest) (object.Info, bool) {
+// checks, and encrypted with seal if it is not nil. It answers a failure
+// itself: a failed check with its own S3 error, not the service's
+// account of the short body.
+func (h *Handler) store(ctx context.Context, q *request, req *object.PutRequest, seal *sealing) (object.Info, bool) {
 	body, fault, e := putBody(q, req)
 	if e != nil {
 		q.fail(e)
 		return object.Info{}, false
+	}
+	if seal != nil {
+		body = seal.encryptBody(req, body)
 	}
 	info, err := h.cfg.Service.Put(ctx, req, body)
 	switch {
@@ -413,6 +425,10 @@ func checkConditions(r *http.Request, info object.Info) *apiError {
 
 func (h *Handler) getObject(q *request) {
 	r := q.r
+	if readDeclaresSSE(r.Header) {
+		q.fail(errInvalidArgument.with("x-amz-server-side-encryption is for writes: a read of an object encrypted with SSE-S3 or SSE-KMS needs no header."))
+		return
+	}
 	v, e := h.version(q)
 	if e != nil {
 		q.fail(e)
@@ -467,7 +483,7 @@ func (h *Handler) getObject(q *request) {
 			}
 		}
 		if part > count {
-			q.fail(&apiError{"InvalidPartNumber", http.StatusRequestedRangeNotSatisfiable, "The requested partnumber is not satisfiable."})
+			q.fail(&apiError{"InvalidPart", http.StatusBadRequest, "The requested part number is past the object's last part."})
 			return
 		}
 		q.w.Header().Set("x-amz-mp-parts-count", strconv.Itoa(count))
@@ -482,8 +498,14 @@ func (h *Handler) getObject(q *request) {
 			return
 		}
 	}
+	dk, enc, e := h.opening(ctx, info.Headers, r.Header, ownSSEC)
+	if e != nil {
+		q.fail(e)
+		return
+	}
 	hd := q.w.Header()
 	setObjectHeaders(hd, info)
+	setEncryptionHeaders(hd, enc)
 	if !ranged && part == 0 && strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
 		setChecksumHeaders(hd, info.Headers) // checksums are of the whole object
 	}
@@ -511,6 +533,13 @@ func (h *Handler) getObject(q *request) {
 			return
 		}
 		defer rc.Close()
+	}
+	if dk != nil {
+		if rc, err = decryptBody(rc, info.Headers, dk, off); err != nil {
+			h.cfg.Logger.Error("s3 GET: an encrypted version's segments are damaged", "bucket", q.bucket, "key", q.key, "err", err)
+			q.fail(errInternal)
+			return
+		}
 	}
 	q.w.WriteHeader(status)
 	if _, err := io.Copy(q.w, rc); err != nil {

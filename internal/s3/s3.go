@@ -36,13 +36,18 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives failures that are the server's. Default: slog.Default().
 	Logger *slog.Logger
+	// KMS holds the keys SSE-S3 and SSE-KMS wrap data keys under; nil:
+	// those are refused (SSE-C needs none).
+	KMS KMS
 }
 
 // Handler is the S3 API.
 type Handler struct {
 	cfg    Config
 	vcache versioningCache
-	keys   keyCache
+	// configs caches bucket documents (config.go).
+	configs configCache
+	keys    keyCache
 }
 
 // New returns a Handler for cfg.

@@ -28,7 +28,6 @@ var missingSettings = map[string]*apiError{
 	"policy":            {"NoSuchBucketPolicy", http.StatusNotFound, "The bucket policy does not exist."},
 	"policyStatus":      {"NoSuchBucketPolicy", http.StatusNotFound, "The bucket policy does not exist."},
 	"cors":              {"NoSuchCORSConfiguration", http.StatusNotFound, "The CORS configuration does not exist."},
-	"encryption":        {"ServerSideEncryptionConfigurationNotFoundError", http.StatusNotFound, "The server side encryption configuration was not found."},
 	"object-lock":       {"ObjectLockConfigurationNotFoundError", http.StatusNotFound, "Object Lock configuration does not exist for this bucket."},
 	"website":           {"NoSuchWebsiteConfiguration", http.StatusNotFound, "The specified bucket does not have a website configuration."},
 	"replication":       {"ReplicationConfigurationNotFoundError", http.StatusNotFound, "The replication configuration was not found."},
@@ -45,7 +44,7 @@ var emptySettings = map[string]string{
 
 // deletable are the settings whose DELETE leaves the bucket with none,
 // which it already has.
-var deletable = map[string]bool{"policy": true, "cors": true, "website": true, "replication": true, "publicAccessBlock": true, "encryption": true}
+var deletable = map[string]bool{"policy": true, "cors": true, "website": true, "replication": true, "publicAccessBlock": true}
 
 // bucketSetting answers a request for one of the settings above and
 // reports whether it did.

@@ -40,6 +40,28 @@ func serveKeys(ctx context.Context, ks KeyService, body []byte) ([]byte, error) 
 			return nil, Errorf(CodeMalformed, "KEYS delete needs an access key id")
 		}
 		return nil, ks.DeleteKey(ctx, string(rest))
+	case KeyKMSCreate, KeyKMSList:
+		kms, ok := ks.(KMSService)
+		switch {
+		case !ok:
+			return nil, Errorf(CodeUnknownOp, "this server keeps no KMS keys")
+		case action == KeyKMSCreate:
+			k, err := kms.CreateKMSKey(ctx, string(rest))
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(k)
+		case len(rest) != 0:
+			return nil, Errorf(CodeMalformed, "KEYS KMS list takes no body")
+		}
+		l, err := kms.ListKMSKeys(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if l == nil {
+			l = []KMSKeySpec{}
+		}
+		return json.Marshal(l)
 	case KeyRotateRoot, KeyRotateCluster:
 		kr, ok := ks.(KeyRotator)
 		switch {

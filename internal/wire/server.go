@@ -1175,6 +1175,11 @@ func (c *serverConn) get(ctx context.Context, id uint32, tx *object.Txn, body []
 	} else {
 		info, rc, err = c.s.svc.Get(ctx, &req)
 	}
+	if err == nil {
+		if err = object.CheckPlain(&info); err != nil {
+			rc.Close()
+		}
+	}
 	if err != nil {
 		c.unregister(id)
 		return c.sendServiceError(ctx, OpGet, id, err)

@@ -17,6 +17,8 @@ type (
 	ClusterKeyRotation = admin.ClusterKeyRotation
 	KeyRotator         = admin.KeyRotator
 	KeySpec            = admin.KeySpec
+	KMSKeySpec         = admin.KMSKeySpec
+	KMSService         = admin.KMSService
 	KeyService         = admin.KeyService
 	TokenSpec          = admin.TokenSpec
 	TokenService       = admin.TokenService
@@ -51,6 +53,12 @@ const (
 	// and seals every secret under it: no body; answer: a JSON
 	// ClusterKeyRotation (KeyRotator).
 	KeyRotateCluster KeyAction = 5
+	// KeyKMSCreate makes a key of the cluster's KMS (SSE-KMS): body: its
+	// id; answer: a JSON KMSKeySpec (KMSService).
+	KeyKMSCreate KeyAction = 6
+	// KeyKMSList lists the KMS keys: no body; answer: a JSON array of
+	// KMSKeySpec (KMSService).
+	KeyKMSList KeyAction = 7
 )
 
 // Code is a numbered error code of the protocol. Codes never change meaning.
