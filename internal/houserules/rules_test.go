@@ -30,6 +30,7 @@ var layers = map[string]int{
 	"internal/codec":     10,
 	"internal/clock":     10,
 	"internal/rangedesc": 10,
+	"internal/policy":    10, // S3 bucket policies: the access policy language, parsed and evaluated
 	"internal/sse":       10, // the envelope of encrypted bodies (S3 server-side encryption)
 
 	// Storage, and the pure rules over it.

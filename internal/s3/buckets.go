@@ -145,6 +145,14 @@ func (h *Handler) bucketOp(q *request) {
 		h.bucketEncryption(q)
 		return
 	}
+	if query.Has("policy") || query.Has("policyStatus") {
+		h.bucketPolicyOp(q)
+		return
+	}
+	if query.Has("publicAccessBlock") {
+		h.bucketPublicAccessBlock(q)
+		return
+	}
 	if h.bucketSetting(q) {
 		return
 	}

@@ -30,8 +30,8 @@ func (h *Handler) copySource(q *request) (object.Info, *apiError) {
 	if err != nil || !ok || bucket == "" || key == "" {
 		return object.Info{}, errInvalidArgument.with("Copy Source must mention the source bucket and key: sourcebucket/sourcekey.")
 	}
-	if !h.allowed(q, bucket, PermRead) {
-		return object.Info{}, errAccessDenied
+	if e := h.authorization(q, bucket, key, "s3:GetObject", PermRead); e != nil {
+		return object.Info{}, e
 	}
 	var v uint64
 	if query != "" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -112,10 +113,15 @@ func TestAppendISOTime(t *testing.T) {
 }
 
 // listService answers List from a fixed set of versions, sorted by key
-// and newest first within one; the other methods are not implemented.
+// and newest first within one; Get finds nothing (the bucket has no
+// settings); the other methods are not implemented.
 type listService struct {
 	object.Service
 	versions []object.Info
+}
+
+func (s *listService) Get(context.Context, *object.GetRequest) (object.Info, io.ReadCloser, error) {
+	return object.Info{}, nil, object.Errorf(object.NotFound, "no settings")
 }
 
 func (s *listService) List(_ context.Context, req *object.ListRequest) (object.ListResult, error) {

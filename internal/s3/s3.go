@@ -95,8 +95,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.auth = a
-	if q.bucket != "" && !h.allowed(q, q.bucket, needed(q)) {
-		q.fail(errAccessDenied)
+	switch {
+	case q.bucket == "" && a.accessKey == "":
+		q.fail(errAccessDenied.with("Anonymous access is not allowed here: sign requests with an access key."))
+		return
+	case q.bucket != "" && !h.authorize(q, q.bucket, q.key, action(q), needed(q)):
 		return
 	}
 	if r.Method == http.MethodPut || r.Method == http.MethodPost {
@@ -155,8 +158,13 @@ func needed(q *request) string {
 	return PermAdmin
 }
 
-// allowed reports whether the request's key may do need on bucket.
+// allowed reports whether the request's key's grants allow need on
+// bucket (an anonymous request has none). authorize adds the bucket's
+// policy.
 func (h *Handler) allowed(q *request, bucket, need string) bool {
+	if q.auth.accessKey == "" {
+		return false
+	}
 	p, ok := h.cfg.Credentials.(Permissions)
 	return !ok || p.Allowed(q.auth.accessKey, bucket, need)
 }

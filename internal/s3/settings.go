@@ -25,13 +25,10 @@ var errACLNotSupported = &apiError{"AccessControlListNotSupported", http.StatusB
 // missingSettings are the bucket settings whose absence S3 reports as an
 // error, by subresource.
 var missingSettings = map[string]*apiError{
-	"policy":            {"NoSuchBucketPolicy", http.StatusNotFound, "The bucket policy does not exist."},
-	"policyStatus":      {"NoSuchBucketPolicy", http.StatusNotFound, "The bucket policy does not exist."},
-	"cors":              {"NoSuchCORSConfiguration", http.StatusNotFound, "The CORS configuration does not exist."},
-	"object-lock":       {"ObjectLockConfigurationNotFoundError", http.StatusNotFound, "Object Lock configuration does not exist for this bucket."},
-	"website":           {"NoSuchWebsiteConfiguration", http.StatusNotFound, "The specified bucket does not have a website configuration."},
-	"replication":       {"ReplicationConfigurationNotFoundError", http.StatusNotFound, "The replication configuration was not found."},
-	"publicAccessBlock": {"NoSuchPublicAccessBlockConfiguration", http.StatusNotFound, "The public access block configuration was not found."},
+	"cors":        {"NoSuchCORSConfiguration", http.StatusNotFound, "The CORS configuration does not exist."},
+	"object-lock": {"ObjectLockConfigurationNotFoundError", http.StatusNotFound, "Object Lock configuration does not exist for this bucket."},
+	"website":     {"NoSuchWebsiteConfiguration", http.StatusNotFound, "The specified bucket does not have a website configuration."},
+	"replication": {"ReplicationConfigurationNotFoundError", http.StatusNotFound, "The replication configuration was not found."},
 }
 
 // emptySettings are the bucket settings S3 reports as an empty document
@@ -44,7 +41,7 @@ var emptySettings = map[string]string{
 
 // deletable are the settings whose DELETE leaves the bucket with none,
 // which it already has.
-var deletable = map[string]bool{"policy": true, "cors": true, "website": true, "replication": true, "publicAccessBlock": true}
+var deletable = map[string]bool{"cors": true, "website": true, "replication": true}
 
 // bucketSetting answers a request for one of the settings above and
 // reports whether it did.

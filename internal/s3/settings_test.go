@@ -45,8 +45,8 @@ func TestBucketSettings(t *testing.T) {
 	if _, err := c.DeleteBucketPolicy(ctx, &s3.DeleteBucketPolicyInput{Bucket: b}); err != nil {
 		t.Errorf("DeleteBucketPolicy: %v", err)
 	}
-	if _, err := c.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: b, Policy: aws.String(`{"Version":"2012-10-17","Statement":[]}`)}); apiCode(err) != "NotImplemented" {
-		t.Errorf("PutBucketPolicy: want NotImplemented, got %v", err)
+	if _, err := c.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: b, Policy: aws.String(`{"Version":"2012-10-17","Statement":[]}`)}); apiCode(err) != "MalformedPolicy" {
+		t.Errorf("PutBucketPolicy without a statement: want MalformedPolicy, got %v", err)
 	}
 
 	// Settings with a fixed answer.
