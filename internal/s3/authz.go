@@ -168,13 +168,14 @@ func (h *Handler) authorization(q *request, bucket, key, act, need string) *apiE
 	}
 	access := q.auth.accessKey
 	granted := access != "" && h.allowed(q, bucket, need)
-	if p == nil {
-		if granted {
-			return nil
-		}
-		return errAccessDenied
+	if granted && p == nil {
+		return nil
 	}
-	d := p.Evaluate(&policy.Request{Principal: access, Action: act, Resource: resource(bucket, key), Context: h.conditionKeys(ctx, q, p, bucket, key)})
+	keys := h.conditionKeys(ctx, q, p, bucket, key)
+	d := policy.NoOpinion
+	if p != nil {
+		d = p.Evaluate(&policy.Request{Principal: access, Action: act, Resource: resource(bucket, key), Context: keys})
+	}
 	switch {
 	case d == policy.Deny && granted && h.allowed(q, bucket, PermAdmin) && strings.HasSuffix(act, "BucketPolicy"):
 		return nil // an admin may always mend the policy
@@ -195,7 +196,15 @@ func (h *Handler) authorization(q *request, bucket, key, act, need string) *apiE
 	case d == policy.Allow:
 		return nil
 	}
-	return errAccessDenied
+	// Last, the ACLs, as a policy of their own.
+	ok, err := h.aclAllows(q, bucket, key, act, keys)
+	switch k := object.KindOf(err); {
+	case ok:
+		return nil
+	case err != nil && k != object.NotFound && k != object.Deleted && k != object.SpaceNotFound && k != object.BadSpaceName:
+		return fromService(err)
+	}
+	return errAccessDenied // whether the bucket or object exists is not told
 }
 
 // bucketPolicy returns the bucket's policy, or nil.
@@ -269,7 +278,7 @@ func (h *Handler) conditionKeys(ctx context.Context, q *request, p *policy.Polic
 			c["s3:requestobjecttagkeys"] = keys
 		}
 	}
-	if key != "" && p.Mentions("s3:ExistingObjectTag/") {
+	if key != "" && p != nil && p.Mentions("s3:ExistingObjectTag/") {
 		// Read only when the policy asks: the object's current tags.
 		info, err := h.cfg.Service.Stat(ctx, &object.GetRequest{Space: bucket, Key: key, Length: -1})
 		if err == nil {
@@ -297,20 +306,24 @@ func (h *Handler) bucketPolicyOp(q *request) {
 			q.fail(errMethodNotAllowed)
 			return
 		}
+		// Public if the policy or the bucket's ACL grants to everyone
+		// (S3 answers NoSuchBucketPolicy without a policy; this answers
+		// whether the bucket is public, which is the question asked).
 		p, err := h.bucketPolicy(ctx, q.bucket)
 		if err != nil {
 			h.serviceError(q, err)
 			return
 		}
-		if p == nil {
-			q.fail(errNoSuchBucketPolicy)
+		a, err := h.bucketACL(ctx, q.bucket)
+		if err != nil {
+			h.serviceError(q, err)
 			return
 		}
 		writeXML(q.w, http.StatusOK, struct {
 			XMLName  struct{} `xml:"PolicyStatus"`
 			NS       string   `xml:"xmlns,attr"`
 			IsPublic bool
-		}{NS: s3NS, IsPublic: p.Public()})
+		}{NS: s3NS, IsPublic: (p != nil && p.Public()) || (a != nil && a.public())})
 		return
 	}
 	switch q.r.Method {

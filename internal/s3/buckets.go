@@ -3,6 +3,7 @@ package s3
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/xml"
 	"io"
 	"net/http"
@@ -153,6 +154,14 @@ func (h *Handler) bucketOp(q *request) {
 		h.bucketPublicAccessBlock(q)
 		return
 	}
+	if query.Has("acl") {
+		h.bucketACLOp(q)
+		return
+	}
+	if query.Has("ownershipControls") {
+		h.bucketOwnershipOp(q)
+		return
+	}
 	if h.bucketSetting(q) {
 		return
 	}
@@ -260,9 +269,44 @@ func (h *Handler) createBucket(q *request) {
 			"The specified location-constraint is not valid: this store's region is " + h.cfg.Region + "."})
 		return
 	}
-	if _, err := h.cfg.Service.CreateSpace(q.r.Context(), q.bucket, object.SpaceSettings{}); err != nil {
+	// The creator owns the bucket; its ACL and object ownership may be
+	// given with it.
+	owner := q.auth.accessKey
+	a, e := h.headerACL(q.r.Header, owner, owner)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	own := q.r.Header.Get("X-Amz-Object-Ownership")
+	switch {
+	case own != "" && own != ownershipEnforced && own != ownershipPreferred && own != ownershipWriter:
+		q.fail(errInvalidArgument.with("x-amz-object-ownership is BucketOwnerEnforced, BucketOwnerPreferred or ObjectWriter."))
+		return
+	case own == ownershipEnforced && a != nil && !a.ownerOnly(owner):
+		q.fail(&apiError{"InvalidBucketAclWithObjectOwnership", http.StatusBadRequest, "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting."})
+		return
+	}
+	ctx := q.r.Context()
+	if _, err := h.cfg.Service.CreateSpace(ctx, q.bucket, object.SpaceSettings{}); err != nil {
 		h.serviceError(q, err)
 		return
+	}
+	if err := h.putConfig(ctx, q.bucket, ownerConfig, []byte(owner)); err != nil {
+		h.serviceError(q, err)
+		return
+	}
+	if a != nil {
+		doc, _ := json.Marshal(a)
+		if err := h.putConfig(ctx, q.bucket, aclConfig, doc); err != nil {
+			h.serviceError(q, err)
+			return
+		}
+	}
+	if own != "" {
+		if e := h.setOwnership(ctx, q.bucket, own); e != nil {
+			q.fail(e)
+			return
+		}
 	}
 	q.w.Header().Set("Location", "/"+q.bucket)
 	q.w.WriteHeader(http.StatusOK)

@@ -44,23 +44,48 @@ func (h *Handler) config(ctx context.Context, bucket, name string) ([]byte, erro
 	if ok && now.Sub(e.at) < configTTL {
 		return e.doc, nil
 	}
-	var doc []byte
-	_, rc, err := h.cfg.Service.Get(object.WithSystemKeys(ctx), &object.GetRequest{Space: bucket, Key: cfgPrefix + name, Length: -1})
-	switch {
-	case err == nil:
-		doc, err = io.ReadAll(io.LimitReader(rc, maxConfigDoc+1))
-		rc.Close()
-		if err != nil {
-			return nil, err
-		}
-		if doc == nil {
-			doc = []byte{}
-		}
-	case object.KindOf(err) != object.NotFound && object.KindOf(err) != object.Deleted:
+	doc, err := h.readSystemDoc(ctx, bucket, cfgPrefix+name)
+	if err != nil {
 		return nil, err
 	}
 	h.setConfigCache(ck, doc, now)
 	return doc, nil
+}
+
+// readSystemDoc returns the body of a system key of the bucket, or nil if
+// there is none.
+func (h *Handler) readSystemDoc(ctx context.Context, bucket, key string) ([]byte, error) {
+	_, rc, err := h.cfg.Service.Get(object.WithSystemKeys(ctx), &object.GetRequest{Space: bucket, Key: key, Length: -1})
+	switch k := object.KindOf(err); {
+	case k == object.NotFound || k == object.Deleted:
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	defer rc.Close()
+	doc, err := io.ReadAll(io.LimitReader(rc, maxConfigDoc+1))
+	if err != nil {
+		return nil, err
+	}
+	if doc == nil {
+		doc = []byte{}
+	}
+	return doc, nil
+}
+
+// writeSystemDoc sets the body of a system key of the bucket (nil:
+// deletes the key).
+func (h *Handler) writeSystemDoc(ctx context.Context, bucket, key string, doc []byte) error {
+	ctx = object.WithSystemKeys(ctx)
+	if doc != nil {
+		_, err := h.cfg.Service.Put(ctx, &object.PutRequest{Space: bucket, Key: key, Size: int64(len(doc))}, object.MemBody(doc))
+		return err
+	}
+	_, err := h.cfg.Service.Delete(ctx, &object.DeleteRequest{Space: bucket, Key: key})
+	if k := object.KindOf(err); k == object.NotFound || k == object.Deleted {
+		err = nil
+	}
+	return err
 }
 
 func (h *Handler) setConfigCache(ck string, doc []byte, now time.Time) {
@@ -75,16 +100,7 @@ func (h *Handler) setConfigCache(ck string, doc []byte, now time.Time) {
 
 // putConfig saves the bucket's document name (nil: removes it).
 func (h *Handler) putConfig(ctx context.Context, bucket, name string, doc []byte) error {
-	ctx = object.WithSystemKeys(ctx)
-	var err error
-	if doc == nil {
-		_, err = h.cfg.Service.Delete(ctx, &object.DeleteRequest{Space: bucket, Key: cfgPrefix + name})
-		if object.KindOf(err) == object.NotFound || object.KindOf(err) == object.Deleted {
-			err = nil
-		}
-	} else {
-		_, err = h.cfg.Service.Put(ctx, &object.PutRequest{Space: bucket, Key: cfgPrefix + name, Size: int64(len(doc))}, object.MemBody(doc))
-	}
+	err := h.writeSystemDoc(ctx, bucket, cfgPrefix+name, doc)
 	if err == nil {
 		h.setConfigCache(bucket+"\x00"+name, doc, time.Now())
 	}

@@ -128,6 +128,12 @@ func (h *Handler) copyObject(q *request) {
 		q.fail(errInvalidArgument.with("Unknown tagging directive " + d + ": COPY or REPLACE."))
 		return
 	}
+	delete(req.Headers, objectOwnerHdr) // the copy is its writer's
+	a, e := h.ownObject(q, req)
+	if e != nil {
+		q.fail(e)
+		return
+	}
 	null, e := h.markNull(q, req)
 	if e != nil {
 		q.fail(e)
@@ -145,6 +151,9 @@ func (h *Handler) copyObject(q *request) {
 	}
 	if seal != nil {
 		setEncryptionHeaders(q.w.Header(), seal.enc)
+	}
+	if a != nil && !h.keepObjectACL(q, info, a) {
+		return
 	}
 	if null {
 		h.dropNull(q.r.Context(), q.bucket, q.key, info.Version)

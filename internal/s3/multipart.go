@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -91,6 +92,15 @@ func (h *Handler) createUpload(q *request) {
 	}
 	if seal != nil {
 		seal.record(req.Headers)
+	}
+	a, e := h.ownObject(q, req)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	if a != nil {
+		doc, _ := json.Marshal(a)
+		req.Headers[uploadACLHeader] = string(doc)
 	}
 	req.Headers[uploadKeyHeader] = q.key
 	if sums {
@@ -316,7 +326,7 @@ func (h *Handler) completeUpload(q *request) {
 	}
 	headers := map[string]string{}
 	for k, v := range up.Headers {
-		if k != uploadKeyHeader && k != uploadChecksumHeader {
+		if k != uploadKeyHeader && k != uploadChecksumHeader && k != uploadACLHeader {
 			headers[k] = v
 		}
 	}
@@ -347,6 +357,13 @@ func (h *Handler) completeUpload(q *request) {
 	if e != nil {
 		q.fail(e)
 		return
+	}
+	if doc := up.Headers[uploadACLHeader]; doc != "" {
+		var a acl
+		if json.Unmarshal([]byte(doc), &a) != nil || !h.keepObjectACL(q, info, &a) {
+			q.fail(errInternal)
+			return
+		}
 	}
 	if null {
 		h.dropNull(ctx, q.bucket, q.key, info.Version)

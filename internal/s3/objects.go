@@ -36,7 +36,7 @@ func (h *Handler) objectOp(q *request) {
 		return
 	}
 	if query.Has("acl") {
-		h.objectACL(q)
+		h.objectACLOp(q)
 		return
 	}
 	if s := unsupportedQuery(q, allowed...); s != "" {
@@ -99,6 +99,11 @@ func (h *Handler) putObject(q *request) {
 		q.fail(e)
 		return
 	}
+	a, e := h.ownObject(q, req)
+	if e != nil {
+		q.fail(e)
+		return
+	}
 	null, e := h.markNull(q, req)
 	if e != nil {
 		q.fail(e)
@@ -106,6 +111,9 @@ func (h *Handler) putObject(q *request) {
 	}
 	info, ok := h.store(r.Context(), q, req, seal)
 	if !ok {
+		return
+	}
+	if a != nil && !h.keepObjectACL(q, info, a) {
 		return
 	}
 	if null {

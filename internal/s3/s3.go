@@ -102,12 +102,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case q.bucket != "" && !h.authorize(q, q.bucket, q.key, action(q), needed(q)):
 		return
 	}
-	if r.Method == http.MethodPut || r.Method == http.MethodPost {
-		if e := aclHeadersError(r.Header); e != nil {
-			q.fail(e)
-			return
-		}
-	}
 	if q.bucket == "" {
 		if r.Method != http.MethodGet {
 			q.fail(errMethodNotAllowed)

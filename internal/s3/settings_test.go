@@ -11,8 +11,7 @@ import (
 )
 
 // TestBucketSettings: the settings Cairn does not keep read as S3 reads
-// them on a bucket that has none, ACLs are disabled (only the owner's
-// full control may be set), and a refused ACL changes nothing.
+// them on a bucket that has none.
 func TestBucketSettings(t *testing.T) {
 	ep := startNode(t)
 	c := client(ep, testAccess, testSecret)
@@ -54,70 +53,13 @@ func TestBucketSettings(t *testing.T) {
 	if err != nil || rp.Payer != types.PayerBucketOwner {
 		t.Errorf("request payment: %+v, %v", rp, err)
 	}
-	oc, err := c.GetBucketOwnershipControls(ctx, &s3.GetBucketOwnershipControlsInput{Bucket: b})
-	if err != nil || len(oc.OwnershipControls.Rules) != 1 || oc.OwnershipControls.Rules[0].ObjectOwnership != types.ObjectOwnershipBucketOwnerEnforced {
-		t.Errorf("ownership controls: %+v, %v", oc, err)
+	if _, err := c.GetBucketOwnershipControls(ctx, &s3.GetBucketOwnershipControlsInput{Bucket: b}); apiCode(err) != "OwnershipControlsNotFoundError" {
+		t.Errorf("ownership controls of a new bucket: %v", err)
 	}
 	if _, err := c.GetBucketLogging(ctx, &s3.GetBucketLoggingInput{Bucket: b}); err != nil {
 		t.Errorf("logging: %v", err)
 	}
 	if _, err := c.GetBucketNotificationConfiguration(ctx, &s3.GetBucketNotificationConfigurationInput{Bucket: b}); err != nil {
 		t.Errorf("notification: %v", err)
-	}
-
-	// ACLs: read as the owner's full control, set only as that.
-	for _, get := range []func() (*types.Owner, []types.Grant, error){
-		func() (*types.Owner, []types.Grant, error) {
-			o, err := c.GetBucketAcl(ctx, &s3.GetBucketAclInput{Bucket: b})
-			if err != nil {
-				return nil, nil, err
-			}
-			return o.Owner, o.Grants, nil
-		},
-		func() (*types.Owner, []types.Grant, error) {
-			o, err := c.GetObjectAcl(ctx, &s3.GetObjectAclInput{Bucket: b, Key: aws.String("k")})
-			if err != nil {
-				return nil, nil, err
-			}
-			return o.Owner, o.Grants, nil
-		},
-	} {
-		o, gs, err := get()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if aws.ToString(o.ID) != testAccess || len(gs) != 1 || gs[0].Permission != types.PermissionFullControl ||
-			gs[0].Grantee.Type != types.TypeCanonicalUser || aws.ToString(gs[0].Grantee.ID) != testAccess {
-			t.Errorf("ACL: owner %+v, grants %+v", o, gs)
-		}
-	}
-	if _, err := c.GetObjectAcl(ctx, &s3.GetObjectAclInput{Bucket: b, Key: aws.String("missing")}); apiCode(err) != "NoSuchKey" {
-		t.Errorf("ACL of a missing object: want NoSuchKey, got %v", err)
-	}
-	if _, err := c.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: b, ACL: types.BucketCannedACLPrivate}); err != nil {
-		t.Errorf("PutBucketAcl private: %v", err)
-	}
-	if _, err := c.PutObjectAcl(ctx, &s3.PutObjectAclInput{Bucket: b, Key: aws.String("k"), ACL: types.ObjectCannedACLPublicRead}); apiCode(err) != "AccessControlListNotSupported" {
-		t.Errorf("PutObjectAcl public-read: want AccessControlListNotSupported, got %v", err)
-	}
-	if _, err := c.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: b, GrantRead: aws.String(`uri="http://acs.amazonaws.com/groups/global/AllUsers"`)}); apiCode(err) != "AccessControlListNotSupported" {
-		t.Errorf("PutBucketAcl grant-read: want AccessControlListNotSupported, got %v", err)
-	}
-	own := types.Grant{Grantee: &types.Grantee{Type: types.TypeCanonicalUser, ID: aws.String(testAccess)}, Permission: types.PermissionFullControl}
-	all := types.Grant{Grantee: &types.Grantee{Type: types.TypeGroup, URI: aws.String("http://acs.amazonaws.com/groups/global/AllUsers")}, Permission: types.PermissionRead}
-	if _, err := c.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: b, AccessControlPolicy: &types.AccessControlPolicy{
-		Owner: &types.Owner{ID: aws.String(testAccess)}, Grants: []types.Grant{own}}}); err != nil {
-		t.Errorf("PutBucketAcl with the owner's full control: %v", err)
-	}
-	if _, err := c.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: b, AccessControlPolicy: &types.AccessControlPolicy{
-		Owner: &types.Owner{ID: aws.String(testAccess)}, Grants: []types.Grant{own, all}}}); apiCode(err) != "AccessControlListNotSupported" {
-		t.Errorf("PutBucketAcl granting AllUsers read: want AccessControlListNotSupported, got %v", err)
-	}
-	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("public"), Body: strings.NewReader("v"), ACL: types.ObjectCannedACLPublicRead})
-	if apiCode(err) != "AccessControlListNotSupported" {
-		t.Fatalf("PUT with public-read: want AccessControlListNotSupported, got %v", err)
-	}
-	if _, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("public")}); err == nil {
-		t.Fatal("a PUT refused for its ACL stored the object")
 	}
 }
