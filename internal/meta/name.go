@@ -57,6 +57,9 @@ func ValidNewSpaceName(name string) error {
 	if err := ValidSpaceName(name); err != nil {
 		return err
 	}
+	if strings.Contains(name, ".-") || strings.Contains(name, "-.") {
+		return fmt.Errorf("%w %q: a label must not start or end with '-' (\".-\" or \"-.\")", ErrBadSpaceName, name)
+	}
 	for _, p := range reservedPrefixes {
 		if strings.HasPrefix(name, p) {
 			return fmt.Errorf("%w %q: must not start with %q (S3 reserves it)", ErrBadSpaceName, name, p)

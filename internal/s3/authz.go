@@ -201,10 +201,14 @@ func (h *Handler) authorization(q *request, bucket, key, act, need string) *apiE
 	switch k := object.KindOf(err); {
 	case ok:
 		return nil
-	case err != nil && k != object.NotFound && k != object.Deleted && k != object.SpaceNotFound && k != object.BadSpaceName:
+	case k == object.SpaceNotFound:
+		return errNoSuchBucket // as S3 tells anyone
+	case (k == object.NotFound || k == object.Deleted) && act == "s3:GetObject" && h.authorization(q, bucket, "", "s3:ListBucket", PermRead) == nil:
+		return errNoSuchKey // to those who may list the bucket, as S3
+	case err != nil && k != object.NotFound && k != object.Deleted && k != object.BadSpaceName:
 		return fromService(err)
 	}
-	return errAccessDenied // whether the bucket or object exists is not told
+	return errAccessDenied
 }
 
 // bucketPolicy returns the bucket's policy, or nil.

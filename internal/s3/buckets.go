@@ -368,6 +368,9 @@ type listBucketResult struct {
 	IsTruncated           bool           `xml:"IsTruncated"`
 	Contents              []listObject   `xml:"Contents"`
 	CommonPrefixes        []commonPrefix `xml:"CommonPrefixes"`
+	// emptyToken: the request sent an empty continuation token, which
+	// is echoed (appendXML only).
+	emptyToken bool
 }
 
 // listing is one page of a bucket listing: keys and common prefixes in key
@@ -487,6 +490,9 @@ func (h *Handler) listObjects(q *request, v2 bool) {
 	if v2 {
 		res.StartAfter = query.Get("start-after")
 		after = res.StartAfter
+		if query.Has("continuation-token") && query.Get("continuation-token") == "" {
+			res.emptyToken = true // echoed as sent: an empty token starts at the beginning
+		}
 		if tok := query.Get("continuation-token"); tok != "" {
 			b, err := base64.RawURLEncoding.DecodeString(tok)
 			if err != nil {

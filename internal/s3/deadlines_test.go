@@ -133,7 +133,7 @@ func TestProfiles(t *testing.T) {
 		path, access, secret string
 		want                 int
 	}{
-		{"/debug/pprof/", "", "", http.StatusForbidden},
+		{"/debug/pprof/", "", "", http.StatusNotFound}, // without --pprof, S3's: no bucket "debug"
 		{"/_cairn/debug/pprof/", "", "", http.StatusForbidden},
 		{"/_cairn/debug/pprof/", reader.Access, reader.Secret, http.StatusForbidden},
 		{"/_cairn/debug/pprof/", testAccess, testSecret, http.StatusOK},

@@ -34,7 +34,11 @@ func (r *listBucketResult) appendXML(b []byte) []byte {
 		b = appendElem(b, "Marker", *r.Marker)
 	}
 	b = appendElemOmitEmpty(b, "NextMarker", r.NextMarker)
-	b = appendElemOmitEmpty(b, "ContinuationToken", r.ContinuationToken)
+	if r.emptyToken {
+		b = appendElem(b, "ContinuationToken", "")
+	} else {
+		b = appendElemOmitEmpty(b, "ContinuationToken", r.ContinuationToken)
+	}
 	b = appendElemOmitEmpty(b, "NextContinuationToken", r.NextContinuationToken)
 	b = appendElemOmitEmpty(b, "StartAfter", r.StartAfter)
 	if r.KeyCount != nil {

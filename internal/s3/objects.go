@@ -570,6 +570,15 @@ func (h *Handler) objectError(q *request, v uint64, err error) {
 	case k == object.NotFound && v != 0:
 		q.fail(errNoSuchVersion)
 		return
+	case k == object.NotFound:
+		// Tell a key whose latest version is a delete marker from one
+		// that never was (S3 sends the header either way).
+		marked := "false"
+		vs, verr := h.cfg.Service.Versions(q.r.Context(), &object.VersionsRequest{Space: q.bucket, Key: q.key, Limit: 1})
+		if verr == nil && len(vs.Versions) > 0 && vs.Versions[0].DeleteMarker {
+			marked = "true"
+		}
+		q.w.Header().Set("x-amz-delete-marker", marked)
 	}
 	h.serviceError(q, err)
 }
