@@ -95,6 +95,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.auth = a
+	if q.bucket != "" && q.key == "" && r.Method == http.MethodPost && !q.query.Has("delete") && a.accessKey == "" {
+		h.postObject(q) // a browser upload: the form is signed, not the request
+		return
+	}
 	switch {
 	case q.bucket == "" && a.accessKey == "":
 		q.fail(errAccessDenied.with("Anonymous access is not allowed here: sign requests with an access key."))
