@@ -87,8 +87,15 @@ func TestPostUpload(t *testing.T) {
 
 	refused := map[string]func(map[string]string) (map[string]string, string){
 		"a key outside the policy's prefix": func(f map[string]string) (map[string]string, string) { f["key"] = "elsewhere/x"; return f, "x" },
-		"a file over the length range":      func(f map[string]string) (map[string]string, string) { f["key"] = "uploads/big"; return f, strings.Repeat("x", 101) },
-		"a field the policy does not name":  func(f map[string]string) (map[string]string, string) { f["key"] = "uploads/extra"; f["x-amz-meta-more"] = "1"; return f, "x" },
+		"a file over the length range": func(f map[string]string) (map[string]string, string) {
+			f["key"] = "uploads/big"
+			return f, strings.Repeat("x", 101)
+		},
+		"a field the policy does not name": func(f map[string]string) (map[string]string, string) {
+			f["key"] = "uploads/extra"
+			f["x-amz-meta-more"] = "1"
+			return f, "x"
+		},
 		"a signature of another policy": func(f map[string]string) (map[string]string, string) {
 			f["key"] = "uploads/forged"
 			f["x-amz-signature"] = strings.Repeat("0", 64)
