@@ -158,6 +158,10 @@ func (h *Handler) bucketOp(q *request) {
 		h.bucketACLOp(q)
 		return
 	}
+	if query.Has("object-lock") {
+		h.bucketObjectLock(q)
+		return
+	}
 	if query.Has("ownershipControls") {
 		h.bucketOwnershipOp(q)
 		return
@@ -305,6 +309,13 @@ func (h *Handler) createBucket(q *request) {
 	if own != "" {
 		if e := h.setOwnership(ctx, q.bucket, own); e != nil {
 			q.fail(e)
+			return
+		}
+	}
+	if strings.EqualFold(q.r.Header.Get("X-Amz-Bucket-Object-Lock-Enabled"), "true") {
+		doc, _ := xml.Marshal(objectLockConfiguration{Enabled: "Enabled"})
+		if err := h.putConfig(ctx, q.bucket, objectLockConfig, doc); err != nil {
+			h.serviceError(q, err)
 			return
 		}
 	}

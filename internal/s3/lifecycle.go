@@ -153,6 +153,13 @@ func (h *Handler) bucketLifecycle(q *request) {
 			q.fail(e)
 			return
 		}
+		if set.Retention != "" && set.Retention != "all" {
+			// The history's pruning does not read object locks.
+			if c, err := h.lockConfig(ctx, q.bucket); err != nil || c != nil {
+				q.fail(errInvalidRequest.with("Lifecycle rules that remove noncurrent versions are not supported on a bucket with object lock."))
+				return
+			}
+		}
 		// The policy first: it is what the store enforces, and it may be
 		// refused. The document is kept only once the policy is in
 		// force; if keeping it fails, the earlier policy comes back.

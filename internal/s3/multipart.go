@@ -102,6 +102,15 @@ func (h *Handler) createUpload(q *request) {
 		doc, _ := json.Marshal(a)
 		req.Headers[uploadACLHeader] = string(doc)
 	}
+	lock, e := h.writeLock(q)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	if lock != nil {
+		doc, _ := json.Marshal(lock)
+		req.Headers[uploadLockHeader] = string(doc)
+	}
 	req.Headers[uploadKeyHeader] = q.key
 	if sums {
 		req.Headers[uploadChecksumHeader] = alg.name
@@ -326,7 +335,7 @@ func (h *Handler) completeUpload(q *request) {
 	}
 	headers := map[string]string{}
 	for k, v := range up.Headers {
-		if k != uploadKeyHeader && k != uploadChecksumHeader && k != uploadACLHeader {
+		if k != uploadKeyHeader && k != uploadChecksumHeader && k != uploadACLHeader && k != uploadLockHeader {
 			headers[k] = v
 		}
 	}
@@ -357,6 +366,13 @@ func (h *Handler) completeUpload(q *request) {
 	if e != nil {
 		q.fail(e)
 		return
+	}
+	if doc := up.Headers[uploadLockHeader]; doc != "" {
+		var l objectLock
+		if json.Unmarshal([]byte(doc), &l) != nil || h.saveLock(ctx, q.bucket, q.key, info.Version, &l) != nil {
+			q.fail(errInternal)
+			return
+		}
 	}
 	if doc := up.Headers[uploadACLHeader]; doc != "" {
 		var a acl

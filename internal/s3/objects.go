@@ -39,6 +39,10 @@ func (h *Handler) objectOp(q *request) {
 		h.objectACLOp(q)
 		return
 	}
+	if query.Has("retention") || query.Has("legal-hold") {
+		h.objectLockOp(q)
+		return
+	}
 	if s := unsupportedQuery(q, allowed...); s != "" {
 		notImplemented(q, r.Method+" ?"+s)
 		return
@@ -104,6 +108,11 @@ func (h *Handler) putObject(q *request) {
 		q.fail(e)
 		return
 	}
+	lock, e := h.writeLock(q)
+	if e != nil {
+		q.fail(e)
+		return
+	}
 	null, e := h.markNull(q, req)
 	if e != nil {
 		q.fail(e)
@@ -115,6 +124,12 @@ func (h *Handler) putObject(q *request) {
 	}
 	if a != nil && !h.keepObjectACL(q, info, a) {
 		return
+	}
+	if lock != nil {
+		if err := h.saveLock(r.Context(), q.bucket, q.key, info.Version, lock); err != nil {
+			h.serviceError(q, err)
+			return
+		}
 	}
 	if null {
 		h.dropNull(r.Context(), q.bucket, q.key, info.Version)
@@ -514,6 +529,11 @@ func (h *Handler) getObject(q *request) {
 	hd := q.w.Header()
 	setObjectHeaders(hd, info)
 	setEncryptionHeaders(hd, enc)
+	if c, err := h.lockConfig(ctx, q.bucket); err == nil && c != nil {
+		if l, err := h.versionLock(ctx, q.bucket, q.key, info.Version); err == nil {
+			setLockHeaders(hd, l)
+		}
+	}
 	if !ranged && part == 0 && strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
 		setChecksumHeaders(hd, info.Headers) // checksums are of the whole object
 	}
@@ -611,6 +631,10 @@ func (h *Handler) deleteObject(q *request) {
 		return
 	}
 	if e != nil {
+		q.fail(e)
+		return
+	}
+	if e := h.checkRemovable(q, q.bucket, q.key, v); e != nil {
 		q.fail(e)
 		return
 	}
@@ -734,6 +758,10 @@ func (h *Handler) deleteObjects(q *request) {
 		}
 		if e != nil {
 			out.Errors = append(out.Errors, failed{o.Key, o.VersionID, "NoSuchVersion", "The specified version does not exist."})
+			continue
+		}
+		if e := h.checkRemovable(q, q.bucket, o.Key, v); e != nil {
+			out.Errors = append(out.Errors, failed{o.Key, o.VersionID, e.Code, e.Message})
 			continue
 		}
 		info, err := h.deleteKey(q.r.Context(), q.bucket, o.Key, v)

@@ -15,7 +15,6 @@ import (
 // error, by subresource.
 var missingSettings = map[string]*apiError{
 	"cors":        {"NoSuchCORSConfiguration", http.StatusNotFound, "The CORS configuration does not exist."},
-	"object-lock": {"ObjectLockConfigurationNotFoundError", http.StatusNotFound, "Object Lock configuration does not exist for this bucket."},
 	"website":     {"NoSuchWebsiteConfiguration", http.StatusNotFound, "The specified bucket does not have a website configuration."},
 	"replication": {"ReplicationConfigurationNotFoundError", http.StatusNotFound, "The replication configuration was not found."},
 }

@@ -105,6 +105,12 @@ func (h *Handler) putVersioning(q *request) {
 		q.fail(errMalformedXML)
 		return
 	}
+	if doc.Status == versioningSuspended {
+		if c, err := h.lockConfig(q.r.Context(), q.bucket); err != nil || c != nil {
+			q.fail(&apiError{"InvalidBucketState", http.StatusConflict, "An Object Lock configuration is present on this bucket, so the versioning state cannot be changed."})
+			return
+		}
+	}
 	if doc.MfaDelete == "Enabled" {
 		notImplemented(q, "MFA delete")
 		return

@@ -1,0 +1,399 @@
+package s3
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/xml"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/tstamp"
+)
+
+// Object lock (WORM).
+//
+// A bucket created with x-amz-bucket-object-lock-enabled: true keeps the
+// bucket document "object-lock" (its ObjectLockConfiguration, with an
+// optional default retention). Each version of it may carry a retention
+// (GOVERNANCE or COMPLIANCE, until a date) and a legal hold, kept as the
+// system key olockPrefix+HASH(key)/VERSION: set when the version is
+// written (x-amz-object-lock-* headers, or the bucket's default) and
+// changed with PutObjectRetention and PutObjectLegalHold. A version under
+// a legal hold, or retained until a later date, cannot be removed
+// through S3: DELETE with its versionId and DeleteObjects refuse it with
+// AccessDenied, except a GOVERNANCE retention by a key with admin on the
+// bucket that sends x-amz-bypass-governance-retention: true. COMPLIANCE
+// retention can only be extended. A delete without a versionId writes a
+// delete marker and removes nothing, as S3's. Versioning cannot be
+// suspended on such a bucket, and lifecycle rules that remove versions
+// are refused there (the history's pruning does not read locks).
+
+const (
+	objectLockConfig = "object-lock"
+	olockPrefix      = object.SystemKeyPrefix + "olock/"
+	uploadLockHeader = "cairn-upload-lock"
+	lockGovernance   = "GOVERNANCE"
+	lockCompliance   = "COMPLIANCE"
+)
+
+type objectLockConfiguration struct {
+	XMLName xml.Name `xml:"ObjectLockConfiguration"`
+	NS      string   `xml:"xmlns,attr,omitempty"`
+	Enabled string   `xml:"ObjectLockEnabled,omitempty"`
+	Rule    *struct {
+		Mode  string `xml:"DefaultRetention>Mode,omitempty"`
+		Days  *int   `xml:"DefaultRetention>Days,omitempty"`
+		Years *int   `xml:"DefaultRetention>Years,omitempty"`
+	} `xml:"Rule,omitempty"`
+}
+
+// objectLock is one version's lock.
+type objectLock struct {
+	Mode  string    `json:"mode,omitempty"`
+	Until time.Time `json:"until,omitempty"`
+	Hold  bool      `json:"hold,omitempty"`
+}
+
+// Retention dates are kept and shown to the millisecond, rounded up: a
+// retention is never shortened, and a client that waits until the date
+// it reads finds the version free.
+const lockTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func lockTime(t time.Time) time.Time {
+	t = t.UTC()
+	if r := t.Truncate(time.Millisecond); !r.Equal(t) {
+		return r.Add(time.Millisecond)
+	}
+	return t
+}
+
+func (l *objectLock) retained(now time.Time) bool { return l.Mode != "" && l.Until.After(now) }
+
+var (
+	errLockNotEnabled = &apiError{"InvalidRequest", http.StatusBadRequest, "Bucket is missing Object Lock Configuration: create it with x-amz-bucket-object-lock-enabled: true."}
+	errLocked         = &apiError{"AccessDenied", http.StatusForbidden, "The version is protected by object lock (a legal hold or an unexpired retention)."}
+	errNoObjectLock   = &apiError{"NoSuchObjectLockConfiguration", http.StatusNotFound, "The specified object does not have a ObjectLock configuration."}
+)
+
+// lockConfig is the bucket's object lock configuration, or nil if the
+// bucket has none.
+func (h *Handler) lockConfig(ctx context.Context, bucket string) (*objectLockConfiguration, error) {
+	doc, err := h.config(ctx, bucket, objectLockConfig)
+	if err != nil || doc == nil {
+		return nil, err
+	}
+	var c objectLockConfiguration
+	if err := xml.Unmarshal(doc, &c); err != nil {
+		return nil, object.Errorf(object.Internal, "the object lock configuration of %s does not parse: %v", bucket, err)
+	}
+	return &c, nil
+}
+
+func olockKey(key string, version uint64) string {
+	h := sha256.Sum256([]byte(key))
+	return olockPrefix + hex.EncodeToString(h[:16]) + "/" + tstamp.String(version)
+}
+
+func (h *Handler) versionLock(ctx context.Context, bucket, key string, version uint64) (*objectLock, error) {
+	doc, err := h.readSystemDoc(ctx, bucket, olockKey(key, version))
+	if err != nil || doc == nil {
+		return nil, err
+	}
+	var l objectLock
+	if err := json.Unmarshal(doc, &l); err != nil {
+		return nil, object.Errorf(object.Internal, "the lock of %s/%s does not parse: %v", bucket, key, err)
+	}
+	return &l, nil
+}
+
+func (h *Handler) saveLock(ctx context.Context, bucket, key string, version uint64, l *objectLock) error {
+	var doc []byte
+	if l != nil && (l.Mode != "" || l.Hold) {
+		doc, _ = json.Marshal(l)
+	}
+	return h.writeSystemDoc(ctx, bucket, olockKey(key, version), doc)
+}
+
+// bucketObjectLock serves GET and PUT ?object-lock.
+func (h *Handler) bucketObjectLock(q *request) {
+	if !h.exists(q) {
+		return
+	}
+	ctx := q.r.Context()
+	cur, err := h.lockConfig(ctx, q.bucket)
+	if err != nil {
+		h.serviceError(q, err)
+		return
+	}
+	switch q.r.Method {
+	case http.MethodGet:
+		if cur == nil {
+			q.fail(&apiError{"ObjectLockConfigurationNotFoundError", http.StatusNotFound, "Object Lock configuration does not exist for this bucket."})
+			return
+		}
+		cur.NS = s3NS
+		writeXML(q.w, http.StatusOK, cur)
+	case http.MethodPut:
+		if cur == nil {
+			// An existing bucket may take object lock if its versioning
+			// is enabled, as on S3.
+			status, err := h.versioning(ctx, q.bucket)
+			if err != nil {
+				h.serviceError(q, err)
+				return
+			}
+			if status != versioningEnabled {
+				q.fail(&apiError{"InvalidBucketState", http.StatusConflict, "Object Lock needs versioning Enabled on the bucket."})
+				return
+			}
+		}
+		var c objectLockConfiguration
+		if e := readXML(q, &c, maxXMLBody); e != nil {
+			q.fail(e)
+			return
+		}
+		if c.Enabled != "Enabled" {
+			q.fail(errMalformedXML.with("ObjectLockEnabled must be Enabled."))
+			return
+		}
+		if r := c.Rule; r != nil {
+			switch {
+			case r.Mode != lockGovernance && r.Mode != lockCompliance:
+				q.fail(errMalformedXML.with("The default retention's Mode is GOVERNANCE or COMPLIANCE."))
+				return
+			case (r.Days == nil) == (r.Years == nil):
+				q.fail(errMalformedXML.with("The default retention has Days or Years, not both."))
+				return
+			case r.Days != nil && *r.Days <= 0, r.Years != nil && *r.Years <= 0:
+				q.fail(&apiError{"InvalidRetentionPeriod", http.StatusBadRequest, "The default retention period must be a positive number of days or years."})
+				return
+			}
+		}
+		c.NS = ""
+		doc, _ := xml.Marshal(c)
+		if err := h.putConfig(ctx, q.bucket, objectLockConfig, doc); err != nil {
+			h.serviceError(q, err)
+			return
+		}
+		q.w.WriteHeader(http.StatusOK)
+	default:
+		q.fail(errMethodNotAllowed)
+	}
+}
+
+// writeLock is the lock a write asks for (x-amz-object-lock-* headers)
+// or the bucket's default retention gives, or nil.
+func (h *Handler) writeLock(q *request) (*objectLock, *apiError) {
+	hd := q.r.Header
+	mode, until, hold := hd.Get("X-Amz-Object-Lock-Mode"), hd.Get("X-Amz-Object-Lock-Retain-Until-Date"), hd.Get("X-Amz-Object-Lock-Legal-Hold")
+	c, err := h.lockConfig(q.r.Context(), q.bucket)
+	if err != nil {
+		return nil, fromService(err)
+	}
+	if c == nil {
+		if mode != "" || until != "" || hold != "" {
+			return nil, errLockNotEnabled
+		}
+		return nil, nil
+	}
+	l := &objectLock{}
+	switch {
+	case (mode == "") != (until == ""):
+		return nil, errInvalidArgument.with("x-amz-object-lock-mode and x-amz-object-lock-retain-until-date go together.")
+	case mode != "":
+		if mode != lockGovernance && mode != lockCompliance {
+			return nil, errInvalidArgument.with("x-amz-object-lock-mode is GOVERNANCE or COMPLIANCE.")
+		}
+		t, err := time.Parse(time.RFC3339, until)
+		if err != nil {
+			return nil, errInvalidArgument.with("x-amz-object-lock-retain-until-date is an ISO 8601 time.")
+		}
+		if !t.After(h.cfg.Now()) {
+			return nil, errInvalidArgument.with("The retain until date must be in the future.")
+		}
+		l.Mode, l.Until = mode, lockTime(t)
+	case c.Rule != nil:
+		now := h.cfg.Now().UTC()
+		l.Mode = c.Rule.Mode
+		if c.Rule.Days != nil {
+			l.Until = lockTime(now.AddDate(0, 0, *c.Rule.Days))
+		} else {
+			l.Until = lockTime(now.AddDate(*c.Rule.Years, 0, 0))
+		}
+	}
+	switch hold {
+	case "", "OFF":
+	case "ON":
+		l.Hold = true
+	default:
+		return nil, errInvalidArgument.with("x-amz-object-lock-legal-hold is ON or OFF.")
+	}
+	if l.Mode == "" && !l.Hold {
+		return nil, nil
+	}
+	return l, nil
+}
+
+// setLockHeaders tells a reader a version's lock.
+func setLockHeaders(hd http.Header, l *objectLock) {
+	if l == nil {
+		return
+	}
+	if l.Mode != "" {
+		hd.Set("X-Amz-Object-Lock-Mode", l.Mode)
+		hd.Set("X-Amz-Object-Lock-Retain-Until-Date", l.Until.UTC().Format(lockTimeFormat))
+	}
+	if l.Hold {
+		hd.Set("X-Amz-Object-Lock-Legal-Hold", "ON")
+	} else {
+		hd.Set("X-Amz-Object-Lock-Legal-Hold", "OFF")
+	}
+}
+
+// checkRemovable refuses the removal of a locked version.
+func (h *Handler) checkRemovable(q *request, bucket, key string, version uint64) *apiError {
+	ctx := q.r.Context()
+	c, err := h.lockConfig(ctx, bucket)
+	if err != nil {
+		return fromService(err)
+	}
+	if c == nil || version == 0 {
+		return nil
+	}
+	l, err := h.versionLock(ctx, bucket, key, version)
+	if err != nil {
+		return fromService(err)
+	}
+	switch {
+	case l == nil:
+		return nil
+	case l.Hold:
+		return errLocked
+	case !l.retained(h.cfg.Now()):
+		return nil
+	case l.Mode == lockGovernance && h.bypass(q, bucket):
+		return nil
+	}
+	return errLocked
+}
+
+// bypass reports whether the request may and asks to bypass GOVERNANCE
+// retention.
+func (h *Handler) bypass(q *request, bucket string) bool {
+	return strings.EqualFold(q.r.Header.Get("X-Amz-Bypass-Governance-Retention"), "true") && h.allowed(q, bucket, PermAdmin)
+}
+
+// objectLockOp serves GET and PUT ?retention and ?legal-hold.
+func (h *Handler) objectLockOp(q *request) {
+	ctx := q.r.Context()
+	c, err := h.lockConfig(ctx, q.bucket)
+	if err != nil {
+		h.serviceError(q, err)
+		return
+	}
+	if c == nil {
+		q.fail(errLockNotEnabled)
+		return
+	}
+	v, e := h.version(q)
+	if e != nil {
+		q.fail(e)
+		return
+	}
+	info, err := h.cfg.Service.Stat(ctx, &object.GetRequest{Space: q.bucket, Key: q.key, Version: v, Length: -1})
+	if err != nil {
+		h.objectError(q, v, err)
+		return
+	}
+	l, err := h.versionLock(ctx, q.bucket, q.key, info.Version)
+	if err != nil {
+		h.serviceError(q, err)
+		return
+	}
+	retention := q.query.Has("retention")
+	type retentionXML struct {
+		XMLName xml.Name `xml:"Retention"`
+		NS      string   `xml:"xmlns,attr,omitempty"`
+		Mode    string   `xml:"Mode"`
+		Until   string   `xml:"RetainUntilDate"`
+	}
+	type holdXML struct {
+		XMLName xml.Name `xml:"LegalHold"`
+		NS      string   `xml:"xmlns,attr,omitempty"`
+		Status  string   `xml:"Status"`
+	}
+	switch q.r.Method {
+	case http.MethodGet:
+		switch {
+		case retention && (l == nil || l.Mode == ""):
+			q.fail(errNoObjectLock)
+		case retention:
+			writeXML(q.w, http.StatusOK, retentionXML{NS: s3NS, Mode: l.Mode, Until: l.Until.UTC().Format(lockTimeFormat)})
+		case l == nil || !l.Hold:
+			writeXML(q.w, http.StatusOK, holdXML{NS: s3NS, Status: "OFF"})
+		default:
+			writeXML(q.w, http.StatusOK, holdXML{NS: s3NS, Status: "ON"})
+		}
+		return
+	case http.MethodPut:
+	default:
+		q.fail(errMethodNotAllowed)
+		return
+	}
+	if l == nil {
+		l = &objectLock{}
+	}
+	now := h.cfg.Now()
+	if retention {
+		var doc retentionXML
+		if e := readXML(q, &doc, maxXMLBody); e != nil {
+			q.fail(e)
+			return
+		}
+		if doc.Mode != lockGovernance && doc.Mode != lockCompliance {
+			q.fail(errMalformedXML.with("Mode is GOVERNANCE or COMPLIANCE."))
+			return
+		}
+		until, err := time.Parse(time.RFC3339, doc.Until)
+		if err != nil {
+			q.fail(errMalformedXML.with("RetainUntilDate is an ISO 8601 time."))
+			return
+		}
+		if !until.After(now) {
+			q.fail(errInvalidArgument.with("The retain until date must be in the future."))
+			return
+		}
+		if l.retained(now) {
+			weaker := until.Before(l.Until) || doc.Mode != l.Mode // a change of mode needs a bypass too
+			switch {
+			case weaker && l.Mode == lockCompliance:
+				q.fail(errLocked.with("A COMPLIANCE retention can only be extended."))
+				return
+			case weaker && !h.bypass(q, q.bucket):
+				q.fail(errLocked.with("Shortening a GOVERNANCE retention needs x-amz-bypass-governance-retention: true and admin on the bucket."))
+				return
+			}
+		}
+		l.Mode, l.Until = doc.Mode, lockTime(until)
+	} else {
+		var doc holdXML
+		if e := readXML(q, &doc, maxXMLBody); e != nil {
+			q.fail(e)
+			return
+		}
+		if doc.Status != "ON" && doc.Status != "OFF" {
+			q.fail(errMalformedXML.with("The legal hold's Status is ON or OFF."))
+			return
+		}
+		l.Hold = doc.Status == "ON"
+	}
+	if err := h.saveLock(ctx, q.bucket, q.key, info.Version, l); err != nil {
+		h.serviceError(q, err)
+		return
+	}
+	q.w.WriteHeader(http.StatusOK)
+}
