@@ -106,9 +106,11 @@ func cannedACL(name, owner, bucketOwner string) (acl, *apiError) {
 	return a, nil
 }
 
-var grantHeaders = map[string]string{
-	"X-Amz-Grant-Read": "READ", "X-Amz-Grant-Write": "WRITE", "X-Amz-Grant-Read-Acp": "READ_ACP",
-	"X-Amz-Grant-Write-Acp": "WRITE_ACP", "X-Amz-Grant-Full-Control": "FULL_CONTROL",
+// grantHeaders are the grant headers and their permissions, in the order
+// the grants are listed.
+var grantHeaders = [][2]string{
+	{"X-Amz-Grant-Read", "READ"}, {"X-Amz-Grant-Write", "WRITE"}, {"X-Amz-Grant-Read-Acp", "READ_ACP"},
+	{"X-Amz-Grant-Write-Acp", "WRITE_ACP"}, {"X-Amz-Grant-Full-Control", "FULL_CONTROL"},
 }
 
 // headerACL is the list a write's x-amz-acl or x-amz-grant-* headers
@@ -116,7 +118,8 @@ var grantHeaders = map[string]string{
 func (h *Handler) headerACL(hd http.Header, owner, bucketOwner string) (*acl, *apiError) {
 	canned := hd.Get("X-Amz-Acl")
 	var grants []aclGrant
-	for name, perm := range grantHeaders {
+	for _, gh := range grantHeaders {
+		name, perm := gh[0], gh[1]
 		v := hd.Get(name)
 		if v == "" {
 			continue
