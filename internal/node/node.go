@@ -51,6 +51,9 @@ type Config struct {
 	// MultipartSweep is how often the node looks for expired uploads.
 	// Default: 1h.
 	MultipartSweep time.Duration
+	// LifecycleSweep is how often the node carries out the buckets' S3
+	// lifecycle rules (default: hourly; rules count whole days).
+	LifecycleSweep time.Duration
 	// TLSCertFile and TLSKeyFile (both or neither) are PEM files of the
 	// certificate (chain) and key the HTTP port serves HTTPS with, and
 	// the native port TLS. Default: plain HTTP and TCP.
@@ -88,6 +91,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.MultipartSweep == 0 {
 		c.MultipartSweep = time.Hour
+	}
+	if c.LifecycleSweep == 0 {
+		c.LifecycleSweep = time.Hour
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = 60 * time.Second
@@ -193,6 +199,18 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 				return
 			case <-t.C:
 				n.sweepUploads(ctx)
+			}
+		}
+	})
+	n.Go(func(ctx context.Context) {
+		t := time.NewTicker(cfg.LifecycleSweep)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				n.SweepLifecycle(ctx, cfg.Clock())
 			}
 		}
 	})

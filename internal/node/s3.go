@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/meta"
 
@@ -35,6 +36,19 @@ func (k s3KMS) KMSKey(ctx context.Context, id string) ([]byte, error) {
 }
 
 func (k s3KMS) ServerKey(ctx context.Context) ([]byte, error) { return k.n.ServerKMSKey(ctx) }
+
+// SweepLifecycle carries out the buckets' S3 lifecycle rules as of now
+// (the node runs it every LifecycleSweep; tests call it with the time
+// they choose).
+func (n *Node) SweepLifecycle(ctx context.Context, now time.Time) {
+	done, err := n.s3api.SweepLifecycle(ctx, now)
+	if err != nil && ctx.Err() == nil {
+		n.log.Warn("carrying out lifecycle rules", "err", err)
+	}
+	if done > 0 {
+		n.log.Info("lifecycle rules expired versions and uploads", "count", done)
+	}
+}
 
 // sweepUploads aborts S3 multipart uploads older than MultipartExpiry.
 // Every node sweeps every bucket: removing an upload twice is harmless.

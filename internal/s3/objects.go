@@ -43,6 +43,10 @@ func (h *Handler) objectOp(q *request) {
 		h.objectLockOp(q)
 		return
 	}
+	if query.Has("attributes") && r.Method == http.MethodGet {
+		h.getObjectAttributes(q)
+		return
+	}
 	if s := unsupportedQuery(q, allowed...); s != "" {
 		notImplemented(q, r.Method+" ?"+s)
 		return

@@ -526,9 +526,10 @@ func TestVersioningSuspended(t *testing.T) {
 	}
 }
 
-// TestLifecycle: a noncurrent-version expiry rule becomes the bucket's
-// retention, reads back as sent, and is undone by deleting it; rules the
-// store cannot honour are refused and change nothing.
+// TestLifecycle: a noncurrent-version expiry rule for the whole bucket
+// becomes the bucket's retention, reads back as sent, and is undone by
+// deleting it; rules that cannot be honoured or are invalid are refused
+// and change nothing.
 func TestLifecycle(t *testing.T) {
 	ctx := context.Background()
 	n, ep := openNode(t, nil, nil)
@@ -568,18 +569,16 @@ func TestLifecycle(t *testing.T) {
 	if err != nil || len(out.Rules) != 1 || aws.ToInt32(out.Rules[0].NoncurrentVersionExpiration.NoncurrentDays) != 30 || aws.ToString(out.Rules[0].ID) != "old-versions" {
 		t.Fatalf("lifecycle read back: %+v %v", out, err)
 	}
-	for _, bad := range []types.LifecycleRule{
-		{ID: aws.String("current"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("")},
-			Expiration: &types.LifecycleExpiration{Days: aws.Int32(1)}},
-		{ID: aws.String("prefixed"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("logs/")},
-			NoncurrentVersionExpiration: &types.NoncurrentVersionExpiration{NoncurrentDays: aws.Int32(1)}},
-		{ID: aws.String("newer"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("")},
-			NoncurrentVersionExpiration: &types.NoncurrentVersionExpiration{NoncurrentDays: aws.Int32(1), NewerNoncurrentVersions: aws.Int32(3)}},
+	for code, bad := range map[string]types.LifecycleRule{
+		"NotImplemented": {ID: aws.String("transition"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("")},
+			Transitions: []types.Transition{{Days: aws.Int32(1), StorageClass: types.TransitionStorageClassGlacier}}},
+		"InvalidArgument": {ID: aws.String("date"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("")},
+			Expiration: &types.LifecycleExpiration{Date: aws.Time(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))}},
 	} {
 		_, err := c.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{Bucket: b,
 			LifecycleConfiguration: &types.BucketLifecycleConfiguration{Rules: []types.LifecycleRule{bad}}})
-		if apiCode(err) != "NotImplemented" {
-			t.Fatalf("rule %s: %v", aws.ToString(bad.ID), err)
+		if apiCode(err) != code {
+			t.Fatalf("rule %s: %v, want %s", aws.ToString(bad.ID), err, code)
 		}
 	}
 	// A rule refused as invalid changes nothing either: not the policy,
@@ -742,5 +741,94 @@ func TestRawResponses(t *testing.T) {
 	got = send(http.MethodHead, "/raw/empty", nil)
 	if !strings.Contains(got, "\r\nx-amz-meta-color: blue\r\n") {
 		t.Fatalf("HEAD does not send the metadata name in lower case:\n%s", got)
+	}
+}
+
+// TestLifecycleSweep: the rules the retention does not carry out are
+// carried out by SweepLifecycle as of the time it is given: current
+// versions expire by days under a prefix and tag filter, noncurrent ones
+// beyond NewerNoncurrentVersions, expired delete markers go, incomplete
+// uploads are aborted; what the rules do not match stays.
+func TestLifecycleSweep(t *testing.T) {
+	ctx := context.Background()
+	n, ep := openNode(t, nil, nil)
+	c := client(ep, testAccess, testSecret)
+	b := aws.String("sweep")
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(key, tagging string) {
+		t.Helper()
+		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String(key), Body: strings.NewReader("v"), Tagging: aws.String(tagging)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("logs/a", "kind=tmp")
+	put("logs/b", "kind=keep")
+	put("other/a", "kind=tmp")
+	for i := 0; i < 4; i++ {
+		put("hist/k", "")
+	}
+	put("gone/k", "")
+	if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String("gone/k")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("mp/x")}); err != nil {
+		t.Fatal(err)
+	}
+	enabled := types.ExpirationStatusEnabled
+	rules := []types.LifecycleRule{
+		{ID: aws.String("tmp-logs"), Status: enabled, Filter: &types.LifecycleRuleFilter{And: &types.LifecycleRuleAndOperator{
+			Prefix: aws.String("logs/"), Tags: []types.Tag{{Key: aws.String("kind"), Value: aws.String("tmp")}}}},
+			Expiration: &types.LifecycleExpiration{Days: aws.Int32(1)}},
+		{ID: aws.String("hist"), Status: enabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("hist/")},
+			NoncurrentVersionExpiration: &types.NoncurrentVersionExpiration{NoncurrentDays: aws.Int32(1), NewerNoncurrentVersions: aws.Int32(1)}},
+		{ID: aws.String("markers"), Status: enabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("gone/")},
+			NoncurrentVersionExpiration: &types.NoncurrentVersionExpiration{NoncurrentDays: aws.Int32(1)},
+			Expiration:                  &types.LifecycleExpiration{ExpiredObjectDeleteMarker: aws.Bool(true)}},
+		{ID: aws.String("uploads"), Status: enabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("mp/")},
+			AbortIncompleteMultipartUpload: &types.AbortIncompleteMultipartUpload{DaysAfterInitiation: aws.Int32(1)}},
+	}
+	if _, err := c.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{Bucket: b,
+		LifecycleConfiguration: &types.BucketLifecycleConfiguration{Rules: rules}}); err != nil {
+		t.Fatal(err)
+	}
+	versions := func() map[string]int {
+		t.Helper()
+		out, err := c.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]int{}
+		for _, v := range out.Versions {
+			m[aws.ToString(v.Key)]++
+		}
+		for _, d := range out.DeleteMarkers {
+			m[aws.ToString(d.Key)+" marker"]++
+		}
+		return m
+	}
+	before := versions()
+	n.SweepLifecycle(ctx, time.Now()) // nothing is due yet
+	if got := versions(); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Fatalf("a sweep before anything is due changed %v to %v", before, got)
+	}
+	n.SweepLifecycle(ctx, time.Now().Add(50*time.Hour))
+	got := versions()
+	// logs/a: expired (a marker over it); logs/b and other/a: not matched;
+	// hist/k: the current and one newer noncurrent version; gone/k: the
+	// noncurrent version expired, which left the marker alone, and a
+	// second sweep removes it.
+	want := map[string]int{"logs/a": 1, "logs/a marker": 1, "logs/b": 1, "other/a": 1, "hist/k": 2, "gone/k marker": 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the sweep: %v, want %v", got, want)
+	}
+	n.SweepLifecycle(ctx, time.Now().Add(50*time.Hour))
+	delete(want, "gone/k marker")
+	if got := versions(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the second sweep: %v, want %v", got, want)
+	}
+	if lu, err := c.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: b}); err != nil || len(lu.Uploads) != 0 {
+		t.Fatalf("uploads after the sweep: %+v %v", lu, err)
 	}
 }
