@@ -52,7 +52,7 @@ func startNodeWithConfig(t *testing.T, tls *testCert, more func(*node.Config)) s
 }
 
 // openNode is startNodeWithConfig that returns the node too.
-func openNode(t *testing.T, tls *testCert, more func(*node.Config)) (*node.Node, string) {
+func openNode(t testing.TB, tls *testCert, more func(*node.Config)) (*node.Node, string) {
 	t.Helper()
 	cfg := node.Config{
 		Config: cluster.Config{DataDir: t.TempDir(), MetaPort: -1, PeerPort: -1, MetaClientPort: -1,

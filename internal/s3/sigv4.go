@@ -83,6 +83,12 @@ func parseCredential(v string) (scope, *apiError) {
 // no access key): only a bucket policy can allow it anything.
 func (h *Handler) authenticate(q *request) (*auth, *apiError) {
 	r := q.r
+	if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "AWS ") {
+		return h.authV2(q, a)
+	}
+	if r.Header.Get("Authorization") == "" && q.query.Has("Signature") && q.query.Has("AWSAccessKeyId") {
+		return h.authV2(q, "")
+	}
 	if r.Header.Get("Authorization") == "" && !q.query.Has("X-Amz-Signature") && !q.query.Has("X-Amz-Credential") {
 		return &auth{payload: unsignedPayload}, nil
 	}
