@@ -331,6 +331,12 @@ func parseStatement(rs json.RawMessage, bucket string) (Statement, error) {
 
 // check validates a condition's values for its operator.
 func (c Condition) check() error {
+	if len(c.Values) == 0 {
+		return malformed("condition %s on %s has no value", c.Op, c.Key)
+	}
+	if (c.Op == "Null" || c.Op == "Bool") && len(c.Values) != 1 {
+		return malformed("%s takes one value", c.Op)
+	}
 	for _, v := range c.Values {
 		switch {
 		case strings.HasPrefix(c.Op, "Numeric"):
@@ -653,11 +659,15 @@ func (p *Policy) Mentions(prefix string) bool {
 // source account, source ARN or user.
 func (p *Policy) Public() bool {
 	for _, s := range p.Statements {
-		if s.Effect != Allow || !slices.Contains(s.Principal, "*") {
+		// NotPrincipal allows everyone it does not name.
+		if s.Effect != Allow || (!slices.Contains(s.Principal, "*") && s.NotPrincipal == nil) {
 			continue
 		}
 		narrowed := false
 		for _, c := range s.Conditions {
+			if c.negated() || c.IfExists || c.Op == "Null" || c.Set != "" {
+				continue // holds for a request without the key: narrows no one
+			}
 			switch strings.ToLower(c.Key) {
 			case "aws:sourceip", "aws:sourceaccount", "aws:sourcearn", "aws:sourcevpc", "aws:sourcevpce", "aws:userid", "aws:username", "aws:principalaccount", "aws:principalarn":
 				narrowed = true

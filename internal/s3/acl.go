@@ -327,8 +327,12 @@ func (a *acl) policyOf(res string, actions map[string][]string, ignorePublic boo
 
 // aclAllows reports whether the ACLs of the bucket (or of the object's
 // version) allow the request.
-func (h *Handler) aclAllows(q *request, bucket, key, act string, keys map[string][]string) (bool, error) {
+func (h *Handler) aclAllows(q *request, bucket, key, versionID, act string, keys map[string][]string) (bool, error) {
 	ctx := q.r.Context()
+	// BucketOwnerEnforced turns every ACL off, those set before too.
+	if own, err := h.ownership(ctx, bucket); err != nil || own == ownershipEnforced {
+		return false, err
+	}
 	pab, err := h.publicAccessBlock(ctx, bucket)
 	if err != nil {
 		return false, err
@@ -341,7 +345,7 @@ func (h *Handler) aclAllows(q *request, bucket, key, act string, keys map[string
 		}
 		return ba.policyOf(resource(bucket, ""), bucketACLActions, pab.IgnorePublicAcls).Evaluate(r) == policy.Allow, nil
 	}
-	oa, _, err := h.objectACL(ctx, bucket, key, q.query.Get("versionId"))
+	oa, _, err := h.objectACL(ctx, bucket, key, versionID)
 	if err != nil || oa == nil {
 		return false, err
 	}
@@ -692,6 +696,15 @@ func (h *Handler) ownObject(q *request, req *object.PutRequest) (*acl, *apiError
 	if e != nil {
 		return nil, e
 	}
+	if q.auth.accessKey == "" && hasACLHeaders(q.r.Header) {
+		// A key's write makes it the object's owner, who may set its ACL;
+		// an anonymous write owns nothing, so its ACL is a PutObjectAcl
+		// of its own (a bucket open to anonymous writes does not also
+		// let them publish what they write).
+		if e := h.authorization(q, q.bucket, q.key, "", "s3:PutObjectAcl", PermWrite); e != nil {
+			return nil, e
+		}
+	}
 	if writer != "" {
 		if req.Headers == nil {
 			req.Headers = map[string]string{}
@@ -709,4 +722,17 @@ func (h *Handler) keepObjectACL(q *request, info object.Info, a *acl) bool {
 		return false
 	}
 	return true
+}
+
+// hasACLHeaders reports whether a request sets an ACL in its headers.
+func hasACLHeaders(hd http.Header) bool {
+	if hd.Get("X-Amz-Acl") != "" {
+		return true
+	}
+	for _, gh := range grantHeaders {
+		if hd.Get(gh[0]) != "" {
+			return true
+		}
+	}
+	return false
 }

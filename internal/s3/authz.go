@@ -153,14 +153,16 @@ func resource(bucket, key string) string {
 // authorize checks that the request may do act on bucket (and key), whose
 // grant-based permission is need. It answers a refusal itself.
 func (h *Handler) authorize(q *request, bucket, key, act, need string) bool {
-	if e := h.authorization(q, bucket, key, act, need); e != nil {
+	if e := h.authorization(q, bucket, key, q.query.Get("versionId"), act, need); e != nil {
 		q.fail(e)
 		return false
 	}
 	return true
 }
 
-func (h *Handler) authorization(q *request, bucket, key, act, need string) *apiError {
+// authorization is authorize's decision, for the version versionID of key
+// ("" the latest), without answering.
+func (h *Handler) authorization(q *request, bucket, key, versionID, act, need string) *apiError {
 	ctx := q.r.Context()
 	p, err := h.bucketPolicy(ctx, bucket)
 	if err != nil {
@@ -197,13 +199,13 @@ func (h *Handler) authorization(q *request, bucket, key, act, need string) *apiE
 		return nil
 	}
 	// Last, the ACLs, as a policy of their own.
-	ok, err := h.aclAllows(q, bucket, key, act, keys)
+	ok, err := h.aclAllows(q, bucket, key, versionID, act, keys)
 	switch k := object.KindOf(err); {
 	case ok:
 		return nil
 	case k == object.SpaceNotFound:
 		return errNoSuchBucket // as S3 tells anyone
-	case (k == object.NotFound || k == object.Deleted) && act == "s3:GetObject" && h.authorization(q, bucket, "", "s3:ListBucket", PermRead) == nil:
+	case (k == object.NotFound || k == object.Deleted) && act == "s3:GetObject" && h.authorization(q, bucket, "", "", "s3:ListBucket", PermRead) == nil:
 		return errNoSuchKey // to those who may list the bucket, as S3
 	case err != nil && k != object.NotFound && k != object.Deleted && k != object.BadSpaceName:
 		return fromService(err)

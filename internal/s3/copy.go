@@ -30,17 +30,27 @@ func (h *Handler) copySource(q *request) (object.Info, *apiError) {
 	if err != nil || !ok || bucket == "" || key == "" {
 		return object.Info{}, errInvalidArgument.with("Copy Source must mention the source bucket and key: sourcebucket/sourcekey.")
 	}
-	if e := h.authorization(q, bucket, key, "s3:GetObject", PermRead); e != nil {
-		return object.Info{}, e
-	}
 	var v uint64
+	versionID := ""
 	if query != "" {
 		qv, err := url.ParseQuery(query)
 		if err != nil {
 			return object.Info{}, errInvalidArgument.with("The copy source's query is malformed.")
 		}
+		versionID = qv.Get("versionId")
+	}
+	// Reading the source is GetObject (GetObjectVersion for a version),
+	// decided on that version's ACL.
+	act := "s3:GetObject"
+	if versionID != "" {
+		act = "s3:GetObjectVersion"
+	}
+	if e := h.authorization(q, bucket, key, versionID, act, PermRead); e != nil {
+		return object.Info{}, e
+	}
+	if versionID != "" {
 		var e *apiError
-		if v, e = h.parseVersionID(q.r.Context(), bucket, key, qv.Get("versionId")); e != nil {
+		if v, e = h.parseVersionID(q.r.Context(), bucket, key, versionID); e != nil {
 			return object.Info{}, e
 		}
 	}
@@ -134,6 +144,11 @@ func (h *Handler) copyObject(q *request) {
 		q.fail(e)
 		return
 	}
+	lock, e := h.writeLock(q)
+	if e != nil {
+		q.fail(e)
+		return
+	}
 	null, e := h.markNull(q, req)
 	if e != nil {
 		q.fail(e)
@@ -154,6 +169,12 @@ func (h *Handler) copyObject(q *request) {
 	}
 	if a != nil && !h.keepObjectACL(q, info, a) {
 		return
+	}
+	if lock != nil {
+		if err := h.saveLock(q.r.Context(), q.bucket, q.key, info.Version, lock); err != nil {
+			h.serviceError(q, err)
+			return
+		}
 	}
 	if null {
 		h.dropNull(q.r.Context(), q.bucket, q.key, info.Version)

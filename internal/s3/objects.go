@@ -730,9 +730,21 @@ func (h *Handler) deleteObjects(q *request) {
 	// transaction: all of them or none, and no reader sees some gone and
 	// others not. Versions are removed one by one, as DeleteObject does.
 	ctx := q.r.Context()
+	// Each key is authorized as its own DeleteObject (or
+	// DeleteObjectVersion), with its own resource.
+	refused := map[int]*apiError{}
+	for i, o := range doc.Objects {
+		act := "s3:DeleteObject"
+		if o.VersionID != "" {
+			act = "s3:DeleteObjectVersion"
+		}
+		if e := h.authorization(q, q.bucket, o.Key, o.VersionID, act, PermWrite); e != nil {
+			refused[i] = e
+		}
+	}
 	whole := map[string]bool{}
-	for _, o := range doc.Objects {
-		if o.VersionID == "" {
+	for i, o := range doc.Objects {
+		if o.VersionID == "" && refused[i] == nil {
 			whole[o.Key] = true
 		}
 	}
@@ -743,7 +755,11 @@ func (h *Handler) deleteObjects(q *request) {
 		txnInfo, txnErr = h.deleteInTxn(ctx, tr, q.bucket, whole)
 		txnDone = true
 	}
-	for _, o := range doc.Objects {
+	for i, o := range doc.Objects {
+		if e := refused[i]; e != nil {
+			out.Errors = append(out.Errors, failed{o.Key, o.VersionID, e.Code, e.Message})
+			continue
+		}
 		if txnDone && o.VersionID == "" {
 			if txnErr != nil {
 				e := fromService(txnErr)

@@ -143,3 +143,52 @@ func TestBucketPolicy(t *testing.T) {
 		t.Fatalf("GetPublicAccessBlock: %+v %v", g, err)
 	}
 }
+
+// TestAuthorizationEdges: a request naming two subresources is refused
+// (it would be checked as one and served as another); DeleteObjects is
+// authorized key by key; a copy reads its source version under that
+// version's ACL; a policy condition without a value is refused.
+func TestAuthorizationEdges(t *testing.T) {
+	_, ep := openNode(t, nil, nil)
+	c := client(ep, testAccess, testSecret)
+	ctx := context.Background()
+	b := aws.String("edges")
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b, ACL: types.BucketCannedACLPublicReadWrite}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := anonymous(t, "GET", ep+"/edges?versions&policy", ""); st != http.StatusBadRequest {
+		t.Fatalf("two subresources: %d", st)
+	}
+	old, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("k"), Body: strings.NewReader("private")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("k"), Body: strings.NewReader("public"), ACL: types.ObjectCannedACLPublicRead}); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("PUT", ep+"/edges/stolen", nil)
+	req.Header.Set("X-Amz-Copy-Source", "/edges/k?versionId="+aws.ToString(old.VersionId))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("an anonymous copy of a private older version: %d", resp.StatusCode)
+	}
+	deny := `{"Version":"2012-10-17","Statement":[{"Effect":"Deny","Principal":"*","Action":"s3:DeleteObject*","Resource":"arn:aws:s3:::edges/protected/*"}]}`
+	if _, err := c.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: b, Policy: aws.String(deny)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("protected/x"), Body: strings.NewReader("x")}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: b, Delete: &types.Delete{Objects: []types.ObjectIdentifier{{Key: aws.String("protected/x")}, {Key: aws.String("stolen")}}}})
+	if err != nil || len(out.Errors) != 1 || aws.ToString(out.Errors[0].Key) != "protected/x" || aws.ToString(out.Errors[0].Code) != "AccessDenied" {
+		t.Fatalf("DeleteObjects under a deny on a prefix: %+v %v", out, err)
+	}
+	bad := `{"Version":"2012-10-17","Statement":[{"Effect":"Deny","Principal":"*","Action":"s3:*","Resource":"arn:aws:s3:::edges/*","Condition":{"Null":{"aws:Referer":[]}}}]}`
+	if _, err := c.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: b, Policy: aws.String(bad)}); apiCode(err) != "MalformedPolicy" {
+		t.Fatalf("a condition without a value: %v", err)
+	}
+}

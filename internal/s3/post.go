@@ -362,6 +362,11 @@ func (h *Handler) postObject(q *request) {
 		q.fail(e)
 		return
 	}
+	lock, e := h.writeLock(&pq)
+	if e != nil {
+		q.fail(e)
+		return
+	}
 	null, e := h.markNull(&pq, req)
 	if e != nil {
 		q.fail(e)
@@ -400,6 +405,12 @@ func (h *Handler) postObject(q *request) {
 	}
 	if a != nil && !h.keepObjectACL(&pq, info, a) {
 		return
+	}
+	if lock != nil {
+		if err := h.saveLock(q.r.Context(), q.bucket, key, info.Version, lock); err != nil {
+			h.serviceError(q, err)
+			return
+		}
 	}
 	if null {
 		h.dropNull(q.r.Context(), q.bucket, key, info.Version)

@@ -95,6 +95,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.auth = a
+	if n := dispatching(q.query); n > 1 {
+		// Authorization names one action per request: a request naming
+		// two subresources would be checked as one and served as another.
+		q.fail(errInvalidRequest.with("A request names one subresource (acl, policy, tagging, ...), not several."))
+		return
+	}
 	if q.bucket != "" && q.key == "" && r.Method == http.MethodPost && !q.query.Has("delete") && a.accessKey == "" {
 		h.postObject(q) // a browser upload: the form is signed, not the request
 		return
@@ -220,4 +226,17 @@ var subresources = map[string]bool{
 	"requestPayment": true, "restore": true, "retention": true, "select": true, "tagging": true,
 	"torrent": true, "uploadId": true, "uploads": true, "versioning": true, "versions": true,
 	"website": true,
+}
+
+// dispatching counts the subresources of a query that choose the
+// operation (partNumber goes with uploadId, and is no operation of its
+// own).
+func dispatching(qs url.Values) int {
+	n := 0
+	for k := range qs {
+		if subresources[k] && k != "partNumber" {
+			n++
+		}
+	}
+	return n
 }
