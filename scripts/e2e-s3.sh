@@ -466,7 +466,13 @@ s3cmd_steps() {
   cat "$WORK/s3cmd-binfo"
   grep -q "Policy: *none" "$WORK/s3cmd-binfo" || fail "s3cmd info of the bucket does not show 'Policy: none'"
   grep -q "ACL: .*FULL_CONTROL" "$WORK/s3cmd-binfo" || fail "s3cmd info of the bucket does not show the owner's FULL_CONTROL"
-  expect_fail "s3cmd setacl --acl-public (ACLs are disabled)" s3cmd setacl --acl-public "s3://$BUCKET/s3cmd/small.txt"
+  # ACLs: public-read lets anonymous readers in, private shuts them out.
+  s3cmd setacl --acl-public "s3://$BUCKET/s3cmd/small.txt"
+  code=$(curl -s -o /dev/null -w '%{http_code}' "$ENDPOINT/$BUCKET/s3cmd/small.txt")
+  expect_eq "$code" 200 "anonymous GET of the object s3cmd setacl --acl-public opened"
+  s3cmd setacl --acl-private "s3://$BUCKET/s3cmd/small.txt"
+  code=$(curl -s -o /dev/null -w '%{http_code}' "$ENDPOINT/$BUCKET/s3cmd/small.txt")
+  expect_eq "$code" 403 "anonymous GET after s3cmd setacl --acl-private"
   s3cmd del "s3://$BUCKET/s3cmd/small.txt"
   n=$(s3cmd ls "s3://$BUCKET/s3cmd/" | wc -l)
   expect_eq "$n" 0 "s3cmd ls lines after del"

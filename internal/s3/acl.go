@@ -697,12 +697,19 @@ func (h *Handler) ownObject(q *request, req *object.PutRequest) (*acl, *apiError
 		return nil, e
 	}
 	if q.auth.accessKey == "" && hasACLHeaders(q.r.Header) {
-		// A key's write makes it the object's owner, who may set its ACL;
-		// an anonymous write owns nothing, so its ACL is a PutObjectAcl
-		// of its own (a bucket open to anonymous writes does not also
-		// let them publish what they write).
-		if e := h.authorization(q, q.bucket, q.key, "", "s3:PutObjectAcl", PermWrite); e != nil {
-			return nil, e
+		// A key's write makes it the object's owner, who may set its ACL.
+		// An anonymous write may where the bucket's own ACL grants
+		// everyone WRITE (S3's ACL model); a bucket opened to anonymous
+		// writes by a policy does not also let them publish what they
+		// write: that needs s3:PutObjectAcl.
+		ok, err := h.aclAllows(q, q.bucket, "", "", "s3:PutObject", map[string][]string{"aws:principaltype": {"Anonymous"}})
+		if err != nil {
+			return nil, fromService(err)
+		}
+		if !ok {
+			if e := h.authorization(q, q.bucket, q.key, "", "s3:PutObjectAcl", PermWrite); e != nil {
+				return nil, e
+			}
 		}
 	}
 	if writer != "" {
