@@ -87,6 +87,9 @@ type PutRequest struct {
 	// keeps the plaintext's MD5. Put takes it, as Headers, once it has
 	// read body to its end.
 	ETag string
+	// CallerETag says the caller sets ETag by the body's end: Put then
+	// computes no MD5 of the body.
+	CallerETag bool
 	// IfMatch, when non-zero, requires the current latest version to be
 	// exactly this one; IfNoneMatch requires that no live version exist.
 	// Either failing is ErrPreconditionFailed and writes nothing.

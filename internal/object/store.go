@@ -274,7 +274,7 @@ func (st *Store) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info
 	switch req.Mode {
 	case PutReplace:
 		started := st.cfg.Clock()
-		rec, err := st.writeBody(ctx, body, req.Size, s.Replicas())
+		rec, err := st.writeBody(ctx, body, req.Size, s.Replicas(), !req.CallerETag)
 		if err != nil {
 			return Info{}, err
 		}
@@ -340,7 +340,8 @@ func Unreachable(what string, err error) error {
 // content-defined chunks in the segment store. The returned record has Size,
 // Hash, ETag and Inline or Manifest set. size < 0 means "until EOF"; a body
 // that ends before size bytes is CodeTruncated.
-func (st *Store) writeBody(ctx context.Context, body io.Reader, size int64, replicas int) (*mvcc.Record, error) {
+// withMD5 false leaves the ETag empty: the caller gives its own.
+func (st *Store) writeBody(ctx context.Context, body io.Reader, size int64, replicas int, withMD5 bool) (*mvcc.Record, error) {
 	if body == nil {
 		body = bytes.NewReader(nil)
 	}
@@ -366,17 +367,19 @@ func (st *Store) writeBody(ctx context.Context, body io.Reader, size int64, repl
 		if size >= 0 && int64(hn) != size {
 			return nil, Errorf(Truncated, "body ended after %d of %d bytes", hn, size)
 		}
-		sum := md5.Sum(head)
-		return &mvcc.Record{
-			Size: int64(hn), Hash: chunk.Sum(head), ETag: hex.EncodeToString(sum[:]), Inline: head,
-		}, nil
+		rec := &mvcc.Record{Size: int64(hn), Hash: chunk.Sum(head), Inline: head}
+		if withMD5 {
+			sum := md5.Sum(head)
+			rec.ETag = hex.EncodeToString(sum[:])
+		}
+		return rec, nil
 	}
-	return st.writeChunks(ctx, io.MultiReader(bytes.NewReader(head), src), size, replicas)
+	return st.writeChunks(ctx, io.MultiReader(bytes.NewReader(head), src), size, replicas, withMD5)
 }
 
 // writeChunks cuts r into content-defined chunks and stores them; at most a
 // few chunks are in flight, so memory stays bounded whatever the size.
-func (st *Store) writeChunks(ctx context.Context, r io.Reader, size int64, replicas int) (*mvcc.Record, error) {
+func (st *Store) writeChunks(ctx context.Context, r io.Reader, size int64, replicas int, withMD5 bool) (*mvcc.Record, error) {
 	const inflight = 4
 	md := md5.New()
 	bh := chunk.NewHasher()
@@ -409,7 +412,9 @@ func (st *Store) writeChunks(ctx context.Context, r io.Reader, size int64, repli
 		total += int64(len(c))
 		// The ETag's MD5 takes whole chunks (the stream's bytes, in order)
 		// rather than the reads the tee sees.
-		md.Write(c)
+		if withMD5 {
+			md.Write(c)
+		}
 		if total > st.cfg.MaxObjectSize {
 			return nil, Errorf(TooLarge, "object is over the %d byte limit", st.cfg.MaxObjectSize)
 		}
@@ -427,9 +432,11 @@ func (st *Store) writeChunks(ctx context.Context, r io.Reader, size int64, repli
 		return nil, Errorf(Truncated, "body ended after %d of %d bytes", total, size)
 	}
 	st.cfg.ChunkBytes.Add(float64(total))
-	return &mvcc.Record{
-		Size: total, Hash: bh.Sum(), ETag: hex.EncodeToString(md.Sum(nil)), Manifest: m.Marshal(),
-	}, nil
+	rec := &mvcc.Record{Size: total, Hash: bh.Sum(), Manifest: m.Marshal()}
+	if withMD5 {
+		rec.ETag = hex.EncodeToString(md.Sum(nil))
+	}
+	return rec, nil
 }
 
 // exactReader yields at most left bytes and reports a body that ends early.

@@ -278,7 +278,7 @@ func (t *Txn) Put(ctx context.Context, req *PutRequest, body io.Reader) (Info, e
 	}
 	var rec *mvcc.Record
 	if req.Mode == PutReplace {
-		rec, err = t.st.writeBody(ctx, body, req.Size, s.Replicas())
+		rec, err = t.st.writeBody(ctx, body, req.Size, s.Replicas(), !req.CallerETag)
 		if err == nil {
 			rec.ContentType, rec.Meta, rec.Tags, rec.Headers = req.ContentType, req.Meta, req.Tags, req.Headers
 			if req.ETag != "" {

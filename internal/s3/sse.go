@@ -223,6 +223,7 @@ func (s *sealing) encryptBody(req *object.PutRequest, body io.Reader) io.Reader 
 	nonce := sse.NewNonce()
 	req.Headers[sseSegmentsHeader] = sse.EncodeSegments([]sse.Segment{{Nonce: nonce, Size: req.Size}})
 	body = &md5Tail{r: body, h: md5.New(), req: req}
+	req.CallerETag = true // the plaintext's MD5, not the ciphertext's
 	r, _ := sse.Encrypt(body, s.dk, nonce)
 	return r
 }
