@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -392,10 +393,12 @@ func (h *Handler) bucketACL(ctx context.Context, bucket string) (*acl, error) {
 	return &a, nil
 }
 
-// oaclKey is the system key of an object version's ACL.
-func oaclKey(key string, version uint64) string {
+// versionDocKey is the system key under prefix of a document about one
+// version of key (its ACL, its lock): named by a hash of the key, so any
+// key fits.
+func versionDocKey(prefix, key string, version uint64) string {
 	h := sha256.Sum256([]byte(key))
-	return oaclPrefix + hex.EncodeToString(h[:16]) + "/" + tstamp.String(version)
+	return prefix + hex.EncodeToString(h[:16]) + "/" + tstamp.String(version)
 }
 
 // objectOwner is the owner of a version.
@@ -417,7 +420,7 @@ func (h *Handler) objectACL(ctx context.Context, bucket, key, versionID string) 
 	if err != nil {
 		return nil, info, err
 	}
-	doc, err := h.readSystemDoc(ctx, bucket, oaclKey(key, info.Version))
+	doc, err := h.readSystemDoc(ctx, bucket, versionDocKey(oaclPrefix, key, info.Version))
 	if err != nil {
 		return nil, info, err
 	}
@@ -525,7 +528,7 @@ func (h *Handler) saveObjectACL(ctx context.Context, bucket, key string, version
 	if a != nil {
 		doc, _ = json.Marshal(a)
 	}
-	return h.writeSystemDoc(ctx, bucket, oaclKey(key, version), doc)
+	return h.writeSystemDoc(ctx, bucket, versionDocKey(oaclPrefix, key, version), doc)
 }
 
 // bucketACLOp serves GET and PUT ?acl on a bucket.
@@ -552,7 +555,7 @@ func (h *Handler) bucketACLOp(q *request) {
 		}
 		writeXML(q.w, http.StatusOK, a.document())
 	case http.MethodPut:
-		owner := cmpOr(bo, q.auth.accessKey)
+		owner := cmp.Or(bo, q.auth.accessKey)
 		a, e := h.aclOfPut(q, owner, bo)
 		if e != nil {
 			q.fail(e)
@@ -612,7 +615,7 @@ func (h *Handler) objectACLOp(q *request) {
 			h.serviceError(q, err)
 			return
 		}
-		owner := cmpOr(info.Headers[objectOwnerHdr], bo, q.auth.accessKey)
+		owner := cmp.Or(info.Headers[objectOwnerHdr], bo, q.auth.accessKey)
 		na, e := h.aclOfPut(q, owner, bo)
 		if e != nil {
 			q.fail(e)
@@ -630,15 +633,6 @@ func (h *Handler) objectACLOp(q *request) {
 	default:
 		q.fail(errMethodNotAllowed)
 	}
-}
-
-func cmpOr(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // bucketOwnershipOp serves GET, PUT and DELETE ?ownershipControls.

@@ -99,7 +99,11 @@ func (h *Handler) getObjectAttributes(q *request) {
 		if m := q.r.Header.Get("X-Amz-Part-Number-Marker"); m != "" {
 			marker, _ = strconv.Atoi(m)
 		}
-		sizes := partSizes(s)
+		sizes, ok := partSizes(s)
+		if !ok {
+			q.fail(errInternal)
+			return
+		}
 		p := &partsXML{TotalPartsCount: len(sizes), PartNumberMarker: marker, MaxParts: max, Parts: []partXML{}}
 		for n := marker + 1; n <= len(sizes); n++ {
 			if len(p.Parts) == max {
@@ -115,21 +119,4 @@ func (h *Handler) getObjectAttributes(q *request) {
 	hd.Set("Last-Modified", time.Unix(0, info.Modified).UTC().Format(http.TimeFormat))
 	hd.Set("x-amz-version-id", versionIDOf(&info))
 	writeXML(q.w, http.StatusOK, out)
-}
-
-// partSizes expands a partSizesHeader value (damaged runs are left out).
-func partSizes(s string) []int64 {
-	var out []int64
-	for run := range strings.SplitSeq(s, ",") {
-		sz, cnt, hasCnt := strings.Cut(run, "*")
-		size, err := strconv.ParseInt(sz, 10, 64)
-		c := 1
-		if hasCnt {
-			c, _ = strconv.Atoi(cnt)
-		}
-		for i := 0; err == nil && i < c && len(out) < maxParts; i++ {
-			out = append(out, size)
-		}
-	}
-	return out
 }

@@ -3,7 +3,6 @@ package s3
 import (
 	"encoding/base64"
 	"encoding/xml"
-	"hash"
 	"io"
 	"maps"
 	"net/http"
@@ -313,7 +312,8 @@ func (h *Handler) copyData(q *request, req *object.PutRequest, src object.Info, 
 	req.Size = length
 	var body io.Reader = rc
 	if sum != nil {
-		body = &checksumTail{r: body, h: sum.new(), name: sum.header(), hd: req.Headers}
+		hd, name := req.Headers, sum.header()
+		body = &hashTail{r: body, h: sum.new(), end: func(d []byte) error { hd[name] = base64.StdEncoding.EncodeToString(d); return nil }}
 	}
 	if seal != nil {
 		body = seal.encryptBody(req, body)
@@ -323,22 +323,4 @@ func (h *Handler) copyData(q *request, req *object.PutRequest, src object.Info, 
 		return info, fromService(err)
 	}
 	return info, nil
-}
-
-// checksumTail records the checksum of what it read in hd[name] once it
-// reads the end.
-type checksumTail struct {
-	r    io.Reader
-	h    hash.Hash
-	name string
-	hd   map[string]string
-}
-
-func (c *checksumTail) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.h.Write(p[:n])
-	if err == io.EOF {
-		c.hd[c.name] = base64.StdEncoding.EncodeToString(c.h.Sum(nil))
-	}
-	return n, err
 }

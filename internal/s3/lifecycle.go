@@ -1,7 +1,6 @@
 package s3
 
 import (
-	"bytes"
 	"context"
 	"encoding/xml"
 	"errors"
@@ -77,6 +76,10 @@ type lifecycleRule struct {
 		NewerNoncurrentVersions *int `xml:"NewerNoncurrentVersions"`
 	} `xml:"NoncurrentVersionExpiration"`
 }
+
+// lifecycleConfig is the bucket document of the rules (the system key
+// bucketLifecycleKey).
+const lifecycleConfig = "lifecycle"
 
 // maxLifecycleDays bounds a rule's days: a longer span does not fit the
 // space's retention (nanoseconds in an int64, about 292 years).
@@ -328,26 +331,23 @@ func (h *Handler) bucketLifecycle(q *request) {
 			h.serviceError(q, err)
 			return
 		}
-		if _, err := h.cfg.Service.Put(ctx, &object.PutRequest{Space: q.bucket, Key: bucketLifecycleKey, Size: int64(len(raw)),
-			ContentType: "application/xml"}, bytes.NewReader(raw)); err != nil {
+		if err := h.putConfig(ctx, q.bucket, lifecycleConfig, raw); err != nil {
 			if _, rerr := rs.SetRetention(ctx, q.bucket, prev); rerr != nil {
 				h.cfg.Logger.Error("s3: lifecycle document not kept and the earlier retention not restored", "bucket", q.bucket, "err", rerr)
 			}
 			h.serviceError(q, err)
 			return
 		}
-		h.setConfigCache(q.bucket+"\x00lifecycle", raw, time.Now()) // the sweep reads it as a bucket document
 		q.w.WriteHeader(http.StatusOK)
 	case http.MethodDelete:
 		if _, err := rs.SetRetention(ctx, q.bucket, object.SpaceSettings{Retention: "all"}); err != nil {
 			h.serviceError(q, err)
 			return
 		}
-		if _, err := h.cfg.Service.Delete(ctx, &object.DeleteRequest{Space: q.bucket, Key: bucketLifecycleKey}); err != nil && object.KindOf(err) != object.NotFound {
+		if err := h.putConfig(ctx, q.bucket, lifecycleConfig, nil); err != nil {
 			h.serviceError(q, err)
 			return
 		}
-		h.setConfigCache(q.bucket+"\x00lifecycle", nil, time.Now())
 		q.w.WriteHeader(http.StatusNoContent)
 	default:
 		q.fail(errMethodNotAllowed)
@@ -367,7 +367,7 @@ func (h *Handler) SweepLifecycle(ctx context.Context, now time.Time) (int, error
 	done := 0
 	var errs []error
 	for _, sp := range spaces {
-		doc, err := h.config(sctx, sp.Name, "lifecycle")
+		doc, err := h.config(sctx, sp.Name, lifecycleConfig)
 		if err != nil || doc == nil {
 			if err != nil {
 				errs = append(errs, err)

@@ -2,8 +2,6 @@ package s3
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
 	"net/http"
@@ -11,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/object"
-	"github.com/cairn-db/cairn/internal/tstamp"
 )
 
 // Object lock (WORM).
@@ -93,13 +90,8 @@ func (h *Handler) lockConfig(ctx context.Context, bucket string) (*objectLockCon
 	return &c, nil
 }
 
-func olockKey(key string, version uint64) string {
-	h := sha256.Sum256([]byte(key))
-	return olockPrefix + hex.EncodeToString(h[:16]) + "/" + tstamp.String(version)
-}
-
 func (h *Handler) versionLock(ctx context.Context, bucket, key string, version uint64) (*objectLock, error) {
-	doc, err := h.readSystemDoc(ctx, bucket, olockKey(key, version))
+	doc, err := h.readSystemDoc(ctx, bucket, versionDocKey(olockPrefix, key, version))
 	if err != nil || doc == nil {
 		return nil, err
 	}
@@ -115,7 +107,7 @@ func (h *Handler) saveLock(ctx context.Context, bucket, key string, version uint
 	if l != nil && (l.Mode != "" || l.Hold) {
 		doc, _ = json.Marshal(l)
 	}
-	return h.writeSystemDoc(ctx, bucket, olockKey(key, version), doc)
+	return h.writeSystemDoc(ctx, bucket, versionDocKey(olockPrefix, key, version), doc)
 }
 
 // bucketObjectLock serves GET and PUT ?object-lock.

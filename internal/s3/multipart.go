@@ -670,26 +670,37 @@ func encodePartSizes(sizes []int64) string {
 // partRange returns the byte range of part n (1-based) of an object with
 // the encoded part sizes s, and the number of parts.
 func partRange(s string, n int) (off, length int64, count int, ok bool) {
+	sizes, valid := partSizes(s)
+	if !valid {
+		return 0, 0, 0, false
+	}
+	if n < 1 || n > len(sizes) {
+		return 0, 0, len(sizes), false
+	}
+	for _, size := range sizes[:n-1] {
+		off += size
+	}
+	return off, sizes[n-1], len(sizes), true
+}
+
+// partSizes expands a partSizesHeader value; ok is false if it is
+// damaged.
+func partSizes(s string) (sizes []int64, ok bool) {
 	for run := range strings.SplitSeq(s, ",") {
 		sz, cnt, hasCnt := strings.Cut(run, "*")
 		size, err := strconv.ParseInt(sz, 10, 64)
 		if err != nil || size < 0 {
-			return 0, 0, 0, false
+			return nil, false
 		}
 		c := 1
 		if hasCnt {
-			if c, err = strconv.Atoi(cnt); err != nil || c < 1 {
-				return 0, 0, 0, false
+			if c, err = strconv.Atoi(cnt); err != nil || c < 1 || c > maxParts-len(sizes) {
+				return nil, false
 			}
 		}
 		for range c {
-			count++
-			if count == n {
-				length = size
-			} else if count < n {
-				off += size
-			}
+			sizes = append(sizes, size)
 		}
 	}
-	return off, length, count, n >= 1 && n <= count
+	return sizes, true
 }

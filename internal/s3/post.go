@@ -11,7 +11,6 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"mime"
 	"net/http"
@@ -385,7 +384,15 @@ func (h *Handler) postObject(q *request) {
 		return
 	}
 	if hasSum {
-		body = &postChecksum{r: body, h: sum.alg.new(), want: sum.want, fail: sum.alg.mismatch(), cr: cr}
+		// The file is checked against the form's x-amz-checksum-* field
+		// when it ends; a mismatch fails the write.
+		body = &hashTail{r: body, h: sum.alg.new(), end: func(d []byte) error {
+			if !bytes.Equal(d, sum.want) {
+				cr.err = sum.alg.mismatch()
+				return errors.New("s3: POST file checksum mismatch")
+			}
+			return nil
+		}}
 		if req.Headers == nil {
 			req.Headers = map[string]string{}
 		}
@@ -450,24 +457,4 @@ func (h *Handler) postObject(q *request) {
 	default:
 		q.w.WriteHeader(http.StatusNoContent)
 	}
-}
-
-// postChecksum checks the file against the form's x-amz-checksum-* field
-// when it ends; a mismatch fails the write.
-type postChecksum struct {
-	r    io.Reader
-	h    hash.Hash
-	want []byte
-	fail *apiError
-	cr   *countingReader
-}
-
-func (c *postChecksum) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.h.Write(p[:n])
-	if err == io.EOF && !bytes.Equal(c.h.Sum(nil), c.want) {
-		c.cr.err = c.fail
-		return n, errors.New("s3: POST file checksum mismatch")
-	}
-	return n, err
 }

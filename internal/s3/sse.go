@@ -222,24 +222,27 @@ func (s *sealing) encryptBody(req *object.PutRequest, body io.Reader) io.Reader 
 	s.record(req.Headers)
 	nonce := sse.NewNonce()
 	req.Headers[sseSegmentsHeader] = sse.EncodeSegments([]sse.Segment{{Nonce: nonce, Size: req.Size}})
-	body = &md5Tail{r: body, h: md5.New(), req: req}
+	body = &hashTail{r: body, h: md5.New(), end: func(sum []byte) error { req.ETag = hex.EncodeToString(sum); return nil }}
 	req.CallerETag = true // the plaintext's MD5, not the ciphertext's
 	r, _ := sse.Encrypt(body, s.dk, nonce)
 	return r
 }
 
-// md5Tail sets req.ETag to the MD5 of what it read once it reads the end.
-type md5Tail struct {
+// hashTail hashes what it reads and, at the end, hands the sum to end;
+// an error from end fails the read (and with it the write).
+type hashTail struct {
 	r   io.Reader
 	h   hash.Hash
-	req *object.PutRequest
+	end func(sum []byte) error
 }
 
-func (m *md5Tail) Read(p []byte) (int, error) {
-	n, err := m.r.Read(p)
-	m.h.Write(p[:n])
+func (t *hashTail) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	t.h.Write(p[:n])
 	if err == io.EOF {
-		m.req.ETag = hex.EncodeToString(m.h.Sum(nil))
+		if e := t.end(t.h.Sum(nil)); e != nil {
+			return n, e
+		}
 	}
 	return n, err
 }
