@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"cmp"
 	"encoding/xml"
 	"net/http"
 	"strconv"
@@ -50,6 +51,7 @@ func (h *Handler) getObjectAttributes(q *request) {
 	type partXML struct {
 		PartNumber int
 		Size       int64
+		checksumXML
 	}
 	type partsXML struct {
 		TotalPartsCount      int `xml:"PartsCount"`
@@ -82,9 +84,14 @@ func (h *Handler) getObjectAttributes(q *request) {
 	}
 	if want["Checksum"] {
 		if c := storedChecksums(info.Headers); c != (checksumXML{}) {
-			typ := info.Headers[checksumTypeHeader]
-			if typ == "" {
-				typ = checksumFullObject
+			typ := cmp.Or(info.Headers[checksumTypeHeader], checksumFullObject)
+			if typ == checksumComposite {
+				// GetObjectAttributes gives a composite checksum without
+				// its "-PARTS" suffix: the parts are counted beside it.
+				for _, a := range checksumAlgs {
+					f := c.field(a)
+					*f, _, _ = strings.Cut(*f, "-")
+				}
 			}
 			out.Checksum = &checksum{c, typ}
 		}
@@ -104,13 +111,18 @@ func (h *Handler) getObjectAttributes(q *request) {
 			q.fail(errInternal)
 			return
 		}
+		sumAlg, sums, sumsOK := partChecksums(info.Headers)
 		p := &partsXML{TotalPartsCount: len(sizes), PartNumberMarker: marker, MaxParts: max, Parts: []partXML{}}
 		for n := marker + 1; n <= len(sizes); n++ {
 			if len(p.Parts) == max {
 				p.IsTruncated = true
 				break
 			}
-			p.Parts = append(p.Parts, partXML{n, sizes[n-1]})
+			px := partXML{PartNumber: n, Size: sizes[n-1]}
+			if sumsOK && n <= len(sums) {
+				*px.field(sumAlg) = sums[n-1]
+			}
+			p.Parts = append(p.Parts, px)
 			p.NextPartNumberMarker = n
 		}
 		out.ObjectParts = p

@@ -2,6 +2,8 @@ package s3
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/xml"
@@ -184,7 +186,7 @@ func (h *Handler) bucketOp(q *request) {
 		if !h.exists(q) {
 			return
 		}
-		q.w.Header().Set("x-amz-bucket-region", h.cfg.Region)
+		q.w.Header().Set("x-amz-bucket-region", h.bucketRegion(q.r.Context(), q.bucket))
 		q.w.WriteHeader(http.StatusOK)
 	case http.MethodDelete:
 		if s := unsupportedQuery(q); s != "" {
@@ -268,9 +270,22 @@ func (h *Handler) createBucket(q *request) {
 		q.fail(e)
 		return
 	}
-	if c.LocationConstraint != "" && c.LocationConstraint != h.cfg.Region && !(c.LocationConstraint == "US" && h.cfg.Region == "us-east-1") {
+	// A bucket may name another region than the store's: it is a label
+	// (the data lives where the space's placement puts it), answered by
+	// GetBucketLocation, and requests for the bucket may be signed for it,
+	// as clients configured for that region sign them.
+	location := c.LocationConstraint
+	if location == "US" || location == h.cfg.Region {
+		location = ""
+	}
+	switch {
+	case location != "" && !validRegion(location):
 		q.fail(&apiError{"InvalidLocationConstraint", http.StatusBadRequest,
-			"The specified location-constraint is not valid: this store's region is " + h.cfg.Region + "."})
+			"The specified location-constraint is not valid: a region name is lower-case letters, digits and hyphens."})
+		return
+	case q.auth != nil && q.auth.sc.region != "" && q.auth.sc.region != h.cfg.Region && q.auth.sc.region != location:
+		q.fail(errAuthHeaderMalformed.with("The authorization header is malformed; the region " + strconv.Quote(q.auth.sc.region) +
+			" is wrong; expecting " + strconv.Quote(cmp.Or(location, h.cfg.Region)) + "."))
 		return
 	}
 	// The creator owns the bucket; its ACL and object ownership may be
@@ -312,6 +327,12 @@ func (h *Handler) createBucket(q *request) {
 			return
 		}
 	}
+	if location != "" {
+		if err := h.putConfig(ctx, q.bucket, locationConfig, []byte(location)); err != nil {
+			h.serviceError(q, err)
+			return
+		}
+	}
 	if strings.EqualFold(q.r.Header.Get("X-Amz-Bucket-Object-Lock-Enabled"), "true") {
 		doc, _ := xml.Marshal(objectLockConfiguration{Enabled: "Enabled"})
 		if err := h.putConfig(ctx, q.bucket, objectLockConfig, doc); err != nil {
@@ -342,7 +363,7 @@ func (h *Handler) bucketLocation(q *request) {
 		NS      string   `xml:"xmlns,attr"`
 		Region  string   `xml:",chardata"`
 	}
-	region := h.cfg.Region
+	region := h.bucketRegion(q.r.Context(), q.bucket)
 	if region == "us-east-1" {
 		region = "" // S3 reports the default region as empty
 	}
@@ -552,4 +573,31 @@ func (h *Handler) listObjects(q *request, v2 bool) {
 		res.NextMarker = esc(strings.TrimSuffix(l.next, "\xff"))
 	}
 	writeXMLBody(q.w, http.StatusOK, res.appendXML(make([]byte, 0, res.sizeHint())))
+}
+
+// locationConfig is the bucket document holding the region a bucket was
+// created for, when that is not the store's.
+const locationConfig = "location"
+
+// bucketRegion is the region a bucket answers for: the location it was
+// created with, else the store's.
+func (h *Handler) bucketRegion(ctx context.Context, bucket string) string {
+	if doc, err := h.config(ctx, bucket, locationConfig); err == nil && len(doc) > 0 {
+		return string(doc)
+	}
+	return h.cfg.Region
+}
+
+// validRegion reports whether s may be a region name: 1 to 63 lower-case
+// letters, digits and hyphens, starting with a letter.
+func validRegion(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -1,14 +1,19 @@
 package s3
 
 import (
+	"crypto/md5"
 	"crypto/sha1"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/base64"
 	"hash"
 	"hash/crc32"
 	"hash/crc64"
 	"net/http"
 	"strings"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 )
 
 // Additional checksums (x-amz-checksum-*): a client sends the digest of the
@@ -38,6 +43,22 @@ var checksumAlgs = []checksumAlg{
 	{"crc64nvme", func() hash.Hash { return crc64.New(crc64NVME) }},
 	{"sha1", sha1.New},
 	{"sha256", sha256.New},
+	// The algorithms S3 added in 2026. XXHASH64 is XXH64 with seed 0,
+	// XXHASH3 XXH3-64 and XXHASH128 XXH3-128; each digest big-endian.
+	{"md5", md5.New},
+	{"sha512", sha512.New},
+	{"xxhash64", func() hash.Hash { return xxhash.New() }},
+	{"xxhash3", func() hash.Hash { return xxh3.New() }},
+	{"xxhash128", func() hash.Hash { return xxh3.New128() }},
+}
+
+// checksumNames lists the algorithms for error messages: "CRC32, ...".
+func checksumNames() string {
+	names := make([]string, len(checksumAlgs))
+	for i, a := range checksumAlgs {
+		names[i] = strings.ToUpper(a.name)
+	}
+	return strings.Join(names, ", ")
 }
 
 func findChecksum(name string) (checksumAlg, bool) {
@@ -96,7 +117,7 @@ func parseChecksum(h http.Header, trailers bool) (c checksumRequest, ok bool, e 
 		a, known := findChecksum(name)
 		switch {
 		case !isSum || !known:
-			return c, false, errInvalidRequest.with("The trailer " + t + " is not an x-amz-checksum- header this server knows (crc32, crc32c, crc64nvme, sha1, sha256).")
+			return c, false, errInvalidRequest.with("The trailer " + t + " is not an x-amz-checksum- header this server knows (" + strings.ToLower(checksumNames()) + ").")
 		case !trailers:
 			return c, false, errInvalidRequest.with("x-amz-trailer needs a STREAMING-*-TRAILER payload (x-amz-content-sha256).")
 		case ok:
@@ -107,7 +128,7 @@ func parseChecksum(h http.Header, trailers bool) (c checksumRequest, ok bool, e 
 	if s := h.Get("X-Amz-Sdk-Checksum-Algorithm"); s != "" {
 		a, known := findChecksum(s)
 		if !known {
-			return c, false, errInvalidRequest.with("Checksum algorithm " + s + " is not supported (CRC32, CRC32C, CRC64NVME, SHA1, SHA256).")
+			return c, false, errInvalidRequest.with("Checksum algorithm " + s + " is not supported (" + checksumNames() + ").")
 		}
 		if !ok || c.alg.name != a.name {
 			return c, false, errInvalidRequest.with("x-amz-sdk-checksum-algorithm specified, but no corresponding x-amz-checksum-* or x-amz-trailer headers were found.")

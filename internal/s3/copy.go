@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/xml"
 	"io"
@@ -92,6 +93,10 @@ func (h *Handler) copyObject(q *request) {
 		q.fail(e)
 		return
 	}
+	if e := checkStorageClass(r.Header); e != nil {
+		q.fail(e)
+		return
+	}
 	seal, e := h.writeSealing(q)
 	if e != nil {
 		q.fail(e)
@@ -100,7 +105,7 @@ func (h *Handler) copyObject(q *request) {
 	req := &object.PutRequest{Space: q.bucket, Key: q.key}
 	switch d := r.Header.Get("X-Amz-Metadata-Directive"); d {
 	case "", "COPY":
-		if src.Space == q.bucket && src.Key == q.key && seal == nil && srcKey == nil {
+		if src.Space == q.bucket && src.Key == q.key && seal == nil && srcKey == nil && r.Header.Get("X-Amz-Storage-Class") == "" {
 			q.fail(errInvalidRequest.with("This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."))
 			return
 		}
@@ -114,7 +119,7 @@ func (h *Handler) copyObject(q *request) {
 		}
 		// The content is the source's: so are its checksum and parts.
 		for k, v := range src.Headers {
-			if strings.HasPrefix(k, checksumPrefix) || k == partSizesHeader {
+			if strings.HasPrefix(k, checksumPrefix) || k == partSizesHeader || k == checksumTypeHeader || k == partChecksumsHeader {
 				if req.Headers == nil {
 					req.Headers = map[string]string{}
 				}
@@ -138,6 +143,11 @@ func (h *Handler) copyObject(q *request) {
 		return
 	}
 	delete(req.Headers, objectOwnerHdr) // the copy is its writer's
+	sumAlg, e := copyChecksum(r.Header, src, req)
+	if e != nil {
+		q.fail(e)
+		return
+	}
 	a, e := h.ownObject(q, req)
 	if e != nil {
 		q.fail(e)
@@ -154,10 +164,18 @@ func (h *Handler) copyObject(q *request) {
 		return
 	}
 	var info object.Info
-	if srcKey != nil || seal != nil {
-		info, e = h.copyData(q, req, src, srcKey, 0, src.Size, seal, nil)
-	} else {
-		info, e = h.compose(q, req, "", object.ComposeSource{Space: src.Space, Key: src.Key, Version: src.Version, Length: -1})
+	whole := object.ComposeSource{Space: src.Space, Key: src.Key, Version: src.Version, Length: -1}
+	switch {
+	case srcKey != nil || seal != nil:
+		info, e = h.copyData(q, req, src, srcKey, 0, src.Size, seal, sumAlg)
+	case sumAlg != nil:
+		var sum string
+		if sum, e = h.checksumOf(q, *sumAlg, whole); e == nil {
+			req.Headers[sumAlg.header()] = sum
+			info, e = h.compose(q, req, "", whole)
+		}
+	default:
+		info, e = h.compose(q, req, "", whole)
 	}
 	if e != nil {
 		q.fail(e)
@@ -181,10 +199,80 @@ func (h *Handler) copyObject(q *request) {
 	w := q.w.Header()
 	w.Set("x-amz-version-id", versionIDOf(&info))
 	w.Set("x-amz-copy-source-version-id", versionIDOf(&src))
-	writeXML(q.w, http.StatusOK, struct {
+	res := struct {
 		XMLName xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CopyObjectResult"`
 		copyResult
-	}{copyResult: copyResult{ETag: `"` + info.ETag + `"`, LastModified: isoTime(info.Modified)}})
+		checksumXML
+		ChecksumType string `xml:",omitempty"`
+	}{copyResult: copyResult{ETag: `"` + info.ETag + `"`, LastModified: isoTime(info.Modified)}, checksumXML: storedChecksums(info.Headers)}
+	if res.checksumXML != (checksumXML{}) {
+		res.ChecksumType = cmp.Or(info.Headers[checksumTypeHeader], checksumFullObject)
+	}
+	writeXML(q.w, http.StatusOK, res)
+}
+
+// copyChecksum sets the checksum of a copy in its headers. A copy is not
+// a multipart object: its checksum is of the whole content, as S3 gives
+// it. x-amz-checksum-algorithm names the algorithm; without it the
+// source's algorithm is kept, and a source without checksums gives a copy
+// without (a copy shares the source's chunks and reads none of them; S3
+// would give it a CRC64NVME checksum). The whole-content checksum is the
+// source's when it has it, is combined from the parts' CRCs of a
+// composite one, or else is to be computed as the bytes are read: then
+// the algorithm is returned.
+func copyChecksum(hd http.Header, src object.Info, req *object.PutRequest) (*checksumAlg, *apiError) {
+	var alg checksumAlg
+	if name := hd.Get("X-Amz-Checksum-Algorithm"); name != "" {
+		a, ok := findChecksum(name)
+		if !ok {
+			return nil, errInvalidRequest.with("Checksum algorithm " + name + " is not supported (" + checksumNames() + ").")
+		}
+		alg = a
+	} else {
+		a, ok := storedAlg(src.Headers)
+		if !ok || cmp.Or(src.Headers[checksumTypeHeader], checksumFullObject) == checksumFullObject {
+			return nil, nil
+		}
+		alg = a
+	}
+	if req.Headers == nil {
+		req.Headers = map[string]string{}
+	}
+	for k := range req.Headers {
+		if strings.HasPrefix(k, checksumPrefix) || k == checksumTypeHeader || k == partChecksumsHeader {
+			delete(req.Headers, k)
+		}
+	}
+	whole := cmp.Or(src.Headers[checksumTypeHeader], checksumFullObject) == checksumFullObject
+	if v := src.Headers[alg.header()]; v != "" && whole {
+		req.Headers[alg.header()] = v
+		return nil, nil
+	}
+	if _, isCRC := crcs[alg.name]; isCRC && src.Headers[alg.header()] != "" {
+		pa, sums, ok := partChecksums(src.Headers)
+		sizes, sizesOK := partSizes(src.Headers[partSizesHeader])
+		if ok && sizesOK && pa.name == alg.name && len(sums) == len(sizes) {
+			digests := make([][]byte, len(sums))
+			for i, s := range sums {
+				if digests[i], _ = base64.StdEncoding.DecodeString(s); len(digests[i]) != alg.digestSize() {
+					return &alg, nil
+				}
+			}
+			req.Headers[alg.header()] = multipartChecksum(alg, checksumFullObject, digests, sizes)
+			return nil, nil
+		}
+	}
+	return &alg, nil
+}
+
+// storedAlg is the algorithm of a version's stored checksum.
+func storedAlg(stored map[string]string) (checksumAlg, bool) {
+	for _, a := range checksumAlgs {
+		if stored[a.header()] != "" {
+			return a, true
+		}
+	}
+	return checksumAlg{}, false
 }
 
 // uploadPartCopy is UploadPartCopy: part n of upload id from a range of

@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/md5"
 	"crypto/rand"
 	"crypto/sha1"
 	"crypto/sha256"
+	"crypto/sha512"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -41,6 +43,9 @@ import (
 
 	"github.com/cairn-db/cairn/internal/cluster"
 	"github.com/cairn-db/cairn/internal/node"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 )
 
 // testCert is a self-signed certificate for 127.0.0.1, in PEM files.
@@ -135,6 +140,16 @@ func checksumOf(alg string, b []byte) string {
 		h = sha1.New()
 	case "sha256":
 		h = sha256.New()
+	case "md5":
+		h = md5.New()
+	case "sha512":
+		h = sha512.New()
+	case "xxhash64":
+		h = xxhash.New()
+	case "xxhash3":
+		h = xxh3.New()
+	case "xxhash128":
+		h = xxh3.New128()
 	}
 	h.Write(b)
 	return base64.StdEncoding.EncodeToString(h.Sum(nil))

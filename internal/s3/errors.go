@@ -49,7 +49,7 @@ var (
 	errMethodNotAllowed      = &apiError{"MethodNotAllowed", http.StatusMethodNotAllowed, "The specified method is not allowed against this resource."}
 	errMissingContentLength  = &apiError{"MissingContentLength", http.StatusLengthRequired, "You must provide the Content-Length HTTP header."}
 	errMissingSecurityHeader = &apiError{"MissingSecurityHeader", http.StatusBadRequest, "Your request is missing a required header."}
-	errNoSuchBucket          = &apiError{"NoSuchBucket", http.StatusNotFound, "The specified bucket does not exist."}
+	errNoSuchBucket          = &apiError{"NoSuchBucket", http.StatusNotFound, "The specified bucket does not exist"}
 	errNoSuchKey             = &apiError{"NoSuchKey", http.StatusNotFound, "The specified key does not exist."}
 	errNoSuchVersion         = &apiError{"NoSuchVersion", http.StatusNotFound, "The specified version does not exist."}
 	errNotImplemented        = &apiError{"NotImplemented", http.StatusNotImplemented, "A header or query you provided implies functionality that is not implemented."}

@@ -61,7 +61,7 @@ func uploadChecksum(h http.Header) (alg checksumAlg, typ string, ok bool, e *api
 	}
 	alg, known := findChecksum(name)
 	if !known {
-		return alg, "", false, errInvalidRequest.with("Checksum algorithm " + name + " is not supported (CRC32, CRC32C, CRC64NVME, SHA1, SHA256).")
+		return alg, "", false, errInvalidRequest.with("Checksum algorithm " + name + " is not supported (" + checksumNames() + ").")
 	}
 	_, isCRC := crcs[alg.name]
 	switch typ {
@@ -107,6 +107,11 @@ type checksumXML struct {
 	ChecksumCRC64NVME string `xml:",omitempty"`
 	ChecksumSHA1      string `xml:",omitempty"`
 	ChecksumSHA256    string `xml:",omitempty"`
+	ChecksumMD5       string `xml:",omitempty"`
+	ChecksumSHA512    string `xml:",omitempty"`
+	ChecksumXXHASH64  string `xml:",omitempty"`
+	ChecksumXXHASH3   string `xml:",omitempty"`
+	ChecksumXXHASH128 string `xml:",omitempty"`
 }
 
 // field is the element of algorithm a.
@@ -120,6 +125,16 @@ func (c *checksumXML) field(a checksumAlg) *string {
 		return &c.ChecksumCRC64NVME
 	case "sha1":
 		return &c.ChecksumSHA1
+	case "md5":
+		return &c.ChecksumMD5
+	case "sha512":
+		return &c.ChecksumSHA512
+	case "xxhash64":
+		return &c.ChecksumXXHASH64
+	case "xxhash3":
+		return &c.ChecksumXXHASH3
+	case "xxhash128":
+		return &c.ChecksumXXHASH128
 	}
 	return &c.ChecksumSHA256
 }

@@ -182,9 +182,12 @@ func TestMultipartChecksums(t *testing.T) {
 }
 
 // TestMinioMultipartChecksums: minio-go's multipart uploads with its
-// automatic checksum (CRC32C, composite) and each algorithm it offers get
-// the checksum the parts make, which minio-go sends with Complete (a
-// composite one without its "-N").
+// automatic checksum (CRC32C, composite) and each algorithm it offers
+// (with the five S3 added in 2026) get the checksum the parts make, which
+// minio-go sends with Complete (a composite one without its "-N"). A GET
+// of part 2 gives that part's checksum, GetObjectAttributes every part's
+// and the object's (a composite one without "-N"), and a copy the
+// checksum of the whole content (the copy is not a multipart object).
 func TestMinioMultipartChecksums(t *testing.T) {
 	ctx := context.Background()
 	ep, err := url.Parse(startNode(t))
@@ -211,6 +214,11 @@ func TestMinioMultipartChecksums(t *testing.T) {
 		{minio.ChecksumSHA256, "SHA256", false},
 		{minio.ChecksumCRC64NVME, "CRC64NVME", true},
 		{minio.ChecksumFullObjectCRC32C, "CRC32C", true},
+		{minio.ChecksumMD5, "MD5", false},
+		{minio.ChecksumSHA512, "SHA512", false},
+		{minio.ChecksumXXHash64, "XXHASH64", false},
+		{minio.ChecksumXXHash3, "XXHASH3", false},
+		{minio.ChecksumXXHash128, "XXHASH128", false},
 	} {
 		key := "obj-" + tc.sum.String()
 		if _, err := c.PutObject(ctx, "minio-mp", key, bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{Checksum: tc.sum, PartSize: 5 << 20}); err != nil {
@@ -229,9 +237,63 @@ func TestMinioMultipartChecksums(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]string{"CRC32": st.ChecksumCRC32, "CRC32C": st.ChecksumCRC32C, "CRC64NVME": st.ChecksumCRC64NVME, "SHA256": st.ChecksumSHA256}[tc.alg]
-		if got != want || st.ChecksumMode != typ {
+		if got := minioChecksum(st, tc.alg); got != want || st.ChecksumMode != typ {
 			t.Errorf("%s: stat gave %s %q, want %s %q", key, st.ChecksumMode, got, typ, want)
 		}
+
+		r, err := c.GetObject(ctx, "minio-mp", key, minio.GetObjectOptions{Checksum: true, PartNumber: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(r)
+		if err != nil || !bytes.Equal(got, parts[1]) {
+			t.Fatalf("%s: part 2: %d bytes, %v", key, len(got), err)
+		}
+		ps, _ := r.Stat()
+		r.Close()
+		if sum := minioChecksum(ps, tc.alg); sum != checksumOf(tc.alg, parts[1]) {
+			t.Errorf("%s: part 2's checksum %q, want %q", key, sum, checksumOf(tc.alg, parts[1]))
+		}
+
+		attrs, err := c.GetObjectAttributes(ctx, "minio-mp", key, minio.ObjectAttributesOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := attrs.Checksum.ChecksumType; m != typ {
+			t.Errorf("%s: attributes' checksum type %s, want %s", key, m, typ)
+		}
+		if len(attrs.ObjectParts.Parts) != 3 {
+			t.Fatalf("%s: attributes list %d parts", key, len(attrs.ObjectParts.Parts))
+		}
+		for i, p := range attrs.ObjectParts.Parts {
+			if sum := attrPartChecksum(p, tc.alg); sum != checksumOf(tc.alg, parts[i]) {
+				t.Errorf("%s: attributes give part %d checksum %q, want %q", key, i+1, sum, checksumOf(tc.alg, parts[i]))
+			}
+		}
+
+		if _, err := c.CopyObject(ctx, minio.CopyDestOptions{Bucket: "minio-mp", Object: key + "-copy"}, minio.CopySrcOptions{Bucket: "minio-mp", Object: key}); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := c.StatObject(ctx, "minio-mp", key+"-copy", minio.StatObjectOptions{Checksum: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum := minioChecksum(cs, tc.alg); sum != checksumOf(tc.alg, body) || cs.ChecksumMode != "FULL_OBJECT" {
+			t.Errorf("%s: the copy's checksum is %s %q, want FULL_OBJECT %q", key, cs.ChecksumMode, sum, checksumOf(tc.alg, body))
+		}
 	}
+}
+
+// minioChecksum picks alg's checksum out of minio-go's object info.
+func minioChecksum(st minio.ObjectInfo, alg string) string {
+	return map[string]string{"CRC32": st.ChecksumCRC32, "CRC32C": st.ChecksumCRC32C, "CRC64NVME": st.ChecksumCRC64NVME, "SHA1": st.ChecksumSHA1,
+		"SHA256": st.ChecksumSHA256, "MD5": st.ChecksumMD5, "SHA512": st.ChecksumSHA512, "XXHASH64": st.ChecksumXXHash64,
+		"XXHASH3": st.ChecksumXXHash3, "XXHASH128": st.ChecksumXXHash128}[alg]
+}
+
+// attrPartChecksum picks alg's checksum out of a GetObjectAttributes part.
+func attrPartChecksum(p *minio.ObjectAttributePart, alg string) string {
+	return map[string]string{"CRC32": p.ChecksumCRC32, "CRC32C": p.ChecksumCRC32C, "CRC64NVME": p.ChecksumCRC64NVME, "SHA1": p.ChecksumSHA1,
+		"SHA256": p.ChecksumSHA256, "MD5": p.ChecksumMD5, "SHA512": p.ChecksumSHA512, "XXHASH64": p.ChecksumXXHash64,
+		"XXHASH3": p.ChecksumXXHash3, "XXHASH128": p.ChecksumXXHash128}[alg]
 }

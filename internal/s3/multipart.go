@@ -49,6 +49,11 @@ const (
 	// part sizes run-length encoded ("SIZE*COUNT,SIZE"), for partNumber
 	// reads.
 	partSizesHeader = "cairn-part-sizes"
+	// partChecksumsHeader, kept with a completed upload's object whose
+	// upload had a checksum algorithm, lists its parts' checksums (base64,
+	// comma separated, in part order), for partNumber reads and
+	// GetObjectAttributes.
+	partChecksumsHeader = "cairn-part-checksums"
 )
 
 func uploadKey(id string) string        { return mpuPrefix + id }
@@ -278,13 +283,17 @@ func (h *Handler) completeUpload(q *request) {
 		}
 	}
 	alg, sums := uploadAlg(up.Headers)
-	// An SSE-C upload is completed with its key, as its parts were.
-	dk, enc, e := h.opening(q.r.Context(), up.Headers, q.r.Header, ownSSEC)
-	if e != nil {
-		q.fail(e)
-		return
+	// An SSE-C upload's parts each brought the customer's key; completing
+	// it needs none (as in S3: the parts are not read), but a key given
+	// must be the upload's.
+	enc := storedEncryption(up.Headers)
+	if c, e := customerKey(q.r.Header, ownSSEC); e != nil || c != nil || enc == nil || enc.alg != sseC {
+		if _, enc, e = h.opening(q.r.Context(), up.Headers, q.r.Header, ownSSEC); e != nil {
+			q.fail(e)
+			return
+		}
 	}
-	encrypted := dk != nil
+	encrypted := enc != nil
 	var segs []sse.Segment
 	var digests [][]byte
 	sources := make([]object.ComposeSource, 0, len(doc.Parts))
@@ -347,6 +356,11 @@ func (h *Handler) completeUpload(q *request) {
 	if sums {
 		checksum = multipartChecksum(alg, up.Headers[checksumTypeHeader], digests, sizes)
 		headers[alg.header()] = checksum
+		sums := make([]string, len(digests))
+		for i, d := range digests {
+			sums[i] = base64.StdEncoding.EncodeToString(d)
+		}
+		headers[partChecksumsHeader] = strings.Join(sums, ",")
 	}
 	if e := checkCompleteChecksum(q.r.Header, want, alg, sums, up.Headers[checksumTypeHeader], checksum, len(doc.Parts)); e != nil {
 		q.fail(e)
@@ -516,11 +530,18 @@ func (h *Handler) listUploads(q *request) {
 		h.serviceError(q, err)
 		return
 	}
+	// encoding-type=url encodes the keys and common prefixes of the
+	// answer and the next key marker (not the prefix or the markers sent,
+	// which come back as sent).
+	lq := listQuery{enc: query.Get("encoding-type")}
+	if lq.enc != "" && lq.enc != "url" {
+		q.fail(errInvalidArgument.with("Invalid Encoding Method specified in Request"))
+		return
+	}
 	type uploadXML struct {
-		Key          string
-		UploadID     string `xml:"UploadId"`
-		Initiated    string
-		StorageClass string
+		Key       string
+		UploadID  string `xml:"UploadId"`
+		Initiated string
 	}
 	type prefixXML struct{ Prefix string }
 	out := struct {
@@ -532,11 +553,12 @@ func (h *Handler) listUploads(q *request) {
 		NextUploadIDMarker string `xml:"NextUploadIdMarker"`
 		Delimiter          string `xml:",omitempty"`
 		Prefix             string
+		EncodingType       string `xml:",omitempty"`
 		MaxUploads         int
 		IsTruncated        bool
 		Uploads            []uploadXML `xml:"Upload"`
 		CommonPrefixes     []prefixXML `xml:"CommonPrefixes"`
-	}{Bucket: q.bucket, KeyMarker: keyMarker, UploadIDMarker: idMarker, Delimiter: delim, Prefix: prefix, MaxUploads: max}
+	}{Bucket: q.bucket, KeyMarker: keyMarker, UploadIDMarker: idMarker, Delimiter: delim, Prefix: prefix, EncodingType: lq.enc, MaxUploads: max}
 	lastPrefix := ""
 	for _, u := range ups {
 		key := u.Headers[uploadKeyHeader]
@@ -555,8 +577,8 @@ func (h *Handler) listUploads(q *request) {
 					break
 				}
 				lastPrefix = cp
-				out.CommonPrefixes = append(out.CommonPrefixes, prefixXML{cp})
-				out.NextKeyMarker, out.NextUploadIDMarker = key, id
+				out.CommonPrefixes = append(out.CommonPrefixes, prefixXML{lq.esc(cp)})
+				out.NextKeyMarker, out.NextUploadIDMarker = lq.esc(key), id
 				continue
 			}
 		}
@@ -564,8 +586,8 @@ func (h *Handler) listUploads(q *request) {
 			out.IsTruncated = true
 			break
 		}
-		out.Uploads = append(out.Uploads, uploadXML{Key: key, UploadID: id, Initiated: isoTime(u.Modified), StorageClass: "STANDARD"})
-		out.NextKeyMarker, out.NextUploadIDMarker = key, id
+		out.Uploads = append(out.Uploads, uploadXML{Key: lq.esc(key), UploadID: id, Initiated: isoTime(u.Modified)})
+		out.NextKeyMarker, out.NextUploadIDMarker = lq.esc(key), id
 	}
 	if !out.IsTruncated {
 		out.NextKeyMarker, out.NextUploadIDMarker = "", ""
@@ -681,6 +703,20 @@ func partRange(s string, n int) (off, length int64, count int, ok bool) {
 		off += size
 	}
 	return off, sizes[n-1], len(sizes), true
+}
+
+// partChecksums returns the algorithm and the checksums of the parts
+// (in part order) of a completed upload's object; ok is false if its
+// upload kept none.
+func partChecksums(stored map[string]string) (alg checksumAlg, sums []string, ok bool) {
+	list := stored[partChecksumsHeader]
+	if list == "" {
+		return alg, nil, false
+	}
+	if a, ok := storedAlg(stored); ok {
+		return a, strings.Split(list, ","), true
+	}
+	return alg, nil, false
 }
 
 // partSizes expands a partSizesHeader value; ok is false if it is

@@ -11,6 +11,7 @@ import (
 	"hash"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -157,35 +158,55 @@ func objectRequest(q *request, key string) (*object.PutRequest, *apiError) {
 	if req.ContentType == "" {
 		req.ContentType = "binary/octet-stream"
 	}
+	if e := checkStorageClass(h); e != nil {
+		return nil, e
+	}
 	var e *apiError
 	req.Tags, e = headerTags(h)
 	return req, e
 }
 
-// writeConditions turns a write's If-None-Match: * (create only) and
-// If-Match: ETag (replace only that version) into the service's
-// preconditions, which hold atomically with the write: If-Match names the
-// version whose ETag matched now, so a write that lands in between fails
-// the PUT with 412 as a mismatch would. S3 takes no other If-None-Match on
-// a write. It answers a failure itself.
+// storageClasses are the classes S3 names. Cairn keeps every object one
+// way (the space's copies and placement say how): any of them is taken,
+// and objects are reported STANDARD.
+var storageClasses = []string{"STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING",
+	"GLACIER", "DEEP_ARCHIVE", "OUTPOSTS", "GLACIER_IR", "SNOW", "EXPRESS_ONEZONE"}
+
+// checkStorageClass refuses an x-amz-storage-class S3 does not know.
+func checkStorageClass(h http.Header) *apiError {
+	if c := h.Get("X-Amz-Storage-Class"); c != "" && !slices.Contains(storageClasses, c) {
+		return &apiError{"InvalidStorageClass", http.StatusBadRequest, "The storage class you specified is not valid: " + strings.Join(storageClasses, ", ") + "."}
+	}
+	return nil
+}
+
+// writeConditions turns a write's If-None-Match: * (create only),
+// If-Match: ETag (replace only that version) and If-None-Match: ETag
+// (write unless the current version has that ETag) into the service's
+// preconditions, which hold atomically with the write: an ETag condition
+// names the version it was checked against now, so a write that lands in
+// between fails the PUT with 412 as a mismatch would. It answers a
+// failure itself: 412, or NoSuchKey for If-Match on a missing key.
 func (h *Handler) writeConditions(q *request, req *object.PutRequest) bool {
 	im, inm := q.r.Header.Get("If-Match"), q.r.Header.Get("If-None-Match")
-	switch {
-	case inm == "*":
+	if inm == "*" {
 		req.IfNoneMatch = true
-	case inm != "":
-		notImplemented(q, "If-None-Match other than * on a write")
-		return false
+		inm = ""
 	}
-	if im == "" {
+	if im == "" && inm == "" {
 		return true
 	}
 	info, err := h.cfg.Service.Stat(q.r.Context(), &object.GetRequest{Space: req.Space, Key: req.Key, Length: -1})
-	if err != nil {
+	switch {
+	case err != nil && im == "" && object.KindOf(err) == object.NotFound:
+		req.IfNoneMatch = true // no version has the ETag; none may appear meanwhile
+		return true
+	case err != nil:
 		h.serviceError(q, err) // a missing key is NoSuchKey, as S3 answers
 		return false
 	}
-	if checkConditions(&http.Request{Header: http.Header{"If-Match": {im}}}, info) != nil {
+	if im != "" && checkConditions(&http.Request{Header: http.Header{"If-Match": {im}}}, info) != nil ||
+		inm != "" && checkConditions(&http.Request{Method: http.MethodGet, Header: http.Header{"If-None-Match": {inm}}}, info) != nil {
 		q.fail(errPreconditionFailed)
 		return false
 	}
@@ -538,8 +559,16 @@ func (h *Handler) getObject(q *request) {
 			setLockHeaders(hd, l)
 		}
 	}
-	if !ranged && part == 0 && strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
-		setChecksumHeaders(hd, info.Headers) // checksums are of the whole object
+	if strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
+		switch {
+		case part > 0 && info.Headers[partChecksumsHeader] != "":
+			// A part of a completed upload: that part's checksum.
+			if a, sums, ok := partChecksums(info.Headers); ok && part <= len(sums) {
+				hd[http.CanonicalHeaderKey(a.header())] = []string{sums[part-1]}
+			}
+		case !ranged:
+			setChecksumHeaders(hd, info.Headers) // checksums are of the whole object
+		}
 	}
 	for _, p := range overridable {
 		if s := q.query.Get("response-" + p); s != "" {

@@ -69,6 +69,9 @@ func readPostForm(r *http.Request) (*postForm, *apiError) {
 			return nil, errMalformedPOST
 		}
 		name := p.FormName()
+		if name == "" {
+			return nil, errMalformedPOST.with("A part of the form has no field name.")
+		}
 		if strings.EqualFold(name, "file") {
 			f.file, f.filename = p, p.FileName()
 			return f, nil
@@ -182,18 +185,18 @@ func (p *postPolicy) check(f *postForm, bucket string) *apiError {
 		v, ok := vals[c.field]
 		switch {
 		case c.op == "eq" && (!ok || v != c.value):
-			return errPostPolicy("Policy Condition failed: [\"eq\", \"$" + c.field + "\", " + strconv.Quote(c.value) + "]")
+			return errPostPolicy("Policy Condition failed: [eq, $" + c.field + ", " + c.value + "]")
 		case c.op == "starts-with" && !ok && c.value != "":
-			return errPostPolicy("Policy Condition failed: [\"starts-with\", \"$" + c.field + "\", " + strconv.Quote(c.value) + "]")
+			return errPostPolicy("Policy Condition failed: [starts-with, $" + c.field + ", " + c.value + "]")
 		case c.op == "starts-with" && c.field == "content-type":
 			// Each of a comma-separated list must start so.
 			for _, t := range strings.Split(v, ",") {
 				if !strings.HasPrefix(strings.TrimSpace(t), c.value) {
-					return errPostPolicy("Policy Condition failed: [\"starts-with\", \"$content-type\", " + strconv.Quote(c.value) + "]")
+					return errPostPolicy("Policy Condition failed: [starts-with, $content-type, " + c.value + "]")
 				}
 			}
 		case c.op == "starts-with" && !strings.HasPrefix(v, c.value):
-			return errPostPolicy("Policy Condition failed: [\"starts-with\", \"$" + c.field + "\", " + strconv.Quote(c.value) + "]")
+			return errPostPolicy("Policy Condition failed: [starts-with, $" + c.field + ", " + c.value + "]")
 		}
 		covered[c.field] = true
 	}
@@ -425,7 +428,8 @@ func (h *Handler) postObject(q *request) {
 	w := q.w.Header()
 	w.Set("ETag", `"`+info.ETag+`"`)
 	w.Set("x-amz-version-id", versionIDOf(&info))
-	loc := "/" + q.bucket + "/" + url.PathEscape(key)
+	setChecksumHeaders(w, info.Headers)
+	loc := postLocation(q.r, q.bucket, key)
 	w.Set("Location", loc)
 	if seal != nil {
 		setEncryptionHeaders(w, seal.enc)
@@ -457,4 +461,18 @@ func (h *Handler) postObject(q *request) {
 	default:
 		q.w.WriteHeader(http.StatusNoContent)
 	}
+}
+
+// postLocation is the URL of an object a POST upload made, as S3 gives
+// it: absolute, path style or virtual-host style as the request was.
+func postLocation(r *http.Request, bucket, key string) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	path := "/" + strings.ReplaceAll(url.PathEscape(key), "%2F", "/")
+	if r.URL.Path == "/"+bucket || strings.HasPrefix(r.URL.Path, "/"+bucket+"/") {
+		path = "/" + bucket + path
+	}
+	return scheme + "://" + r.Host + path
 }

@@ -20,6 +20,13 @@ import (
 // postForm posts fields and then a file to u as a browser would.
 func postForm(t *testing.T, u string, fields map[string]string, file string) (int, string) {
 	t.Helper()
+	st, body, _ := postFormHeader(t, u, fields, file)
+	return st, body
+}
+
+// postFormHeader is postForm giving the response's header too.
+func postFormHeader(t *testing.T, u string, fields map[string]string, file string) (int, string, http.Header) {
+	t.Helper()
 	var b bytes.Buffer
 	w := multipart.NewWriter(&b)
 	for k, v := range fields {
@@ -34,7 +41,7 @@ func postForm(t *testing.T, u string, fields map[string]string, file string) (in
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	return resp.StatusCode, string(body), resp.Header
 }
 
 // TestPostUpload: a browser upload with a SigV4 policy made by minio-go
@@ -72,8 +79,12 @@ func TestPostUpload(t *testing.T) {
 	}
 	u, fields := policy(time.Now().Add(time.Hour))
 	fields["key"] = "uploads/${filename}"
-	if st, body := postForm(t, u, fields, "hello"); st != http.StatusNoContent {
+	st, body, hd := postFormHeader(t, u, fields, "hello")
+	if st != http.StatusNoContent {
 		t.Fatalf("POST: %d %s", st, body)
+	}
+	if loc := hd.Get("Location"); loc != ep+"/posts/uploads/upload.txt" {
+		t.Errorf("the upload's Location is %q, want the object's absolute URL", loc)
 	}
 	got, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: b, Key: aws.String("uploads/upload.txt")})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/cairn-db/cairn/internal/cluster"
@@ -386,5 +387,63 @@ func TestCredentialRegion(t *testing.T) {
 	}
 	if _, err := inRegion.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("regional"), Key: aws.String("k"), Body: strings.NewReader("x")}); err != nil {
 		t.Fatalf("PUT signed for the server's region: %v", err)
+	}
+
+	// A bucket created with another location constraint (signed for that
+	// region, as clients configured for it sign) answers for that region:
+	// GetBucketLocation and HEAD give it, and requests for the bucket may
+	// be signed for it, while requests for other buckets may not.
+	if _, err := elsewhere.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("abroad"),
+		CreateBucketConfiguration: &types.CreateBucketConfiguration{LocationConstraint: "us-west-2"}}); apiCode(err) != "AuthorizationHeaderMalformed" {
+		t.Fatalf("a location constraint signed for a third region: %v", err)
+	}
+	west := client(ep, testAccess, testSecret, func(o *s3.Options) { o.Region = "us-west-2" })
+	if _, err := west.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("abroad"),
+		CreateBucketConfiguration: &types.CreateBucketConfiguration{LocationConstraint: "us-west-2"}}); err != nil {
+		t.Fatalf("a bucket in another region: %v", err)
+	}
+	if loc, err := inRegion.GetBucketLocation(ctx, &s3.GetBucketLocationInput{Bucket: aws.String("abroad")}); err != nil || loc.LocationConstraint != "us-west-2" {
+		t.Fatalf("GetBucketLocation of the bucket in us-west-2: %+v %v", loc, err)
+	}
+	if h, err := west.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String("abroad")}); err != nil || aws.ToString(h.BucketRegion) != "us-west-2" {
+		t.Fatalf("HEAD of the bucket in us-west-2: %+v %v", h, err)
+	}
+	if _, err := west.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("abroad"), Key: aws.String("k"), Body: strings.NewReader("x")}); err != nil {
+		t.Fatalf("PUT signed for the bucket's region: %v", err)
+	}
+	if _, err := west.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("regional"), Key: aws.String("k2"), Body: strings.NewReader("x")}); apiCode(err) != "AuthorizationHeaderMalformed" {
+		t.Fatalf("PUT to another bucket signed for us-west-2: %v", err)
+	}
+	if _, err := inRegion.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("badloc"),
+		CreateBucketConfiguration: &types.CreateBucketConfiguration{LocationConstraint: "Not_A_Region"}}); apiCode(err) != "InvalidLocationConstraint" {
+		t.Fatalf("a location constraint that is no region name: %v", err)
+	}
+}
+
+// TestStorageClasses: any storage class S3 names is taken (Cairn keeps
+// every object one way and reports STANDARD), including on a copy of an
+// object onto itself; a class S3 does not know is refused and writes
+// nothing.
+func TestStorageClasses(t *testing.T) {
+	ctx := context.Background()
+	c := client(startNode(t), testAccess, testSecret)
+	b := aws.String("classes")
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("rrs"), Body: strings.NewReader("x"), StorageClass: types.StorageClassReducedRedundancy}); err != nil {
+		t.Fatalf("REDUCED_REDUNDANCY: %v", err)
+	}
+	if _, err := c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: b, Key: aws.String("rrs"), CopySource: aws.String("classes/rrs"), StorageClass: types.StorageClassStandardIa}); err != nil {
+		t.Fatalf("a copy onto itself changing the class: %v", err)
+	}
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("bad"), Body: strings.NewReader("x"), StorageClass: "INVALID_CLASS"}); apiCode(err) != "InvalidStorageClass" {
+		t.Fatalf("an unknown class: %v", err)
+	}
+	if _, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("bad"), StorageClass: "INVALID_CLASS"}); apiCode(err) != "InvalidStorageClass" {
+		t.Fatalf("an unknown class for an upload: %v", err)
+	}
+	if _, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("bad")}); apiCode(err) != "NotFound" {
+		t.Fatalf("the refused write made the key: %v", err)
 	}
 }

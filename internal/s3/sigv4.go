@@ -92,7 +92,39 @@ func (h *Handler) authenticate(q *request) (*auth, *apiError) {
 	if r.Header.Get("Authorization") == "" && !q.query.Has("X-Amz-Signature") && !q.query.Has("X-Amz-Credential") {
 		return &auth{payload: unsignedPayload}, nil
 	}
-	return authenticate(r, q.query, h.cfg.Credentials, h.cfg.Region, h.cfg.Now(), &h.keys)
+	return authenticate(r, q.query, h.cfg.Credentials, h.requestRegion(q), h.cfg.Now(), &h.keys)
+}
+
+// requestRegion is the region q's signature may be scoped to: the store's;
+// or the bucket's own, for a bucket created with another location; or,
+// for CreateBucket, any region (createBucket holds it to the location
+// constraint in the body, which is read after the signature is checked).
+func (h *Handler) requestRegion(q *request) string {
+	var sr string
+	if a := q.r.Header.Get("Authorization"); a != "" {
+		if _, rest, ok := strings.Cut(a, "Credential="); ok {
+			sr = rest
+		}
+	} else {
+		sr = q.query.Get("X-Amz-Credential")
+	}
+	// AK/yyyymmdd/REGION/service/aws4_request, the key possibly holding
+	// no slash: the region is the third field from the end.
+	parts := strings.Split(strings.TrimSpace(strings.SplitN(sr, ",", 2)[0]), "/")
+	if len(parts) < 5 {
+		return h.cfg.Region
+	}
+	sr = parts[len(parts)-3]
+	if sr == h.cfg.Region || q.bucket == "" || !validRegion(sr) {
+		return h.cfg.Region
+	}
+	if q.r.Method == http.MethodPut && q.key == "" && len(q.query) == 0 {
+		return sr
+	}
+	if h.bucketRegion(q.r.Context(), q.bucket) == sr {
+		return sr
+	}
+	return h.cfg.Region
 }
 
 // authenticate verifies r's signature, in the Authorization header or in

@@ -319,7 +319,9 @@ func setEncryptionHeaders(hd http.Header, enc *encryption) {
 	case enc == nil:
 	case enc.alg == sseC:
 		hd.Set(ownSSEC+hdrSSECAlg, "AES256")
-		hd.Set(ownSSEC+hdrSSECKeyMD5, enc.keyMD5)
+		if enc.keyMD5 != "" {
+			hd.Set(ownSSEC+hdrSSECKeyMD5, enc.keyMD5)
+		}
 	default:
 		hd.Set(hdrSSE, enc.alg)
 		if enc.kmsKey != "" {

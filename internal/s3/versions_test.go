@@ -194,8 +194,18 @@ func TestConditionalWrites(t *testing.T) {
 	if _, err := put("missing", "x", func(in *s3.PutObjectInput) { in.IfMatch = first.ETag }); apiCode(err) != "NoSuchKey" {
 		t.Fatalf("If-Match on a missing key: %v", err)
 	}
-	if _, err := put("k", "x", func(in *s3.PutObjectInput) { in.IfNoneMatch = second.ETag }); apiCode(err) != "NotImplemented" {
-		t.Fatalf("If-None-Match with an ETag on PUT: %v", err)
+	if _, err := put("k", "x", func(in *s3.PutObjectInput) { in.IfNoneMatch = second.ETag }); apiCode(err) != "PreconditionFailed" {
+		t.Fatalf("If-None-Match with the current ETag on PUT: %v", err)
+	}
+	if _, err := put("fresh", "x", func(in *s3.PutObjectInput) { in.IfNoneMatch = second.ETag }); err != nil {
+		t.Fatalf("If-None-Match with an ETag on a missing key: %v", err)
+	}
+	third, err := put("fresh", "y", func(in *s3.PutObjectInput) { in.IfNoneMatch = first.ETag })
+	if err != nil {
+		t.Fatalf("If-None-Match with another ETag: %v", err)
+	}
+	if aws.ToString(third.ETag) == "" {
+		t.Fatal("the conditional write gave no ETag")
 	}
 	g, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: b, Key: aws.String("k")})
 	if err != nil || aws.ToString(g.ETag) != aws.ToString(second.ETag) {
