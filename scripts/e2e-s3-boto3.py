@@ -4,7 +4,8 @@ python3-boto3; standard library and boto3 only).
 
     e2e-s3-boto3.py ENDPOINT ACCESS_KEY SECRET_KEY BUCKET [OTHER_ENDPOINT...]
 
-In the existing BUCKET: uploads E2E_BOTO3_MIB (default 100) MiB of random
+In the existing BUCKET: posts a browser upload with a presigned POST
+policy, writes and reads an object with SSE-C, uploads E2E_BOTO3_MIB (default 100) MiB of random
 data with upload_file in 8 MiB parts on several threads, checks the
 multipart ETag, downloads it whole (download_file, and one streamed GET)
 and by byte ranges (through ENDPOINT and every OTHER_ENDPOINT), compares
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import time
 import traceback
+import urllib.request
 
 import boto3
 from boto3.s3.transfer import TransferConfig
@@ -246,7 +248,47 @@ def main():
         r = s3.list_objects_v2(Bucket=bucket, Prefix="boto3/")
         expect(r["KeyCount"] == 0, "%d keys left under boto3/" % r["KeyCount"])
 
+    def post_upload():
+        # A browser upload: a presigned POST policy, sent as the
+        # multipart/form-data a browser makes.
+        key = "boto3/posted.txt"
+        body = os.urandom(1000)
+        p = s3.generate_presigned_post(bucket, key, Fields={"Content-Type": "text/plain"},
+                                       Conditions=[{"Content-Type": "text/plain"}, ["content-length-range", 1, 4096]], ExpiresIn=300)
+        boundary = "----e2e%s" % os.urandom(8).hex()
+        parts = []
+        for k, v in p["fields"].items():
+            parts.append(('--%s\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n' % (boundary, k, v)).encode())
+        parts.append(('--%s\r\nContent-Disposition: form-data; name="file"; filename="posted.txt"\r\n'
+                      'Content-Type: text/plain\r\n\r\n' % boundary).encode() + body + b"\r\n")
+        parts.append(("--%s--\r\n" % boundary).encode())
+        req = urllib.request.Request(p["url"], data=b"".join(parts), method="POST",
+                                     headers={"Content-Type": "multipart/form-data; boundary=" + boundary})
+        with urllib.request.urlopen(req) as r:
+            expect(r.status == 204, "POST upload: HTTP %s, want 204" % r.status)
+        got = s3.get_object(Bucket=bucket, Key=key)
+        expect(got["Body"].read() == body and got["ContentType"] == "text/plain", "the posted object differs (%s)" % got["ContentType"])
+        s3.delete_object(Bucket=bucket, Key=key)
+
+    def sse_c():
+        key = "boto3/ssec.bin"
+        ck = os.urandom(32)
+        body = os.urandom(100000)
+        s3.put_object(Bucket=bucket, Key=key, Body=body, SSECustomerAlgorithm="AES256", SSECustomerKey=ck)
+        try:
+            s3.get_object(Bucket=bucket, Key=key)
+        except ClientError as e:
+            status = e.response["ResponseMetadata"]["HTTPStatusCode"]
+            expect(status == 400, "a GET of an SSE-C object without its key: HTTP %s, want 400" % status)
+        else:
+            raise AssertionError("an SSE-C object was read without its key")
+        got = s3.get_object(Bucket=bucket, Key=key, SSECustomerAlgorithm="AES256", SSECustomerKey=ck)
+        expect(got["Body"].read() == body, "the SSE-C object read with its key differs")
+        s3.delete_object(Bucket=bucket, Key=key)
+
     try:
+        run.step("generate_presigned_post, a browser's multipart/form-data upload", post_upload)
+        run.step("put_object and get_object with SSE-C; without the key: 400", sse_c)
         run.step("make %d MiB of random data" % (SIZE // MiB), make_data)
         run.step("upload_file %d MiB in %d MiB parts, 4 threads" % (SIZE // MiB, PART // MiB), upload)
         run.step("head_object: size and the multipart ETag", head)

@@ -250,6 +250,20 @@ aws_mb() {
 }
 step "aws: s3 mb, head-bucket, s3 ls" aws_mb
 
+aws_unversioned() {
+  local s v
+  s=$(aws s3api get-bucket-versioning --bucket "$BUCKET" --query Status --output text)
+  expect_eq "$s" None "a new bucket's versioning Status (unversioned, as S3's)"
+  v=$(aws s3api put-object --bucket "$BUCKET" --key plain/k.txt --body "$WORK/up/small.txt" --query VersionId --output text)
+  expect_eq "$v" None "the VersionId of a write to an unversioned bucket"
+  aws s3api put-object --bucket "$BUCKET" --key plain/k.txt --body "$WORK/up/small.txt" >/dev/null
+  v=$(aws s3api list-object-versions --bucket "$BUCKET" --prefix plain/ --query 'Versions[].VersionId' --output text)
+  expect_eq "$v" null "the versions of an overwritten key in an unversioned bucket"
+  aws s3api delete-object --bucket "$BUCKET" --key plain/k.txt --version-id null >/dev/null
+  expect_fail "head-object after deleting the null version" aws s3api head-object --bucket "$BUCKET" --key plain/k.txt
+}
+step "aws: a new bucket is unversioned: null versions, delete --version-id null" aws_unversioned
+
 aws_small() {
   aws s3 cp --only-show-errors "$WORK/up/small.txt" "s3://$BUCKET/aws/small.txt"
   aws s3 cp --only-show-errors "s3://$BUCKET/aws/small.txt" "$WORK/down/small.txt"
@@ -420,6 +434,77 @@ aws_metadata() {
   expect_eq "$out" "$(printf 'v\tblue\ttext/x-e2e\tmax-age=60\t%s' "$(stat -c %s "$WORK/up/small.txt")")" "head-object metadata, type, cache-control, length"
 }
 step "aws: s3api put-object --metadata, head-object" aws_metadata
+
+aws_policy_acl() {
+  local url status
+  aws s3 cp --only-show-errors "$WORK/up/small.txt" "s3://$BUCKET/public/hello.txt"
+  url="$ENDPOINT/$BUCKET/public/hello.txt"
+  status=$(http_get "$url" "$WORK/down/anon.txt")
+  expect_eq "$status" 403 "an anonymous GET before any policy"
+  aws s3api put-bucket-policy --bucket "$BUCKET" --policy \
+    '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::'"$BUCKET"'/public/*"}]}'
+  status=$(http_get "$url" "$WORK/down/anon.txt")
+  expect_eq "$status" 200 "an anonymous GET the policy allows"
+  same_file "$WORK/up/small.txt" "$WORK/down/anon.txt"
+  status=$(http_get "$ENDPOINT/$BUCKET/aws/small.txt" "$WORK/down/anon.txt")
+  expect_eq "$status" 403 "an anonymous GET outside the policy's resource"
+  expect_eq "$(aws s3api get-bucket-policy-status --bucket "$BUCKET" --query PolicyStatus.IsPublic --output text)" True "get-bucket-policy-status IsPublic"
+  aws s3api delete-bucket-policy --bucket "$BUCKET"
+  status=$(http_get "$url" "$WORK/down/anon.txt")
+  expect_eq "$status" 403 "an anonymous GET after delete-bucket-policy"
+  aws s3api put-object-acl --bucket "$BUCKET" --key public/hello.txt --acl public-read
+  status=$(http_get "$url" "$WORK/down/anon.txt")
+  expect_eq "$status" 200 "an anonymous GET of an object with the public-read ACL"
+  aws s3api put-object-acl --bucket "$BUCKET" --key public/hello.txt --acl private
+  status=$(http_get "$url" "$WORK/down/anon.txt")
+  expect_eq "$status" 403 "an anonymous GET after the ACL went back to private"
+}
+step "aws: put-bucket-policy and put-object-acl open anonymous reads; removing them closes them" aws_policy_acl
+
+aws_sse() {
+  local s
+  aws s3 cp --only-show-errors --sse AES256 "$WORK/up/small.txt" "s3://$BUCKET/sse/s3.txt"
+  s=$(aws s3api head-object --bucket "$BUCKET" --key sse/s3.txt --query ServerSideEncryption --output text)
+  expect_eq "$s" AES256 "head-object ServerSideEncryption of an SSE-S3 object"
+  aws s3 cp --only-show-errors "s3://$BUCKET/sse/s3.txt" "$WORK/down/sse-s3.txt"
+  same_file "$WORK/up/small.txt" "$WORK/down/sse-s3.txt"
+  head -c 32 /dev/urandom >"$WORK/ssec.key"
+  aws s3 cp --only-show-errors --sse-c AES256 --sse-c-key "fileb://$WORK/ssec.key" "$WORK/up/big20.bin" "s3://$BUCKET/sse/c.bin"
+  expect_fail "a GET of an SSE-C object without its key" aws s3 cp --only-show-errors "s3://$BUCKET/sse/c.bin" "$WORK/down/ssec-nokey.bin"
+  aws s3 cp --only-show-errors --sse-c AES256 --sse-c-key "fileb://$WORK/ssec.key" "s3://$BUCKET/sse/c.bin" "$WORK/down/ssec.bin"
+  same_file "$WORK/up/big20.bin" "$WORK/down/ssec.bin"
+}
+step "aws: cp --sse AES256 and --sse-c (multipart), head-object, get with and without the key" aws_sse
+
+aws_lifecycle_attributes() {
+  local id size
+  aws s3api put-bucket-lifecycle-configuration --bucket "$BUCKET" --lifecycle-configuration \
+    '{"Rules":[{"ID":"tmp-1d","Status":"Enabled","Filter":{"Prefix":"tmp/"},"Expiration":{"Days":1},"AbortIncompleteMultipartUpload":{"DaysAfterInitiation":2}}]}'
+  id=$(aws s3api get-bucket-lifecycle-configuration --bucket "$BUCKET" --query 'Rules[0].ID' --output text)
+  expect_eq "$id" tmp-1d "the rule of get-bucket-lifecycle-configuration"
+  expect_fail "a lifecycle rule with Days 0" aws s3api put-bucket-lifecycle-configuration --bucket "$BUCKET" --lifecycle-configuration \
+    '{"Rules":[{"ID":"bad","Status":"Enabled","Filter":{"Prefix":""},"Expiration":{"Days":0}}]}'
+  aws s3api delete-bucket-lifecycle --bucket "$BUCKET"
+  size=$(aws s3api get-object-attributes --bucket "$BUCKET" --key aws/small.txt --object-attributes ObjectSize ETag --query ObjectSize --output text)
+  expect_eq "$size" "$(stat -c %s "$WORK/up/small.txt")" "get-object-attributes ObjectSize"
+}
+step "aws: lifecycle configuration put, get, refused, delete; get-object-attributes" aws_lifecycle_attributes
+
+aws_object_lock() {
+  local lb v until
+  lb="$BUCKET-lock"
+  aws s3api create-bucket --bucket "$lb" --object-lock-enabled-for-bucket >/dev/null
+  expect_eq "$(aws s3api get-bucket-versioning --bucket "$lb" --query Status --output text)" Enabled "a lock-enabled bucket's versioning"
+  until=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)
+  v=$(aws s3api put-object --bucket "$lb" --key kept.txt --body "$WORK/up/small.txt" \
+    --object-lock-mode GOVERNANCE --object-lock-retain-until-date "$until" --query VersionId --output text)
+  expect_eq "$(aws s3api get-object-retention --bucket "$lb" --key kept.txt --query Retention.Mode --output text)" GOVERNANCE "get-object-retention Mode"
+  expect_fail "deleting a retained version" aws s3api delete-object --bucket "$lb" --key kept.txt --version-id "$v"
+  expect_fail "deleting the lock bucket while a version is retained" aws s3api delete-bucket --bucket "$lb"
+  aws s3api delete-object --bucket "$lb" --key kept.txt --version-id "$v" --bypass-governance-retention >/dev/null
+  aws s3 rb --force "s3://$lb" >/dev/null
+}
+step "aws: object lock: create-bucket --object-lock-enabled-for-bucket, retention, refused deletes, bypass" aws_object_lock
 
 # --- rclone ---
 

@@ -29,8 +29,8 @@ const maxHeaderBytes = 64 << 10
 // deadlines that move with its progress (withDeadlines).
 func (n *Node) httpHandler() http.Handler {
 	ops, s3h := n.opsHandler(), n.s3Handler()
-	jsonAPI := api.New(api.Config{Service: n, Keys: n.Keyring(), Authenticate: n.s3api.Authenticate, Logger: n.log})
-	con := console.New(console.Config{Service: n, Keys: n.Keyring(), Stats: n.stats, Secure: n.cfg.TLSCertFile != "", Logger: n.log})
+	jsonAPI := api.New(api.Config{Service: lockGuard{n}, Keys: n.Keyring(), Authenticate: n.s3api.Authenticate, Logger: n.log})
+	con := console.New(console.Config{Service: lockGuard{n}, Keys: n.Keyring(), Stats: n.stats, Secure: n.cfg.TLSCertFile != "", Logger: n.log})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w, r = n.withDeadlines(w, r)
 		unsigned := r.Header.Get("Authorization") == "" && !r.URL.Query().Has("X-Amz-Credential")

@@ -180,7 +180,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.sqlRun = sqlsrv.NewRunner(n, n.Keyring())
 	n.stats = console.NewStats()
-	n.wireSrv = wire.NewServer(n, wire.ServerOptions{Logger: n.log, Keys: n.Keyring(), TLS: nativeTLS,
+	n.wireSrv = wire.NewServer(lockGuard{n}, wire.ServerOptions{Logger: n.log, Keys: n.Keyring(), TLS: nativeTLS,
 		IdleTimeout: cfg.IdleTimeout, MaxConns: cfg.MaxConnections, Metrics: nativeStats{n.stats}})
 	n.httpSrv = &http.Server{
 		Handler:           n.httpHandler(),

@@ -601,7 +601,7 @@ func (h *Handler) objectACLOp(q *request) {
 		h.objectError(q, v, err)
 		return
 	}
-	q.w.Header().Set("x-amz-version-id", versionIDOf(&info))
+	h.setVersionID(q.r.Context(), q.w.Header(), q.bucket, &info)
 	switch q.r.Method {
 	case http.MethodGet:
 		if a == nil {

@@ -129,6 +129,6 @@ func (h *Handler) getObjectAttributes(q *request) {
 	}
 	hd := q.w.Header()
 	hd.Set("Last-Modified", time.Unix(0, info.Modified).UTC().Format(http.TimeFormat))
-	hd.Set("x-amz-version-id", versionIDOf(&info))
+	h.setVersionID(q.r.Context(), hd, q.bucket, &info)
 	writeXML(q.w, http.StatusOK, out)
 }

@@ -23,6 +23,7 @@ func TestSDKBranchBucket(t *testing.T) {
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("live")}); err != nil {
 		t.Fatal(err)
 	}
+	enableVersioning(t, c, aws.String("live"))
 	putS := func(bucket, key, body string) {
 		t.Helper()
 		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader(body)}); err != nil {

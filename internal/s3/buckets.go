@@ -193,6 +193,10 @@ func (h *Handler) bucketOp(q *request) {
 			notImplemented(q, "DELETE ?"+s)
 			return
 		}
+		if err := h.CheckDropSpace(r.Context(), q.bucket); err != nil {
+			h.serviceError(q, err)
+			return
+		}
 		if err := h.cfg.Service.DeleteSpace(r.Context(), q.bucket); err != nil {
 			h.serviceError(q, err)
 			return
@@ -334,11 +338,16 @@ func (h *Handler) createBucket(q *request) {
 		}
 	}
 	if strings.EqualFold(q.r.Header.Get("X-Amz-Bucket-Object-Lock-Enabled"), "true") {
+		// A lock-enabled bucket is versioned from its creation.
 		doc, _ := xml.Marshal(objectLockConfiguration{Enabled: "Enabled"})
 		if err := h.putConfig(ctx, q.bucket, objectLockConfig, doc); err != nil {
 			h.serviceError(q, err)
 			return
 		}
+	} else if err := h.setVersioning(ctx, q.bucket, versioningOff); err != nil {
+		// A bucket made through S3 starts unversioned, as in S3.
+		h.serviceError(q, err)
+		return
 	}
 	q.w.Header().Set("Location", "/"+q.bucket)
 	q.w.WriteHeader(http.StatusOK)

@@ -158,8 +158,7 @@ func (h *Handler) copyObject(q *request) {
 		q.fail(e)
 		return
 	}
-	null, e := h.markNull(q, req)
-	if e != nil {
+	if e := h.markNull(q, req); e != nil {
 		q.fail(e)
 		return
 	}
@@ -193,11 +192,8 @@ func (h *Handler) copyObject(q *request) {
 			return
 		}
 	}
-	if null {
-		h.dropNull(q.r.Context(), q.bucket, q.key, info.Version)
-	}
 	w := q.w.Header()
-	w.Set("x-amz-version-id", versionIDOf(&info))
+	h.setVersionID(q.r.Context(), w, q.bucket, &info)
 	w.Set("x-amz-copy-source-version-id", versionIDOf(&src))
 	res := struct {
 		XMLName xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CopyObjectResult"`

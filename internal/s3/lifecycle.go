@@ -465,8 +465,26 @@ func (h *Handler) sweepRule(ctx context.Context, bucket string, r *lifecycleRule
 
 // expireKey applies a rule's expirations to one key's versions (newest
 // first).
-func (h *Handler) expireKey(ctx context.Context, bucket string, vs []object.Info, r *lifecycleRule, m lifecycleMatch, now time.Time) (int, error) {
+func (h *Handler) expireKey(ctx context.Context, bucket string, all []object.Info, r *lifecycleRule, m lifecycleMatch, now time.Time) (int, error) {
+	// The rules see S3's view of the key (versioning.go): null versions a
+	// newer one replaced are not in it. A noncurrent rule removes those
+	// once they have been replaced for its days.
+	vs, replaced := s3View(all)
 	done := 0
+	if nv := r.NoncurrentVersionExpiration; nv != nil {
+		for _, v := range replaced {
+			if now.Before(time.Unix(0, v.replacedAt).Add(time.Duration(nv.NoncurrentDays)*24*time.Hour)) || !h.removableByLifecycle(ctx, bucket, &v.Info) {
+				continue
+			}
+			if _, err := h.cfg.Service.Delete(ctx, &object.DeleteRequest{Space: bucket, Key: v.Key, Version: v.Version}); err != nil && object.KindOf(err) != object.NotFound {
+				return done, err
+			}
+			done++
+		}
+	}
+	if len(vs) == 0 {
+		return done, nil
+	}
 	cur := &vs[0]
 	if e := r.Expiration; e != nil {
 		switch {
@@ -486,7 +504,7 @@ func (h *Handler) expireKey(ctx context.Context, bucket string, vs []object.Info
 				due = !now.Before(d)
 			}
 			if due {
-				if _, err := h.deleteKey(ctx, bucket, cur.Key, 0); err != nil && object.KindOf(err) != object.NotFound {
+				if _, err := h.deleteKey(ctx, bucket, cur.Key, 0, false); err != nil && object.KindOf(err) != object.NotFound {
 					return done, err
 				}
 				done++
@@ -530,4 +548,33 @@ func (h *Handler) removableByLifecycle(ctx context.Context, bucket string, v *ob
 	}
 	l, err := h.versionLock(ctx, bucket, v.Key, v.Version)
 	return err == nil && (l == nil || (!l.Hold && !l.retained(h.cfg.Now())))
+}
+
+// replacedNull is a null version a newer one replaced, and when.
+type replacedNull struct {
+	object.Info
+	replacedAt int64
+}
+
+// s3View splits a key's versions (newest first) into those S3's view
+// holds, and the null versions a newer null version replaced. The marker
+// of a delete in an unversioned bucket is left out of the view too (S3
+// has none), but it replaces the null versions before it.
+func s3View(vs []object.Info) (view []object.Info, replaced []replacedNull) {
+	var newerNull *object.Info
+	for i := range vs {
+		v := &vs[i]
+		switch {
+		case isNull(v) && newerNull != nil:
+			replaced = append(replaced, replacedNull{*v, newerNull.Modified})
+			newerNull = v
+			continue
+		case isNull(v):
+			newerNull = v
+		}
+		if !isRemoval(v) {
+			view = append(view, *v)
+		}
+	}
+	return view, replaced
 }

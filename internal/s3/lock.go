@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/tstamp"
 )
 
 // Object lock (WORM).
@@ -53,6 +54,9 @@ type objectLock struct {
 	Mode  string    `json:"mode,omitempty"`
 	Until time.Time `json:"until,omitempty"`
 	Hold  bool      `json:"hold,omitempty"`
+	// Key is the object's key, kept so that a lock document can be told
+	// from one whose version is gone (CheckDropSpace).
+	Key string `json:"key,omitempty"`
 }
 
 // Retention dates are kept and shown to the millisecond, rounded up: a
@@ -105,7 +109,9 @@ func (h *Handler) versionLock(ctx context.Context, bucket, key string, version u
 func (h *Handler) saveLock(ctx context.Context, bucket, key string, version uint64, l *objectLock) error {
 	var doc []byte
 	if l != nil && (l.Mode != "" || l.Hold) {
-		doc, _ = json.Marshal(l)
+		c := *l
+		c.Key = key
+		doc, _ = json.Marshal(&c)
 	}
 	return h.writeSystemDoc(ctx, bucket, versionDocKey(olockPrefix, key, version), doc)
 }
@@ -388,4 +394,96 @@ func (h *Handler) objectLockOp(q *request) {
 		return
 	}
 	q.w.WriteHeader(http.StatusOK)
+}
+
+// Object lock for every other way a version can go. The native protocol,
+// the JSON API and the console remove versions, drop spaces and change a
+// space's retention through the node's service, which the node wraps
+// with these checks (internal/node); S3's own DeleteBucket takes the
+// space check too. Those paths have no GOVERNANCE bypass: a version under
+// a legal hold or an unexpired retention of either mode stays.
+
+// CheckRemoveVersion fails with AccessDenied if object lock holds the
+// version.
+func (h *Handler) CheckRemoveVersion(ctx context.Context, bucket, key string, version uint64) error {
+	c, err := h.lockConfig(ctx, bucket)
+	if err != nil || c == nil || version == 0 {
+		return err
+	}
+	l, err := h.versionLock(ctx, bucket, key, version)
+	if err != nil || l == nil {
+		return err
+	}
+	if why := l.holds(h.cfg.Now()); why != "" {
+		return object.Errorf(object.AccessDenied, "version %s of %s/%s is under object lock (%s): it cannot be removed", tstamp.String(version), bucket, key, why)
+	}
+	return nil
+}
+
+// CheckDropSpace fails with AccessDenied if the space is a bucket with
+// object lock holding any of its versions.
+func (h *Handler) CheckDropSpace(ctx context.Context, bucket string) error {
+	c, err := h.lockConfig(ctx, bucket)
+	if err != nil || c == nil {
+		return err
+	}
+	now := h.cfg.Now()
+	sys := object.WithSystemKeys(ctx)
+	req := object.ListRequest{Space: bucket, Prefix: olockPrefix, Limit: maxListKeys}
+	for {
+		res, err := h.cfg.Service.List(sys, &req)
+		if err != nil {
+			return err
+		}
+		for _, o := range res.Objects {
+			doc, err := h.readSystemDoc(ctx, bucket, o.Key)
+			if err != nil {
+				return err
+			}
+			var l objectLock
+			if doc != nil && json.Unmarshal(doc, &l) == nil {
+				if l.Key != "" {
+					// A lock whose version is gone holds nothing.
+					v, err := tstamp.Parse(o.Key[strings.LastIndexByte(o.Key, '/')+1:])
+					if err == nil {
+						if _, err := h.cfg.Service.Stat(ctx, &object.GetRequest{Space: bucket, Key: l.Key, Version: v, Length: -1}); object.KindOf(err) == object.NotFound {
+							continue
+						}
+					}
+				}
+				if why := l.holds(now); why != "" {
+					return object.Errorf(object.AccessDenied, "space %s holds versions under object lock (%s): it cannot be deleted until every retention ends and every legal hold is lifted", bucket, why)
+				}
+			}
+		}
+		if !res.Truncated {
+			return nil
+		}
+		req.StartAfter = res.Next
+	}
+}
+
+// CheckRetention fails with AccessDenied if a bucket with object lock
+// would get a retention that prunes history (anything but all): the
+// pruning does not read locks.
+func (h *Handler) CheckRetention(ctx context.Context, bucket string, s object.SpaceSettings) error {
+	if s.Retention == "" || s.Retention == "all" {
+		return nil
+	}
+	c, err := h.lockConfig(ctx, bucket)
+	if err != nil || c == nil {
+		return err
+	}
+	return object.Errorf(object.AccessDenied, "space %s has object lock: its retention stays all (a pruning retention would remove locked versions)", bucket)
+}
+
+// holds says what keeps a version, or "" if nothing does now.
+func (l *objectLock) holds(now time.Time) string {
+	switch {
+	case l.Hold:
+		return "a legal hold"
+	case l.retained(now):
+		return strings.ToLower(l.Mode) + " retention until " + l.Until.UTC().Format(time.RFC3339)
+	}
+	return ""
 }

@@ -9,6 +9,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	cairnclient "github.com/cairn-db/cairn/client"
+	"github.com/cairn-db/cairn/internal/object"
+	"github.com/cairn-db/cairn/internal/tstamp"
 )
 
 // TestObjectLock: retention and legal holds keep versions from removal
@@ -109,5 +113,70 @@ func TestObjectLock(t *testing.T) {
 	}
 	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("plain"), Key: aws.String("k"), Body: strings.NewReader("v"), ObjectLockLegalHoldStatus: types.ObjectLockLegalHoldStatusOn}); apiCode(err) != "InvalidRequest" {
 		t.Fatalf("a legal hold in a bucket without object lock: %v", err)
+	}
+}
+
+// TestObjectLockNativePaths: object lock holds on Cairn's own API too. A
+// retained or held version is not removed through the native protocol
+// (there is no GOVERNANCE bypass there), the bucket is not dropped through
+// it or through S3 while any version is held, and versions nothing holds
+// go as usual.
+func TestObjectLockNativePaths(t *testing.T) {
+	n, ep := openNode(t, nil, nil)
+	c := client(ep, testAccess, testSecret)
+	ctx := context.Background()
+	b := aws.String("vault")
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b, ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(time.Hour)
+	put := func(key string, in *s3.PutObjectInput) uint64 {
+		t.Helper()
+		in.Bucket, in.Key, in.Body = b, aws.String(key), strings.NewReader("v")
+		out, err := c.PutObject(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := tstamp.Parse(aws.ToString(out.VersionId))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	gov := put("gov", &s3.PutObjectInput{ObjectLockMode: types.ObjectLockModeGovernance, ObjectLockRetainUntilDate: aws.Time(until)})
+	held := put("held", &s3.PutObjectInput{ObjectLockLegalHoldStatus: types.ObjectLockLegalHoldStatusOn})
+	free := put("free", &s3.PutObjectInput{})
+
+	nc, err := cairnclient.DialOptions(ctx, cairnclient.Options{Addrs: []string{n.NativeAddr()}, AccessKey: testAccess, SecretKey: testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for key, v := range map[string]uint64{"gov": gov, "held": held} {
+		if _, err := nc.Delete(ctx, "vault", key, cairnclient.WithVersion(v)); err == nil || !strings.Contains(err.Error(), "object lock") {
+			t.Errorf("a native delete of %s's locked version: %v", key, err)
+		}
+		if _, err := nc.Stat(ctx, "vault", key, cairnclient.WithVersion(v)); err != nil {
+			t.Errorf("%s's locked version is gone: %v", key, err)
+		}
+	}
+	if err := nc.DeleteSpace(ctx, "vault"); err == nil || !strings.Contains(err.Error(), "object lock") {
+		t.Errorf("a native drop of the bucket: %v", err)
+	}
+	if _, err := nc.Delete(ctx, "vault", "free", cairnclient.WithVersion(free)); err != nil {
+		t.Errorf("a native delete of a version nothing holds: %v", err)
+	}
+	// Through S3: the bucket holds no live object once its keys have
+	// delete markers, but its held versions keep it.
+	for _, key := range []string{"gov", "held"} {
+		if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String(key)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: b}); apiCode(err) != "AccessDenied" {
+		t.Errorf("an S3 DeleteBucket of a bucket with held versions: %v", err)
+	}
+	if _, err := n.Stat(ctx, &object.GetRequest{Space: "vault", Key: "held", Version: held, Length: -1}); err != nil {
+		t.Fatalf("after the refused drops the held version is gone: %v", err)
 	}
 }

@@ -371,8 +371,7 @@ func (h *Handler) completeUpload(q *request) {
 	if !h.writeConditions(q, req) {
 		return
 	}
-	null, e := h.markNull(q, req)
-	if e != nil {
+	if e := h.markNull(q, req); e != nil {
 		q.fail(e)
 		return
 	}
@@ -395,11 +394,8 @@ func (h *Handler) completeUpload(q *request) {
 			return
 		}
 	}
-	if null {
-		h.dropNull(ctx, q.bucket, q.key, info.Version)
-	}
 	h.removeUpload(ctx, q.bucket, id, up.Version, stored)
-	q.w.Header().Set("x-amz-version-id", versionIDOf(&info))
+	h.setVersionID(q.r.Context(), q.w.Header(), q.bucket, &info)
 	setEncryptionHeaders(q.w.Header(), enc)
 	res := struct {
 		XMLName  xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CompleteMultipartUploadResult"`

@@ -30,6 +30,7 @@ func TestMultipartUpload(t *testing.T) {
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b}); err != nil {
 		t.Fatal(err)
 	}
+	enableVersioning(t, c, b)
 	key := aws.String("dir/big object")
 	cr, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: key,
 		ContentType: aws.String("video/mp4"), Metadata: map[string]string{"who": "me"}, CacheControl: aws.String("max-age=60")})
@@ -184,6 +185,7 @@ func TestCopy(t *testing.T) {
 		if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(b)}); err != nil {
 			t.Fatal(err)
 		}
+		enableVersioning(t, c, aws.String(b))
 	}
 	v1body, v2body := testBytes(3<<20, 7), testBytes(200<<10, 8)
 	v1, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("src"), Key: aws.String("a b"), Body: bytes.NewReader(v1body),
@@ -344,6 +346,7 @@ func TestDeleteObjects(t *testing.T) {
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b}); err != nil {
 		t.Fatal(err)
 	}
+	enableVersioning(t, c, b)
 	var vers []string
 	for _, k := range []string{"a", "b", "c", "c"} {
 		p, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String(k), Body: strings.NewReader("body of " + k)})

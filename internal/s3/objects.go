@@ -118,8 +118,7 @@ func (h *Handler) putObject(q *request) {
 		q.fail(e)
 		return
 	}
-	null, e := h.markNull(q, req)
-	if e != nil {
+	if e := h.markNull(q, req); e != nil {
 		q.fail(e)
 		return
 	}
@@ -136,12 +135,9 @@ func (h *Handler) putObject(q *request) {
 			return
 		}
 	}
-	if null {
-		h.dropNull(r.Context(), q.bucket, q.key, info.Version)
-	}
 	w := q.w.Header()
 	w.Set("ETag", `"`+info.ETag+`"`)
-	w.Set("x-amz-version-id", versionIDOf(&info))
+	h.setVersionID(q.r.Context(), w, q.bucket, &info)
 	setChecksumHeaders(w, info.Headers)
 	if seal != nil {
 		setEncryptionHeaders(w, seal.enc)
@@ -553,6 +549,7 @@ func (h *Handler) getObject(q *request) {
 	}
 	hd := q.w.Header()
 	setObjectHeaders(hd, info)
+	h.setVersionID(ctx, hd, q.bucket, &info)
 	setEncryptionHeaders(hd, enc)
 	if c, err := h.lockConfig(ctx, q.bucket); err == nil && c != nil {
 		if l, err := h.versionLock(ctx, q.bucket, q.key, info.Version); err == nil {
@@ -628,7 +625,7 @@ func (h *Handler) objectError(q *request, v uint64, err error) {
 		// that never was (S3 sends the header either way).
 		marked := "false"
 		vs, verr := h.cfg.Service.Versions(q.r.Context(), &object.VersionsRequest{Space: q.bucket, Key: q.key, Limit: 1})
-		if verr == nil && len(vs.Versions) > 0 && vs.Versions[0].DeleteMarker {
+		if verr == nil && len(vs.Versions) > 0 && vs.Versions[0].DeleteMarker && !isRemoval(&vs.Versions[0]) {
 			marked = "true"
 		}
 		q.w.Header().Set("x-amz-delete-marker", marked)
@@ -671,45 +668,62 @@ func (h *Handler) deleteObject(q *request) {
 		q.fail(e)
 		return
 	}
-	info, err := h.deleteKey(q.r.Context(), q.bucket, q.key, v)
+	info, err := h.deleteKey(q.r.Context(), q.bucket, q.key, v, q.query.Get("versionId") == nullVersionID)
 	switch {
 	case object.KindOf(err) == object.NotFound:
 		// S3 answers a delete of what is not there as done.
 	case err != nil:
 		h.serviceError(q, err)
 		return
+	case isRemoval(&info):
+		// An unversioned bucket's delete: S3 says nothing of a marker.
 	default:
 		if info.DeleteMarker {
 			q.w.Header().Set("x-amz-delete-marker", "true")
 		}
 		if info.Version != 0 {
-			q.w.Header().Set("x-amz-version-id", versionIDOf(&info))
+			h.setVersionID(q.r.Context(), q.w.Header(), q.bucket, &info)
 		}
 	}
 	q.w.WriteHeader(http.StatusNoContent)
 }
 
-// deleteKey deletes version v of key or, when v is 0, writes a delete
-// marker: in a bucket whose versioning is suspended, the key's null
-// version, replacing the one before.
-func (h *Handler) deleteKey(ctx context.Context, bucket, key string, v uint64) (object.Info, error) {
+// deleteKey deletes version v of key (every null version, when null: the
+// null version was named) or, when v is 0, writes a delete marker: in an
+// unversioned or suspended bucket, the key's null version.
+func (h *Handler) deleteKey(ctx context.Context, bucket, key string, v uint64, null bool) (object.Info, error) {
 	req := &object.DeleteRequest{Space: bucket, Key: key, Version: v}
-	if v != 0 {
+	switch {
+	case null:
+		return h.deleteNull(ctx, bucket, key)
+	case v != 0:
 		return h.cfg.Service.Delete(ctx, req)
 	}
-	status, err := h.versioning(ctx, bucket)
+	headers, err := h.nullMarker(ctx, bucket)
 	if err != nil {
 		return object.Info{}, err
 	}
 	ms, ok := h.cfg.Service.(object.MarkedDeleter)
-	if status != versioningSuspended || !ok {
+	if headers == nil || !ok {
 		return h.cfg.Service.Delete(ctx, req)
 	}
-	info, err := ms.DeleteMarked(ctx, req, map[string]string{nullHeader: "1"})
-	if err == nil {
-		h.dropNull(ctx, bucket, key, info.Version)
+	return ms.DeleteMarked(ctx, req, headers)
+}
+
+// nullMarker is the headers of a delete marker written in bucket now: nil
+// while versioning is enabled; the null mark while it is suspended, or
+// nullRemoved while the bucket is unversioned.
+func (h *Handler) nullMarker(ctx context.Context, bucket string) (map[string]string, error) {
+	status, err := h.versioning(ctx, bucket)
+	switch {
+	case err != nil:
+		return nil, err
+	case status == versioningSuspended:
+		return map[string]string{nullHeader: "1"}, nil
+	case status == versioningOff:
+		return map[string]string{nullHeader: nullRemoved}, nil
 	}
-	return info, err
+	return nil, nil
 }
 
 // maxDeleteObjects is the most keys one DeleteObjects names.
@@ -793,6 +807,8 @@ func (h *Handler) deleteObjects(q *request) {
 			if txnErr != nil {
 				e := fromService(txnErr)
 				out.Errors = append(out.Errors, failed{o.Key, "", e.Code, e.Message})
+			} else if !doc.Quiet && isRemoval(&txnInfo) {
+				out.Deleted = append(out.Deleted, deleted{Key: o.Key})
 			} else if !doc.Quiet {
 				out.Deleted = append(out.Deleted, deleted{Key: o.Key, DeleteMarker: true, DeleteMarkerVersionID: versionIDOf(&txnInfo)})
 			}
@@ -813,7 +829,7 @@ func (h *Handler) deleteObjects(q *request) {
 			out.Errors = append(out.Errors, failed{o.Key, o.VersionID, e.Code, e.Message})
 			continue
 		}
-		info, err := h.deleteKey(q.r.Context(), q.bucket, o.Key, v)
+		info, err := h.deleteKey(q.r.Context(), q.bucket, o.Key, v, o.VersionID == nullVersionID)
 		if err != nil && object.KindOf(err) != object.NotFound {
 			e := fromService(err)
 			out.Errors = append(out.Errors, failed{o.Key, o.VersionID, e.Code, e.Message})
@@ -823,7 +839,7 @@ func (h *Handler) deleteObjects(q *request) {
 			continue
 		}
 		d := deleted{Key: o.Key, VersionID: o.VersionID}
-		if err == nil && info.DeleteMarker {
+		if err == nil && info.DeleteMarker && !isRemoval(&info) {
 			d.DeleteMarker = true
 			if v == 0 {
 				d.DeleteMarkerVersionID = versionIDOf(&info)
@@ -838,13 +854,9 @@ func (h *Handler) deleteObjects(q *request) {
 // transaction, run again while it loses conflicts, and returns the info
 // of the markers (one version: the commit's).
 func (h *Handler) deleteInTxn(ctx context.Context, tr object.Transactor, bucket string, keys map[string]bool) (object.Info, error) {
-	status, err := h.versioning(ctx, bucket)
+	headers, err := h.nullMarker(ctx, bucket)
 	if err != nil {
 		return object.Info{}, err
-	}
-	var headers map[string]string
-	if status == versioningSuspended {
-		headers = map[string]string{nullHeader: "1"}
 	}
 	for attempt := 0; ; attempt++ {
 		tx, err := tr.Begin(ctx, object.TxnOptions{})
@@ -864,13 +876,7 @@ func (h *Handler) deleteInTxn(ctx context.Context, tr object.Transactor, bucket 
 		if err != nil {
 			return object.Info{}, err
 		}
-		info := object.Info{Space: bucket, Version: ts, DeleteMarker: true, Headers: headers}
-		if headers != nil {
-			for k := range keys {
-				h.dropNull(ctx, bucket, k, ts)
-			}
-		}
-		return info, nil
+		return object.Info{Space: bucket, Version: ts, DeleteMarker: true, Headers: headers}, nil
 	}
 }
 

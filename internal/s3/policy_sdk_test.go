@@ -156,6 +156,7 @@ func TestAuthorizationEdges(t *testing.T) {
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b, ACL: types.BucketCannedACLPublicReadWrite}); err != nil {
 		t.Fatal(err)
 	}
+	enableVersioning(t, c, b)
 	if st, _ := anonymous(t, "GET", ep+"/edges?versions&policy", ""); st != http.StatusBadRequest {
 		t.Fatalf("two subresources: %d", st)
 	}

@@ -369,8 +369,7 @@ func (h *Handler) postObject(q *request) {
 		q.fail(e)
 		return
 	}
-	null, e := h.markNull(&pq, req)
-	if e != nil {
+	if e := h.markNull(&pq, req); e != nil {
 		q.fail(e)
 		return
 	}
@@ -422,12 +421,9 @@ func (h *Handler) postObject(q *request) {
 			return
 		}
 	}
-	if null {
-		h.dropNull(q.r.Context(), q.bucket, key, info.Version)
-	}
 	w := q.w.Header()
 	w.Set("ETag", `"`+info.ETag+`"`)
-	w.Set("x-amz-version-id", versionIDOf(&info))
+	h.setVersionID(q.r.Context(), w, q.bucket, &info)
 	setChecksumHeaders(w, info.Headers)
 	loc := postLocation(q.r, q.bucket, key)
 	w.Set("Location", loc)

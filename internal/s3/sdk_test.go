@@ -107,6 +107,7 @@ func TestSDKBucketsAndObjects(t *testing.T) {
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: bucket}); err != nil {
 		t.Fatal(err)
 	}
+	enableVersioning(t, c, bucket)
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: bucket}); apiCode(err) != "BucketAlreadyOwnedByYou" {
 		t.Fatalf("second create: %v", err)
 	}
@@ -445,5 +446,15 @@ func TestStorageClasses(t *testing.T) {
 	}
 	if _, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: b, Key: aws.String("bad")}); apiCode(err) != "NotFound" {
 		t.Fatalf("the refused write made the key: %v", err)
+	}
+}
+
+// enableVersioning turns a bucket's versioning on: a bucket made through
+// S3 starts unversioned, as in S3.
+func enableVersioning(t testing.TB, c *s3.Client, bucket *string) {
+	t.Helper()
+	if _, err := c.PutBucketVersioning(context.Background(), &s3.PutBucketVersioningInput{Bucket: bucket,
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		t.Fatal(err)
 	}
 }

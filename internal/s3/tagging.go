@@ -112,7 +112,7 @@ func (h *Handler) objectTagging(q *request) {
 			h.objectError(q, v, err)
 			return
 		}
-		q.w.Header().Set("x-amz-version-id", versionIDOf(&info))
+		h.setVersionID(q.r.Context(), q.w.Header(), q.bucket, &info)
 		writeXML(q.w, http.StatusOK, tagging{NS: s3NS, TagSet: tagSet(info.Tags)})
 	case http.MethodPut, http.MethodDelete:
 		var tags map[string]string
@@ -136,7 +136,7 @@ func (h *Handler) objectTagging(q *request) {
 			h.objectError(q, v, err)
 			return
 		}
-		q.w.Header().Set("x-amz-version-id", versionIDOf(&info))
+		h.setVersionID(q.r.Context(), q.w.Header(), q.bucket, &info)
 		if q.r.Method == http.MethodDelete {
 			q.w.WriteHeader(http.StatusNoContent)
 		} else {

@@ -65,6 +65,20 @@ func (h *Handler) listVersions(q *request, lq listQuery, after string, afterVers
 	// A key's newest version is the first of its history listed; a page
 	// that resumes inside a history starts below its newest.
 	lastKey, lastSeen := after, afterVersion != 0
+	// S3's view (versioning.go): a null version a newer null version
+	// replaced is not listed, nor the marker of a delete in an unversioned
+	// bucket. nullSeen is set once the key's newest null version went by;
+	// a page resuming inside a history asks whether it did.
+	nullSeen := false
+	if afterVersion != 0 {
+		err := h.eachNull(q.r.Context(), q.bucket, after, func(v *object.Info) bool {
+			nullSeen = v.Version >= afterVersion
+			return false
+		})
+		if err != nil && object.KindOf(err) != object.NotFound {
+			return p, err
+		}
+	}
 	n := 0
 	req := object.ListRequest{Space: q.bucket, Prefix: lq.prefix, StartAfter: after, AfterVersion: afterVersion,
 		Limit: maxListKeys, AllVersions: true}
@@ -82,11 +96,26 @@ func (h *Handler) listVersions(q *request, lq listQuery, after string, afterVers
 			if !strings.HasPrefix(o.Key, lq.prefix) || o.Key < req.StartAfter || o.Key < skipTo {
 				continue
 			}
+			cp, folds := lq.commonPrefix(o.Key)
+			newest := false
+			if !folds {
+				if newest = !(lastSeen && lastKey == o.Key); newest {
+					nullSeen = false
+				}
+				lastKey, lastSeen = o.Key, true
+				if isNull(&o) {
+					hide := nullSeen || isRemoval(&o)
+					nullSeen = true
+					if hide {
+						continue
+					}
+				}
+			}
 			if n == lq.max {
 				p.truncated = true
 				return p, nil
 			}
-			if cp, ok := lq.commonPrefix(o.Key); ok {
+			if folds {
 				p.prefixes = append(p.prefixes, cp)
 				n++
 				// The rest of the prefix is skipped.
@@ -96,8 +125,7 @@ func (h *Handler) listVersions(q *request, lq listQuery, after string, afterVers
 				continue
 			}
 			p.versions = append(p.versions, o)
-			p.latest = append(p.latest, !(lastSeen && lastKey == o.Key))
-			lastKey, lastSeen = o.Key, true
+			p.latest = append(p.latest, newest)
 			p.nextKey, p.nextVersion = o.Key, o.Version
 			n++
 		}

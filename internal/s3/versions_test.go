@@ -32,6 +32,7 @@ func TestListObjectVersions(t *testing.T) {
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b}); err != nil {
 		t.Fatal(err)
 	}
+	enableVersioning(t, c, b)
 	put := func(k string) string {
 		t.Helper()
 		p, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String(k), Body: strings.NewReader("v of " + k)})
@@ -244,6 +245,7 @@ func TestTagging(t *testing.T) {
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b}); err != nil {
 		t.Fatal(err)
 	}
+	enableVersioning(t, c, b)
 	tagsOf := func(key, version string) map[string]string {
 		t.Helper()
 		in := &s3.GetObjectTaggingInput{Bucket: b, Key: aws.String(key)}
@@ -466,9 +468,10 @@ func TestVersioningSuspended(t *testing.T) {
 		return sb.String()
 	}
 
-	if s := status(); s != types.BucketVersioningStatusEnabled {
-		t.Fatalf("a new bucket's versioning: %q", s)
+	if s := status(); s != "" {
+		t.Fatalf("a new bucket's versioning: %q, want none (unversioned)", s)
 	}
+	setStatus(types.BucketVersioningStatusEnabled)
 	v1 := put("enabled")
 	setStatus(types.BucketVersioningStatusSuspended)
 	if s := status(); s != types.BucketVersioningStatusSuspended {
@@ -767,6 +770,7 @@ func TestLifecycleSweep(t *testing.T) {
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b}); err != nil {
 		t.Fatal(err)
 	}
+	enableVersioning(t, c, b)
 	put := func(key, tagging string) {
 		t.Helper()
 		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String(key), Body: strings.NewReader("v"), Tagging: aws.String(tagging)}); err != nil {
@@ -840,5 +844,155 @@ func TestLifecycleSweep(t *testing.T) {
 	}
 	if lu, err := c.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: b}); err != nil || len(lu.Uploads) != 0 {
 		t.Fatalf("uploads after the sweep: %+v %v", lu, err)
+	}
+}
+
+// TestUnversionedBucket: a bucket made through S3 answers as S3's
+// unversioned buckets do (no versioning status, no version ids, writes
+// replace the key's null version, a delete leaves no marker in S3's view,
+// DELETE versionId=null removes the object), while the space keeps the
+// replaced versions in Cairn's history as its retention says. Enabling
+// versioning then shows each key's null version beside the new ones.
+func TestUnversionedBucket(t *testing.T) {
+	ctx := context.Background()
+	n, ep := openNode(t, nil, nil)
+	c := client(ep, testAccess, testSecret)
+	b := aws.String("plain")
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: b}); err != nil || v.Status != "" {
+		t.Fatalf("a new bucket's versioning: %+v %v", v, err)
+	}
+	put := func(key, body string) {
+		t.Helper()
+		p, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String(key), Body: strings.NewReader(body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.VersionId != nil {
+			t.Fatalf("a write to an unversioned bucket answered version id %q", aws.ToString(p.VersionId))
+		}
+	}
+	versions := func() []string {
+		t.Helper()
+		out, err := c.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, v := range out.Versions {
+			got = append(got, entry(aws.ToString(v.Key), aws.ToString(v.VersionId), aws.ToBool(v.IsLatest), false))
+		}
+		for _, m := range out.DeleteMarkers {
+			got = append(got, entry(aws.ToString(m.Key), aws.ToString(m.VersionId), aws.ToBool(m.IsLatest), true))
+		}
+		slices.Sort(got)
+		return got
+	}
+	read := func(key, version string) (string, error) {
+		in := &s3.GetObjectInput{Bucket: b, Key: aws.String(key)}
+		if version != "" {
+			in.VersionId = aws.String(version)
+		}
+		g, err := c.GetObject(ctx, in)
+		if err != nil {
+			return "", err
+		}
+		defer g.Body.Close()
+		data, err := io.ReadAll(g.Body)
+		return string(data), err
+	}
+	history := func(key string) int {
+		t.Helper()
+		vs, err := n.Versions(ctx, &object.VersionsRequest{Space: "plain", Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(vs.Versions)
+	}
+
+	put("k", "one")
+	put("k", "two")
+	put("gone", "x")
+	if got, want := versions(), []string{"gone null latest", "k null latest"}; !slices.Equal(got, want) {
+		t.Fatalf("versions: %q, want %q", got, want)
+	}
+	if got, err := read("k", "null"); err != nil || got != "two" {
+		t.Fatalf("GET versionId=null: %q %v", got, err)
+	}
+	if h := history("k"); h != 2 {
+		t.Fatalf("Cairn's history of k holds %d versions, want 2 (the retention is all)", h)
+	}
+	d, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String("gone")})
+	if err != nil || d.DeleteMarker != nil || d.VersionId != nil {
+		t.Fatalf("a delete in an unversioned bucket: %+v %v", d, err)
+	}
+	if _, err := read("gone", ""); apiCode(err) != "NoSuchKey" {
+		t.Fatalf("GET of a deleted key: %v", err)
+	}
+	if _, err := read("gone", "null"); apiCode(err) != "NoSuchVersion" {
+		t.Fatalf("GET versionId=null of a deleted key: %v", err)
+	}
+	if got, want := versions(), []string{"k null latest"}; !slices.Equal(got, want) {
+		t.Fatalf("versions after the delete: %q, want %q", got, want)
+	}
+	if h := history("gone"); h != 2 {
+		t.Fatalf("Cairn's history of the deleted key holds %d versions, want 2", h)
+	}
+
+	// Enabled: new writes get ids; k's null version (the latest write
+	// before) stays, and only it.
+	if _, err := c.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: b,
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("k"), Body: strings.NewReader("three")})
+	if err != nil || aws.ToString(p.VersionId) == "" || aws.ToString(p.VersionId) == "null" {
+		t.Fatalf("a write after enabling: %+v %v", p, err)
+	}
+	v3 := aws.ToString(p.VersionId)
+	if got, want := versions(), []string{"k " + v3 + " latest", "k null"}; !slices.Equal(got, want) {
+		t.Fatalf("versions after enabling: %q, want %q", got, want)
+	}
+	// One version a page: the replaced null version stays out.
+	var paged []string
+	in := &s3.ListObjectVersionsInput{Bucket: b, Prefix: aws.String("k"), MaxKeys: aws.Int32(1)}
+	for {
+		out, err := c.ListObjectVersions(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range out.Versions {
+			paged = append(paged, aws.ToString(v.VersionId))
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			break
+		}
+		in.KeyMarker, in.VersionIdMarker = out.NextKeyMarker, out.NextVersionIdMarker
+	}
+	if want := []string{v3, "null"}; !slices.Equal(paged, want) {
+		t.Fatalf("versions a page at a time: %q, want %q", paged, want)
+	}
+	// Deleting the null version removes it and the ones it replaced: none
+	// takes its place.
+	if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String("k"), VersionId: aws.String("null")}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := versions(), []string{"k " + v3 + " latest"}; !slices.Equal(got, want) {
+		t.Fatalf("versions after deleting the null version: %q, want %q", got, want)
+	}
+	if _, err := read("k", "null"); apiCode(err) != "NoSuchVersion" {
+		t.Fatalf("GET versionId=null after its delete: %v", err)
+	}
+	if h := history("k"); h != 1 {
+		t.Fatalf("Cairn's history of k holds %d versions after the null version's delete, want 1", h)
+	}
+	// A space made through Cairn's own API answers Enabled.
+	if _, err := n.CreateSpace(ctx, "native", object.SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String("native")}); err != nil || v.Status != types.BucketVersioningStatusEnabled {
+		t.Fatalf("a native space's versioning: %+v %v", v, err)
 	}
 }

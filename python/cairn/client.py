@@ -23,6 +23,7 @@ from . import _sigv4
 DEFAULT_ENDPOINT = "http://127.0.0.1:7080"
 DEFAULT_REGION = "us-east-1"
 _S3NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+_VERSIONING_ENABLED = b"<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>"
 
 
 class CairnError(Exception):
@@ -242,13 +243,17 @@ class Client:
     # -- spaces and objects (S3) -----------------------------------------
 
     def create_space(self, space):
-        """Creates a space (an S3 bucket; versioned). An existing one of
-        this key's is left as it is."""
+        """Creates a space (an S3 bucket, with versioning enabled: every
+        write gets a version id of its own). An existing one of this key's
+        is left as it is."""
         try:
             self._s3("PUT", f"/{space}")
         except CairnError as e:
             if e.code not in ("BucketAlreadyOwnedByYou",):
                 raise
+            return
+        # A bucket made through S3 starts unversioned, as S3's do.
+        self._s3("PUT", f"/{space}", [("versioning", "")], body=_VERSIONING_ENABLED)
 
     def delete_space(self, space):
         self._s3("DELETE", f"/{space}", ok=(200, 204))
