@@ -273,16 +273,20 @@ func (h *Handler) checkRemovable(q *request, bucket, key string, version uint64)
 		return errLocked
 	case !l.retained(h.cfg.Now()):
 		return nil
-	case l.Mode == lockGovernance && h.bypass(q, bucket):
+	case l.Mode == lockGovernance && h.bypass(q, bucket, key, version):
 		return nil
 	}
 	return errLocked
 }
 
-// bypass reports whether the request may and asks to bypass GOVERNANCE
-// retention.
-func (h *Handler) bypass(q *request, bucket string) bool {
-	return strings.EqualFold(q.r.Header.Get("X-Amz-Bypass-Governance-Retention"), "true") && h.allowed(q, bucket, PermAdmin)
+// bypass reports whether the request asks to bypass GOVERNANCE retention
+// and may: s3:BypassGovernanceRetention is allowed it (admin on the
+// bucket, or a policy's grant) and no policy denies it.
+func (h *Handler) bypass(q *request, bucket, key string, version uint64) bool {
+	if !strings.EqualFold(q.r.Header.Get("X-Amz-Bypass-Governance-Retention"), "true") || q.auth == nil {
+		return false
+	}
+	return h.authorization(q, bucket, key, tstamp.String(version), "s3:BypassGovernanceRetention", PermAdmin) == nil
 }
 
 // objectLockOp serves GET and PUT ?retention and ?legal-hold.
@@ -371,8 +375,8 @@ func (h *Handler) objectLockOp(q *request) {
 			case weaker && l.Mode == lockCompliance:
 				q.fail(errLocked.with("A COMPLIANCE retention can only be extended."))
 				return
-			case weaker && !h.bypass(q, q.bucket):
-				q.fail(errLocked.with("Shortening a GOVERNANCE retention needs x-amz-bypass-governance-retention: true and admin on the bucket."))
+			case weaker && !h.bypass(q, q.bucket, q.key, info.Version):
+				q.fail(errLocked.with("Shortening a GOVERNANCE retention needs x-amz-bypass-governance-retention: true and s3:BypassGovernanceRetention (admin on the bucket, or a policy that allows it)."))
 				return
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	cairnclient "github.com/cairn-db/cairn/client"
+	"github.com/cairn-db/cairn/internal/admin"
 	"github.com/cairn-db/cairn/internal/object"
 	"github.com/cairn-db/cairn/internal/tstamp"
 )
@@ -178,5 +179,43 @@ func TestObjectLockNativePaths(t *testing.T) {
 	}
 	if _, err := n.Stat(ctx, &object.GetRequest{Space: "vault", Key: "held", Version: held, Length: -1}); err != nil {
 		t.Fatalf("after the refused drops the held version is gone: %v", err)
+	}
+}
+
+// TestGovernanceBypassByPolicy: a key that may write but is no admin of
+// the bucket bypasses GOVERNANCE retention only when a bucket policy
+// allows it s3:BypassGovernanceRetention, as in S3.
+func TestGovernanceBypassByPolicy(t *testing.T) {
+	n, ep := openNode(t, nil, nil)
+	c := client(ep, testAccess, testSecret)
+	ctx := context.Background()
+	b := aws.String("govpol")
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b, ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: b, Key: aws.String("k"), Body: strings.NewReader("v"),
+		ObjectLockMode: types.ObjectLockModeGovernance, ObjectLockRetainUntilDate: aws.Time(time.Now().Add(time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, err := n.CreateKey(ctx, admin.KeySpec{Grants: map[string]string{"govpol": "write"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc := client(ep, writer.Access, writer.Secret)
+	del := func() error {
+		_, err := wc.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String("k"), VersionId: out.VersionId, BypassGovernanceRetention: aws.Bool(true)})
+		return err
+	}
+	if err := del(); apiCode(err) != "AccessDenied" {
+		t.Fatalf("a writer's bypass without the permission: %v", err)
+	}
+	doc := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"` + writer.Access + `"},` +
+		`"Action":"s3:BypassGovernanceRetention","Resource":"arn:aws:s3:::govpol/*"}]}`
+	if _, err := c.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: b, Policy: aws.String(doc)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := del(); err != nil {
+		t.Fatalf("a writer's bypass the policy allows: %v", err)
 	}
 }
