@@ -162,6 +162,8 @@ func (h *Handler) copyObject(q *request) {
 		q.fail(e)
 		return
 	}
+	delete(req.Headers, versionLockHeader) // the copy's lock is its own
+	lock.stamp(req)
 	var info object.Info
 	whole := object.ComposeSource{Space: src.Space, Key: src.Key, Version: src.Version, Length: -1}
 	switch {

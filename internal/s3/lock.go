@@ -34,8 +34,13 @@ const (
 	objectLockConfig = "object-lock"
 	olockPrefix      = object.SystemKeyPrefix + "olock/"
 	uploadLockHeader = "cairn-upload-lock"
-	lockGovernance   = "GOVERNANCE"
-	lockCompliance   = "COMPLIANCE"
+	// versionLockHeader carries the lock a version was written with, in
+	// the version itself: the write and its lock are one. The version's
+	// lock document, saved after it, is what PutObjectRetention and
+	// PutObjectLegalHold change, and wins when present.
+	versionLockHeader = "cairn-lock"
+	lockGovernance    = "GOVERNANCE"
+	lockCompliance    = "COMPLIANCE"
 )
 
 type objectLockConfiguration struct {
@@ -96,23 +101,63 @@ func (h *Handler) lockConfig(ctx context.Context, bucket string) (*objectLockCon
 
 func (h *Handler) versionLock(ctx context.Context, bucket, key string, version uint64) (*objectLock, error) {
 	doc, err := h.readSystemDoc(ctx, bucket, versionDocKey(olockPrefix, key, version))
-	if err != nil || doc == nil {
+	if err != nil {
 		return nil, err
+	}
+	if doc == nil {
+		// No document (yet): the lock the version was written with.
+		info, err := h.cfg.Service.Stat(ctx, &object.GetRequest{Space: bucket, Key: key, Version: version, Length: -1})
+		switch k := object.KindOf(err); {
+		case k == object.NotFound || k == object.Deleted:
+			return nil, nil
+		case err != nil:
+			return nil, err
+		}
+		return writtenLock(&info)
 	}
 	var l objectLock
 	if err := json.Unmarshal(doc, &l); err != nil {
 		return nil, object.Errorf(object.Internal, "the lock of %s/%s does not parse: %v", bucket, key, err)
 	}
+	if l.Mode == "" && !l.Hold {
+		return nil, nil // lifted
+	}
 	return &l, nil
 }
 
-func (h *Handler) saveLock(ctx context.Context, bucket, key string, version uint64, l *objectLock) error {
-	var doc []byte
-	if l != nil && (l.Mode != "" || l.Hold) {
-		c := *l
-		c.Key = key
-		doc, _ = json.Marshal(&c)
+// writtenLock is the lock a version was written with, or nil.
+func writtenLock(info *object.Info) (*objectLock, error) {
+	s := info.Headers[versionLockHeader]
+	if s == "" {
+		return nil, nil
 	}
+	var l objectLock
+	if err := json.Unmarshal([]byte(s), &l); err != nil {
+		return nil, object.Errorf(object.Internal, "the lock of %s/%s does not parse: %v", info.Space, info.Key, err)
+	}
+	return &l, nil
+}
+
+// stamp writes l into the version req will write (versionLockHeader).
+func (l *objectLock) stamp(req *object.PutRequest) {
+	if l == nil || (l.Mode == "" && !l.Hold) {
+		return
+	}
+	doc, _ := json.Marshal(l)
+	if req.Headers == nil {
+		req.Headers = map[string]string{}
+	}
+	req.Headers[versionLockHeader] = string(doc)
+}
+
+func (h *Handler) saveLock(ctx context.Context, bucket, key string, version uint64, l *objectLock) error {
+	// Even no lock is saved as a document: it overrides the lock the
+	// version was written with.
+	c := objectLock{Key: key}
+	if l != nil {
+		c.Mode, c.Until, c.Hold = l.Mode, l.Until, l.Hold
+	}
+	doc, _ := json.Marshal(&c)
 	return h.writeSystemDoc(ctx, bucket, versionDocKey(olockPrefix, key, version), doc)
 }
 
@@ -461,9 +506,40 @@ func (h *Handler) CheckDropSpace(ctx context.Context, bucket string) error {
 			}
 		}
 		if !res.Truncated {
-			return nil
+			break
 		}
 		req.StartAfter = res.Next
+	}
+	// Versions whose lock is only in the version (its document was not
+	// saved yet).
+	vreq := object.ListRequest{Space: bucket, Limit: maxListKeys, AllVersions: true}
+	for {
+		res, err := h.cfg.Service.List(ctx, &vreq)
+		if err != nil {
+			return err
+		}
+		for i := range res.Objects {
+			o := &res.Objects[i]
+			l, err := writtenLock(o)
+			if err != nil || l == nil || l.holds(now) == "" {
+				continue
+			}
+			doc, err := h.readSystemDoc(ctx, bucket, versionDocKey(olockPrefix, o.Key, o.Version))
+			if err != nil {
+				return err
+			}
+			if doc == nil {
+				return object.Errorf(object.AccessDenied, "space %s holds versions under object lock (%s): it cannot be deleted until every retention ends and every legal hold is lifted", bucket, l.holds(now))
+			}
+		}
+		if !res.Truncated || len(res.Objects) == 0 {
+			return nil
+		}
+		last := res.Objects[len(res.Objects)-1]
+		vreq.StartAfter, vreq.AfterVersion = last.Key, res.NextVersion
+		if vreq.AfterVersion == 0 {
+			vreq.AfterVersion = last.Version
+		}
 	}
 }
 

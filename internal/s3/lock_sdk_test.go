@@ -2,6 +2,8 @@ package s3_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +149,20 @@ func TestObjectLockNativePaths(t *testing.T) {
 	gov := put("gov", &s3.PutObjectInput{ObjectLockMode: types.ObjectLockModeGovernance, ObjectLockRetainUntilDate: aws.Time(until)})
 	held := put("held", &s3.PutObjectInput{ObjectLockLegalHoldStatus: types.ObjectLockLegalHoldStatusOn})
 	free := put("free", &s3.PutObjectInput{})
+
+	// A crash between a write and its lock document leaves the lock in
+	// the version itself: the version is held all the same.
+	sum := sha256.Sum256([]byte("gov"))
+	doc := object.SystemKeyPrefix + "olock/" + hex.EncodeToString(sum[:16]) + "/" + tstamp.String(gov)
+	if _, err := n.Stat(object.WithSystemKeys(ctx), &object.GetRequest{Space: "vault", Key: doc, Length: -1}); err != nil {
+		t.Fatalf("the lock document of gov: %v", err)
+	}
+	if _, err := n.Delete(object.WithSystemKeys(ctx), &object.DeleteRequest{Space: "vault", Key: doc}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String("gov"), VersionId: aws.String(tstamp.String(gov))}); apiCode(err) != "AccessDenied" {
+		t.Fatalf("an S3 delete of a version whose lock document is gone: %v", err)
+	}
 
 	nc, err := cairnclient.DialOptions(ctx, cairnclient.Options{Addrs: []string{n.NativeAddr()}, AccessKey: testAccess, SecretKey: testSecret})
 	if err != nil {

@@ -375,6 +375,9 @@ func (h *Handler) completeUpload(q *request) {
 		q.fail(e)
 		return
 	}
+	if doc := up.Headers[uploadLockHeader]; doc != "" {
+		req.Headers[versionLockHeader] = doc // the lock goes with the version
+	}
 	info, e := h.compose(q, req, etag, sources...)
 	if e != nil {
 		q.fail(e)

@@ -122,6 +122,7 @@ func (h *Handler) putObject(q *request) {
 		q.fail(e)
 		return
 	}
+	lock.stamp(req)
 	info, ok := h.store(r.Context(), q, req, seal)
 	if !ok {
 		return

@@ -373,6 +373,7 @@ func (h *Handler) postObject(q *request) {
 		q.fail(e)
 		return
 	}
+	lock.stamp(req)
 	min, max := int64(0), int64(-1)
 	if pol != nil {
 		min, max = pol.min, pol.max
