@@ -148,6 +148,10 @@ func (h *Handler) bucketOp(q *request) {
 		h.bucketEncryption(q)
 		return
 	}
+	if query.Has("cors") {
+		h.configDoc(q, corsConfig, &apiError{"NoSuchCORSConfiguration", http.StatusNotFound, "The CORS configuration does not exist."}, parseCORS)
+		return
+	}
 	if query.Has("policy") || query.Has("policyStatus") {
 		h.bucketPolicyOp(q)
 		return

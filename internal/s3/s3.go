@@ -89,6 +89,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q := &request{w: w, r: r, query: r.URL.Query()}
 	q.bucket, q.key = h.route(r)
+	if q.bucket != "" {
+		// Browsers' cross-origin requests (cors.go): a preflight needs no
+		// signature; any request from an origin gets its CORS headers,
+		// whatever its outcome.
+		if r.Method == http.MethodOptions {
+			h.preflight(q)
+			return
+		}
+		if r.Header.Get("Origin") != "" {
+			h.corsResponse(q)
+		}
+	}
 	a, e := h.authenticate(q)
 	if e != nil {
 		q.fail(e)

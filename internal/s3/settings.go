@@ -9,12 +9,11 @@ import (
 // rclone, infrastructure tools) and expect what S3 answers for a bucket
 // that has none: the "not found" error of each, or an empty document.
 // Writing one answers NotImplemented and changes nothing.
-// (ACLs are in acl.go, policies in authz.go.)
+// (ACLs are in acl.go, policies in authz.go, CORS in cors.go.)
 
 // missingSettings are the bucket settings whose absence S3 reports as an
 // error, by subresource.
 var missingSettings = map[string]*apiError{
-	"cors":        {"NoSuchCORSConfiguration", http.StatusNotFound, "The CORS configuration does not exist."},
 	"website":     {"NoSuchWebsiteConfiguration", http.StatusNotFound, "The specified bucket does not have a website configuration."},
 	"replication": {"ReplicationConfigurationNotFoundError", http.StatusNotFound, "The replication configuration was not found."},
 }
@@ -29,7 +28,7 @@ var emptySettings = map[string]string{
 
 // deletable are the settings whose DELETE leaves the bucket with none,
 // which it already has.
-var deletable = map[string]bool{"cors": true, "website": true, "replication": true}
+var deletable = map[string]bool{"website": true, "replication": true}
 
 // bucketSetting answers a request for one of the settings above and
 // reports whether it did.
