@@ -189,11 +189,17 @@ func readMintAllowList(t *testing.T) map[string]bool {
 // resolved).
 func buildMintSuite(t *testing.T) string {
 	t.Helper()
-	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/minio/minio-go/v7").Output()
+	// go mod download fetches the module if the cache lacks it, and says
+	// where it is.
+	out, err := exec.Command("go", "mod", "download", "-json", "github.com/minio/minio-go/v7").Output()
 	if err != nil {
-		t.Fatalf("go list -m github.com/minio/minio-go/v7: %v", err)
+		t.Fatalf("go mod download github.com/minio/minio-go/v7: %v", err)
 	}
-	src, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(dir)), "functional_tests.go"))
+	var mod struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		t.Fatalf("go mod download github.com/minio/minio-go/v7: %v %s", err, mod.Error)
+	}
+	src, err := os.ReadFile(filepath.Join(mod.Dir, "functional_tests.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
