@@ -37,6 +37,11 @@ import (
 const (
 	mpuPrefix  = object.SystemKeyPrefix + "mpu/" // upload records
 	partPrefix = object.SystemKeyPrefix + "mpp/" // parts
+	// donePrefix holds a record of each completed upload (its object's
+	// key, version and answer) for --multipart-expiry: a Complete sent
+	// again, as clients do when the first answer was lost, gets the same
+	// answer instead of NoSuchUpload.
+	donePrefix = object.SystemKeyPrefix + "mpd/"
 
 	maxParts    = 10000
 	minPartSize = 5 << 20
@@ -241,6 +246,9 @@ type completePart struct {
 // completeUpload is CompleteMultipartUpload.
 func (h *Handler) completeUpload(q *request) {
 	id, up, e := h.upload(q)
+	if e == errNoSuchUpload && h.completedAgain(q) {
+		return
+	}
 	if e != nil {
 		q.fail(e)
 		return
@@ -396,9 +404,22 @@ func (h *Handler) completeUpload(q *request) {
 			return
 		}
 	}
+	done := map[string]string{uploadKeyHeader: q.key, "etag": etag}
+	if sums {
+		done[alg.header()], done[checksumTypeHeader] = checksum, up.Headers[checksumTypeHeader]
+	}
+	if _, err := h.cfg.Service.Put(ctx, &object.PutRequest{Space: q.bucket, Key: donePrefix + id, Headers: done,
+		Meta: map[string]string{"version": versionIDOf(&info)}}, http.NoBody); err != nil {
+		h.cfg.Logger.Warn("s3: recording a completed upload", "bucket", q.bucket, "upload", id, "err", err)
+	}
 	h.removeUpload(ctx, q.bucket, id, up.Version, stored)
 	h.setVersionID(q.r.Context(), q.w.Header(), q.bucket, &info)
 	setEncryptionHeaders(q.w.Header(), enc)
+	writeCompleted(q, done)
+}
+
+// writeCompleted answers a CompleteMultipartUpload from its record.
+func writeCompleted(q *request, done map[string]string) {
 	res := struct {
 		XMLName  xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CompleteMultipartUploadResult"`
 		Location string
@@ -407,12 +428,30 @@ func (h *Handler) completeUpload(q *request) {
 		ETag     string
 		checksumXML
 		ChecksumType string `xml:",omitempty"`
-	}{Location: "/" + q.bucket + "/" + q.key, Bucket: q.bucket, Key: q.key, ETag: `"` + etag + `"`}
-	if sums {
-		*res.field(alg) = checksum
-		res.ChecksumType = up.Headers[checksumTypeHeader]
+	}{Location: "/" + q.bucket + "/" + q.key, Bucket: q.bucket, Key: q.key, ETag: `"` + done["etag"] + `"`, checksumXML: storedChecksums(done)}
+	if res.checksumXML != (checksumXML{}) {
+		res.ChecksumType = done[checksumTypeHeader]
 	}
 	writeXML(q.w, http.StatusOK, res)
+}
+
+// completedAgain answers a Complete of an upload that was completed
+// already (its record in donePrefix) as the first one was answered, and
+// reports whether it did.
+func (h *Handler) completedAgain(q *request) bool {
+	id := q.query.Get("uploadId")
+	if !validUploadID(id) {
+		return false
+	}
+	info, err := h.cfg.Service.Stat(sysCtx(q), &object.GetRequest{Space: q.bucket, Key: donePrefix + id, Length: -1})
+	if err != nil || info.Headers[uploadKeyHeader] != q.key {
+		return false
+	}
+	if v := info.Meta["version"]; v != "" && v != nullVersionID {
+		q.w.Header().Set("x-amz-version-id", v)
+	}
+	writeCompleted(q, info.Headers)
+	return true
 }
 
 // removeUpload deletes an upload's record and parts (their exact
@@ -648,6 +687,20 @@ func (h *Handler) SweepUploads(ctx context.Context, before time.Time) (int, erro
 			}
 			h.removeUpload(ctx, sp.Name, id, u.Version, parts)
 			aborted++
+		}
+		// Records of completed uploads go once they are as old as an
+		// upload may stay open.
+		dones, err := h.listAll(ctx, sp.Name, donePrefix)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, d := range dones {
+			if !time.Unix(0, d.Modified).After(before) {
+				if _, err := h.cfg.Service.Delete(ctx, &object.DeleteRequest{Space: sp.Name, Key: d.Key, Version: d.Version}); err != nil && object.KindOf(err) != object.NotFound {
+					errs = append(errs, err)
+				}
+			}
 		}
 		// Orphan parts: listed after the uploads, so a part of an upload
 		// started since is not taken for one.

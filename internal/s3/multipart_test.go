@@ -95,6 +95,20 @@ func TestMultipartUpload(t *testing.T) {
 	if aws.ToString(comp.ETag) != wantETag || aws.ToString(comp.VersionId) == "" {
 		t.Fatalf("complete: ETag %s (want %s), version %q", aws.ToString(comp.ETag), wantETag, aws.ToString(comp.VersionId))
 	}
+	// Complete sent again (a client whose first answer was lost) gets the
+	// same answer; the upload is gone all the same.
+	again, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: key, UploadId: id,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: done}})
+	if err != nil || aws.ToString(again.ETag) != wantETag || aws.ToString(again.VersionId) != aws.ToString(comp.VersionId) {
+		t.Fatalf("a second Complete: %+v %v", again, err)
+	}
+	if _, err := c.ListParts(ctx, &s3.ListPartsInput{Bucket: b, Key: key, UploadId: id}); apiCode(err) != "NoSuchUpload" {
+		t.Fatalf("ListParts of a completed upload: %v", err)
+	}
+	if _, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: aws.String("other"), UploadId: id,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: done}}); apiCode(err) != "NoSuchUpload" {
+		t.Fatalf("completing the upload again under another key: %v", err)
+	}
 	whole := slices.Concat(parts...)
 	get, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: b, Key: key})
 	if err != nil {
@@ -314,7 +328,30 @@ func TestAbandonedUploadsSwept(t *testing.T) {
 	if _, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: b, Key: aws.String("left"), UploadId: cr.UploadId, PartNumber: aws.Int32(1), Body: strings.NewReader("part")}); err != nil {
 		t.Fatal(err)
 	}
+	// A completed upload's record (for a Complete sent again) goes too.
+	dc, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("done")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: b, Key: aws.String("done"), UploadId: dc.UploadId, PartNumber: aws.Int32(1), Body: strings.NewReader("part")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	complete := func() error {
+		_, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: b, Key: aws.String("done"), UploadId: dc.UploadId,
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: dp.ETag}}}})
+		return err
+	}
+	if err := complete(); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(30 * time.Second)
+	for apiCode(complete()) != "NoSuchUpload" {
+		if time.Now().After(deadline) {
+			t.Fatal("the completed upload's record is still there")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	for {
 		lu, err := c.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: b})
 		if err != nil {
@@ -331,7 +368,11 @@ func TestAbandonedUploadsSwept(t *testing.T) {
 	if _, err := c.ListParts(ctx, &s3.ListPartsInput{Bucket: b, Key: aws.String("left"), UploadId: cr.UploadId}); apiCode(err) != "NoSuchUpload" {
 		t.Fatalf("ListParts of the swept upload: %v", err)
 	}
-	// The bucket has nothing left in it: it can be deleted.
+	// The bucket holds only the completed object: with it gone, the
+	// bucket can be deleted.
+	if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: b, Key: aws.String("done")}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: b}); err != nil {
 		t.Fatalf("DeleteBucket after the sweep: %v", err)
 	}
