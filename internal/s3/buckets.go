@@ -446,10 +446,11 @@ func parseListQuery(q *request) (listQuery, *apiError) {
 	return lq, e
 }
 
-// esc encodes a key or prefix as encoding-type asks.
+// esc encodes a key or prefix as encoding-type asks: percent-encoded as
+// S3 does it, "/" left as it is.
 func (lq listQuery) esc(s string) string {
 	if lq.enc == "url" {
-		return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
+		return strings.NewReplacer("+", "%20", "%2F", "/").Replace(url.QueryEscape(s))
 	}
 	return s
 }
@@ -481,6 +482,9 @@ func (lq listQuery) startAfter(marker string) string {
 // delimiter after the prefix into common prefixes.
 func (h *Handler) list(q *request, lq listQuery, after string) (listing, error) {
 	var l listing
+	if lq.max == 0 {
+		return l, nil // max-keys=0: nothing, and not truncated (as S3)
+	}
 	n := 0
 	after = lq.startAfter(after)
 	for {

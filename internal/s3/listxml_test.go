@@ -257,3 +257,33 @@ func xmlSafe(s string) bool {
 	}
 	return true
 }
+
+// TestURLEncodingKeepsSlash: encoding-type=url percent-encodes as S3 does,
+// leaving "/" as it is (clients compare common prefixes such as "foo/"
+// with what they sent).
+func TestURLEncodingKeepsSlash(t *testing.T) {
+	lq := listQuery{enc: "url"}
+	for in, want := range map[string]string{"foo/": "foo/", "foo+1/": "foo%2B1/", "quux ab/thud": "quux%20ab/thud", "a\nb": "a%0Ab", "é/x": "%C3%A9/x"} {
+		if got := lq.esc(in); got != want {
+			t.Errorf("esc(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestListMaxKeysZero: max-keys=0 lists nothing and is not truncated, as
+// S3 answers it.
+func TestListMaxKeysZero(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	h := listHandler([]string{"a", "b"}, now)
+	for _, q := range []string{"list-type=2&max-keys=0", "max-keys=0"} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, signedGet(t, "http://s3.local/bucket?"+q, now))
+		var res struct {
+			IsTruncated bool
+			Keys        []string `xml:"Contents>Key"`
+		}
+		if err := xml.Unmarshal(w.Body.Bytes(), &res); err != nil || w.Code != http.StatusOK || res.IsTruncated || len(res.Keys) != 0 {
+			t.Errorf("%s: %d truncated=%v keys=%v %v", q, w.Code, res.IsTruncated, res.Keys, err)
+		}
+	}
+}
