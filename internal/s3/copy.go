@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/base64"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -292,8 +293,12 @@ func (h *Handler) uploadPartCopy(q *request, id string, n int, alg checksumAlg, 
 	if s := q.r.Header.Get("X-Amz-Copy-Source-Range"); s != "" {
 		br, ok := parseRange(s)
 		off, length, fits := br.resolve(src.Size)
-		if !ok || br.suffix > 0 || br.end < 0 || br.end >= src.Size || !fits {
-			q.fail(errInvalidArgument.with("The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy, within the source."))
+		switch {
+		case !ok || br.suffix > 0 || br.end < 0:
+			q.fail(errInvalidArgument.with("The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy."))
+			return
+		case br.end >= src.Size || !fits:
+			q.fail(errInvalidRange.with(fmt.Sprintf("The x-amz-copy-source-range %s is not within the source's %d bytes.", s, src.Size)))
 			return
 		}
 		cs.Offset, cs.Length = off, length

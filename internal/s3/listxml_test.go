@@ -287,3 +287,15 @@ func TestListMaxKeysZero(t *testing.T) {
 		}
 	}
 }
+
+// TestContentEncodingKept: Content-Encoding is kept as sent, less the
+// aws-chunked transfer coding.
+func TestContentEncodingKept(t *testing.T) {
+	for in, want := range map[string]string{"gzip": "gzip", "deflate, gzip": "deflate, gzip", "gzip, aws-chunked": "gzip",
+		"aws-chunked, gzip": "gzip", "aws-chunked": "", "aws-chunked, aws-chunked": "", "deflate,aws-chunked,gzip": "deflate, gzip"} {
+		got := contentHeaders(http.Header{"Content-Encoding": {in}})["content-encoding"]
+		if got != want {
+			t.Errorf("Content-Encoding %q kept as %q, want %q", in, got, want)
+		}
+	}
+}

@@ -328,13 +328,22 @@ func contentHeaders(h http.Header) map[string]string {
 	for _, name := range contentHeaderNames {
 		v := h.Get(name)
 		if name == "content-encoding" {
+			// Kept as sent ("deflate, gzip"), the transfer coding taken out.
 			var keep []string
+			chunked := false
 			for _, c := range strings.Split(v, ",") {
-				if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "aws-chunked") {
+				if strings.EqualFold(strings.TrimSpace(c), "aws-chunked") {
+					chunked = true
+				} else if strings.TrimSpace(c) != "" {
 					keep = append(keep, c)
 				}
 			}
-			v = strings.Join(keep, ",")
+			if chunked {
+				for i := range keep {
+					keep[i] = strings.TrimSpace(keep[i])
+				}
+				v = strings.Join(keep, ", ")
+			}
 		}
 		if v == "" {
 			continue
