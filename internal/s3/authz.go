@@ -210,6 +210,11 @@ func (h *Handler) authorization(q *request, bucket, key, versionID, act, need st
 	case err != nil && k != object.NotFound && k != object.Deleted && k != object.BadSpaceName:
 		return fromService(err)
 	}
+	// A bucket that is gone is NoSuchBucket to anyone, as in S3 (the
+	// documents read above may be a cached view of it).
+	if _, err := h.cfg.Service.List(ctx, &object.ListRequest{Space: bucket, Limit: 1}); object.KindOf(err) == object.SpaceNotFound {
+		return errNoSuchBucket
+	}
 	return errAccessDenied
 }
 

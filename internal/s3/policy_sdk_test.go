@@ -193,3 +193,25 @@ func TestAuthorizationEdges(t *testing.T) {
 		t.Fatalf("a condition without a value: %v", err)
 	}
 }
+
+// TestGoneBucketIsNoSuchBucket: a request for a bucket that was deleted
+// answers NoSuchBucket to anyone, anonymous included, as S3 does, even
+// while its public ACL may still be cached.
+func TestGoneBucketIsNoSuchBucket(t *testing.T) {
+	_, ep := openNode(t, nil, nil)
+	c := client(ep, testAccess, testSecret)
+	ctx := context.Background()
+	b := aws.String("gone-public")
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: b, ACL: types.BucketCannedACLPublicRead}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := anonymous(t, "GET", ep+"/gone-public?list-type=2", ""); st != http.StatusOK {
+		t.Fatalf("an anonymous listing of the public bucket: %d", st)
+	}
+	if _, err := c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: b}); err != nil {
+		t.Fatal(err)
+	}
+	if st, body := anonymous(t, "DELETE", ep+"/gone-public/foo", ""); st != http.StatusNotFound || !strings.Contains(body, "NoSuchBucket") {
+		t.Fatalf("an anonymous DELETE in the deleted bucket: %d %s", st, body)
+	}
+}
