@@ -291,14 +291,15 @@ func (h *Handler) completeUpload(q *request) {
 		}
 	}
 	alg, sums := uploadAlg(up.Headers)
-	// An SSE-C upload is completed with its key, as its parts were:
-	// completing writes the object, which only a holder of the key may do
-	// (as RGW and ceph/s3-tests have it; S3 asks for the key only when the
-	// upload has a checksum algorithm).
-	_, enc, e := h.opening(q.r.Context(), up.Headers, q.r.Header, ownSSEC)
-	if e != nil {
-		q.fail(e)
-		return
+	// An SSE-C upload's parts each brought the customer's key; completing
+	// it needs none, as in S3 (whose awscli completes without it: the
+	// parts are not read), but a key given must be the upload's.
+	enc := storedEncryption(up.Headers)
+	if c, e := customerKey(q.r.Header, ownSSEC); e != nil || c != nil || enc == nil || enc.alg != sseC {
+		if _, enc, e = h.opening(q.r.Context(), up.Headers, q.r.Header, ownSSEC); e != nil {
+			q.fail(e)
+			return
+		}
 	}
 	encrypted := enc != nil
 	var segs []sse.Segment
