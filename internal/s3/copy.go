@@ -220,6 +220,7 @@ func (h *Handler) copyObject(q *request) {
 // composite one, or else is to be computed as the bytes are read: then
 // the algorithm is returned.
 func copyChecksum(hd http.Header, src object.Info, req *object.PutRequest) (*checksumAlg, *apiError) {
+	whole := cmp.Or(src.Headers[checksumTypeHeader], checksumFullObject) == checksumFullObject
 	var alg checksumAlg
 	if name := hd.Get("X-Amz-Checksum-Algorithm"); name != "" {
 		a, ok := findChecksum(name)
@@ -229,7 +230,7 @@ func copyChecksum(hd http.Header, src object.Info, req *object.PutRequest) (*che
 		alg = a
 	} else {
 		a, ok := storedAlg(src.Headers)
-		if !ok || cmp.Or(src.Headers[checksumTypeHeader], checksumFullObject) == checksumFullObject {
+		if !ok || whole {
 			return nil, nil
 		}
 		alg = a
@@ -242,7 +243,6 @@ func copyChecksum(hd http.Header, src object.Info, req *object.PutRequest) (*che
 			delete(req.Headers, k)
 		}
 	}
-	whole := cmp.Or(src.Headers[checksumTypeHeader], checksumFullObject) == checksumFullObject
 	if v := src.Headers[alg.header()]; v != "" && whole {
 		req.Headers[alg.header()] = v
 		return nil, nil

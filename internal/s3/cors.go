@@ -99,6 +99,17 @@ func wildMatch(pattern, s string, fold bool) bool {
 	return len(s) >= len(before)+len(after) && strings.HasPrefix(s, before) && strings.HasSuffix(s, after)
 }
 
+// match is the first rule that lets origin use method, sending the
+// headers named, or nil.
+func (c *corsConfiguration) match(origin, method string, headers []string) *corsRule {
+	for i := range c.Rules {
+		if c.Rules[i].allows(origin, method, headers) {
+			return &c.Rules[i]
+		}
+	}
+	return nil
+}
+
 // allows reports whether the rule lets origin use method, sending the
 // headers named.
 func (r *corsRule) allows(origin, method string, headers []string) bool {
@@ -172,11 +183,8 @@ func (h *Handler) corsResponse(q *request) {
 		return
 	}
 	method := cmp.Or(q.r.Header.Get("Access-Control-Request-Method"), q.r.Method)
-	for i := range c.Rules {
-		if c.Rules[i].allows(origin, method, nil) {
-			setCORSHeaders(q.w.Header(), &c.Rules[i], origin, nil)
-			return
-		}
+	if r := c.match(origin, method, nil); r != nil {
+		setCORSHeaders(q.w.Header(), r, origin, nil)
 	}
 }
 
@@ -213,12 +221,11 @@ func (h *Handler) preflight(q *request) {
 		return
 	}
 	requested := requestedHeaders(hd)
-	for i := range c.Rules {
-		if c.Rules[i].allows(origin, method, requested) {
-			setCORSHeaders(q.w.Header(), &c.Rules[i], origin, requested)
-			q.w.WriteHeader(http.StatusOK)
-			return
-		}
+	r := c.match(origin, method, requested)
+	if r == nil {
+		q.fail(errCORSRefused)
+		return
 	}
-	q.fail(errCORSRefused)
+	setCORSHeaders(q.w.Header(), r, origin, requested)
+	q.w.WriteHeader(http.StatusOK)
 }

@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"cmp"
 	"context"
 	"encoding/xml"
 	"errors"
@@ -422,7 +423,6 @@ func (h *Handler) sweepRule(ctx context.Context, bucket string, r *lifecycleRule
 	}
 	// Walk every version under the prefix, a key's versions together,
 	// newest first.
-	req := &object.ListRequest{Space: bucket, Prefix: m.prefix, AllVersions: true, Limit: 1000}
 	var key string
 	var versions []object.Info
 	flush := func() error {
@@ -431,36 +431,20 @@ func (h *Handler) sweepRule(ctx context.Context, bucket string, r *lifecycleRule
 		versions = versions[:0]
 		return err
 	}
-	for {
-		l, err := h.cfg.Service.List(ctx, req)
-		if err != nil {
-			return done, err
-		}
-		for _, o := range l.Objects {
-			if strings.HasPrefix(o.Key, object.SystemKeyPrefix) {
-				continue
+	err := h.eachVersion(ctx, bucket, m.prefix, func(o *object.Info) error {
+		if o.Key != key && len(versions) > 0 {
+			if err := flush(); err != nil {
+				return err
 			}
-			if o.Key != key && len(versions) > 0 {
-				if err := flush(); err != nil {
-					return done, err
-				}
-			}
-			key = o.Key
-			versions = append(versions, o)
 		}
-		if !l.Truncated || len(l.Objects) == 0 {
-			break
-		}
-		last := l.Objects[len(l.Objects)-1]
-		req.StartAfter, req.AfterVersion = last.Key, l.NextVersion
-		if req.AfterVersion == 0 {
-			req.AfterVersion = last.Version
-		}
+		key = o.Key
+		versions = append(versions, *o)
+		return nil
+	})
+	if err == nil && len(versions) > 0 {
+		err = flush()
 	}
-	if len(versions) > 0 {
-		return done, flush()
-	}
-	return done, nil
+	return done, err
 }
 
 // expireKey applies a rule's expirations to one key's versions (newest
@@ -557,24 +541,43 @@ type replacedNull struct {
 }
 
 // s3View splits a key's versions (newest first) into those S3's view
-// holds, and the null versions a newer null version replaced. The marker
-// of a delete in an unversioned bucket is left out of the view too (S3
-// has none), but it replaces the null versions before it.
+// holds (versioning.go), and the null versions a newer null version
+// replaced.
 func s3View(vs []object.Info) (view []object.Info, replaced []replacedNull) {
-	var newerNull *object.Info
+	var shadow nullShadow
 	for i := range vs {
-		v := &vs[i]
-		switch {
-		case isNull(v) && newerNull != nil:
-			replaced = append(replaced, replacedNull{*v, newerNull.Modified})
-			newerNull = v
-			continue
-		case isNull(v):
-			newerNull = v
-		}
-		if !isRemoval(v) {
-			view = append(view, *v)
+		at := shadow.newer
+		switch hidden, repl := shadow.next(&vs[i]); {
+		case repl:
+			replaced = append(replaced, replacedNull{vs[i], at})
+		case !hidden:
+			view = append(view, vs[i])
 		}
 	}
 	return view, replaced
+}
+
+// eachVersion calls f with every version of the bucket's keys under
+// prefix (system keys left out), in key order, a key's newest first,
+// until f fails.
+func (h *Handler) eachVersion(ctx context.Context, bucket, prefix string, f func(*object.Info) error) error {
+	req := &object.ListRequest{Space: bucket, Prefix: prefix, AllVersions: true, Limit: 1000}
+	for {
+		l, err := h.cfg.Service.List(ctx, req)
+		if err != nil {
+			return err
+		}
+		for i := range l.Objects {
+			if o := &l.Objects[i]; !strings.HasPrefix(o.Key, object.SystemKeyPrefix) {
+				if err := f(o); err != nil {
+					return err
+				}
+			}
+		}
+		if !l.Truncated || len(l.Objects) == 0 {
+			return nil
+		}
+		last := l.Objects[len(l.Objects)-1]
+		req.StartAfter, req.AfterVersion = last.Key, cmp.Or(l.NextVersion, last.Version)
+	}
 }

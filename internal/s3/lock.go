@@ -59,9 +59,6 @@ type objectLock struct {
 	Mode  string    `json:"mode,omitempty"`
 	Until time.Time `json:"until,omitempty"`
 	Hold  bool      `json:"hold,omitempty"`
-	// Key is the object's key, kept so that a lock document can be told
-	// from one whose version is gone (CheckDropSpace).
-	Key string `json:"key,omitempty"`
 }
 
 // Retention dates are kept and shown to the millisecond, rounded up: a
@@ -153,11 +150,10 @@ func (l *objectLock) stamp(req *object.PutRequest) {
 func (h *Handler) saveLock(ctx context.Context, bucket, key string, version uint64, l *objectLock) error {
 	// Even no lock is saved as a document: it overrides the lock the
 	// version was written with.
-	c := objectLock{Key: key}
-	if l != nil {
-		c.Mode, c.Until, c.Hold = l.Mode, l.Until, l.Hold
+	if l == nil {
+		l = &objectLock{}
 	}
-	doc, _ := json.Marshal(&c)
+	doc, _ := json.Marshal(l)
 	return h.writeSystemDoc(ctx, bucket, versionDocKey(olockPrefix, key, version), doc)
 }
 
@@ -470,77 +466,42 @@ func (h *Handler) CheckRemoveVersion(ctx context.Context, bucket, key string, ve
 }
 
 // CheckDropSpace fails with AccessDenied if the space is a bucket with
-// object lock holding any of its versions.
+// object lock holding any of its versions. A version's lock is its lock
+// document, else the lock it was written with (versionLock); the
+// documents are read once, up front.
 func (h *Handler) CheckDropSpace(ctx context.Context, bucket string) error {
 	c, err := h.lockConfig(ctx, bucket)
 	if err != nil || c == nil {
 		return err
 	}
+	docs, err := h.listAll(object.WithSystemKeys(ctx), bucket, olockPrefix)
+	if err != nil {
+		return err
+	}
+	locks := make(map[string]*objectLock, len(docs))
+	for _, d := range docs {
+		doc, err := h.readSystemDoc(ctx, bucket, d.Key)
+		if err != nil {
+			return err
+		}
+		var l objectLock
+		if doc != nil && json.Unmarshal(doc, &l) == nil {
+			locks[d.Key] = &l
+		}
+	}
 	now := h.cfg.Now()
-	sys := object.WithSystemKeys(ctx)
-	req := object.ListRequest{Space: bucket, Prefix: olockPrefix, Limit: maxListKeys}
-	for {
-		res, err := h.cfg.Service.List(sys, &req)
-		if err != nil {
-			return err
-		}
-		for _, o := range res.Objects {
-			doc, err := h.readSystemDoc(ctx, bucket, o.Key)
-			if err != nil {
-				return err
-			}
-			var l objectLock
-			if doc != nil && json.Unmarshal(doc, &l) == nil {
-				if l.Key != "" {
-					// A lock whose version is gone holds nothing.
-					v, err := tstamp.Parse(o.Key[strings.LastIndexByte(o.Key, '/')+1:])
-					if err == nil {
-						if _, err := h.cfg.Service.Stat(ctx, &object.GetRequest{Space: bucket, Key: l.Key, Version: v, Length: -1}); object.KindOf(err) == object.NotFound {
-							continue
-						}
-					}
-				}
-				if why := l.holds(now); why != "" {
-					return object.Errorf(object.AccessDenied, "space %s holds versions under object lock (%s): it cannot be deleted until every retention ends and every legal hold is lifted", bucket, why)
-				}
+	return h.eachVersion(ctx, bucket, "", func(v *object.Info) error {
+		l, ok := locks[versionDocKey(olockPrefix, v.Key, v.Version)]
+		if !ok {
+			if l, _ = writtenLock(v); l == nil {
+				return nil
 			}
 		}
-		if !res.Truncated {
-			break
+		if why := l.holds(now); why != "" {
+			return object.Errorf(object.AccessDenied, "space %s holds versions under object lock (%s): it cannot be deleted until every retention ends and every legal hold is lifted", bucket, why)
 		}
-		req.StartAfter = res.Next
-	}
-	// Versions whose lock is only in the version (its document was not
-	// saved yet).
-	vreq := object.ListRequest{Space: bucket, Limit: maxListKeys, AllVersions: true}
-	for {
-		res, err := h.cfg.Service.List(ctx, &vreq)
-		if err != nil {
-			return err
-		}
-		for i := range res.Objects {
-			o := &res.Objects[i]
-			l, err := writtenLock(o)
-			if err != nil || l == nil || l.holds(now) == "" {
-				continue
-			}
-			doc, err := h.readSystemDoc(ctx, bucket, versionDocKey(olockPrefix, o.Key, o.Version))
-			if err != nil {
-				return err
-			}
-			if doc == nil {
-				return object.Errorf(object.AccessDenied, "space %s holds versions under object lock (%s): it cannot be deleted until every retention ends and every legal hold is lifted", bucket, l.holds(now))
-			}
-		}
-		if !res.Truncated || len(res.Objects) == 0 {
-			return nil
-		}
-		last := res.Objects[len(res.Objects)-1]
-		vreq.StartAfter, vreq.AfterVersion = last.Key, res.NextVersion
-		if vreq.AfterVersion == 0 {
-			vreq.AfterVersion = last.Version
-		}
-	}
+		return nil
+	})
 }
 
 // CheckRetention fails with AccessDenied if a bucket with object lock

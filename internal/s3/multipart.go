@@ -295,7 +295,11 @@ func (h *Handler) completeUpload(q *request) {
 	// it needs none, as in S3 (whose awscli completes without it: the
 	// parts are not read), but a key given must be the upload's.
 	enc := storedEncryption(up.Headers)
-	if c, e := customerKey(q.r.Header, ownSSEC); e != nil || c != nil || enc == nil || enc.alg != sseC {
+	switch c, e := customerKey(q.r.Header, ownSSEC); {
+	case e != nil:
+		q.fail(e)
+		return
+	case c != nil:
 		if _, enc, e = h.opening(q.r.Context(), up.Headers, q.r.Header, ownSSEC); e != nil {
 			q.fail(e)
 			return
@@ -364,11 +368,11 @@ func (h *Handler) completeUpload(q *request) {
 	if sums {
 		checksum = multipartChecksum(alg, up.Headers[checksumTypeHeader], digests, sizes)
 		headers[alg.header()] = checksum
-		sums := make([]string, len(digests))
+		partSums := make([]string, len(digests))
 		for i, d := range digests {
-			sums[i] = base64.StdEncoding.EncodeToString(d)
+			partSums[i] = base64.StdEncoding.EncodeToString(d)
 		}
-		headers[partChecksumsHeader] = strings.Join(sums, ",")
+		headers[partChecksumsHeader] = strings.Join(partSums, ",")
 	}
 	if e := checkCompleteChecksum(q.r.Header, want, alg, sums, up.Headers[checksumTypeHeader], checksum, len(doc.Parts)); e != nil {
 		q.fail(e)

@@ -332,16 +332,14 @@ func contentHeaders(h http.Header) map[string]string {
 			var keep []string
 			chunked := false
 			for _, c := range strings.Split(v, ",") {
-				if strings.EqualFold(strings.TrimSpace(c), "aws-chunked") {
+				switch c = strings.TrimSpace(c); {
+				case strings.EqualFold(c, "aws-chunked"):
 					chunked = true
-				} else if strings.TrimSpace(c) != "" {
+				case c != "":
 					keep = append(keep, c)
 				}
 			}
 			if chunked {
-				for i := range keep {
-					keep[i] = strings.TrimSpace(keep[i])
-				}
 				v = strings.Join(keep, ", ")
 			}
 		}

@@ -100,29 +100,18 @@ func (h *Handler) authenticate(q *request) (*auth, *apiError) {
 // for CreateBucket, any region (createBucket holds it to the location
 // constraint in the body, which is read after the signature is checked).
 func (h *Handler) requestRegion(q *request) string {
-	var sr string
+	cred := q.query.Get("X-Amz-Credential")
 	if a := q.r.Header.Get("Authorization"); a != "" {
-		if _, rest, ok := strings.Cut(a, "Credential="); ok {
-			sr = rest
-		}
-	} else {
-		sr = q.query.Get("X-Amz-Credential")
+		_, rest, _ := strings.Cut(a, "Credential=")
+		cred, _, _ = strings.Cut(rest, ",")
 	}
-	// AK/yyyymmdd/REGION/service/aws4_request, the key possibly holding
-	// no slash: the region is the third field from the end.
-	parts := strings.Split(strings.TrimSpace(strings.SplitN(sr, ",", 2)[0]), "/")
-	if len(parts) < 5 {
-		return h.cfg.Region
-	}
-	sr = parts[len(parts)-3]
-	if sr == h.cfg.Region || q.bucket == "" || !validRegion(sr) {
-		return h.cfg.Region
-	}
-	if q.r.Method == http.MethodPut && q.key == "" && len(q.query) == 0 {
-		return sr
-	}
-	if h.bucketRegion(q.r.Context(), q.bucket) == sr {
-		return sr
+	sc, e := parseCredential(strings.TrimSpace(cred))
+	switch {
+	case e != nil || sc.region == h.cfg.Region || q.bucket == "" || !validRegion(sc.region):
+		return h.cfg.Region // authenticate says what is wrong, if anything
+	case q.r.Method == http.MethodPut && q.key == "" && len(q.query) == 0, // CreateBucket
+		h.bucketRegion(q.r.Context(), q.bucket) == sc.region:
+		return sc.region
 	}
 	return h.cfg.Region
 }

@@ -166,6 +166,26 @@ func isNull(o *object.Info) bool { return o.Headers[nullHeader] != "" }
 // an unversioned bucket.
 func isRemoval(o *object.Info) bool { return o.DeleteMarker && o.Headers[nullHeader] == nullRemoved }
 
+// nullShadow follows one key's versions, newest first, and tells which
+// of them S3's view leaves out: a null version a newer null version
+// replaced, and the marker of a delete in an unversioned bucket.
+type nullShadow struct {
+	seen  bool  // a null version of the key went by: older ones are replaced
+	newer int64 // when the last null version that went by was written
+}
+
+// next takes the key's next version: hidden if S3's view leaves it out,
+// replaced if it is a null version a newer one (written at s.newer
+// before the call) replaced.
+func (s *nullShadow) next(v *object.Info) (hidden, replaced bool) {
+	if !isNull(v) {
+		return false, false
+	}
+	replaced = s.seen
+	s.seen, s.newer = true, v.Modified
+	return replaced || isRemoval(v), replaced
+}
+
 // versionIDOf is how S3 names a version.
 func versionIDOf(o *object.Info) string {
 	if isNull(o) {

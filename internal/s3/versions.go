@@ -65,14 +65,12 @@ func (h *Handler) listVersions(q *request, lq listQuery, after string, afterVers
 	// A key's newest version is the first of its history listed; a page
 	// that resumes inside a history starts below its newest.
 	lastKey, lastSeen := after, afterVersion != 0
-	// S3's view (versioning.go): a null version a newer null version
-	// replaced is not listed, nor the marker of a delete in an unversioned
-	// bucket. nullSeen is set once the key's newest null version went by;
-	// a page resuming inside a history asks whether it did.
-	nullSeen := false
+	// Only S3's view is listed (versioning.go); a page resuming inside a
+	// history asks whether the key's newest null version went by.
+	var shadow nullShadow
 	if afterVersion != 0 {
 		err := h.eachNull(q.r.Context(), q.bucket, after, func(v *object.Info) bool {
-			nullSeen = v.Version >= afterVersion
+			shadow.seen = v.Version >= afterVersion
 			return false
 		})
 		if err != nil && object.KindOf(err) != object.NotFound {
@@ -100,15 +98,11 @@ func (h *Handler) listVersions(q *request, lq listQuery, after string, afterVers
 			newest := false
 			if !folds {
 				if newest = !(lastSeen && lastKey == o.Key); newest {
-					nullSeen = false
+					shadow = nullShadow{}
 				}
 				lastKey, lastSeen = o.Key, true
-				if isNull(&o) {
-					hide := nullSeen || isRemoval(&o)
-					nullSeen = true
-					if hide {
-						continue
-					}
+				if hidden, _ := shadow.next(&o); hidden {
+					continue
 				}
 			}
 			if n == lq.max {
