@@ -15,8 +15,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cairn-db/cairn/internal/auth"
 )
 
 // The S3 conformance run with minio-go's own functional suite (the "mint"
@@ -52,21 +50,8 @@ func TestMintSuite(t *testing.T) {
 	suite := buildMintSuite(t)
 	bin := cairnBinary(t)
 
-	ca, err := auth.NewCA("mint-test", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := auth.NewNodeKey()
-	certPEM, _ := ca.IssueNode(&key.PublicKey, 1, []string{"127.0.0.1"}, time.Now())
-	keyPEM, _ := auth.KeyPEM(key)
 	tdir := t.TempDir()
-	certFile, keyFile := filepath.Join(tdir, "cert.pem"), filepath.Join(tdir, "key.pem")
-	if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	certFile, keyFile, _ := writeServerCert(t, tdir)
 	const access, secret = "mint-root", "mint-root-secret-key-0123456789"
 	srv := startServer(t, bin, filepath.Join(tdir, "data"), freePorts(t),
 		"--root-access-key", access, "--root-secret-key", secret, "--tls-cert", certFile, "--tls-key", keyFile)

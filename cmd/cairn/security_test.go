@@ -11,6 +11,35 @@ import (
 	"github.com/cairn-db/cairn/internal/testenv"
 )
 
+// writeServerCert writes a certificate for 127.0.0.1, its key and the CA
+// that issued it into dir.
+func writeServerCert(t *testing.T, dir string) (certFile, keyFile, caFile string) {
+	t.Helper()
+	ca, err := auth.NewCA("cairn-test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := auth.NewNodeKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, err := ca.IssueNode(&key.PublicKey, 1, []string{"127.0.0.1"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := auth.KeyPEM(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, caFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
+	for f, data := range map[string][]byte{certFile: certPEM, keyFile: keyPEM, caFile: ca.CertPEM} {
+		if err := os.WriteFile(f, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return certFile, keyFile, caFile
+}
+
 func freePorts(t *testing.T) [5]int {
 	return [5]int{testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)}
 }
@@ -68,19 +97,8 @@ func TestFirstStartCredentials(t *testing.T) {
 	}
 
 	// A second new cluster, serving TLS, whose key goes into the same file.
-	ca, err := auth.NewCA("cli-test", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := auth.NewNodeKey()
-	certPEM, _ := ca.IssueNode(&key.PublicKey, 1, []string{"127.0.0.1"}, time.Now())
-	keyPEM, _ := auth.KeyPEM(key)
 	tdir := t.TempDir()
-	certFile, keyFile := filepath.Join(tdir, "cert.pem"), filepath.Join(tdir, "key.pem")
-	os.WriteFile(certFile, certPEM, 0o644)
-	os.WriteFile(keyFile, keyPEM, 0o600)
-	caFile := filepath.Join(tdir, "ca.pem")
-	os.WriteFile(caFile, ca.CertPEM, 0o644)
+	certFile, keyFile, caFile := writeServerCert(t, tdir)
 	tlsSrv := startServerCreds(t, bin, filepath.Join(tdir, "data"), srv.creds, freePorts(t), "--tls-cert", certFile, "--tls-key", keyFile)
 	defer tlsSrv.kill()
 	if !strings.Contains(tlsSrv.log.String(), "kept as [default-old-1]") {

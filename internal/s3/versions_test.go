@@ -142,6 +142,25 @@ func TestListObjectVersions(t *testing.T) {
 	}
 }
 
+// listedVersions lists a bucket's versions and delete markers as entry
+// strings, sorted.
+func listedVersions(t *testing.T, c *s3.Client, b *string) []string {
+	t.Helper()
+	out, err := c.ListObjectVersions(context.Background(), &s3.ListObjectVersionsInput{Bucket: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range out.Versions {
+		got = append(got, entry(aws.ToString(v.Key), aws.ToString(v.VersionId), aws.ToBool(v.IsLatest), false))
+	}
+	for _, m := range out.DeleteMarkers {
+		got = append(got, entry(aws.ToString(m.Key), aws.ToString(m.VersionId), aws.ToBool(m.IsLatest), true))
+	}
+	slices.Sort(got)
+	return got
+}
+
 func entry(key, version string, latest, marker bool) string {
 	s := key + " " + version
 	if latest {
@@ -434,22 +453,7 @@ func TestVersioningSuspended(t *testing.T) {
 		}
 		return aws.ToString(p.VersionId)
 	}
-	versions := func() []string {
-		t.Helper()
-		out, err := c.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: b})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, v := range out.Versions {
-			got = append(got, entry(aws.ToString(v.Key), aws.ToString(v.VersionId), aws.ToBool(v.IsLatest), false))
-		}
-		for _, m := range out.DeleteMarkers {
-			got = append(got, entry(aws.ToString(m.Key), aws.ToString(m.VersionId), aws.ToBool(m.IsLatest), true))
-		}
-		slices.Sort(got)
-		return got
-	}
+	versions := func() []string { t.Helper(); return listedVersions(t, c, b) }
 	read := func(version string) string {
 		t.Helper()
 		in := &s3.GetObjectInput{Bucket: b, Key: aws.String("k")}
@@ -874,22 +878,7 @@ func TestUnversionedBucket(t *testing.T) {
 			t.Fatalf("a write to an unversioned bucket answered version id %q", aws.ToString(p.VersionId))
 		}
 	}
-	versions := func() []string {
-		t.Helper()
-		out, err := c.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: b})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, v := range out.Versions {
-			got = append(got, entry(aws.ToString(v.Key), aws.ToString(v.VersionId), aws.ToBool(v.IsLatest), false))
-		}
-		for _, m := range out.DeleteMarkers {
-			got = append(got, entry(aws.ToString(m.Key), aws.ToString(m.VersionId), aws.ToBool(m.IsLatest), true))
-		}
-		slices.Sort(got)
-		return got
-	}
+	versions := func() []string { t.Helper(); return listedVersions(t, c, b) }
 	read := func(key, version string) (string, error) {
 		in := &s3.GetObjectInput{Bucket: b, Key: aws.String(key)}
 		if version != "" {
