@@ -97,8 +97,9 @@ func TestReplicatedChunks(t *testing.T) {
 
 	// Corrupt node 1's only segment holding that chunk: the read fails as
 	// corrupt, never returning wrong bytes; with a good copy on node 2 it
-	// succeeds.
-	fresh := threeNodes(t)
+	// succeeds. (Without chunk caches: a chunk just written is cached,
+	// and a cached chunk is served from memory whatever happens on disk.)
+	fresh := threeNodes(t, func(c *Config) { c.ChunkCache = -1 })
 	lone2 := randBytes(rand.New(rand.NewPCG(5, 6)), 1<<20)
 	h2 := chunk.Sum(lone2)
 	if err := fresh[1].chunks.Put(ctx, h2, lone2); err != nil {

@@ -65,6 +65,15 @@ func newMetrics(n *Node) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cairn_segments", Help: "Segment files.",
 		}, func() float64 { return float64(n.chunks.Stats().Segments) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "cairn_chunk_cache_bytes", Help: "Bytes of verified chunks in the chunk cache.",
+		}, func() float64 { return float64(n.chunks.DataCacheStats().Bytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "cairn_chunk_cache_hits_total", Help: "Chunk reads served from the chunk cache (no disk read, no hash).",
+		}, func() float64 { return float64(n.chunks.DataCacheStats().Hits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "cairn_chunk_cache_misses_total", Help: "Chunk reads that read and verified the chunk from a segment.",
+		}, func() float64 { return float64(n.chunks.DataCacheStats().Misses) }),
 		raftLoopCollector{n},
 		storageCollector{n},
 		gcCollector{n},

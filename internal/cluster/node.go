@@ -99,6 +99,13 @@ type Config struct {
 	// object's latest version record (reads of the latest version skip
 	// pebble when it hits). Default: 64 MiB; -1 disables it.
 	RecordCache int64
+	// ChunkCache is the memory, in bytes, of the cache of chunks this
+	// node read from its disk and verified (segment.Options.DataCache): a
+	// read of a hot chunk costs neither a disk read nor a hash. Default: an
+	// eighth of the machine's memory (large chunks are read around the
+	// page cache, so this is where they are cached; the Go heap may grow
+	// to twice what it holds between collections); -1 disables it.
+	ChunkCache int64
 	// HeartbeatTTL is the lease a node's heartbeat holds in the meta
 	// service: a node that stops is suspect this long after its last
 	// renewal. Default: 3s.
@@ -246,6 +253,9 @@ func (c *Config) EnsureDefaults() {
 	if c.RecordCache == 0 {
 		c.RecordCache = 64 << 20
 	}
+	if c.ChunkCache == 0 {
+		c.ChunkCache = defaultChunkCache()
+	}
 	if c.HeartbeatTTL == 0 {
 		c.HeartbeatTTL = 3 * time.Second
 	}
@@ -349,6 +359,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RepairRate < -1 {
 		errs = append(errs, fmt.Errorf("repair rate %d must be bytes per second, or -1 for no limit", c.RepairRate))
+	}
+	if c.ChunkCache < -1 {
+		errs = append(errs, fmt.Errorf("chunk cache %d must be a size in bytes, or -1 to disable it", c.ChunkCache))
 	}
 	if c.RecordCache < -1 {
 		errs = append(errs, fmt.Errorf("record cache %d must be a size in bytes, or -1 to disable it", c.RecordCache))
@@ -613,7 +626,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.chunks, err = segment.Open(segment.Options{
 		Dir: filepath.Join(cfg.DataDir, "segments"), FS: cfg.FS, DB: n.eng.DB(), Logger: n.log,
-		SegmentSize: cfg.SegmentSize, Now: cfg.Clock,
+		SegmentSize: cfg.SegmentSize, Now: cfg.Clock, DataCache: cfg.ChunkCache,
 	})
 	if err != nil {
 		return nil, err

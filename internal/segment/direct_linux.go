@@ -14,6 +14,11 @@ func openDirect(name string) (*os.File, error) {
 	return os.OpenFile(name, os.O_WRONLY|syscall.O_DIRECT, 0)
 }
 
+// openDirectRead opens name for reading with O_DIRECT.
+func openDirectRead(name string) (*os.File, error) {
+	return os.OpenFile(name, os.O_RDONLY|syscall.O_DIRECT, 0)
+}
+
 // readRecord reads a record's header and data at off of f with one
 // system call where f is a file of the real disk (a chunk read is
 // otherwise two: the header, then the data). It reports false where it

@@ -166,9 +166,12 @@ func (s *Store) deleteSlice(hs []chunk.Hash, cutoff int64) (n int, bytes int64, 
 	if err := b.Commit(pebble.Sync); err != nil {
 		return 0, 0, fmt.Errorf("segment: delete chunks: %w", err)
 	}
-	if s.locs != nil {
-		for _, h := range deleted {
+	for _, h := range deleted {
+		if s.locs != nil {
 			s.locs.drop(h)
+		}
+		if s.data != nil {
+			s.data.drop(h)
 		}
 	}
 	return n, bytes, nil
@@ -394,11 +397,15 @@ func (s *Store) removeSegment(seg uint64, m segMeta, ents []moved) error {
 		return fmt.Errorf("segment: %s still holds %d indexed chunks after compaction", segmentName(seg), left)
 	}
 	s.files.Lock()
-	f := s.files.m[seg]
+	f, df := s.files.m[seg], s.files.direct[seg]
 	delete(s.files.m, seg)
+	delete(s.files.direct, seg)
 	s.files.Unlock()
 	if f != nil {
 		f.Close()
+	}
+	if df != nil {
+		df.Close()
 	}
 	name := s.fs.PathJoin(s.o.Dir, segmentName(seg))
 	if err := s.fs.Remove(name); err != nil {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -61,6 +63,9 @@ type Options struct {
 	// IndexCache is how many chunk index entries the store keeps in
 	// memory (loccache.go); negative: none. Default: DefaultIndexCache.
 	IndexCache int
+	// DataCache is the memory, in bytes, of the cache of chunks read and
+	// verified (datacache.go); zero or negative: none.
+	DataCache int64
 
 	// filterMin overrides filterMinEntries (tests).
 	filterMin int64
@@ -131,6 +136,12 @@ type Store struct {
 	files struct {
 		sync.RWMutex
 		m map[uint64]vfs.File
+		// direct holds the segments opened for O_DIRECT reads
+		// (readDirect), opened on a segment's first large read.
+		direct map[uint64]*os.File
+		// noDirect is set once a direct open or read was refused: from
+		// then on every read goes through the page cache.
+		noDirect atomic.Bool
 	}
 
 	mu struct {
@@ -156,6 +167,8 @@ type Store struct {
 
 	// locs caches index entries (loccache.go); nil: none.
 	locs *locCache
+	// data caches verified chunks (datacache.go); nil: none.
+	data *dataCache
 	// filter answers lookups of chunks the index does not hold
 	// (filter.go).
 	filter filters
@@ -192,9 +205,13 @@ func Open(o Options) (*Store, error) {
 		done: make(chan struct{}),
 	}
 	s.files.m = map[uint64]vfs.File{}
+	s.files.direct = map[uint64]*os.File{}
 	s.mu.inflight = map[chunk.Hash]*Pending{}
 	if o.IndexCache > 0 {
 		s.locs = newLocCache(o.IndexCache)
+	}
+	if o.DataCache > 0 {
+		s.data = newDataCache(o.DataCache)
 	}
 	s.gc.openedAt = s.now()
 	s.gc.touched = map[chunk.Hash]int64{}
@@ -239,6 +256,10 @@ func (s *Store) closeFiles() error {
 		}
 	}
 	s.files.m = map[uint64]vfs.File{}
+	for _, f := range s.files.direct {
+		f.Close() // read-only: nothing to lose
+	}
+	s.files.direct = map[uint64]*os.File{}
 	return errors.Join(errs...)
 }
 
@@ -299,11 +320,48 @@ func (s *Store) lookup(h chunk.Hash) (location, error) {
 }
 
 // Get returns the chunk with hash h, verified: its record header against
-// the format and the index, its data against h (see verifyRead). It
+// the format and the index, its data against h (see verifyRead), or taken
+// from the cache of chunks read and verified before (datacache.go). It
 // returns ErrNotFound if the store does not hold it and an error wrapping
 // ErrCorrupt if the stored bytes are damaged. The result uses dst's storage
 // when cap(dst) suffices and is owned by the caller.
 func (s *Store) Get(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, error) {
+	if s.data != nil {
+		b, err := s.View(ctx, h)
+		if err != nil {
+			return nil, err
+		}
+		return append(dst[:0], b...), nil
+	}
+	return s.read(ctx, h, dst)
+}
+
+// View is Get without a copy: the bytes it returns may be shared with the
+// cache and other readers, and must not be modified. Unlike Get's, they
+// are not memory the store reuses: a caller may hold them as long as it
+// likes.
+func (s *Store) View(ctx context.Context, h chunk.Hash) ([]byte, error) {
+	if s.data == nil {
+		return s.read(ctx, h, nil)
+	}
+	b, e, ok := s.data.get(h)
+	if ok {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	b, err := s.read(ctx, h, nil)
+	if err == nil {
+		s.data.fill(h, b, e)
+	}
+	return b, err
+}
+
+// read reads the chunk with hash h from its segment and verifies it (see
+// Get), into dst's storage when cap(dst) suffices. A large record with
+// no dst is read with O_DIRECT where the disk allows it (readDirect).
+func (s *Store) read(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -312,14 +370,28 @@ func (s *Store) Get(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, erro
 		return nil, err
 	}
 	n := int(loc.length)
-	if cap(dst) >= n {
-		dst = dst[:n]
-	} else {
-		dst = make([]byte, n)
+	direct := dst == nil && n > cachedRecord && s.fs == vfs.Default && !s.files.noDirect.Load()
+	if !direct {
+		if cap(dst) >= n {
+			dst = dst[:n]
+		} else {
+			dst = make([]byte, n)
+		}
 	}
 	var hdr [recordHeaderSize]byte
 	for {
-		err := s.readAt(loc.seg, hdr[:], dst, loc.off)
+		var err error
+		if direct {
+			var data []byte
+			if data, err = s.readDirect(loc.seg, hdr[:], n, loc.off); err == nil && data == nil {
+				// Refused: read through the page cache from now on.
+				direct, dst = false, make([]byte, n)
+				continue
+			}
+			dst = data
+		} else {
+			err = s.readAt(loc.seg, hdr[:], dst, loc.off)
+		}
 		if err == nil {
 			break
 		}
@@ -373,6 +445,85 @@ func (s *Store) readAt(seg uint64, hdr, data []byte, off int64) error {
 	return nil
 }
 
+// readDirect reads the record of n data bytes at off in segment seg with
+// O_DIRECT: the blocks around it, in one read, into fresh block-aligned
+// memory, without a copy into (or out of) the page cache. It copies the
+// header into hdr and returns the data, which lies in that memory (a
+// block or two more than the record, kept alive with it). Large chunks
+// are written with O_DIRECT too (append.go), so they are not in the page
+// cache to begin with; the data cache keeps the hot ones. It returns nil
+// and no error when the file system refused direct I/O, which it then
+// stops trying.
+func (s *Store) readDirect(seg uint64, hdr []byte, n int, off int64) ([]byte, error) {
+	if f, err := s.directFile(seg); err != nil || f == nil {
+		return nil, err
+	}
+	// Read under the lock, as readAt does, so compaction does not close
+	// the file during the read.
+	s.files.RLock()
+	defer s.files.RUnlock()
+	f, ok := s.files.direct[seg]
+	if !ok {
+		if s.isClosed() {
+			return nil, ErrClosed
+		}
+		return nil, errSegmentGone
+	}
+	start := off &^ (blockSize - 1)
+	end := off + recordHeaderSize + int64(n)
+	buf := alignedBuf(int((end - start + blockSize - 1) &^ (blockSize - 1)))
+	got, err := f.ReadAt(buf, start)
+	if int64(got) < end-start {
+		if errors.Is(err, io.EOF) {
+			return nil, readErr(io.ErrUnexpectedEOF)
+		}
+		if errors.Is(err, syscall.EINVAL) {
+			s.files.noDirect.Store(true)
+			s.log.Info("chunks are read through the page cache: O_DIRECT reads refused", "dir", s.o.Dir, "err", err)
+			return nil, nil
+		}
+		return nil, readErr(err)
+	}
+	rec := buf[off-start : end-start : end-start]
+	copy(hdr, rec)
+	return rec[recordHeaderSize:], nil
+}
+
+// directFile returns segment seg opened for O_DIRECT reads, opening it on
+// first use; nil and no error when direct reads are refused.
+func (s *Store) directFile(seg uint64) (*os.File, error) {
+	s.files.RLock()
+	f, ok := s.files.direct[seg]
+	_, held := s.files.m[seg]
+	s.files.RUnlock()
+	if ok {
+		return f, nil
+	}
+	if !held {
+		if s.isClosed() {
+			return nil, ErrClosed
+		}
+		return nil, errSegmentGone
+	}
+	s.files.Lock()
+	defer s.files.Unlock()
+	if f, ok := s.files.direct[seg]; ok {
+		return f, nil
+	}
+	if _, held := s.files.m[seg]; !held { // removed while unlocked
+		return nil, errSegmentGone
+	}
+	f, err := openDirectRead(s.fs.PathJoin(s.o.Dir, segmentName(seg)))
+	if err != nil {
+		if !s.files.noDirect.Swap(true) {
+			s.log.Info("chunks are read through the page cache: O_DIRECT refused", "dir", s.o.Dir, "err", err)
+		}
+		return nil, nil
+	}
+	s.files.direct[seg] = f
+	return f, nil
+}
+
 func (s *Store) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -395,6 +546,20 @@ func (s *Store) Stats() Stats {
 		Bytes:    s.stats.bytes.Load(),
 		Chunks:   s.stats.chunks.Load(),
 	}
+}
+
+// CacheStats are the chunk cache's counters (Options.DataCache).
+type CacheStats struct {
+	Bytes, Hits, Misses int64
+}
+
+// DataCacheStats returns the chunk cache's counters; zero without one.
+func (s *Store) DataCacheStats() CacheStats {
+	if s.data == nil {
+		return CacheStats{}
+	}
+	b, h, m := s.data.stats()
+	return CacheStats{Bytes: b, Hits: h, Misses: m}
 }
 
 // Lookups returns how many lookups read the chunk index itself, and how

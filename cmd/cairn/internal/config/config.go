@@ -42,6 +42,7 @@ type Server struct {
 	InlineThreshold int           `koanf:"inline-threshold"`
 	Ranges          int           `koanf:"ranges"`
 	RecordCache     int64         `koanf:"record-cache"`
+	ChunkCache      int64         `koanf:"chunk-cache"`
 	DownAfter       time.Duration `koanf:"down-after"`
 	RepairRate      int64         `koanf:"repair-rate"`
 	GCGrace         time.Duration `koanf:"gc-grace"`
@@ -87,6 +88,7 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.Int("inline-threshold", 64<<10, "bodies up to this many bytes are stored inside the version record")
 	fs.Int("ranges", 4, "number of ranges a new space starts with")
 	fs.Int64("record-cache", 64<<20, "bytes of memory for the latest-version record cache (-1 disables it)")
+	fs.Int64("chunk-cache", 0, "bytes of memory for the cache of chunks read and verified (0: an eighth of the machine's memory; -1 disables it)")
 	fs.Duration("down-after", 5*time.Minute, "how long a node that stopped heartbeating stays suspect before it is down and its data is copied elsewhere")
 	fs.Int("min-copies", 0, "fewest durable copies of a chunk a write may be acknowledged with; fewer nodes to hold them fail the write (0: 2 when a space keeps 2+ copies and the cluster has 2+ nodes, else 1)")
 	fs.Int64("repair-rate", 64<<20, "bytes per second this node copies to restore other nodes' lost copies (-1: no limit)")
@@ -114,7 +116,7 @@ func RegisterServerFlags(fs *pflag.FlagSet) {
 	fs.String("log-level", "info", "log level: debug, info, warn, error")
 }
 
-var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "token", "token-ttl", "inline-threshold", "ranges", "record-cache", "down-after", "min-copies", "repair-rate", "gc-grace", "gc-interval", "watch-retention", "rebalance-after", "split-size", "split-load", "merge-size", "merge-after", "meta-members", "root-access-key", "root-secret-key", "s3-region", "s3-domain", "multipart-expiry", "tls-cert", "tls-key", "idle-timeout", "max-connections", "pprof", "sql-port", "sql-listen", "log-level"}
+var serverKeys = []string{"data-dir", "listen", "port", "http-port", "meta-port", "peer-port", "meta-client-port", "advertise", "zone", "join", "token", "token-ttl", "inline-threshold", "ranges", "record-cache", "chunk-cache", "down-after", "min-copies", "repair-rate", "gc-grace", "gc-interval", "watch-retention", "rebalance-after", "split-size", "split-load", "merge-size", "merge-after", "meta-members", "root-access-key", "root-secret-key", "s3-region", "s3-domain", "multipart-expiry", "tls-cert", "tls-key", "idle-timeout", "max-connections", "pprof", "sql-port", "sql-listen", "log-level"}
 
 // LoadServer merges the config file (from --config or CAIRN_CONFIG), the
 // CAIRN_* environment (environ, e.g. os.Environ) and the flags of fs.
@@ -209,6 +211,7 @@ func (s Server) NodeConfig() (node.Config, error) {
 			InlineThreshold:   s.InlineThreshold,
 			DefaultRanges:     s.Ranges,
 			RecordCache:       s.RecordCache,
+			ChunkCache:        s.ChunkCache,
 			DownAfter:         s.DownAfter,
 			RepairRate:        s.RepairRate,
 			GCGrace:           s.GCGrace,
