@@ -302,6 +302,23 @@ func (cp *ChunkPlane) GetChunk(ctx context.Context, h chunk.Hash, dst []byte, r 
 	if err == nil {
 		return b, nil
 	}
+	return cp.otherCopy(ctx, h, r, err)
+}
+
+// ViewChunk is GetChunk without a copy: the bytes may be shared with the
+// local store's cache of verified chunks (segment.Store.View) and must
+// not be modified; the caller may keep them.
+func (cp *ChunkPlane) ViewChunk(ctx context.Context, h chunk.Hash, r int) ([]byte, error) {
+	b, err := cp.cfg.Local.View(ctx, h)
+	if err == nil {
+		return b, nil
+	}
+	return cp.otherCopy(ctx, h, r, err)
+}
+
+// otherCopy reads chunk h from another node after the local read failed
+// with err: not found, or corrupt.
+func (cp *ChunkPlane) otherCopy(ctx context.Context, h chunk.Hash, r int, err error) ([]byte, error) {
 	corrupt := errors.Is(err, segment.ErrCorrupt)
 	if corrupt {
 		cp.cfg.Corrupt.Inc()

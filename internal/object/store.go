@@ -16,7 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cairn-db/cairn/internal/bufpool"
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/kv"
@@ -156,6 +155,10 @@ type Chunks interface {
 	// it fits; r is the space's replication factor, a hint of where
 	// copies are.
 	GetChunk(ctx context.Context, h chunk.Hash, dst []byte, r int) ([]byte, error)
+	// ViewChunk is GetChunk for a reader that does not modify the bytes:
+	// they may be shared (a cache's), and stay valid as long as the
+	// caller holds them.
+	ViewChunk(ctx context.Context, h chunk.Hash, r int) ([]byte, error)
 	// TouchChunks tells the nodes holding hs that a version is about to
 	// reference them without writing them (ChunkPlane.TouchChunks); an
 	// error means the version must not be committed.
@@ -944,14 +947,24 @@ func (st *Store) Get(ctx context.Context, req *GetRequest) (Info, io.ReadCloser,
 	return info, body, err
 }
 
+// Viewer is implemented by a body (Service.Get's) that can hand out its
+// bytes as read-only views, sparing a copy: View returns the next of them,
+// at most max bytes, or io.EOF after the last. A view stays valid after
+// the next View and Close (the caller may hold it, as a queued frame
+// does) and must not be modified.
+type Viewer interface {
+	View(max int) ([]byte, error)
+}
+
 // chunkReader streams pieces of chunks, each verified by the segment store,
 // fetching the next ones while the current one is consumed: up to
 // readAheadBytes of them (at least one, at most readAheadPieces), so that
 // a version made of many small pieces scattered over the segments (a
 // byte-range-written one's history) waits for their reads together, not
-// one after another. Chunks are read into buffers from bufpool; Read
-// copies out of them, so a buffer goes back to the pool once Read has
-// moved past its chunk or Close runs.
+// one after another. Chunks come as read-only views (Chunks.ViewChunk):
+// from the node's cache of verified chunks when they are hot, without a
+// copy; Read copies out of them, and WriteTo hands them to the writer
+// as they are.
 type chunkReader struct {
 	ctx    context.Context
 	cancel context.CancelFunc // ends the fetches ahead when the reader stops early
@@ -959,7 +972,6 @@ type chunkReader struct {
 	pieces []chunk.Piece
 	r      int // the space's replication factor
 	cur    []byte
-	curBuf *[]byte // the pooled buffer cur lies in (if it does), or nil
 	ahead  []pending
 	bytes  int64 // the sizes of the chunks ahead
 	err    error
@@ -973,7 +985,6 @@ type pending struct {
 
 type fetched struct {
 	b   []byte
-	buf *[]byte // the pooled buffer handed to the read; b may lie in it
 	err error
 }
 
@@ -982,7 +993,7 @@ type fetched struct {
 // 16 KiB chunk; fetched 256 at a time, an old version whose chunks left
 // the page cache long ago waits for the disk about twice, not eight
 // times. A slice's chunk may be twice its size, so a reader holds up to
-// about 4 MiB of buffers.
+// about 4 MiB of chunks it has not sent yet.
 const (
 	readAheadBytes  = 2 << 20
 	readAheadPieces = 256
@@ -1006,19 +1017,14 @@ func (cr *chunkReader) prefetch() {
 		ch := make(chan fetched, 1)
 		cr.ahead = append(cr.ahead, pending{ch: ch, size: int64(p.Size)})
 		cr.bytes += int64(p.Size)
-		buf := bufpool.Get(int(p.Off + p.Len)) // the chunk's size, or a bound under it for a slice
 		go func() {
-			b, err := cr.st.cfg.Chunks.GetChunk(cr.ctx, p.Hash, (*buf)[:0], cr.r)
-			switch {
-			case err != nil:
-			default:
-				// b may be a slice of a larger pooled buffer: Of never
-				// slices past its length.
+			b, err := cr.st.cfg.Chunks.ViewChunk(cr.ctx, p.Hash, cr.r)
+			if err == nil {
 				if b, err = p.Of(b); err != nil {
 					err = Errorf(Corrupt, "%v", err)
 				}
 			}
-			ch <- fetched{b, buf, err}
+			ch <- fetched{b, err}
 		}()
 	}
 }
@@ -1031,51 +1037,86 @@ func (cr *chunkReader) nextFetched() fetched {
 	return <-p.ch
 }
 
-func (cr *chunkReader) Read(p []byte) (int, error) {
+// next makes the next fetched piece current, once the current one is
+// used up; it returns io.EOF after the last.
+func (cr *chunkReader) next() error {
 	for len(cr.cur) == 0 {
 		if cr.err != nil {
-			return 0, cr.err
+			return cr.err
 		}
 		if len(cr.ahead) == 0 {
-			return 0, io.EOF
+			return io.EOF
 		}
 		f := cr.nextFetched()
-		// Everything of the current chunk has been copied out.
-		bufpool.Put(cr.curBuf)
-		cr.cur, cr.curBuf = nil, nil
 		if f.err != nil {
-			bufpool.Put(f.buf)
 			cr.err = f.err
 			cr.drain()
-			return 0, f.err
+			return f.err
 		}
-		cr.cur, cr.curBuf = f.b, f.buf
+		cr.cur = f.b
 		cr.prefetch()
+	}
+	return nil
+}
+
+func (cr *chunkReader) Read(p []byte) (int, error) {
+	if err := cr.next(); err != nil {
+		return 0, err
 	}
 	k := copy(p, cr.cur)
 	cr.cur = cr.cur[k:]
 	return k, nil
 }
 
-// drain waits for the fetches ahead, so no goroutine outlives the reader,
-// and gives their buffers back.
+// WriteTo writes the rest of the pieces to w as they come, each in one
+// Write of the chunk's own bytes, without a copy through a buffer of
+// io.Copy's (which prefers it to Read).
+func (cr *chunkReader) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for {
+		if err := cr.next(); err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return n, err
+		}
+		k, err := w.Write(cr.cur)
+		n += int64(k)
+		cr.cur = cr.cur[k:]
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// View implements Viewer.
+func (cr *chunkReader) View(max int) ([]byte, error) {
+	if err := cr.next(); err != nil {
+		return nil, err
+	}
+	k := min(max, len(cr.cur))
+	b := cr.cur[:k:k]
+	cr.cur = cr.cur[k:]
+	return b, nil
+}
+
+// drain waits for the fetches ahead, so no goroutine outlives the reader.
 func (cr *chunkReader) drain() {
 	if len(cr.ahead) > 0 || len(cr.pieces) > 0 {
 		cr.cancel() // stopped early: what is still being fetched is not wanted
 	}
 	for len(cr.ahead) > 0 {
-		bufpool.Put(cr.nextFetched().buf)
+		cr.nextFetched()
 	}
 	cr.pieces = nil
 }
 
-// Close waits for the fetches ahead and gives the buffers back. Read and
-// Close must not run concurrently.
+// Close waits for the fetches ahead. Read and Close must not run
+// concurrently.
 func (cr *chunkReader) Close() error {
 	cr.drain()
 	cr.cancel()
-	bufpool.Put(cr.curBuf)
-	cr.cur, cr.curBuf = nil, nil
+	cr.cur = nil
 	cr.err = errors.New("read after close")
 	return nil
 }

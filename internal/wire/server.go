@@ -1199,6 +1199,10 @@ func (c *serverConn) get(ctx context.Context, id uint32, tx *object.Txn, body []
 	}
 	want = max64(want, 0) + 1
 	var credit chan struct{} // made when the answer turns out to stream
+	// A body that hands out read-only views of its bytes (chunks from the
+	// node's cache of verified chunks) is sent from them, without a copy
+	// into frame buffers.
+	views, _ := rc.(object.Viewer)
 	first := true
 	for {
 		var buf []byte
@@ -1207,14 +1211,29 @@ func (c *serverConn) get(ctx context.Context, id uint32, tx *object.Txn, body []
 		if first {
 			room = max - len(hdr)
 		}
-		if want < int64(room) && want <= 64<<10 {
+		var n int
+		var rerr error
+		var last, viewed bool
+		small := want < int64(room) && want <= 64<<10
+		switch {
+		case views != nil && !(first && small):
+			viewed = true
+			buf, rerr = views.View(room)
+			n = len(buf)
+			last = rerr == io.EOF || (rerr == nil && int64(n) >= want-1)
+			if rerr == io.EOF {
+				rerr = nil
+			}
+		case small:
 			buf = make([]byte, want)
-		} else {
+		default:
 			bp = c.s.bufs.Get().(*[]byte)
 			buf = (*bp)[:room]
 		}
-		n, rerr := io.ReadFull(rc, buf)
-		last := rerr == io.EOF || rerr == io.ErrUnexpectedEOF
+		if !viewed {
+			n, rerr = io.ReadFull(rc, buf)
+			last = rerr == io.EOF || rerr == io.ErrUnexpectedEOF
+		}
 		if rerr != nil && !last {
 			if bp != nil {
 				c.s.bufs.Put(bp)

@@ -929,3 +929,108 @@ func TestRoutesAndForwarded(t *testing.T) {
 		t.Fatalf("answers flagged forwarded: %v, want only the two STATs (the error answer too)", seen)
 	}
 }
+
+// viewService answers Get with a body that hands out views
+// (object.Viewer) of pieces of uneven sizes, as the chunk reader does.
+type viewService struct {
+	*object.MemService
+	views atomic.Int64 // views handed out
+}
+
+type viewBody struct {
+	s      *viewService
+	b      []byte
+	pieces []int
+	fail   bool // end with an error instead of io.EOF
+}
+
+func (v *viewBody) View(max int) ([]byte, error) {
+	v.s.views.Add(1)
+	return v.next(max)
+}
+
+func (v *viewBody) next(max int) ([]byte, error) {
+	if len(v.b) == 0 {
+		if v.fail {
+			return nil, object.Errorf(object.Corrupt, "a chunk failed its hash")
+		}
+		return nil, io.EOF
+	}
+	k := min(v.pieces[0], len(v.b), max)
+	if k == v.pieces[0] {
+		v.pieces = append(v.pieces[1:], v.pieces[0])
+	} else {
+		v.pieces[0] -= k
+	}
+	out := v.b[:k:k]
+	v.b = v.b[k:]
+	return out, nil
+}
+
+func (v *viewBody) Read(p []byte) (int, error) {
+	b, err := v.next(len(p))
+	return copy(p, b), err
+}
+
+func (v *viewBody) Close() error { return nil }
+
+func (s *viewService) Get(ctx context.Context, req *object.GetRequest) (object.Info, io.ReadCloser, error) {
+	info, rc, err := s.MemService.Get(ctx, req)
+	if err != nil {
+		return info, rc, err
+	}
+	b, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		return info, nil, err
+	}
+	fail := req.Key == "fails"
+	if fail {
+		b = b[:len(b)/2]
+	}
+	return info, &viewBody{s: s, b: b, pieces: []int{700 << 10, 3, 1 << 20, 64 << 10}, fail: fail}, nil
+}
+
+// A body that hands out views is sent from them: every byte arrives, in
+// order, for whole objects and ranges, whatever the views' sizes against
+// the frames'; an error after some views reaches the reader.
+func TestGetFromViews(t *testing.T) {
+	ctx := context.Background()
+	svc := &viewService{MemService: object.NewMemService()}
+	addr, _ := startServer(t, svc, ServerOptions{MaxFrame: MinMaxFrame})
+	c := dial(t, addr)
+	if _, err := c.CreateSpace(ctx, "v", object.SpaceSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 5<<20+123)
+	for i := range body {
+		body[i] = byte(i * 7 / 3)
+	}
+	for _, key := range []string{"big", "fails"} {
+		if _, err := c.PutBytes(ctx, &object.PutRequest{Space: "v", Key: key}, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range [][2]int64{{0, -1}, {1, 3 << 20}, {700<<10 - 1, 2}, {5 << 20, -1}, {100, 64 << 10}} {
+		_, got, err := c.GetBytes(ctx, &object.GetRequest{Space: "v", Key: "big", Offset: r[0], Length: r[1]})
+		want := body[r[0]:]
+		if r[1] >= 0 {
+			want = want[:r[1]]
+		}
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("GET [%d, +%d): %d bytes, %v; want %d bytes", r[0], r[1], len(got), err, len(want))
+		}
+	}
+	if n := svc.views.Load(); n < (5<<20)/MinMaxFrame {
+		t.Fatalf("%d views taken; the bodies were not sent from them", n)
+	}
+	_, rc, err := c.Get(ctx, &object.GetRequest{Space: "v", Key: "fails", Length: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, rc)
+	rc.Close()
+	if CodeOf(err) != CodeCorrupt || n > int64(len(body))/2 {
+		t.Fatalf("read %d bytes, then %v; want at most half and CORRUPT", n, err)
+	}
+}
