@@ -124,7 +124,8 @@ run() {
     ;;
   list_py)
     out=$($PY $W/list.py "${A[@]}" --bucket wrkl --prefix l10k --preload 10000 --runs 40)
-    record "$round" "$name" "$wl" "$(echo "$out" | sed 's/.*p50 \([0-9.]*\) ms.*/\1/')" "ms p50" "" ""
+    r=${out#*p50 }
+    record "$round" "$name" "$wl" "${r%% ms*}" "ms p50" "" ""
     ;;
   esac
 }
