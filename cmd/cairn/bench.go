@@ -428,7 +428,7 @@ func benchTxnRead(ctx context.Context, c *client.Client, s benchSpec, key func()
 const streamGetSize = 1 << 20
 
 func benchGetStream(ctx context.Context, c *client.Client, space, key string, buf *[]byte) error {
-	rc, _, err := c.GetStream(ctx, space, key)
+	rc, info, err := c.GetStream(ctx, space, key)
 	if err != nil {
 		return err
 	}
@@ -436,9 +436,14 @@ func benchGetStream(ctx context.Context, c *client.Client, space, key string, bu
 	if *buf == nil {
 		*buf = make([]byte, 1<<20)
 	}
+	var got int64
 	for {
-		_, err := rc.Read(*buf)
+		k, err := rc.Read(*buf)
+		got += int64(k)
 		if err == io.EOF {
+			if got != info.Size {
+				return fmt.Errorf("get %s: %d bytes of %d", key, got, info.Size)
+			}
 			return nil
 		}
 		if err != nil {

@@ -102,7 +102,8 @@ type Config struct {
 	// ChunkCache is the memory, in bytes, of the cache of chunks this
 	// node read from its disk and verified (segment.Options.DataCache): a
 	// read of a hot chunk costs neither a disk read nor a hash. Default: an
-	// eighth of the machine's memory (large chunks are read around the
+	// eighth of the memory the process may use (the machine's, a
+	// container's limit or GOMEMLIMIT, the least; large chunks are read around the
 	// page cache, so this is where they are cached; the Go heap may grow
 	// to twice what it holds between collections); -1 disables it.
 	ChunkCache int64

@@ -1068,9 +1068,11 @@ func (cr *chunkReader) Read(p []byte) (int, error) {
 	return k, nil
 }
 
-// WriteTo writes the rest of the pieces to w as they come, each in one
-// Write of the chunk's own bytes, without a copy through a buffer of
-// io.Copy's (which prefers it to Read).
+// WriteTo writes the rest of the pieces to w as they come, from the
+// chunks' own bytes, without a copy through a buffer of io.Copy's (which
+// prefers it to Read). Each Write is at most writeToMax bytes: an HTTP
+// response's idle deadline moves between writes, so a slow client must
+// not be handed a whole chunk (up to MaxChunkSize) in one.
 func (cr *chunkReader) WriteTo(w io.Writer) (int64, error) {
 	var n int64
 	for {
@@ -1080,7 +1082,7 @@ func (cr *chunkReader) WriteTo(w io.Writer) (int64, error) {
 			}
 			return n, err
 		}
-		k, err := w.Write(cr.cur)
+		k, err := w.Write(cr.cur[:min(len(cr.cur), writeToMax)])
 		n += int64(k)
 		cr.cur = cr.cur[k:]
 		if err != nil {
@@ -1099,6 +1101,9 @@ func (cr *chunkReader) View(max int) ([]byte, error) {
 	cr.cur = cr.cur[k:]
 	return b, nil
 }
+
+// writeToMax bounds one Write of chunkReader.WriteTo.
+const writeToMax = 512 << 10
 
 // drain waits for the fetches ahead, so no goroutine outlives the reader.
 func (cr *chunkReader) drain() {

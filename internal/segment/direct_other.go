@@ -18,7 +18,7 @@ func openDirect(name string) (*os.File, error) {
 // openDirectRead is Linux-only; elsewhere chunks are read through the page
 // cache.
 func openDirectRead(name string) (*os.File, error) {
-	return nil, errors.New("O_DIRECT is not supported on this platform")
+	return nil, errors.ErrUnsupported
 }
 
 // readRecord is Linux-only (see direct_linux.go): elsewhere a record is

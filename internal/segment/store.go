@@ -321,18 +321,23 @@ func (s *Store) lookup(h chunk.Hash) (location, error) {
 
 // Get returns the chunk with hash h, verified: its record header against
 // the format and the index, its data against h (see verifyRead), or taken
-// from the cache of chunks read and verified before (datacache.go). It
+// from the cache of chunks read and verified before (datacache.go), which
+// it does not fill (View does). It
 // returns ErrNotFound if the store does not hold it and an error wrapping
 // ErrCorrupt if the stored bytes are damaged. The result uses dst's storage
 // when cap(dst) suffices and is owned by the caller.
 func (s *Store) Get(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, error) {
 	if s.data != nil {
-		b, err := s.View(ctx, h)
-		if err != nil {
-			return nil, err
+		if b, _, ok := s.data.get(h); ok {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			return append(dst[:0], b...), nil
 		}
-		return append(dst[:0], b...), nil
 	}
+	// Not put in the cache: Get's readers (the repairer, other nodes'
+	// reads of their copies) are not this node's clients, and would push
+	// out what they read.
 	return s.read(ctx, h, dst)
 }
 
@@ -515,8 +520,12 @@ func (s *Store) directFile(seg uint64) (*os.File, error) {
 	}
 	f, err := openDirectRead(s.fs.PathJoin(s.o.Dir, segmentName(seg)))
 	if err != nil {
-		if !s.files.noDirect.Swap(true) {
-			s.log.Info("chunks are read through the page cache: O_DIRECT refused", "dir", s.o.Dir, "err", err)
+		// Refused by the file system: never again. Anything else (out of
+		// descriptors, say): this read goes through the page cache.
+		if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, errors.ErrUnsupported) {
+			if !s.files.noDirect.Swap(true) {
+				s.log.Info("chunks are read through the page cache: O_DIRECT refused", "dir", s.o.Dir, "err", err)
+			}
 		}
 		return nil, nil
 	}

@@ -1220,6 +1220,18 @@ func (c *serverConn) get(ctx context.Context, id uint32, tx *object.Txn, body []
 			viewed = true
 			buf, rerr = views.View(room)
 			n = len(buf)
+			if rerr == nil && n < 64<<10 && int64(n) < want-1 {
+				// A small piece (a byte-range-written version is made of
+				// them) and more to come: gathered with what follows
+				// into one pooled frame, as a plain body is, not sent as
+				// a frame of its own.
+				bp = c.s.bufs.Get().(*[]byte)
+				m := copy((*bp)[:room], buf)
+				k, err := io.ReadFull(rc, (*bp)[m:room])
+				buf, n, rerr = (*bp)[:m+k], m+k, err
+				last = rerr == io.EOF || rerr == io.ErrUnexpectedEOF
+				break
+			}
 			last = rerr == io.EOF || (rerr == nil && int64(n) >= want-1)
 			if rerr == io.EOF {
 				rerr = nil
