@@ -1076,15 +1076,15 @@ func (cr *chunkReader) Read(p []byte) (int, error) {
 func (cr *chunkReader) WriteTo(w io.Writer) (int64, error) {
 	var n int64
 	for {
-		if err := cr.next(); err != nil {
+		b, err := cr.View(writeToMax)
+		if err != nil {
 			if err == io.EOF {
 				err = nil
 			}
 			return n, err
 		}
-		k, err := w.Write(cr.cur[:min(len(cr.cur), writeToMax)])
+		k, err := w.Write(b)
 		n += int64(k)
-		cr.cur = cr.cur[k:]
 		if err != nil {
 			return n, err
 		}

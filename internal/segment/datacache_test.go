@@ -13,24 +13,13 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairn-db/cairn/internal/chunk"
-	"github.com/cairn-db/cairn/internal/storage"
 )
 
 // openCached opens a store with a data cache of cacheBytes on the real
 // disk under base, its touches following clock.
 func openCached(t testing.TB, base string, cacheBytes int64, clock *fakeClock) *testNode {
 	t.Helper()
-	fs := vfs.Default
-	eng, err := storage.Open(storage.Options{Dir: filepath.Join(base, "db"), FS: fs, CacheSize: 1 << 20, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := Open(Options{Dir: filepath.Join(base, "seg"), FS: fs, DB: eng.DB(), Logger: quietLogger(), Now: clock.Now, DataCache: cacheBytes})
-	if err != nil {
-		eng.Close()
-		t.Fatal(err)
-	}
-	return &testNode{fs: fs, eng: eng, st: st}
+	return openNodeAt(t, vfs.Default, base, 0, func(o *Options) { o.Now, o.DataCache = clock.Now, cacheBytes })
 }
 
 // flipOnDisk damages one byte of h's record, at record offset at, on disk.

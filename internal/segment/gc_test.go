@@ -12,7 +12,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairn-db/cairn/internal/chunk"
-	"github.com/cairn-db/cairn/internal/storage"
 )
 
 // fakeClock is a clock the test moves by hand.
@@ -25,16 +24,7 @@ func (c *fakeClock) at(d time.Duration) time.Time { return time.Unix(0, int64(d)
 // openClocked opens a store on fs whose touches follow clock.
 func openClocked(t testing.TB, fs vfs.FS, segSize int64, clock *fakeClock) *testNode {
 	t.Helper()
-	eng, err := storage.Open(storage.Options{Dir: "db", FS: fs, CacheSize: 1 << 20, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := Open(Options{Dir: "seg", FS: fs, DB: eng.DB(), SegmentSize: segSize, Logger: quietLogger(), Now: clock.Now})
-	if err != nil {
-		eng.Close()
-		t.Fatal(err)
-	}
-	return &testNode{fs: fs, eng: eng, st: st}
+	return openNodeAt(t, fs, "", segSize, func(o *Options) { o.Now = clock.Now })
 }
 
 func collectable(t *testing.T, st *Store, cutoff time.Time) map[chunk.Hash]bool {

@@ -389,7 +389,8 @@ func (s *Store) read(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, err
 		if direct {
 			var data []byte
 			if data, err = s.readDirect(loc.seg, hdr[:], n, loc.off); err == nil && data == nil {
-				// Refused: read through the page cache from now on.
+				// Not read directly (see readDirect): through the page
+				// cache.
 				direct, dst = false, make([]byte, n)
 				continue
 			}
@@ -457,18 +458,24 @@ func (s *Store) readAt(seg uint64, hdr, data []byte, off int64) error {
 // block or two more than the record, kept alive with it). Large chunks
 // are written with O_DIRECT too (append.go), so they are not in the page
 // cache to begin with; the data cache keeps the hot ones. It returns nil
-// and no error when the file system refused direct I/O, which it then
-// stops trying.
+// and no error when the segment could not be read directly
+// (openDirectFile; a read the file system refuses stops all further
+// tries).
 func (s *Store) readDirect(seg uint64, hdr []byte, n int, off int64) ([]byte, error) {
-	if f, err := s.directFile(seg); err != nil || f == nil {
-		return nil, err
-	}
 	// Read under the lock, as readAt does, so compaction does not close
 	// the file during the read.
 	s.files.RLock()
-	defer s.files.RUnlock()
 	f, ok := s.files.direct[seg]
 	if !ok {
+		s.files.RUnlock()
+		if opened, err := s.openDirectFile(seg); !opened || err != nil {
+			return nil, err
+		}
+		s.files.RLock()
+		f, ok = s.files.direct[seg]
+	}
+	defer s.files.RUnlock()
+	if !ok { // compacted away, or the store closed, since it was opened
 		if s.isClosed() {
 			return nil, ErrClosed
 		}
@@ -494,43 +501,33 @@ func (s *Store) readDirect(seg uint64, hdr []byte, n int, off int64) ([]byte, er
 	return rec[recordHeaderSize:], nil
 }
 
-// directFile returns segment seg opened for O_DIRECT reads, opening it on
-// first use; nil and no error when direct reads are refused.
-func (s *Store) directFile(seg uint64) (*os.File, error) {
-	s.files.RLock()
-	f, ok := s.files.direct[seg]
-	_, held := s.files.m[seg]
-	s.files.RUnlock()
-	if ok {
-		return f, nil
-	}
-	if !held {
-		if s.isClosed() {
-			return nil, ErrClosed
-		}
-		return nil, errSegmentGone
-	}
+// openDirectFile opens segment seg for O_DIRECT reads, if no reader has
+// yet. It reports false and no error when the open failed: refused by the
+// file system (then no read tries again), or for a reason of the moment
+// (out of descriptors, say: this read goes through the page cache).
+func (s *Store) openDirectFile(seg uint64) (bool, error) {
 	s.files.Lock()
 	defer s.files.Unlock()
-	if f, ok := s.files.direct[seg]; ok {
-		return f, nil
+	if _, ok := s.files.direct[seg]; ok {
+		return true, nil
 	}
-	if _, held := s.files.m[seg]; !held { // removed while unlocked
-		return nil, errSegmentGone
+	if _, held := s.files.m[seg]; !held {
+		if s.isClosed() {
+			return false, ErrClosed
+		}
+		return false, errSegmentGone
 	}
 	f, err := openDirectRead(s.fs.PathJoin(s.o.Dir, segmentName(seg)))
 	if err != nil {
-		// Refused by the file system: never again. Anything else (out of
-		// descriptors, say): this read goes through the page cache.
 		if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, errors.ErrUnsupported) {
 			if !s.files.noDirect.Swap(true) {
 				s.log.Info("chunks are read through the page cache: O_DIRECT refused", "dir", s.o.Dir, "err", err)
 			}
 		}
-		return nil, nil
+		return false, nil
 	}
 	s.files.direct[seg] = f
-	return f, nil
+	return true, nil
 }
 
 func (s *Store) isClosed() bool {

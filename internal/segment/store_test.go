@@ -36,14 +36,19 @@ func openNode(t testing.TB, fs vfs.FS, segSize int64) *testNode {
 	return openNodeAt(t, fs, "", segSize)
 }
 
-// openNodeAt opens pebble in base/db and the store in base/seg.
-func openNodeAt(t testing.TB, fs vfs.FS, base string, segSize int64) *testNode {
+// openNodeAt opens pebble in base/db and the store in base/seg, its
+// options passing through tune.
+func openNodeAt(t testing.TB, fs vfs.FS, base string, segSize int64, tune ...func(*Options)) *testNode {
 	t.Helper()
 	eng, err := storage.Open(storage.Options{Dir: fs.PathJoin(base, "db"), FS: fs, CacheSize: 1 << 20, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := Open(Options{Dir: fs.PathJoin(base, "seg"), FS: fs, DB: eng.DB(), SegmentSize: segSize, Logger: quietLogger()})
+	o := Options{Dir: fs.PathJoin(base, "seg"), FS: fs, DB: eng.DB(), SegmentSize: segSize, Logger: quietLogger()}
+	for _, f := range tune {
+		f(&o)
+	}
+	st, err := Open(o)
 	if err != nil {
 		eng.Close()
 		t.Fatal(err)

@@ -1214,36 +1214,35 @@ func (c *serverConn) get(ctx context.Context, id uint32, tx *object.Txn, body []
 		var n int
 		var rerr error
 		var last, viewed bool
+		var head []byte // a small view, to lead a pooled frame
 		small := want < int64(room) && want <= 64<<10
 		switch {
 		case views != nil && !(first && small):
-			viewed = true
-			buf, rerr = views.View(room)
-			n = len(buf)
-			if rerr == nil && n < 64<<10 && int64(n) < want-1 {
+			v, err := views.View(room)
+			if err == nil && len(v) < 64<<10 && int64(len(v)) < want-1 {
 				// A small piece (a byte-range-written version is made of
 				// them) and more to come: gathered with what follows
 				// into one pooled frame, as a plain body is, not sent as
 				// a frame of its own.
-				bp = c.s.bufs.Get().(*[]byte)
-				m := copy((*bp)[:room], buf)
-				k, err := io.ReadFull(rc, (*bp)[m:room])
-				buf, n, rerr = (*bp)[:m+k], m+k, err
-				last = rerr == io.EOF || rerr == io.ErrUnexpectedEOF
+				head = v
 				break
 			}
-			last = rerr == io.EOF || (rerr == nil && int64(n) >= want-1)
-			if rerr == io.EOF {
-				rerr = nil
+			viewed, buf, n = true, v, len(v)
+			last = err == io.EOF || (err == nil && int64(n) >= want-1)
+			if err != io.EOF {
+				rerr = err
 			}
 		case small:
 			buf = make([]byte, want)
-		default:
-			bp = c.s.bufs.Get().(*[]byte)
-			buf = (*bp)[:room]
 		}
 		if !viewed {
-			n, rerr = io.ReadFull(rc, buf)
+			if buf == nil {
+				bp = c.s.bufs.Get().(*[]byte)
+				buf = (*bp)[:room]
+			}
+			m := copy(buf, head)
+			n, rerr = io.ReadFull(rc, buf[m:])
+			n += m
 			last = rerr == io.EOF || rerr == io.ErrUnexpectedEOF
 		}
 		if rerr != nil && !last {
