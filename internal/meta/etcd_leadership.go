@@ -45,15 +45,25 @@ func (s *EtcdStore) Campaign(ctx context.Context, name string, ttl time.Duration
 			return nil, ErrClosed
 		}
 		sent := time.Now()
-		grant, err := s.client.Grant(ctx, secs)
+		// A grant or a transaction the meta service's raft dropped (a
+		// leadership transfer) never reached its log: send it again.
+		var grant *clientv3.LeaseGrantResponse
+		err := s.unlessDropped(ctx, func() (err error) {
+			grant, err = s.client.Grant(ctx, secs)
+			return err
+		})
 		if err != nil {
 			return nil, s.mapErr("campaign "+name+": grant lease", err)
 		}
-		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, s.name, clientv3.WithLease(grant.ID))).
-			Else(clientv3.OpGet(key)).
-			Commit()
+		var resp *clientv3.TxnResponse
+		err = s.unlessDropped(ctx, func() (err error) {
+			resp, err = s.client.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+				Then(clientv3.OpPut(key, s.name, clientv3.WithLease(grant.ID))).
+				Else(clientv3.OpGet(key)).
+				Commit()
+			return err
+		})
 		if err != nil {
 			s.revoke(grant.ID)
 			return nil, s.mapErr("campaign "+name, err)
