@@ -25,6 +25,7 @@ var layers = map[string]int{
 	"internal/tstamp":    10,
 	"internal/keys":      10,
 	"internal/bufpool":   10,
+	"internal/md5lanes":  10, // MD5 of many streams at once (AVX-512 lanes)
 	"internal/auth":      10,
 	"internal/placement": 10,
 	"internal/codec":     10,

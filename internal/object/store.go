@@ -19,6 +19,7 @@ import (
 	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/keys"
 	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/md5lanes"
 	"github.com/cairn-db/cairn/internal/mvcc"
 	"github.com/cairn-db/cairn/internal/rangeclient"
 	"github.com/cairn-db/cairn/internal/tstamp"
@@ -384,7 +385,7 @@ func (st *Store) writeBody(ctx context.Context, body io.Reader, size int64, repl
 // few chunks are in flight, so memory stays bounded whatever the size.
 func (st *Store) writeChunks(ctx context.Context, r io.Reader, size int64, replicas int, withMD5 bool) (*mvcc.Record, error) {
 	const inflight = 4
-	md := md5.New()
+	md := md5lanes.New()
 	bh := chunk.NewHasher()
 	ch := chunk.NewChunker(io.TeeReader(r, bh), st.cfg.Chunking)
 	// Every chunk is copied (segment record, ETag hasher, peer frame)
@@ -840,7 +841,7 @@ func (r *pieceReader) read(m chunk.Manifest, off, n int64, dst []byte) ([]byte, 
 func (st *Store) sum(m chunk.Manifest, load loadFunc, withMD5 bool) (*mvcc.Record, error) {
 	var md hash.Hash
 	if withMD5 {
-		md = md5.New()
+		md = md5lanes.New()
 	}
 	bh := chunk.NewHasher()
 	var inline []byte
