@@ -74,7 +74,8 @@ func (c *dockerCluster) add() *dockerNode {
 		"-e", "CAIRN_ACCESS_KEY=" + rootAccess, "-e", "CAIRN_SECRET_KEY=" + rootSecret,
 		"-e", "CAIRN_TOKEN=" + joinToken, c.image,
 		"server", "--advertise", nd.ip, "--zone", fmt.Sprintf("z%d", nd.num),
-		"--down-after", "30s", "--rebalance-after", "5s", "--token-ttl", "3h"}
+		"--down-after", "30s", "--rebalance-after", "5s", "--token-ttl", "3h",
+		"--chunk-cache", "268435456"} // (several nodes on one machine; each faults its cache in)
 	args = append(args, c.flags...)
 	if len(c.nodes) > 0 {
 		args = append(args, "--join", c.nodes[0].ip+":7071")

@@ -130,6 +130,12 @@ func startServerCreds(t *testing.T, bin, dir, creds string, ports [5]int, extra 
 	}
 	args := append([]string{"server", "--data-dir", dir, "--port", fmt.Sprint(s.port),
 		"--http-port", fmt.Sprint(s.http), "--meta-port", fmt.Sprint(s.meta), "--peer-port", fmt.Sprint(s.peer), "--meta-client-port", fmt.Sprint(s.metaClient), "--log-level", "warn"}, extra...)
+	if !slices.Contains(extra, "--chunk-cache") {
+		// Many servers run on one machine here: each faults in its chunk
+		// cache's memory once it uses it (an eighth of the machine's by
+		// default).
+		args = append(args, "--chunk-cache", fmt.Sprint(64<<20))
+	}
 	s.cmd = exec.Command(bin, args...)
 	s.cmd.Env = s.env()
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log

@@ -68,6 +68,9 @@ func newMetrics(n *Node) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cairn_chunk_cache_bytes", Help: "Bytes of verified chunks in the chunk cache.",
 		}, func() float64 { return float64(n.chunks.DataCacheStats().Bytes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "cairn_chunk_cache_memory_bytes", Help: "Bytes of the chunk cache's memory in use: its chunks, chunks it let go that readers still hold, reads under way and writes in flight.",
+		}, func() float64 { return float64(n.chunks.DataCacheStats().Used) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "cairn_chunk_cache_hits_total", Help: "Chunk reads served from the chunk cache (no disk read, no hash).",
 		}, func() float64 { return float64(n.chunks.DataCacheStats().Hits) }),

@@ -103,10 +103,15 @@ type Config struct {
 	// node read from its disk and verified (segment.Options.DataCache): a
 	// read of a hot chunk costs neither a disk read nor a hash. Default: an
 	// eighth of the memory the process may use (the machine's, a
-	// container's limit or GOMEMLIMIT, the least; large chunks are read around the
-	// page cache, so this is where they are cached; the Go heap may grow
-	// to twice what it holds between collections); -1 disables it.
+	// container's limit or GOMEMLIMIT, the least; large chunks are read
+	// and written around the page cache, so this is where they are
+	// cached; it is memory of its own, off the Go heap); -1 disables it.
 	ChunkCache int64
+	// PopulateChunkCache faults the chunk cache's memory in at idle
+	// priority once it is first used (segment.Options.PopulateCache), so
+	// that writes and reads do not pay for touching it the first time.
+	// The server sets it; tests that run many nodes in one process do not.
+	PopulateChunkCache bool
 	// HeartbeatTTL is the lease a node's heartbeat holds in the meta
 	// service: a node that stops is suspect this long after its last
 	// renewal. Default: 3s.
@@ -628,6 +633,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.chunks, err = segment.Open(segment.Options{
 		Dir: filepath.Join(cfg.DataDir, "segments"), FS: cfg.FS, DB: n.eng.DB(), Logger: n.log,
 		SegmentSize: cfg.SegmentSize, Now: cfg.Clock, DataCache: cfg.ChunkCache,
+		PopulateCache: cfg.PopulateChunkCache,
 	})
 	if err != nil {
 		return nil, err

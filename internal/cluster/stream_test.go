@@ -71,7 +71,7 @@ func TestLargeObjectBoundedMemory(t *testing.T) {
 	const cache = 32 << 20
 	const allowance = 96<<20 + cache // chunks in flight, chunker buffer, pebble growth, the chunk cache
 	cfg := testConfig(vfs.Default, meta.NewMemStore(time.Now))
-	cfg.ChunkCache = cache // the object passes through it: the heap holds the cache's bound, not the object
+	cfg.ChunkCache = cache // the object passes through it (in memory of its own, off the heap)
 	cfg.DataDir = t.TempDir()
 	cfg.Chunking = chunk.Options{} // production chunk sizes
 	ctx := context.Background()
@@ -110,6 +110,21 @@ func TestLargeObjectBoundedMemory(t *testing.T) {
 		t.Fatalf("get returned %d bytes (%v), hash match %v", got, err, g.Sum() == info.Hash)
 	}
 	t.Logf("heap in use: base %d MiB, peak during put %d MiB, during get %d MiB", base.HeapInuse>>20, putPeak>>20, getPeak>>20)
+	// A range read and a read stopped early: every view of the cache's
+	// memory is released, leaving only its chunks.
+	for _, r := range [][2]int64{{100 << 20, 3 << 20}, {200 << 20, -1}} {
+		_, rc, err := n.Get(ctx, &object.GetRequest{Space: "big", Key: "obj", Offset: r[0], Length: r[1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.CopyN(io.Discard, rc, 2<<20); err != nil {
+			t.Fatal(err)
+		}
+		rc.Close()
+	}
+	if st := n.chunks.DataCacheStats(); st.Used != st.Bytes || st.Bytes == 0 {
+		t.Errorf("chunk cache: %d bytes of chunks, %d bytes of memory in use; want all of it theirs", st.Bytes, st.Used)
+	}
 	for name, peak := range map[string]uint64{"put": putPeak, "get": getPeak} {
 		if peak > base.HeapInuse+allowance {
 			t.Errorf("%s of a %d MiB object raised the heap from %d to %d MiB", name, size>>20, base.HeapInuse>>20, peak>>20)

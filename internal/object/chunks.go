@@ -307,13 +307,15 @@ func (cp *ChunkPlane) GetChunk(ctx context.Context, h chunk.Hash, dst []byte, r 
 
 // ViewChunk is GetChunk without a copy: the bytes may be shared with the
 // local store's cache of verified chunks (segment.Store.View) and must
-// not be modified; the caller may keep them.
-func (cp *ChunkPlane) ViewChunk(ctx context.Context, h chunk.Hash, r int) ([]byte, error) {
-	b, err := cp.cfg.Local.View(ctx, h)
+// not be modified; they stay valid until the caller releases the pin
+// (nil for a copy from another node: the caller's own).
+func (cp *ChunkPlane) ViewChunk(ctx context.Context, h chunk.Hash, r int) ([]byte, *chunk.Pin, error) {
+	b, pin, err := cp.cfg.Local.View(ctx, h)
 	if err == nil {
-		return b, nil
+		return b, pin, nil
 	}
-	return cp.otherCopy(ctx, h, r, err)
+	b, err = cp.otherCopy(ctx, h, r, err)
+	return b, nil, err
 }
 
 // otherCopy reads chunk h from another node after the local read failed

@@ -157,9 +157,9 @@ type Chunks interface {
 	// copies are.
 	GetChunk(ctx context.Context, h chunk.Hash, dst []byte, r int) ([]byte, error)
 	// ViewChunk is GetChunk for a reader that does not modify the bytes:
-	// they may be shared (a cache's), and stay valid as long as the
-	// caller holds them.
-	ViewChunk(ctx context.Context, h chunk.Hash, r int) ([]byte, error)
+	// they may be shared (a cache's), and stay valid until the caller
+	// releases the pin that comes with them (nil for memory of its own).
+	ViewChunk(ctx context.Context, h chunk.Hash, r int) ([]byte, *chunk.Pin, error)
 	// TouchChunks tells the nodes holding hs that a version is about to
 	// reference them without writing them (ChunkPlane.TouchChunks); an
 	// error means the version must not be committed.
@@ -950,11 +950,12 @@ func (st *Store) Get(ctx context.Context, req *GetRequest) (Info, io.ReadCloser,
 
 // Viewer is implemented by a body (Service.Get's) that can hand out its
 // bytes as read-only views, sparing a copy: View returns the next of them,
-// at most max bytes, or io.EOF after the last. A view stays valid after
-// the next View and Close (the caller may hold it, as a queued frame
-// does) and must not be modified.
+// at most max bytes, or io.EOF after the last. A view must not be
+// modified; it stays valid after the next View and Close (the caller may
+// hold it, as a queued frame does) until the caller releases the pin
+// that comes with it, which it must, once (see chunk.Pin).
 type Viewer interface {
-	View(max int) ([]byte, error)
+	View(max int) ([]byte, *chunk.Pin, error)
 }
 
 // chunkReader streams pieces of chunks, each verified by the segment store,
@@ -965,7 +966,8 @@ type Viewer interface {
 // one after another. Chunks come as read-only views (Chunks.ViewChunk):
 // from the node's cache of verified chunks when they are hot, without a
 // copy; Read copies out of them, and WriteTo hands them to the writer
-// as they are.
+// as they are. The reader holds each chunk's pin until it moves past the
+// chunk; a view it hands out holds one more.
 type chunkReader struct {
 	ctx    context.Context
 	cancel context.CancelFunc // ends the fetches ahead when the reader stops early
@@ -973,6 +975,7 @@ type chunkReader struct {
 	pieces []chunk.Piece
 	r      int // the space's replication factor
 	cur    []byte
+	pin    *chunk.Pin // cur's
 	ahead  []pending
 	bytes  int64 // the sizes of the chunks ahead
 	err    error
@@ -986,6 +989,7 @@ type pending struct {
 
 type fetched struct {
 	b   []byte
+	pin *chunk.Pin
 	err error
 }
 
@@ -1019,13 +1023,14 @@ func (cr *chunkReader) prefetch() {
 		cr.ahead = append(cr.ahead, pending{ch: ch, size: int64(p.Size)})
 		cr.bytes += int64(p.Size)
 		go func() {
-			b, err := cr.st.cfg.Chunks.ViewChunk(cr.ctx, p.Hash, cr.r)
+			b, pin, err := cr.st.cfg.Chunks.ViewChunk(cr.ctx, p.Hash, cr.r)
 			if err == nil {
 				if b, err = p.Of(b); err != nil {
-					err = Errorf(Corrupt, "%v", err)
+					pin.Release()
+					pin, err = nil, Errorf(Corrupt, "%v", err)
 				}
 			}
-			ch <- fetched{b, err}
+			ch <- fetched{b, pin, err}
 		}()
 	}
 }
@@ -1042,6 +1047,8 @@ func (cr *chunkReader) nextFetched() fetched {
 // used up; it returns io.EOF after the last.
 func (cr *chunkReader) next() error {
 	for len(cr.cur) == 0 {
+		cr.pin.Release()
+		cr.pin = nil
 		if cr.err != nil {
 			return cr.err
 		}
@@ -1054,7 +1061,7 @@ func (cr *chunkReader) next() error {
 			cr.drain()
 			return f.err
 		}
-		cr.cur = f.b
+		cr.cur, cr.pin = f.b, f.pin
 		cr.prefetch()
 	}
 	return nil
@@ -1077,14 +1084,15 @@ func (cr *chunkReader) Read(p []byte) (int, error) {
 func (cr *chunkReader) WriteTo(w io.Writer) (int64, error) {
 	var n int64
 	for {
-		b, err := cr.View(writeToMax)
+		b, pin, err := cr.View(writeToMax)
 		if err != nil {
 			if err == io.EOF {
 				err = nil
 			}
 			return n, err
 		}
-		k, err := w.Write(b)
+		k, err := w.Write(b) // (a Writer does not keep b)
+		pin.Release()
 		n += int64(k)
 		if err != nil {
 			return n, err
@@ -1092,15 +1100,18 @@ func (cr *chunkReader) WriteTo(w io.Writer) (int64, error) {
 	}
 }
 
+var _ Viewer = (*chunkReader)(nil)
+
 // View implements Viewer.
-func (cr *chunkReader) View(max int) ([]byte, error) {
+func (cr *chunkReader) View(max int) ([]byte, *chunk.Pin, error) {
 	if err := cr.next(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	k := min(max, len(cr.cur))
 	b := cr.cur[:k:k]
 	cr.cur = cr.cur[k:]
-	return b, nil
+	cr.pin.Retain()
+	return b, cr.pin, nil
 }
 
 // writeToMax bounds one Write of chunkReader.WriteTo.
@@ -1112,7 +1123,7 @@ func (cr *chunkReader) drain() {
 		cr.cancel() // stopped early: what is still being fetched is not wanted
 	}
 	for len(cr.ahead) > 0 {
-		cr.nextFetched()
+		cr.nextFetched().pin.Release()
 	}
 	cr.pieces = nil
 }
@@ -1122,7 +1133,8 @@ func (cr *chunkReader) drain() {
 func (cr *chunkReader) Close() error {
 	cr.drain()
 	cr.cancel()
-	cr.cur = nil
+	cr.pin.Release()
+	cr.cur, cr.pin = nil, nil
 	cr.err = errors.New("read after close")
 	return nil
 }

@@ -2,63 +2,83 @@ package segment
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/cairn-db/cairn/internal/chunk"
 )
 
-// dataCache keeps chunks this store read from its disk and verified
-// against their hashes, so that reading one again costs neither a disk
-// read nor a hash: a large GET of a hot object was half BLAKE3 and half
-// the kernel's copies out of the page cache (docs/benchmarks.md). What it
-// holds keeps the store's promise that every byte Get returns was verified
-// against its hash at least once since it last left the disk: an entry is
-// made only from bytes just read and verified, and the page cache, which
-// the kernel may refill from the disk behind our back, is not trusted for
-// it. Large chunks are written and read with O_DIRECT (append.go,
-// readDirect), so this cache is where they live in memory, not a second
-// copy beside the page cache.
+// dataCache keeps chunks this store verified — read from its disk and
+// checked against their hashes, or written by a client and hashed on the
+// way in — so that reading one again costs neither a disk read nor a
+// hash: a large GET of a hot object was half BLAKE3 and half the kernel's
+// copies out of the page cache (docs/benchmarks.md). What it holds keeps
+// the store's promise that every byte Get returns was verified against
+// its hash at least once since it last left the disk: an entry is made
+// only from bytes just read and verified or just hashed, and the page
+// cache, which the kernel may refill from the disk behind our back, is
+// not trusted for it. Large chunks are written and read with O_DIRECT
+// (append.go, readDirect), so this cache is where they live in memory,
+// not a second copy beside the page cache.
 //
-// Chunks a client writes are not put in it: copying them into fresh heap
-// memory doubled the server's CPU per 16 MiB PUT (99 against ~50 ms on
-// this VM kind, where touching new pages is dear; docs/benchmarks.md).
-//
-// Entries are immutable slices the cache does not own alone: View hands
-// them to readers, who may hold them after an eviction (the garbage
-// collector frees them). Each shard is an LRU list bounded by the bytes of
-// its entries. Delete drops a chunk (gc.go) under the same epoch rule as
-// the index cache (loccache.go): a read that looked the chunk up before
-// the drop does not put it back after it.
+// Its memory is an arena (arena.go) the cache recycles: a read lands in a
+// block reserved for it, a large write's record is encoded into one (the
+// copy PutAsync makes anyway), and the block of an entry pushed out goes
+// to the next. Views of an entry are handed out with a chunk.Pin; the
+// block returns to the arena once the cache has let the entry go and
+// every view is released. Each shard is an LRU list; when the arena has
+// no block for a reservation, the oldest entries go, those of the
+// reservation's own shard first. Delete drops a chunk (gc.go) under the
+// same epoch rule as the index cache (loccache.go): a read that looked
+// the chunk up before the drop does not put it back after it.
 type dataCache struct {
+	arena  *arena
 	shards [dataShards]dataShard
-	max    int64 // bytes per shard
+	next   atomic.Uint32 // the shard evictions turn to when the own is empty
+	closed atomic.Bool   // set by close: fill lists nothing more
 }
 
 const dataShards = 16
+
+// maxEvictions bounds the entries one reservation pushes out looking
+// for a block (the arena's free space may be in blocks too small): past
+// it, the chunk is read or written without the cache.
+const maxEvictions = 64
 
 type dataShard struct {
 	mu    sync.Mutex
 	m     map[chunk.Hash]*dataEntry
 	head  dataEntry // sentinel of the LRU ring: head.next is the newest
-	bytes int64
-	epoch uint64 // bumped by every drop
+	bytes int64     // of the listed entries' blocks
+	epoch uint64    // bumped by every drop
 	hits  int64
 	miss  int64
 }
 
+// dataEntry is a chunk's bytes in a block of the arena. pin holds the
+// cache's reference while the entry is listed (or reserved and not yet
+// listed), and one per view handed out; the last release frees the block.
 type dataEntry struct {
 	h          chunk.Hash
 	b          []byte
+	bl         block
+	pin        *chunk.Pin
 	prev, next *dataEntry
 }
 
-func newDataCache(bytes int64) *dataCache {
-	c := &dataCache{max: max(bytes/dataShards, 1)}
+// newDataCache returns a cache of bytes of memory, or nil when they are
+// too few for a block.
+func newDataCache(bytes int64, populate bool) (*dataCache, error) {
+	a, err := newArena(bytes, populate)
+	if a == nil || err != nil {
+		return nil, err
+	}
+	c := &dataCache{arena: a}
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.m = make(map[chunk.Hash]*dataEntry)
 		sh.head.prev, sh.head.next = &sh.head, &sh.head
 	}
-	return c
+	return c, nil
 }
 
 func (c *dataCache) shard(h chunk.Hash) *dataShard {
@@ -67,50 +87,94 @@ func (c *dataCache) shard(h chunk.Hash) *dataShard {
 	return &c.shards[int(h[1])%dataShards]
 }
 
-// get returns h's bytes, which the caller must not modify, and makes h
-// the shard's newest entry; or the shard's epoch, for fill.
-func (c *dataCache) get(h chunk.Hash) ([]byte, uint64, bool) {
+// get returns h's bytes, which the caller must not modify, with a pin the
+// caller releases when done with them, and makes h the shard's newest
+// entry; or the shard's epoch, for fill.
+func (c *dataCache) get(h chunk.Hash) ([]byte, *chunk.Pin, uint64, bool) {
 	sh := c.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e, ok := sh.m[h]
 	if !ok {
 		sh.miss++
-		return nil, sh.epoch, false
+		return nil, nil, sh.epoch, false
 	}
 	sh.hits++
 	sh.unlink(e)
 	sh.pushFront(e)
-	return e.b, 0, true
+	e.pin.Retain()
+	return e.b, e.pin, 0, true
 }
 
-// fill records b, just read and verified as h's bytes after get returned
-// epoch e, unless a drop came since; it evicts the oldest entries to make
-// room. A chunk larger than a shard is not kept.
-func (c *dataCache) fill(h chunk.Hash, b []byte, e uint64) {
-	size := int64(cap(b))
-	if size > c.max {
-		return
-	}
+// epoch returns h's shard's epoch, for fill.
+func (c *dataCache) epoch(h chunk.Hash) uint64 {
 	sh := c.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.epoch != e {
+	return sh.epoch
+}
+
+// reserve returns an unlisted entry for h whose block holds n bytes
+// (e.bl.b), pushing out the oldest entries to make room; nil when none
+// could be had. The caller fills the block, sets e.b to the chunk's
+// bytes in it, and hands the entry to fill, or releases e.pin.
+func (c *dataCache) reserve(h chunk.Hash, n int) *dataEntry {
+	if !c.arena.fits(n) {
+		return nil
+	}
+	own := c.shard(h)
+	for range maxEvictions + 1 {
+		if bl, ok := c.arena.alloc(n); ok {
+			e := &dataEntry{h: h, bl: bl}
+			e.pin = chunk.NewPin(func() { c.arena.release(bl) })
+			return e
+		}
+		if !c.evictOne(own) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// evictOne lets the oldest entry of sh go, or, when sh has none, that of
+// another shard; it reports false when every shard is empty.
+func (c *dataCache) evictOne(sh *dataShard) bool {
+	if sh.evictOldest() {
+		return true
+	}
+	start := c.next.Add(1)
+	for i := range uint32(dataShards) {
+		if c.shards[(start+i)%dataShards].evictOldest() {
+			return true
+		}
+	}
+	return false
+}
+
+func (sh *dataShard) evictOldest() bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.head.prev == &sh.head {
+		return false
+	}
+	sh.remove(sh.head.prev)
+	return true
+}
+
+// fill lists e, reserved for its chunk and holding its verified bytes,
+// unless a drop came since the caller read epoch ep or another entry for
+// the chunk came first; the cache then lets e go.
+func (c *dataCache) fill(e *dataEntry, ep uint64) {
+	sh := c.shard(e.h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, ok := sh.m[e.h]; ok || sh.epoch != ep || c.closed.Load() {
+		e.pin.Release()
 		return
 	}
-	if _, ok := sh.m[h]; ok {
-		return // another reader filled it first
-	}
-	for sh.bytes+size > c.max && sh.head.prev != &sh.head {
-		old := sh.head.prev
-		sh.unlink(old)
-		delete(sh.m, old.h)
-		sh.bytes -= int64(cap(old.b))
-	}
-	en := &dataEntry{h: h, b: b}
-	sh.m[h] = en
-	sh.pushFront(en)
-	sh.bytes += size
+	sh.m[e.h] = e
+	sh.pushFront(e)
+	sh.bytes += int64(cap(e.bl.b))
 }
 
 // drop forgets h and bumps its shard's epoch.
@@ -119,9 +183,7 @@ func (c *dataCache) drop(h chunk.Hash) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e, ok := sh.m[h]; ok {
-		sh.unlink(e)
-		delete(sh.m, h)
-		sh.bytes -= int64(cap(e.b))
+		sh.remove(e)
 	}
 	sh.epoch++
 }
@@ -135,6 +197,29 @@ func (c *dataCache) stats() (bytes, hits, misses int64) {
 		sh.mu.Unlock()
 	}
 	return bytes, hits, misses
+}
+
+// close lets every entry go and unmaps the arena once no view of it is
+// held.
+func (c *dataCache) close() {
+	c.closed.Store(true) // (before each shard's lock: a fill under it sees it, or is emptied)
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		for sh.head.prev != &sh.head {
+			sh.remove(sh.head.prev)
+		}
+		sh.mu.Unlock()
+	}
+	c.arena.close()
+}
+
+// remove unlists e and releases the cache's reference to it.
+func (sh *dataShard) remove(e *dataEntry) {
+	sh.unlink(e)
+	delete(sh.m, e.h)
+	sh.bytes -= int64(cap(e.bl.b))
+	e.pin.Release()
 }
 
 func (sh *dataShard) unlink(e *dataEntry) {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -66,6 +67,10 @@ type Options struct {
 	// DataCache is the memory, in bytes, of the cache of chunks read and
 	// verified (datacache.go); zero or negative: none.
 	DataCache int64
+	// PopulateCache faults all of the cache's memory in, at idle
+	// priority, once the cache is first used (see populate): a server's
+	// choice, not that of tests running many stores in one process.
+	PopulateCache bool
 
 	// filterMin overrides filterMinEntries (tests).
 	filterMin int64
@@ -211,7 +216,11 @@ func Open(o Options) (*Store, error) {
 		s.locs = newLocCache(o.IndexCache)
 	}
 	if o.DataCache > 0 {
-		s.data = newDataCache(o.DataCache)
+		var err error
+		if s.data, err = newDataCache(o.DataCache, o.PopulateCache); err != nil {
+			// (A system that commits no more memory than it has, say.)
+			s.log.Warn("no chunk cache: its memory could not be mapped; set a smaller --chunk-cache", "bytes", o.DataCache, "err", err)
+		}
 	}
 	s.gc.openedAt = s.now()
 	s.gc.touched = map[chunk.Hash]int64{}
@@ -242,6 +251,9 @@ func (s *Store) Close() error {
 		s.filter.wg.Wait()
 		s.w.app.closeDirect()
 		err = s.closeFiles()
+		if s.data != nil {
+			s.data.close()
+		}
 	})
 	return err
 }
@@ -321,14 +333,15 @@ func (s *Store) lookup(h chunk.Hash) (location, error) {
 
 // Get returns the chunk with hash h, verified: its record header against
 // the format and the index, its data against h (see verifyRead), or taken
-// from the cache of chunks read and verified before (datacache.go), which
-// it does not fill (View does). It
-// returns ErrNotFound if the store does not hold it and an error wrapping
-// ErrCorrupt if the stored bytes are damaged. The result uses dst's storage
-// when cap(dst) suffices and is owned by the caller.
+// from the cache of chunks verified before (datacache.go), which it does
+// not fill (View does). It returns ErrNotFound if the store does not hold
+// it and an error wrapping ErrCorrupt if the stored bytes are damaged. The
+// result uses dst's storage when cap(dst) suffices and is owned by the
+// caller.
 func (s *Store) Get(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, error) {
 	if s.data != nil {
-		if b, _, ok := s.data.get(h); ok {
+		if b, pin, _, ok := s.data.get(h); ok {
+			defer pin.Release()
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -338,35 +351,65 @@ func (s *Store) Get(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, erro
 	// Not put in the cache: Get's readers (the repairer, other nodes'
 	// reads of their copies) are not this node's clients, and would push
 	// out what they read.
-	return s.read(ctx, h, dst)
+	return s.read(ctx, h, dst, nil)
 }
 
 // View is Get without a copy: the bytes it returns may be shared with the
-// cache and other readers, and must not be modified. Unlike Get's, they
-// are not memory the store reuses: a caller may hold them as long as it
-// likes.
-func (s *Store) View(ctx context.Context, h chunk.Hash) ([]byte, error) {
+// cache and other readers, and must not be modified. They stay valid
+// until the caller releases the pin returned with them (see chunk.Pin;
+// nil for memory that is not the cache's); it must, once, whatever it
+// holds them for.
+func (s *Store) View(ctx context.Context, h chunk.Hash) ([]byte, *chunk.Pin, error) {
 	if s.data == nil {
-		return s.read(ctx, h, nil)
+		b, err := s.read(ctx, h, nil, nil)
+		return b, nil, err
 	}
-	b, e, ok := s.data.get(h)
+	b, pin, ep, ok := s.data.get(h)
 	if ok {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			pin.Release()
+			return nil, nil, err
 		}
-		return b, nil
+		return b, pin, nil
 	}
-	b, err := s.read(ctx, h, nil)
-	if err == nil {
-		s.data.fill(h, b, e)
+	// Read into a block of the cache's, reserved for it.
+	var e *dataEntry
+	into := func(n int) []byte {
+		if e != nil { // read again (the chunk moved, or not directly)
+			e.pin.Release()
+		}
+		if e = s.data.reserve(h, n); e == nil {
+			return nil
+		}
+		return e.bl.b
 	}
-	return b, err
+	b, err := s.read(ctx, h, nil, into)
+	if e == nil {
+		return b, nil, err
+	}
+	if err != nil || !inBlock(b, e.bl.b) {
+		e.pin.Release()
+		return b, nil, err
+	}
+	e.b = b
+	e.pin.Retain() // the caller's
+	s.data.fill(e, ep)
+	return b, e.pin, nil
+}
+
+// inBlock reports whether b lies in blk.
+func inBlock(b, blk []byte) bool {
+	return len(b) > 0 && len(blk) > 0 &&
+		uintptr(unsafe.Pointer(&b[0])) >= uintptr(unsafe.Pointer(&blk[0])) &&
+		uintptr(unsafe.Pointer(&b[len(b)-1])) <= uintptr(unsafe.Pointer(&blk[len(blk)-1]))
 }
 
 // read reads the chunk with hash h from its segment and verifies it (see
-// Get), into dst's storage when cap(dst) suffices. A large record with
-// no dst is read with O_DIRECT where the disk allows it (readDirect).
-func (s *Store) read(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, error) {
+// Get), into dst's storage when cap(dst) suffices, else into memory from
+// into (n bytes, block-aligned; nil from it, or no into, means memory of
+// read's own). A large record with no dst is read with O_DIRECT where the
+// disk allows it (readDirect).
+func (s *Store) read(ctx context.Context, h chunk.Hash, dst []byte, into func(n int) []byte) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -374,32 +417,48 @@ func (s *Store) read(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
-	n := int(loc.length)
-	direct := dst == nil && n > cachedRecord && s.fs == vfs.Default && !s.files.noDirect.Load()
-	if !direct {
-		if cap(dst) >= n {
-			dst = dst[:n]
-		} else {
-			dst = make([]byte, n)
+	alloc := func(n int, aligned bool) []byte {
+		if into != nil {
+			if b := into(n); b != nil {
+				return b
+			}
 		}
+		if aligned {
+			return alignedBuf(n)
+		}
+		return make([]byte, n)
 	}
 	var hdr [recordHeaderSize]byte
+	notDirect := false
 	for {
+		n := int(loc.length)
+		direct := dst == nil && n > cachedRecord && s.fs == vfs.Default && !notDirect && !s.files.noDirect.Load()
+		buf := dst
+		if !direct {
+			if cap(buf) >= n {
+				buf = buf[:n]
+			} else {
+				buf = alloc(n, false)
+			}
+		}
 		var err error
 		if direct {
 			var data []byte
-			if data, err = s.readDirect(loc.seg, hdr[:], n, loc.off); err == nil && data == nil {
+			if data, err = s.readDirect(loc.seg, hdr[:], n, loc.off, alloc); err == nil && data == nil {
 				// Not read directly (see readDirect): through the page
 				// cache.
-				direct, dst = false, make([]byte, n)
+				notDirect = true
 				continue
 			}
-			dst = data
+			buf = data
 		} else {
-			err = s.readAt(loc.seg, hdr[:], dst, loc.off)
+			err = s.readAt(loc.seg, hdr[:], buf, loc.off)
 		}
 		if err == nil {
-			break
+			if err := verifyRead(hdr[:], h, loc.length, buf); err != nil {
+				return nil, fmt.Errorf("segment: get %s at %s:%d: %w", h, segmentName(loc.seg), loc.off, err)
+			}
+			return buf, nil
 		}
 		if errors.Is(err, errSegmentGone) {
 			// Compaction moved the chunk and removed the file since the
@@ -420,10 +479,6 @@ func (s *Store) read(ctx context.Context, h chunk.Hash, dst []byte) ([]byte, err
 		}
 		return nil, fmt.Errorf("segment: get %s: %w", h, err)
 	}
-	if err := verifyRead(hdr[:], h, loc.length, dst); err != nil {
-		return nil, fmt.Errorf("segment: get %s at %s:%d: %w", h, segmentName(loc.seg), loc.off, err)
-	}
-	return dst, nil
 }
 
 // readAt reads a record's header and data at off in segment seg.
@@ -452,16 +507,16 @@ func (s *Store) readAt(seg uint64, hdr, data []byte, off int64) error {
 }
 
 // readDirect reads the record of n data bytes at off in segment seg with
-// O_DIRECT: the blocks around it, in one read, into fresh block-aligned
-// memory, without a copy into (or out of) the page cache. It copies the
-// header into hdr and returns the data, which lies in that memory (a
-// block or two more than the record, kept alive with it). Large chunks
+// O_DIRECT: the blocks around it, in one read, into block-aligned memory
+// from alloc, without a copy into (or out of) the page cache. It copies
+// the header into hdr and returns the data, which lies in that memory (a
+// block or two more than the record). Large chunks
 // are written with O_DIRECT too (append.go), so they are not in the page
 // cache to begin with; the data cache keeps the hot ones. It returns nil
 // and no error when the segment could not be read directly
 // (openDirectFile; a read the file system refuses stops all further
 // tries).
-func (s *Store) readDirect(seg uint64, hdr []byte, n int, off int64) ([]byte, error) {
+func (s *Store) readDirect(seg uint64, hdr []byte, n int, off int64, alloc func(n int, aligned bool) []byte) ([]byte, error) {
 	// Read under the lock, as readAt does, so compaction does not close
 	// the file during the read.
 	s.files.RLock()
@@ -483,7 +538,7 @@ func (s *Store) readDirect(seg uint64, hdr []byte, n int, off int64) ([]byte, er
 	}
 	start := off &^ (blockSize - 1)
 	end := off + recordHeaderSize + int64(n)
-	buf := alignedBuf(int((end - start + blockSize - 1) &^ (blockSize - 1)))
+	buf := alloc(int((end-start+blockSize-1)&^(blockSize-1)), true)
 	got, err := f.ReadAt(buf, start)
 	if int64(got) < end-start {
 		if errors.Is(err, io.EOF) {
@@ -554,9 +609,12 @@ func (s *Store) Stats() Stats {
 	}
 }
 
-// CacheStats are the chunk cache's counters (Options.DataCache).
+// CacheStats are the chunk cache's counters (Options.DataCache): Bytes
+// of the chunks it holds, Used of its memory in use (those chunks, and
+// the blocks of chunks it let go that readers still hold, of reads under
+// way and of writes in flight), Hits and Misses of reads.
 type CacheStats struct {
-	Bytes, Hits, Misses int64
+	Bytes, Used, Hits, Misses int64
 }
 
 // DataCacheStats returns the chunk cache's counters; zero without one.
@@ -565,7 +623,7 @@ func (s *Store) DataCacheStats() CacheStats {
 		return CacheStats{}
 	}
 	b, h, m := s.data.stats()
-	return CacheStats{Bytes: b, Hits: h, Misses: m}
+	return CacheStats{Bytes: b, Used: s.data.arena.used(), Hits: h, Misses: m}
 }
 
 // Lookups returns how many lookups read the chunk index itself, and how

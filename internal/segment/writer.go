@@ -16,10 +16,14 @@ import (
 // Pending is the outcome of a PutAsync. Several callers may share one
 // Pending (concurrent Puts of the same hash) and Wait on it concurrently.
 type Pending struct {
-	h    chunk.Hash
-	rec  *[]byte // the encoded record, from bufpool; the writer gives it back once written
-	done chan struct{}
-	err  error
+	h   chunk.Hash
+	rec *[]byte // the encoded record, from bufpool or cached's block; given back once written
+	// cached is the data cache's entry whose block holds rec (a large
+	// chunk a client writes): the cache takes the chunk once it is
+	// committed (datacache.go).
+	cached *dataEntry
+	done   chan struct{}
+	err    error
 	// from is set for a compaction's copy (relocate): the chunk's place
 	// when it was read; relocated says the copy took its place.
 	from      *location
@@ -129,24 +133,48 @@ func (s *Store) putAsync(h chunk.Hash, data []byte, verify bool, copies int) *Pe
 			return finished(fmt.Errorf("%w: data hashes to %s, not %s", ErrHashMismatch, got, h))
 		}
 	}
-	rec := bufpool.Get(recordHeaderSize + len(data))
+	// A large chunk's record goes into a block of the data cache's,
+	// which keeps the chunk once it is durable: a client reading back
+	// what it just wrote (a large object is read in order, soon, if at
+	// all) is then served from memory, and the copy is the one the
+	// record needs anyway.
+	var e *dataEntry
+	if s.data != nil && len(data) > cachedRecord {
+		e = s.data.reserve(h, recordHeaderSize+len(data))
+	}
+	var rec *[]byte
+	if e != nil {
+		rec = &e.bl.b
+	} else {
+		rec = bufpool.Get(recordHeaderSize + len(data))
+	}
 	encodeRecord(*rec, h, data)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.unusableLocked(); err != nil {
-		bufpool.Put(rec)
+		putRecord(rec, e)
 		return finished(err)
 	}
 	if p := s.mu.inflight[h]; p != nil {
-		bufpool.Put(rec)
+		putRecord(rec, e)
 		p.copies = max(p.copies, copies)
 		return p
 	}
-	p := &Pending{h: h, rec: rec, done: make(chan struct{}), copies: copies}
+	p := &Pending{h: h, rec: rec, cached: e, done: make(chan struct{}), copies: copies}
 	s.mu.inflight[h] = p
 	s.enqueueLocked(p)
 	return p
+}
+
+// putRecord gives back a record's memory: to the data cache, when it is
+// the block of entry e, or to bufpool.
+func putRecord(rec *[]byte, e *dataEntry) {
+	if e != nil {
+		e.pin.Release()
+		return
+	}
+	bufpool.Put(rec)
 }
 
 // enqueueLocked hands p to the writer goroutine; s.mu is held.
@@ -299,8 +327,8 @@ func (s *Store) finishCommit(ic *indexCommit) (cerr error) {
 	// later Put of the same hash finds it in the index.
 	for _, p := range ic.batch {
 		p.err = err
-		bufpool.Put(p.rec)
-		p.rec = nil
+		putRecord(p.rec, p.cached) // (both nil if the cache took it)
+		p.rec, p.cached = nil, nil
 		close(p.done)
 	}
 	return cerr
@@ -312,6 +340,7 @@ type written struct {
 	h      chunk.Hash
 	loc    location
 	epoch  uint64   // of h's cache shard, for the fill
+	depoch uint64   // of h's data cache shard, for p.cached's fill
 	p      *Pending // the write
 	copies int      // the copies recorded
 }
@@ -439,9 +468,12 @@ func (s *Store) commit(batch []*Pending) (_ *indexCommit, err error) {
 	for _, seg := range segs {
 		s.gc.written[seg] = now
 	}
-	if s.locs != nil {
-		for i := range wrote {
+	for i := range wrote {
+		if s.locs != nil {
 			wrote[i].epoch = s.locs.epoch(wrote[i].h)
+		}
+		if wrote[i].p.cached != nil {
+			wrote[i].depoch = s.data.epoch(wrote[i].h)
 		}
 	}
 	s.gc.mu.Unlock()
@@ -467,6 +499,15 @@ func (s *Store) commitIndex(ic *indexCommit) error {
 	if s.locs != nil {
 		for _, w := range ic.wrote {
 			s.locs.fill(w.h, w.loc, w.epoch)
+		}
+	}
+	// The data cache takes the large chunks just written, whose records
+	// are in its blocks already.
+	for _, w := range ic.wrote {
+		if e := w.p.cached; e != nil {
+			e.b = (*w.p.rec)[recordHeaderSize:]
+			w.p.rec, w.p.cached = nil, nil
+			s.data.fill(e, w.depoch)
 		}
 	}
 	// Copies asked for while the batch was built (RaiseCopies of a chunk

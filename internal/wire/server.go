@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/auth"
+	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/object"
 )
 
@@ -1214,20 +1215,23 @@ func (c *serverConn) get(ctx context.Context, id uint32, tx *object.Txn, body []
 		var n int
 		var rerr error
 		var last, viewed bool
-		var head []byte // a small view, to lead a pooled frame
+		var pin *chunk.Pin // the view's, released once its frame is out
 		small := want < int64(room) && want <= 64<<10
 		switch {
 		case views != nil && !(first && small):
-			v, err := views.View(room)
+			v, vpin, err := views.View(room)
 			if err == nil && len(v) < 64<<10 && int64(len(v)) < want-1 {
 				// A small piece (a byte-range-written version is made of
 				// them) and more to come: gathered with what follows
 				// into one pooled frame, as a plain body is, not sent as
 				// a frame of its own.
-				head = v
+				bp = c.s.bufs.Get().(*[]byte)
+				buf = (*bp)[:room]
+				n = copy(buf, v)
+				vpin.Release()
 				break
 			}
-			viewed, buf, n = true, v, len(v)
+			viewed, buf, n, pin = true, v, len(v), vpin
 			last = err == io.EOF || (err == nil && int64(n) >= want-1)
 			if err != io.EOF {
 				rerr = err
@@ -1240,7 +1244,7 @@ func (c *serverConn) get(ctx context.Context, id uint32, tx *object.Txn, body []
 				bp = c.s.bufs.Get().(*[]byte)
 				buf = (*bp)[:room]
 			}
-			m := copy(buf, head)
+			m := n // (a small view copied in first)
 			n, rerr = io.ReadFull(rc, buf[m:])
 			n += m
 			last = rerr == io.EOF || rerr == io.ErrUnexpectedEOF
@@ -1249,13 +1253,19 @@ func (c *serverConn) get(ctx context.Context, id uint32, tx *object.Txn, body []
 			if bp != nil {
 				c.s.bufs.Put(bp)
 			}
+			pin.Release()
 			c.unregister(id)
 			return c.sendError(OpGet, id, c.asError(rerr))
 		}
 		if first && last && bp == nil {
-			// The common small GET: one frame, nothing to recycle.
+			// The common small GET: one frame, nothing to recycle (but
+			// the view's pin, once it is written).
 			c.unregister(id)
-			c.w.send(outFrame{op: OpGet, flags: FlagResponse | forwardedFlag(ctx), id: id, a: hdr, b: buf[:n]})
+			f := outFrame{op: OpGet, flags: FlagResponse | forwardedFlag(ctx), id: id, a: hdr, b: buf[:n]}
+			if pin != nil {
+				f.done = pin.Release
+			}
+			c.w.send(f)
 			return CodeOK
 		}
 		if credit == nil {
@@ -1267,6 +1277,7 @@ func (c *serverConn) get(ctx context.Context, id uint32, tx *object.Txn, body []
 			if bp != nil {
 				c.s.bufs.Put(bp)
 			}
+			pin.Release()
 			c.unregister(id)
 			return c.sendError(OpGet, id, c.asError(ctx.Err()))
 		}
@@ -1284,6 +1295,7 @@ func (c *serverConn) get(ctx context.Context, id uint32, tx *object.Txn, body []
 			if bp != nil {
 				c.s.bufs.Put(bp)
 			}
+			pin.Release()
 			<-credit
 		}
 		if last {

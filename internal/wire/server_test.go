@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/auth"
+	"github.com/cairn-db/cairn/internal/chunk"
 	"github.com/cairn-db/cairn/internal/object"
 )
 
@@ -934,7 +935,8 @@ func TestRoutesAndForwarded(t *testing.T) {
 // (object.Viewer) of pieces of uneven sizes, as the chunk reader does.
 type viewService struct {
 	*object.MemService
-	views atomic.Int64 // views handed out
+	views  atomic.Int64 // views handed out
+	pinned atomic.Int64 // views not released yet
 }
 
 type viewBody struct {
@@ -944,9 +946,16 @@ type viewBody struct {
 	fail   bool // end with an error instead of io.EOF
 }
 
-func (v *viewBody) View(max int) ([]byte, error) {
+var _ object.Viewer = (*viewBody)(nil)
+
+func (v *viewBody) View(max int) ([]byte, *chunk.Pin, error) {
+	b, err := v.next(max)
+	if err != nil {
+		return nil, nil, err
+	}
 	v.s.views.Add(1)
-	return v.next(max)
+	v.s.pinned.Add(1)
+	return b, chunk.NewPin(func() { v.s.pinned.Add(-1) }), nil
 }
 
 func (v *viewBody) next(max int) ([]byte, error) {
@@ -993,7 +1002,8 @@ func (s *viewService) Get(ctx context.Context, req *object.GetRequest) (object.I
 
 // A body that hands out views is sent from them: every byte arrives, in
 // order, for whole objects and ranges, whatever the views' sizes against
-// the frames'; an error after some views reaches the reader.
+// the frames'; an error after some views reaches the reader; every view's
+// pin is released.
 func TestGetFromViews(t *testing.T) {
 	ctx := context.Background()
 	svc := &viewService{MemService: object.NewMemService()}
@@ -1032,5 +1042,12 @@ func TestGetFromViews(t *testing.T) {
 	rc.Close()
 	if CodeOf(err) != CodeCorrupt || n > int64(len(body))/2 {
 		t.Fatalf("read %d bytes, then %v; want at most half and CORRUPT", n, err)
+	}
+	// (The last frames' pins go as the server's writer finishes them.)
+	for deadline := time.Now().Add(5 * time.Second); svc.pinned.Load() != 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := svc.pinned.Load(); n != 0 {
+		t.Fatalf("%d views' pins not released", n)
 	}
 }
