@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -507,6 +509,15 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, cache: kv.NewCache(cfg.RecordCache)}
+	if cfg.PopulateChunkCache && cfg.ChunkCache > 0 {
+		// A server's chunk cache is memory of its own, off the Go heap:
+		// a memory limit set for the process (GOMEMLIMIT) is the heap's,
+		// so the cache comes out of it.
+		if m := debug.SetMemoryLimit(-1); m > 0 && m < math.MaxInt64 {
+			debug.SetMemoryLimit(max(m-cfg.ChunkCache, m/2))
+			n.log.Info("Go memory limit lowered by the chunk cache", "was", m, "cache", cfg.ChunkCache)
+		}
+	}
 	// The loops' context exists from the start, so that Stop and Go work
 	// whenever they are called (a loop started after Stop exits at once).
 	n.bgc, n.stopBG = context.WithCancel(context.Background())

@@ -20,6 +20,7 @@ import (
 // blockSize or more takes an O_DIRECT read.
 type arena struct {
 	mu     sync.Mutex
+	size   int64 // of the mapping
 	mem    []byte
 	b      *buddy
 	unmap  func() error
@@ -53,7 +54,7 @@ func newArena(size int64, populate bool) (*arena, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &arena{mem: mem, b: newBuddy(size, arenaMinOrder, top), unmap: unmap}
+	a := &arena{size: size, mem: mem, b: newBuddy(size, arenaMinOrder, top), unmap: unmap}
 	if !populate {
 		a.start.Do(func() {})
 	}

@@ -23,8 +23,8 @@ func mapArena(size int64) ([]byte, func() error, error) {
 const populateStep = 8 << 20
 
 // populate faults mem in, from its start (where the buddy allocator hands
-// out blocks first), on a thread of its own at idle priority, until it is
-// all in or stop is set; it calls done when it returns. A page the kernel
+// out blocks first), on a thread of its own at the lowest priority (nice
+// 19), until it is all in or stop is set; it calls done when it returns. A page the kernel
 // has never handed this guest before is dear to touch on a VM (a 16 MiB
 // PUT whose record went into fresh memory cost twice the CPU of one into
 // recycled memory, docs/benchmarks.md): faulted in while the machine has
@@ -36,8 +36,13 @@ func populate(mem []byte, stop *atomic.Bool, done func()) {
 	defer done()
 	// The thread is not unlocked: it ends with the goroutine rather than
 	// go back to the scheduler at idle priority.
+	// Nice 19 rather than SCHED_IDLE: the thread holds one of the Go
+	// scheduler's slots between calls (a few instructions), and a
+	// collection's stop-the-world waits for it there; SCHED_IDLE can
+	// leave it without a core for long on a busy machine, nice 19 gets
+	// its small share within a scheduling period.
 	runtime.LockOSThread()
-	if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0); err != nil {
+	if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19); err != nil {
 		return // (never at normal priority: it would compete with requests)
 	}
 	for off := 0; off < len(mem) && !stop.Load(); off += populateStep {

@@ -8,14 +8,14 @@ import (
 )
 
 // dataCache keeps chunks this store verified — read from its disk and
-// checked against their hashes, or written by a client and hashed on the
-// way in — so that reading one again costs neither a disk read nor a
-// hash: a large GET of a hot object was half BLAKE3 and half the kernel's
+// checked against their hashes, or written by a client (checked by the
+// first read, see dataEntry) — so that reading one again costs neither a
+// disk read nor a hash: a large GET of a hot object was half BLAKE3 and half the kernel's
 // copies out of the page cache (docs/benchmarks.md). What it holds keeps
 // the store's promise that every byte Get returns was verified against
 // its hash at least once since it last left the disk: an entry is made
-// only from bytes just read and verified or just hashed, and the page
-// cache, which the kernel may refill from the disk behind our back, is
+// only from bytes just read and verified, or just written and verified
+// before they are first served, and the page cache, which the kernel may refill from the disk behind our back, is
 // not trusted for it. Large chunks are written and read with O_DIRECT
 // (append.go, readDirect), so this cache is where they live in memory,
 // not a second copy beside the page cache.
@@ -57,12 +57,27 @@ type dataShard struct {
 // dataEntry is a chunk's bytes in a block of the arena. pin holds the
 // cache's reference while the entry is listed (or reserved and not yet
 // listed), and one per view handed out; the last release frees the block.
+//
+// An entry made from a read holds bytes verified as they were read. One
+// made from a write holds a copy of bytes its writer hashed (or said it
+// had: PutAsyncHashed, PutCopies); it is verified once, by the first read
+// that takes it (verified), so that a writer's wrong hash is reported as
+// corrupt, as the disk's copy would be, rather than served.
 type dataEntry struct {
 	h          chunk.Hash
 	b          []byte
 	bl         block
 	pin        *chunk.Pin
 	prev, next *dataEntry
+	check      sync.Once // verifies b against h, for an entry made from a write
+	bad        bool      // b does not hash to h (set by check)
+}
+
+// verified reports whether e's bytes hash to its chunk's, hashing them
+// the first time for an entry made from a write.
+func (e *dataEntry) verified() bool {
+	e.check.Do(func() { e.bad = chunk.Sum(e.b) != e.h })
+	return !e.bad
 }
 
 // newDataCache returns a cache of bytes of memory, or nil when they are
@@ -89,21 +104,37 @@ func (c *dataCache) shard(h chunk.Hash) *dataShard {
 
 // get returns h's bytes, which the caller must not modify, with a pin the
 // caller releases when done with them, and makes h the shard's newest
-// entry; or the shard's epoch, for fill.
+// entry; or the shard's epoch, for fill. Bytes a writer put in that do
+// not hash to h are dropped (and counted a miss): the caller reads the
+// chunk from the disk, which reports it corrupt.
 func (c *dataCache) get(h chunk.Hash) ([]byte, *chunk.Pin, uint64, bool) {
 	sh := c.shard(h)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	e, ok := sh.m[h]
 	if !ok {
 		sh.miss++
+		defer sh.mu.Unlock()
 		return nil, nil, sh.epoch, false
 	}
-	sh.hits++
 	sh.unlink(e)
 	sh.pushFront(e)
 	e.pin.Retain()
-	return e.b, e.pin, 0, true
+	sh.mu.Unlock()
+	if e.verified() { // (hashes outside the lock, once)
+		sh.mu.Lock()
+		sh.hits++
+		sh.mu.Unlock()
+		return e.b, e.pin, 0, true
+	}
+	e.pin.Release()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.m[h] == e {
+		sh.remove(e)
+	}
+	sh.miss++
+	sh.epoch++ // (a read that began before this does not fill)
+	return nil, nil, sh.epoch, false
 }
 
 // epoch returns h's shard's epoch, for fill.
@@ -117,7 +148,9 @@ func (c *dataCache) epoch(h chunk.Hash) uint64 {
 // reserve returns an unlisted entry for h whose block holds n bytes
 // (e.bl.b), pushing out the oldest entries to make room; nil when none
 // could be had. The caller fills the block, sets e.b to the chunk's
-// bytes in it, and hands the entry to fill, or releases e.pin.
+// bytes in it (capacity capped), marks it verified if it verified them
+// (e.check.Do with nothing to do), and hands the entry to fill, or
+// releases e.pin.
 func (c *dataCache) reserve(h chunk.Hash, n int) *dataEntry {
 	if !c.arena.fits(n) {
 		return nil

@@ -218,6 +218,7 @@ func TestDataCacheBounds(t *testing.T) {
 		for i := range e.b {
 			e.b[i] = h[0]
 		}
+		e.check.Do(func() {}) // (taken as verified: the bytes are not h's)
 		c.fill(e, ep)
 	}
 	cached := func(h chunk.Hash) bool { // (without making it the newest)
@@ -295,5 +296,63 @@ func TestDataCacheBounds(t *testing.T) {
 	fill(hash(30, 3))
 	if b, _, _ := c.stats(); b != 64<<10 || !cached(hash(23, 7)) {
 		t.Fatalf("cache holds %d bytes after the release, want 64 KiB without a push", b)
+	}
+}
+
+// TestWrittenChunkVerifiedOnFirstRead: a chunk written with a hash its
+// bytes do not have (a writer's mistake PutAsyncHashed trusts) is not
+// served from the cache: the first read hashes the cached copy, drops it
+// and reads the disk's, which it reports corrupt, as it did before the
+// cache took written chunks.
+func TestWrittenChunkVerifiedOnFirstRead(t *testing.T) {
+	ctx := context.Background()
+	n := openCached(t, t.TempDir(), 8<<20, &fakeClock{})
+	defer n.close(t)
+	rng := rand.New(rand.NewPCG(11, 12))
+	d, _ := randomChunk(rng, 600<<10)
+	_, wrong := randomChunk(rng, 10)
+	if err := n.st.PutAsyncHashed(wrong, d).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b, _, _ := n.st.data.stats(); b == 0 {
+		t.Fatal("the chunk written was not cached")
+	}
+	for range 2 {
+		if _, _, err := n.st.View(ctx, wrong); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("View of a chunk written under a wrong hash: %v, want ErrCorrupt", err)
+		}
+	}
+	if b, _, _ := n.st.data.stats(); b != 0 {
+		t.Fatalf("the cache still holds %d bytes", b)
+	}
+}
+
+// TestRewriteOfHeldChunkKeepsCache: writing again a chunk the store holds
+// (PutCopies, which does not look before queueing) pushes nothing out of
+// the cache.
+func TestRewriteOfHeldChunkKeepsCache(t *testing.T) {
+	ctx := context.Background()
+	n := openCached(t, t.TempDir(), 8<<20, &fakeClock{})
+	defer n.close(t)
+	rng := rand.New(rand.NewPCG(13, 14))
+	var first []byte
+	var h0 chunk.Hash
+	for i := range 8 { // (the cache is full: a block for another chunk pushes one out)
+		d, h := randomChunk(rng, 1000<<10)
+		if err := n.st.PutCopies(h, d, 1).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first, h0 = d, h
+		}
+	}
+	before, _, _ := n.st.data.stats()
+	for range 7 {
+		if err := n.st.PutCopies(h0, first, 1).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after, _, _ := n.st.data.stats(); after != before {
+		t.Fatalf("the cache held %d bytes, then %d after rewrites of a held chunk", before, after)
 	}
 }

@@ -220,6 +220,8 @@ func Open(o Options) (*Store, error) {
 		if s.data, err = newDataCache(o.DataCache, o.PopulateCache); err != nil {
 			// (A system that commits no more memory than it has, say.)
 			s.log.Warn("no chunk cache: its memory could not be mapped; set a smaller --chunk-cache", "bytes", o.DataCache, "err", err)
+		} else if s.data != nil && s.data.arena.size != o.DataCache {
+			s.log.Info("chunk cache memory rounded down to whole blocks", "asked", o.DataCache, "bytes", s.data.arena.size)
 		}
 	}
 	s.gc.openedAt = s.now()
@@ -229,6 +231,9 @@ func Open(o Options) (*Store, error) {
 	if err := s.recover(); err != nil {
 		s.w.app.closeDirect()
 		s.closeFiles()
+		if s.data != nil {
+			s.data.close()
+		}
 		return nil, err
 	}
 	s.filter.min = o.filterMin
@@ -391,10 +396,11 @@ func (s *Store) View(ctx context.Context, h chunk.Hash) ([]byte, *chunk.Pin, err
 		e.pin.Release()
 		return b, nil, err
 	}
-	e.b = b
-	e.pin.Retain() // the caller's
+	e.b = b[:len(b):len(b)]
+	e.check.Do(func() {}) // verified as read
+	e.pin.Retain()        // the caller's
 	s.data.fill(e, ep)
-	return b, e.pin, nil
+	return e.b, e.pin, nil
 }
 
 // inBlock reports whether b lies in blk.

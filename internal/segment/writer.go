@@ -138,8 +138,10 @@ func (s *Store) putAsync(h chunk.Hash, data []byte, verify bool, copies int) *Pe
 	// what it just wrote (a large object is read in order, soon, if at
 	// all) is then served from memory, and the copy is the one the
 	// record needs anyway.
+	// (Not for a chunk the store may hold already: its record will not
+	// be written, and the block would push out other chunks for nothing.)
 	var e *dataEntry
-	if s.data != nil && len(data) > cachedRecord {
+	if s.data != nil && len(data) > cachedRecord && (copies == 0 || !s.maybeHeld(h)) {
 		e = s.data.reserve(h, recordHeaderSize+len(data))
 	}
 	var rec *[]byte
@@ -505,7 +507,8 @@ func (s *Store) commitIndex(ic *indexCommit) error {
 	// are in its blocks already.
 	for _, w := range ic.wrote {
 		if e := w.p.cached; e != nil {
-			e.b = (*w.p.rec)[recordHeaderSize:]
+			rec := *w.p.rec
+			e.b = rec[recordHeaderSize:len(rec):len(rec)]
 			w.p.rec, w.p.cached = nil, nil
 			s.data.fill(e, w.depoch)
 		}
