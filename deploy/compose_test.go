@@ -48,7 +48,7 @@ func freePort(t *testing.T) int {
 func TestCompose(t *testing.T) {
 	tag := testImage(t)
 	p := fmt.Sprintf("cairncompose%d", os.Getpid())
-	env := []string{"CAIRN_IMAGE=" + tag, fmt.Sprintf("CAIRN_PORT=%d", freePort(t)), fmt.Sprintf("CAIRN_HTTP_PORT=%d", freePort(t)),
+	env := []string{"CAIRN_CHUNK_CACHE=268435456", "CAIRN_IMAGE=" + tag, fmt.Sprintf("CAIRN_PORT=%d", freePort(t)), fmt.Sprintf("CAIRN_HTTP_PORT=%d", freePort(t)),
 		"CAIRN_TOKEN=" + joinToken, "CAIRN_ROOT_ACCESS_KEY=" + rootAccess, "CAIRN_ROOT_SECRET_KEY=" + rootSecret}
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -109,9 +109,9 @@ type Config struct {
 	// and written around the page cache, so this is where they are
 	// cached; it is memory of its own, off the Go heap); -1 disables it.
 	ChunkCache int64
-	// PopulateChunkCache faults the chunk cache's memory in at idle
-	// priority once it is first used (segment.Options.PopulateCache), so
-	// that writes and reads do not pay for touching it the first time.
+	// PopulateChunkCache faults the chunk cache's memory in at low
+	// priority from the start (segment.Options.PopulateCache), so that
+	// writes and reads do not pay for touching it the first time.
 	// The server sets it; tests that run many nodes in one process do not.
 	PopulateChunkCache bool
 	// HeartbeatTTL is the lease a node's heartbeat holds in the meta

@@ -25,7 +25,6 @@ type arena struct {
 	b      *buddy
 	unmap  func() error
 	closed atomic.Bool    // unmapped once the last block comes back
-	start  sync.Once      // populate, at the first block handed out
 	filled sync.WaitGroup // populate, until it has done or closed is set
 }
 
@@ -39,9 +38,9 @@ const (
 
 // newArena maps size bytes (rounded down to whole blocks of the largest
 // order, or, when that is less than one, to a power of two), or returns
-// nil when size is too small to hold a block. With populate, the first
-// block handed out starts faulting the whole mapping in (populate).
-func newArena(size int64, populate bool) (*arena, error) {
+// nil when size is too small to hold a block. With prefault, the whole
+// mapping is faulted in from the start, at low priority (populate).
+func newArena(size int64, prefault bool) (*arena, error) {
 	top := arenaMaxOrder
 	if size < 1<<top {
 		if size < 1<<arenaMinOrder {
@@ -55,8 +54,9 @@ func newArena(size int64, populate bool) (*arena, error) {
 		return nil, err
 	}
 	a := &arena{size: size, mem: mem, b: newBuddy(size, arenaMinOrder, top), unmap: unmap}
-	if !populate {
-		a.start.Do(func() {})
+	if prefault {
+		a.filled.Add(1)
+		go populate(mem, &a.closed, a.filled.Done)
 	}
 	return a, nil
 }
@@ -82,12 +82,6 @@ func (a *arena) alloc(n int) (block, bool) {
 	if !ok {
 		return block{}, false
 	}
-	// The first use starts faulting the rest in, at idle priority (see
-	// populate): a node that never keeps a chunk leaves it untouched.
-	a.start.Do(func() {
-		a.filled.Add(1)
-		go populate(a.mem, &a.closed, a.filled.Done)
-	})
 	return block{b: a.mem[off : off+int64(n) : off+size], off: off, size: size}, true
 }
 

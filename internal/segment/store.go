@@ -67,9 +67,9 @@ type Options struct {
 	// DataCache is the memory, in bytes, of the cache of chunks read and
 	// verified (datacache.go); zero or negative: none.
 	DataCache int64
-	// PopulateCache faults all of the cache's memory in, at idle
-	// priority, once the cache is first used (see populate): a server's
-	// choice, not that of tests running many stores in one process.
+	// PopulateCache faults all of the cache's memory in from the start,
+	// at low priority (see populate): a server's choice, not that of
+	// tests running many stores in one process.
 	PopulateCache bool
 
 	// filterMin overrides filterMinEntries (tests).
