@@ -50,18 +50,20 @@ func New() hash.Hash {
 
 // Digest is an MD5 hash whose whole blocks go through the engine.
 type Digest struct {
-	s    [4]uint32
-	x    [BlockSize]byte
-	nx   int
-	len  uint64
-	p    []byte // the blocks the engine has yet to hash
-	done chan struct{}
+	s       [4]uint32
+	x       [BlockSize]byte
+	nx      int
+	len     uint64
+	p       []byte // the blocks the engine has yet to hash
+	done    chan struct{}
+	pending bool // blocks handed to the engine by Start, not waited for
 }
 
 var initState = [4]uint32{0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476}
 
 // Reset returns d to its empty state.
 func (d *Digest) Reset() {
+	d.Wait()
 	d.s, d.nx, d.len, d.p = initState, 0, 0, nil
 }
 
@@ -73,49 +75,70 @@ func (d *Digest) BlockSize() int { return BlockSize }
 
 // Write adds p to the stream. It never returns an error.
 func (d *Digest) Write(p []byte) (int, error) {
-	n := len(p)
-	d.len += uint64(n)
+	d.Start(p)
+	d.Wait()
+	return len(p), nil
+}
+
+// Start adds p to the stream like Write, but may return before p is
+// hashed: the caller must not change p until Wait (or the next Start,
+// Write, Sum or Reset, which wait first). An upload that starts its
+// chunk's MD5 before it hashes and copies the chunk itself lets the two
+// overlap, and the engine meet more uploads at once.
+func (d *Digest) Start(p []byte) {
+	d.Wait()
+	d.len += uint64(len(p))
 	if d.nx > 0 {
 		c := copy(d.x[d.nx:], p)
 		d.nx += c
 		p = p[c:]
 		if d.nx < BlockSize {
-			return n, nil
+			return
 		}
 		d.scalar(d.x[:])
 		d.nx = 0
 	}
-	if whole := len(p) &^ (BlockSize - 1); whole > 0 {
-		if whole >= minLanes {
-			d.p = p[:whole]
-			submit(d)
-			<-d.done
-		} else {
-			d.scalar(p[:whole])
-		}
-		p = p[whole:]
+	whole := len(p) &^ (BlockSize - 1)
+	// The tail is kept first: the engine may hash the blocks after
+	// Start returns, but only the tail is read after that.
+	d.nx = copy(d.x[:], p[whole:])
+	if whole >= minLanes {
+		d.p, d.pending = p[:whole], true
+		submit(d)
+	} else if whole > 0 {
+		d.scalar(p[:whole])
 	}
-	d.nx = copy(d.x[:], p)
-	return n, nil
+}
+
+// Wait returns once the blocks Start handed to the engine are hashed.
+func (d *Digest) Wait() {
+	if d.pending {
+		<-d.done
+		d.pending = false
+	}
 }
 
 // Sum appends the digest of what was written to in; d is unchanged.
 func (d *Digest) Sum(in []byte) []byte {
+	d.Wait()
 	h := d.md5()
 	return h.Sum(in)
 }
 
-// md5 returns a crypto/md5 hash holding d's state, through its binary
-// form: magic, the four state words, the block buffer and the length,
-// big-endian.
-func (d *Digest) md5() hash.Hash {
+// md5 returns a crypto/md5 hash holding d's state.
+func (d *Digest) md5() hash.Hash { return stateMD5(d.s, d.x[:d.nx], d.len) }
+
+// stateMD5 returns a crypto/md5 hash in state s, with x buffered and
+// length n written, through its binary form: magic, the four state
+// words, the block buffer and the length, big-endian.
+func stateMD5(s [4]uint32, x []byte, n uint64) hash.Hash {
 	var b [4 + 16 + BlockSize + 8]byte
 	copy(b[:], "md5\x01")
-	for i, v := range d.s {
+	for i, v := range s {
 		binary.BigEndian.PutUint32(b[4+4*i:], v)
 	}
-	copy(b[20:], d.x[:d.nx])
-	binary.BigEndian.PutUint64(b[20+BlockSize:], d.len)
+	copy(b[20:], x)
+	binary.BigEndian.PutUint64(b[20+BlockSize:], n)
 	h := md5.New()
 	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(b[:]); err != nil {
 		panic("md5lanes: crypto/md5 refused its binary form: " + err.Error())
@@ -123,12 +146,11 @@ func (d *Digest) md5() hash.Hash {
 	return h
 }
 
-// scalar hashes whole blocks into d.s with crypto/md5.
+// scalar hashes whole blocks into d.s with crypto/md5. It reads and
+// writes d.s alone (the engine calls it while d's owner may be at work
+// on the rest of d).
 func (d *Digest) scalar(blocks []byte) {
-	nx, ln := d.nx, d.len
-	d.nx, d.len = 0, 0 // the state alone; no buffered bytes
-	h := d.md5()
-	d.nx, d.len = nx, ln
+	h := stateMD5(d.s, nil, 0)
 	h.Write(blocks)
 	var b [4 + 16 + BlockSize + 8]byte
 	out, err := h.(encoding.BinaryAppender).AppendBinary(b[:0])

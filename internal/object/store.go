@@ -405,7 +405,17 @@ func (st *Store) writeChunks(ctx context.Context, r io.Reader, size int64, repli
 		}
 		return nil
 	}
+	// The ETag's MD5 of a chunk runs while the chunk is hashed and
+	// copied (md5lanes.Digest.Start), and is waited for before the
+	// chunker reuses its buffer.
+	lanes, _ := md.(*md5lanes.Digest)
+	if lanes != nil {
+		defer lanes.Wait() // (before ch.Close gives the buffer back)
+	}
 	for {
+		if lanes != nil {
+			lanes.Wait()
+		}
 		c, err := ch.Next()
 		if errors.Is(err, io.EOF) {
 			break
@@ -416,7 +426,10 @@ func (st *Store) writeChunks(ctx context.Context, r io.Reader, size int64, repli
 		total += int64(len(c))
 		// The ETag's MD5 takes whole chunks (the stream's bytes, in order)
 		// rather than the reads the tee sees.
-		if withMD5 {
+		switch {
+		case withMD5 && lanes != nil:
+			lanes.Start(c)
+		case withMD5:
 			md.Write(c)
 		}
 		if total > st.cfg.MaxObjectSize {
