@@ -58,10 +58,12 @@ func runServer(ctx context.Context, cfg node.Config) error {
 	if err != nil {
 		return err
 	}
-	n.Serve()
+	// The key is saved before the listeners serve: whoever waits for
+	// /healthz to answer (a script, a test) then finds it.
 	if made != nil {
 		showRootKey(n, cfg, *made)
 	}
+	n.Serve()
 	cfg.Logger.Info("cairn node serving",
 		"version", version, "node", n.NodeID(), "data", cfg.DataDir,
 		"native", n.NativeAddr(), "http", n.HTTPAddr(), "startup", time.Since(start).Round(time.Millisecond))
