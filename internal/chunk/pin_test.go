@@ -16,14 +16,19 @@ func TestPin(t *testing.T) {
 	if freed != 1 {
 		t.Fatalf("freed %d times after the last release", freed)
 	}
-	for name, f := range map[string]func(){"release": p.Release, "retain": p.Retain} {
+	for _, c := range []struct {
+		name string
+		f    func(*Pin)
+	}{{"release", (*Pin).Release}, {"retain", (*Pin).Retain}} {
+		released := NewPin(func() {})
+		released.Release()
 		func() {
 			defer func() {
 				if recover() == nil {
-					t.Errorf("%s after the last release did not panic", name)
+					t.Errorf("%s after the last release did not panic", c.name)
 				}
 			}()
-			f()
+			c.f(released)
 		}()
 	}
 	var none *Pin

@@ -706,6 +706,10 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 	if !ok {
 		return
 	}
+	// A call the meta service never answers (a request lost in a
+	// leadership change) must not stop the loop for good.
+	ctx, cancel := context.WithTimeout(ctx, reconcileMetaTimeout)
+	defer cancel()
 	nodes, err := n.catalog.Nodes(ctx)
 	if err != nil {
 		return
@@ -725,16 +729,27 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 			voters++
 		}
 	}
+	for id := range n.promoteFailed {
+		if !slices.ContainsFunc(members, func(m meta.Member) bool { return m.ID == id && m.Learner }) {
+			delete(n.promoteFailed, id)
+		}
+	}
 	target := n.targetVoters(len(nodes))
 	for _, m := range members {
 		if voters >= target {
 			break
 		}
 		if m.Learner && m.Name != "" { // started and known by name
-			if err := ms.Promote(ctx, m.ID); err == nil {
+			pctx, cancel := context.WithTimeout(ctx, promoteTimeout)
+			err := ms.Promote(pctx, m.ID)
+			cancel()
+			if err == nil {
 				n.log.Info("meta service member promoted to voter", "member", m.Name)
+				delete(n.promoteFailed, m.ID)
 				voters++
+				continue
 			}
+			n.promoteFailedLog(m, err)
 		}
 	}
 	if voters < target && n.topUpCandidate(nodes, members) {
@@ -743,6 +758,38 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 		}
 	}
 }
+
+// reconcileMetaTimeout bounds one pass of reconcileMeta (longer than
+// an admission holds its lock, which topUpMeta takes), and promoteTimeout
+// one promotion.
+const (
+	reconcileMetaTimeout = time.Minute
+	promoteTimeout       = 5 * time.Second
+)
+
+// promoteFailedLog notes that learner m could not be promoted. A learner
+// is refused until it has caught up with the leader's log, so a failure
+// says nothing at first; one that lasts is logged every
+// promoteWarnEvery, with the time it has lasted.
+func (n *Node) promoteFailedLog(m meta.Member, err error) {
+	now := n.cfg.Clock()
+	if n.promoteFailed == nil {
+		n.promoteFailed = map[uint64][2]time.Time{}
+	}
+	f, ok := n.promoteFailed[m.ID]
+	if !ok {
+		f = [2]time.Time{now, now}
+	}
+	if now.Sub(f[1]) >= promoteWarnEvery {
+		n.log.Warn("could not promote a meta service learner to voter", "member", m.Name, "failing_for", now.Sub(f[0]).Round(time.Second), "err", err)
+		f[1] = now
+	}
+	n.promoteFailed[m.ID] = f
+}
+
+// promoteWarnEvery is how often a learner that cannot be promoted is
+// logged.
+const promoteWarnEvery = 10 * time.Second
 
 // dropUnstarted removes a meta member that has been added but not
 // started for Config.MemberStartGrace (a joiner admitted that never came

@@ -26,10 +26,7 @@ import (
 const testToken = "cjt1.testtokn.abcdefghijklmnopqrstuvwxyz234567"
 
 func clusterConfig(t testing.TB, join string) Config {
-	var w io.Writer = io.Discard
-	if os.Getenv("CAIRN_TEST_LOG") != "" {
-		w = os.Stderr
-	}
+	w := testLog(t)
 	bootstrap, token := testToken, ""
 	if join != "" {
 		bootstrap, token = "", testToken
@@ -46,6 +43,42 @@ func clusterConfig(t testing.TB, join string) Config {
 		Join:   join,
 		Logger: slog.New(slog.NewTextHandler(w, nil)),
 	}
+}
+
+// testLog is where a test node logs: stderr with CAIRN_TEST_LOG set;
+// otherwise a buffer whose last logTail bytes the test prints if it fails.
+func testLog(t testing.TB) io.Writer {
+	if os.Getenv("CAIRN_TEST_LOG") != "" {
+		return os.Stderr
+	}
+	b := &tailBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			t.Logf("a node's log (its last %d KiB at most):\n%s", logTail>>10, b.buf)
+		}
+	})
+	return b
+}
+
+// logTail is how much of a node's log a failed test prints.
+const logTail = 256 << 10
+
+// tailBuffer keeps the last logTail bytes (or up to twice that) written.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > 2*logTail {
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-logTail:]...)
+	}
+	return len(p), nil
 }
 
 func openNode(t testing.TB, cfg Config) *Node {

@@ -431,16 +431,19 @@ type Node struct {
 	// unstarted is when reconcileMeta first saw each meta member that is
 	// added but not started; owned by that loop.
 	unstarted map[uint64]time.Time
-	joins     challenges // join challenges answered (join.go)
-	chunks    *segment.Store
-	ranges    *replica.Store
-	id        identity
-	metrics   *metrics
-	cache     *kv.Cache // latest records; nil when disabled
-	peers     *peers
-	rc        *rangeclient.Client // routes range operations to leaseholders (route.go)
-	builds    indexBuilds         // field index builds running here (indexes.go)
-	plane     *object.ChunkPlane  // stores and reads chunks on their nodes
+	// promoteFailed is when reconcileMeta first failed to promote each
+	// learner still unpromoted, and when it last said so; that loop's.
+	promoteFailed map[uint64][2]time.Time
+	joins         challenges // join challenges answered (join.go)
+	chunks        *segment.Store
+	ranges        *replica.Store
+	id            identity
+	metrics       *metrics
+	cache         *kv.Cache // latest records; nil when disabled
+	peers         *peers
+	rc            *rangeclient.Client // routes range operations to leaseholders (route.go)
+	builds        indexBuilds         // field index builds running here (indexes.go)
+	plane         *object.ChunkPlane  // stores and reads chunks on their nodes
 	// rangeMethods serve the peer service rangeclient.Service; set in
 	// Open before the peer server serves.
 	rangeMethods map[string]transport.Unary
