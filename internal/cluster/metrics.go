@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -140,26 +141,34 @@ type storageCollector struct{ n *Node }
 var storageDescs = struct {
 	memtables, memtableBytes, l0Sublevels, l0Tables, tables, readAmp,
 	cacheBytes, cacheHits, cacheMisses, compactions, compactionDebt, flushes, walBytes *prometheus.Desc
+	flushedBytes, compactedBytes               *prometheus.Desc
+	logWALBytes, logFlushedBytes, logCompacted *prometheus.Desc
 }{
-	memtables:      prometheus.NewDesc("cairn_storage_memtables", "Memtables of the state store (the mutable one and those waiting to be flushed).", nil, nil),
-	memtableBytes:  prometheus.NewDesc("cairn_storage_memtable_bytes", "Bytes allocated by the state store's memtables.", nil, nil),
-	l0Sublevels:    prometheus.NewDesc("cairn_storage_l0_sublevels", "Sublevels of the state store's level 0 (each one a table a read may check).", nil, nil),
-	l0Tables:       prometheus.NewDesc("cairn_storage_l0_tables", "Tables in the state store's level 0.", nil, nil),
-	tables:         prometheus.NewDesc("cairn_storage_tables", "Tables in the state store, all levels.", nil, nil),
-	readAmp:        prometheus.NewDesc("cairn_storage_read_amplification", "Table sources a read of the state store may consult (level 0 sublevels and the other levels holding tables; the memtables come on top).", nil, nil),
-	cacheBytes:     prometheus.NewDesc("cairn_storage_block_cache_bytes", "Bytes in the state store's block cache.", nil, nil),
-	cacheHits:      prometheus.NewDesc("cairn_storage_block_cache_hits_total", "Block reads the block cache answered.", nil, nil),
-	cacheMisses:    prometheus.NewDesc("cairn_storage_block_cache_misses_total", "Block reads that went to the tables' files.", nil, nil),
-	compactions:    prometheus.NewDesc("cairn_storage_compactions_total", "Compactions of the state store.", nil, nil),
-	compactionDebt: prometheus.NewDesc("cairn_storage_compaction_debt_bytes", "Bytes the state store estimates it must compact to reach its level shape.", nil, nil),
-	flushes:        prometheus.NewDesc("cairn_storage_flushes_total", "Memtable flushes of the state store.", nil, nil),
-	walBytes:       prometheus.NewDesc("cairn_storage_wal_bytes_total", "Bytes written to the state store's write-ahead log.", nil, nil),
+	memtables:       prometheus.NewDesc("cairn_storage_memtables", "Memtables of the state store (the mutable one and those waiting to be flushed).", nil, nil),
+	memtableBytes:   prometheus.NewDesc("cairn_storage_memtable_bytes", "Bytes allocated by the state store's memtables.", nil, nil),
+	l0Sublevels:     prometheus.NewDesc("cairn_storage_l0_sublevels", "Sublevels of the state store's level 0 (each one a table a read may check).", nil, nil),
+	l0Tables:        prometheus.NewDesc("cairn_storage_l0_tables", "Tables in the state store's level 0.", nil, nil),
+	tables:          prometheus.NewDesc("cairn_storage_tables", "Tables in the state store, all levels.", nil, nil),
+	readAmp:         prometheus.NewDesc("cairn_storage_read_amplification", "Table sources a read of the state store may consult (level 0 sublevels and the other levels holding tables; the memtables come on top).", nil, nil),
+	cacheBytes:      prometheus.NewDesc("cairn_storage_block_cache_bytes", "Bytes in the state store's block cache.", nil, nil),
+	cacheHits:       prometheus.NewDesc("cairn_storage_block_cache_hits_total", "Block reads the block cache answered.", nil, nil),
+	cacheMisses:     prometheus.NewDesc("cairn_storage_block_cache_misses_total", "Block reads that went to the tables' files.", nil, nil),
+	compactions:     prometheus.NewDesc("cairn_storage_compactions_total", "Compactions of the state store.", nil, nil),
+	compactionDebt:  prometheus.NewDesc("cairn_storage_compaction_debt_bytes", "Bytes the state store estimates it must compact to reach its level shape.", nil, nil),
+	flushes:         prometheus.NewDesc("cairn_storage_flushes_total", "Memtable flushes of the state store.", nil, nil),
+	walBytes:        prometheus.NewDesc("cairn_storage_wal_bytes_total", "Bytes written to the state store's write-ahead log.", nil, nil),
+	flushedBytes:    prometheus.NewDesc("cairn_storage_flushed_bytes_total", "Bytes of tables the state store wrote flushing memtables.", nil, nil),
+	compactedBytes:  prometheus.NewDesc("cairn_storage_compacted_bytes_total", "Bytes of tables the state store wrote compacting (its write amplification beyond the flushes).", nil, nil),
+	logWALBytes:     prometheus.NewDesc("cairn_raft_log_wal_bytes_total", "Bytes written to the raft log store's write-ahead log (the entries, as appended).", nil, nil),
+	logFlushedBytes: prometheus.NewDesc("cairn_raft_log_flushed_bytes_total", "Bytes of tables the raft log store wrote flushing memtables: entries not yet truncated when their memtable filled.", nil, nil),
+	logCompacted:    prometheus.NewDesc("cairn_raft_log_compacted_bytes_total", "Bytes of tables the raft log store wrote compacting.", nil, nil),
 }
 
 func (c storageCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := storageDescs
 	for _, x := range []*prometheus.Desc{d.memtables, d.memtableBytes, d.l0Sublevels, d.l0Tables, d.tables, d.readAmp,
-		d.cacheBytes, d.cacheHits, d.cacheMisses, d.compactions, d.compactionDebt, d.flushes, d.walBytes} {
+		d.cacheBytes, d.cacheHits, d.cacheMisses, d.compactions, d.compactionDebt, d.flushes, d.walBytes, d.flushedBytes, d.compactedBytes,
+		d.logWALBytes, d.logFlushedBytes, d.logCompacted} {
 		ch <- x
 	}
 }
@@ -192,4 +201,22 @@ func (c storageCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(d.compactionDebt, float64(m.Compact.EstimatedDebt))
 	counter(d.flushes, float64(m.Flush.Count))
 	counter(d.walBytes, float64(m.WAL.BytesWritten))
+	flushed, compacted := writtenBytes(m)
+	counter(d.flushedBytes, float64(flushed))
+	counter(d.compactedBytes, float64(compacted))
+	lm := c.n.eng.LogMetrics()
+	flushed, compacted = writtenBytes(lm)
+	counter(d.logWALBytes, float64(lm.WAL.BytesWritten))
+	counter(d.logFlushedBytes, float64(flushed))
+	counter(d.logCompacted, float64(compacted))
+}
+
+// writtenBytes returns the bytes of tables a pebble instance wrote
+// flushing and compacting.
+func writtenBytes(m *pebble.Metrics) (flushed, compacted uint64) {
+	for i := range m.Levels {
+		flushed += m.Levels[i].TableBytesFlushed + m.Levels[i].BlobBytesFlushed
+		compacted += m.Levels[i].TableBytesCompacted + m.Levels[i].BlobBytesCompacted
+	}
+	return flushed, compacted
 }

@@ -213,7 +213,7 @@ func TestChangeReplicas(t *testing.T) {
 		if err := n.store.Close(); err != nil {
 			t.Fatal(err)
 		}
-		st, _, err := loadRaftStorage(n.engine.DB(), 1)
+		st, _, err := loadRaftStorage(n.engine.DB(), n.engine.LogDB(), 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,11 +290,11 @@ func TestFollowerBehindTruncatedLog(t *testing.T) {
 		proposeSeq(t, leader.rep, seq, seq)
 		// The follower's log, not its applied index: it may hold entries
 		// it has not learned are committed (hold.go).
-		lst, _, err := loadRaftStorage(lag.engine.DB(), 1)
+		lst, _, err := loadRaftStorage(lag.engine.DB(), lag.engine.LogDB(), 1)
 		if err != nil {
 			return false
 		}
-		st, _, err := loadRaftStorage(leader.engine.DB(), 1)
+		st, _, err := loadRaftStorage(leader.engine.DB(), leader.engine.LogDB(), 1)
 		return err == nil && st.truncIndex > lst.lastIndex
 	})
 	net.partition(lag.id, false)
@@ -370,7 +370,7 @@ func TestAddReplicaBySnapshot(t *testing.T) {
 	if err := out.store.RemoveReplica(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, found, err := loadRaftStorage(out.engine.DB(), 1); found || err != nil {
+	if _, found, err := loadRaftStorage(out.engine.DB(), out.engine.LogDB(), 1); found || err != nil {
 		t.Fatalf("removed replica: raft state found %v, err %v", found, err)
 	}
 	if c := checkSM(t, out.engine.DB(), 1); c != 0 {
@@ -409,7 +409,7 @@ func (n *persistCheckNet) Send(msgs []Message) {
 			continue
 		}
 		has := func(index uint64) bool {
-			_, closer, err := e.DB().Get(logKey(rangePrefix(m.RangeID), index))
+			_, closer, err := e.LogDB().Get(logKey(rangePrefix(m.RangeID), index))
 			if err != nil {
 				return false
 			}

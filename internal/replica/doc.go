@@ -1,6 +1,7 @@
 // Package replica runs a node's range replicas: each range is a Raft group
 // driven through go.etcd.io/raft/v3's RawNode, and every group of the node
-// keeps its log and state in the node's one pebble instance.
+// keeps its state in the node's state store and its log entries in the
+// raft log's own pebble instance beside it (storage.Engine.LogDB).
 //
 // # The loop
 //
@@ -17,9 +18,11 @@
 //     raft keeps what must wait for the log write (append and vote
 //     responses) inside the Ready's MsgStorageAppend;
 //  4. queues each MsgStorageAppend (entries and hard state) for the
-//     writer. The writer has one batch in flight at a time: the entries and
-//     hard states of ALL queued appends of all replicas, committed with
-//     pebble.Sync if any must sync. This is the group commit: one WAL fsync
+//     writer. The writer has one job in flight at a time: the entries of
+//     ALL queued appends of all replicas in one batch of the log's
+//     instance, committed with pebble.Sync if any must sync, then their
+//     hard states in one batch of the state store (synced only when a
+//     term or vote changed: the commit index needs no sync). This is the group commit: one WAL fsync
 //     for many proposers and many ranges, and the loop does not wait for
 //     it; what comes meanwhile joins the next batch (BenchmarkPropose: one
 //     single-voter range on ext4, ~5,000 ops/s with 1 proposer, 62,000 to
@@ -75,8 +78,12 @@
 // the range's new raft state (a range deletion of the range's raft keys,
 // then hard state, ConfState, applied index and a log truncated at the
 // snapshot) in one atomic pebble ingestion, before the Ready's entries are
-// persisted. A crash before the ingestion leaves the old state; the files
-// are removed at the next start. The range's key bounds travel as the
+// persisted. Just before it, the log's entries past the snapshot's index
+// are deleted (synced; raft installs a snapshot only where the log does
+// not hold its index and term, so they are of another history); those up
+// to it go after (a load ignores entries at or below the truncation). A
+// crash before the ingestion leaves the old state; the files are removed
+// at the next start. The range's key bounds travel as the
 // snapshot's Data; a snapshot whose bounds overlap another replica here
 // that has state is declined (see split.go).
 //
@@ -96,8 +103,19 @@
 //	                           | 'b'                 key bounds: Start, End (see encodeBounds)
 //	                           | 'c'                 raftpb.ConfState as of the applied index
 //	                           | 'h'                 raftpb.HardState
-//	                           | 'l' | index (8, BE) raftpb.Entry
+//	                           | 'l' | index (8, BE) raftpb.Entry (in the log's instance)
 //	                           | 't'                 truncated state: index (8) | term (8)
+//	                           | 'x'                 tombstone: merged into the range named (8)
+//
+// The entries live in the raft log's own pebble instance, the rest in the
+// state store: the state store's memtables, flushes and compactions see
+// no entry. Being two instances, they are written in an order that a crash
+// cannot break (see raftStorage): entries before the hard state that
+// commits them; a truncation synced in the state store before its entries
+// leave the log; a removed or merged range's entries dropped after its
+// state, and swept at the next open if a crash came between (sweepLogs).
+// A store written when the entries lived in the state store has them
+// moved at open (moveLogs).
 //
 // Every value is framed as
 //
@@ -117,9 +135,10 @@
 // # Log truncation
 //
 // When the log holds more than Options.TruncateEvery applied entries, the
-// apply batch deletes (one range deletion) all but the last Options.LogKeep
-// of them and records the truncated state, whose term answers raft's Term
-// query at the truncation point. A leader does not truncate entries a
+// apply batch records the truncated state (all but the last
+// Options.LogKeep of them), whose term answers raft's Term query at the
+// truncation point, and is synced; then one range deletion removes them
+// from the log. A leader does not truncate entries a
 // recently active follower still lacks.
 //
 // # Leases

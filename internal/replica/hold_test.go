@@ -148,7 +148,7 @@ func TestAcksCoalesced(t *testing.T) {
 			r.unstable++ // as queueAppend does
 			return appendReq{r: r, rn: r.rn, resps: resps}
 		}
-		j := &persistJob{b: s.db.NewBatch(), reqs: []appendReq{
+		j := &persistJob{b: s.logDB.NewBatch(), hb: s.db.NewBatch(), reqs: []appendReq{
 			req(r1, ack(2, 5, 10), ack(3, 5, 10)),
 			req(r2, ack(2, 5, 3)),
 			req(r1, ack(2, 5, 12), reject),

@@ -364,6 +364,10 @@ func (s *Store) finishMerge(m *pendingMerge) {
 // range's now. Loop-owned.
 func (s *Store) dropMerged(id uint64) {
 	s.unlink(id, fmt.Errorf("%w: range %d was merged into its left-hand neighbour", ErrRangeFrozen, id))
+	if err := s.dropLog(id); err != nil {
+		// Swept at the next open (its state is a tombstone).
+		s.log.Warn("could not drop a merged range's raft log", "range", id, "err", err)
+	}
 }
 
 // subsumable returns the replicas here that are frozen for a merge into

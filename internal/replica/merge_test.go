@@ -248,7 +248,7 @@ func TestMergeFollowerBehindTruncation(t *testing.T) {
 	waitFor(t, "the leader to truncate past the follower", func() bool {
 		writes++
 		propose(t, left, "x")
-		st, _, err := loadRaftStorage(left.s.db, 1)
+		st, _, err := loadRaftStorage(left.s.db, left.s.logDB, 1)
 		return err == nil && st.truncIndex > lagApplied
 	})
 	if lag.store.Replica(2) == nil {
@@ -259,7 +259,7 @@ func TestMergeFollowerBehindTruncation(t *testing.T) {
 	// from the disk and its tombstone is there.
 	var atIngest atomic.Value
 	lag.store.afterIngest = func() {
-		_, found, err := loadRaftStorage(lag.engine.DB(), 2)
+		_, found, err := loadRaftStorage(lag.engine.DB(), lag.engine.LogDB(), 2)
 		v, closer, terr := lag.engine.DB().Get(stateKey(rangePrefix(2), suffixTombstone))
 		if terr == nil {
 			defer closer.Close()
@@ -374,8 +374,8 @@ func TestDropFrozen(t *testing.T) {
 	waitFor(t, "the leaders to truncate past the follower", func() bool {
 		propose(t, left, "b")
 		propose(t, r3, "x")
-		st1, _, err1 := loadRaftStorage(left.s.db, 1)
-		st3, _, err3 := loadRaftStorage(r3.s.db, 3)
+		st1, _, err1 := loadRaftStorage(left.s.db, left.s.logDB, 1)
+		st3, _, err3 := loadRaftStorage(r3.s.db, r3.s.logDB, 3)
 		return err1 == nil && err3 == nil && st1.truncIndex > lagApplied && st3.truncIndex > 10
 	})
 	if _, err := lag.store.AddReplica(rangedesc.Range{ID: 3, Start: []byte("m"), End: []byte("z")}, &keySM{}); err != nil {

@@ -44,12 +44,17 @@ type appendReq struct {
 	resps []*raftpb.Message // to deliver once written
 }
 
-// persistJob is one batch of appends handed to the writer.
+// persistJob is one batch of appends handed to the writer: the entries
+// in a batch of the raft log's instance, the hard states in one of the
+// state store's. The writer commits the entries first, so a hard state
+// never commits an entry that is not on disk.
 type persistJob struct {
-	reqs []appendReq
-	b    *pebble.Batch
-	sync bool
-	err  error
+	reqs   []appendReq
+	b      *pebble.Batch // entries (Store.logDB)
+	hb     *pebble.Batch // hard states (Store.db)
+	sync   bool          // b must sync
+	hsSync bool          // hb must sync: a term or vote changed
+	err    error
 }
 
 // persister is the loop's side of the writer (loop-owned).
@@ -72,17 +77,24 @@ func newPersister() persister {
 // writer commits the batches the loop hands it, one at a time, until jobs
 // is closed.
 func (s *Store) writer() {
+	opt := func(sync bool) *pebble.WriteOptions {
+		if sync {
+			return pebble.Sync
+		}
+		return pebble.NoSync
+	}
 	for j := range s.p.jobs {
-		opt := pebble.NoSync
-		if j.sync {
-			opt = pebble.Sync
-		}
 		t := startWatch()
-		j.err = j.b.Commit(opt)
-		s.stats.persistNs.Add(t.ns())
-		if j.sync && j.err == nil {
-			s.stats.syncs.Add(1)
+		if !j.b.Empty() {
+			j.err = j.b.Commit(opt(j.sync))
+			if j.sync && j.err == nil {
+				s.stats.syncs.Add(1)
+			}
 		}
+		if j.err == nil && !j.hb.Empty() {
+			j.err = j.hb.Commit(opt(j.hsSync))
+		}
+		s.stats.persistNs.Add(t.ns())
 		s.p.done <- j
 	}
 }
@@ -103,7 +115,7 @@ func (s *Store) startPersist() error {
 	if s.p.inflight != nil || len(s.p.pending) == 0 {
 		return nil
 	}
-	j := &persistJob{reqs: s.p.pending, b: s.db.NewBatch()}
+	j := &persistJob{reqs: s.p.pending, b: s.logDB.NewBatch(), hb: s.db.NewBatch()}
 	s.p.pending = nil
 	appended := 0
 	for _, q := range j.reqs {
@@ -111,20 +123,24 @@ func (s *Store) startPersist() error {
 			continue // its state is gone or replaced: see flush
 		}
 		if err := q.r.st.append(j.b, q.ents); err != nil {
-			_ = j.b.Close()
+			j.close()
 			return err
 		}
 		if q.hs != nil {
-			if err := q.r.st.setHardState(j.b, q.hs); err != nil {
-				_ = j.b.Close()
+			old := q.r.st.hs
+			if q.sync && (q.hs.GetTerm() != old.GetTerm() || q.hs.GetVote() != old.GetVote()) {
+				j.hsSync = true
+			}
+			if err := q.r.st.setHardState(j.hb, q.hs); err != nil {
+				j.close()
 				return err
 			}
 		}
-		j.sync = j.sync || q.sync
+		j.sync = j.sync || q.sync && len(q.ents) > 0
 		appended += len(q.ents)
 	}
 	s.stats.appended.Add(uint64(appended))
-	if j.b.Empty() {
+	if j.b.Empty() && j.hb.Empty() {
 		// Only responses that wait for earlier writes, all done.
 		if err := s.finishPersist(j); err != nil {
 			return err
@@ -146,7 +162,7 @@ func (s *Store) finishPersist(j *persistJob) error {
 	if s.p.inflight == j {
 		s.p.inflight = nil
 	}
-	_ = j.b.Close()
+	j.close()
 	if j.err != nil {
 		return fmt.Errorf("replica: persist raft state: %w", j.err)
 	}
@@ -193,6 +209,11 @@ func (s *Store) finishPersist(j *persistJob) error {
 	return nil
 }
 
+func (j *persistJob) close() {
+	_ = j.b.Close()
+	_ = j.hb.Close()
+}
+
 // peerKey names one range's raft messages to one node.
 type peerKey struct{ rangeID, to uint64 }
 
@@ -222,7 +243,7 @@ func (s *Store) flush() error {
 func (s *Store) stopWriter() {
 	if j := s.p.inflight; j != nil {
 		<-s.p.done
-		_ = j.b.Close()
+		j.close()
 		s.p.inflight = nil
 	}
 	s.p.pending = nil

@@ -21,14 +21,28 @@ const (
 	bootstrapTerm  = 5
 )
 
-// raftStorage is raft.Storage over the node's pebble instance for one range.
-// pebble is the source of truth; the fields below mirror what is durable (or
-// committed to pebble) so raft's frequent Term/LastIndex calls stay in memory.
+// raftStorage is raft.Storage over the node's pebble instances for one
+// range: its log entries in the raft log's (Engine.LogDB), the rest of its
+// raft state (hard state, ConfState, applied index, truncation) in the
+// state store beside what it applied. pebble is the source of truth; the
+// fields below mirror what is durable (or committed to pebble) so raft's
+// frequent Term/LastIndex calls stay in memory.
+//
+// The two instances are written apart, so what each holds after a crash
+// is reconciled by order, not by one batch: entries are synced before the
+// hard state that commits them is written; a truncation is synced in the
+// state store before its entries leave the log (the applied index then
+// never falls below it); a split is synced before the new range's entries
+// can reach the log (they must not outlive the state that makes the
+// range); a snapshot's install first drops the log's
+// entries past its index (synced), then ingests its state; and entries of
+// a range whose state is gone are swept at open (sweepLogs).
 //
 // Only the Store's loop goroutine touches a raftStorage after AddReplica has
 // handed it to the loop.
 type raftStorage struct {
-	db     *pebble.DB
+	db     *pebble.DB // the state store
+	log    *pebble.DB // the raft log (entries only)
 	prefix []byte
 
 	hs         *raftpb.HardState
@@ -66,11 +80,13 @@ var _ raft.Storage = (*raftStorage)(nil)
 
 // loadRaftStorage reads a range's persisted raft state. found is false when
 // the range has no hard state yet (it was never bootstrapped).
-// It reads one consistent snapshot of pebble.
-func loadRaftStorage(db *pebble.DB, rangeID uint64) (s *raftStorage, found bool, err error) {
+// It reads one consistent snapshot of each instance: the state first, then
+// the log (whose entries at or below the truncation are ignored: their
+// removal follows it).
+func loadRaftStorage(db, log *pebble.DB, rangeID uint64) (s *raftStorage, found bool, err error) {
 	snap := db.NewSnapshot()
 	defer snap.Close()
-	s = &raftStorage{db: db, prefix: rangePrefix(rangeID), cs: &raftpb.ConfState{}, cache: entryCache{maxEnts: 1024, maxBytes: 8 << 20}}
+	s = &raftStorage{db: db, log: log, prefix: rangePrefix(rangeID), cs: &raftpb.ConfState{}, cache: entryCache{maxEnts: 1024, maxBytes: 8 << 20}}
 	// A tombstone wins over any state: the range was merged away here.
 	if _, s.tombstone, err = s.getUint64s(snap, suffixTombstone, 1); err != nil || s.tombstone {
 		return s, false, err
@@ -112,7 +128,7 @@ func loadRaftStorage(db *pebble.DB, rangeID uint64) (s *raftStorage, found bool,
 		return nil, false, err
 	}
 	s.lastIndex = s.truncIndex
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: logKey(s.prefix, 0), UpperBound: stateKey(s.prefix, suffixLog+1)})
+	it, err := log.NewIter(&pebble.IterOptions{LowerBound: logKey(s.prefix, s.truncIndex+1), UpperBound: stateKey(s.prefix, suffixLog+1)})
 	if err != nil {
 		return nil, false, err
 	}
@@ -192,7 +208,7 @@ func (s *raftStorage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 	if ents, ok := s.cache.get(lo, hi); ok {
 		return limitSize(ents, maxSize), nil
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: logKey(s.prefix, lo), UpperBound: logKey(s.prefix, hi)})
+	it, err := s.log.NewIter(&pebble.IterOptions{LowerBound: logKey(s.prefix, lo), UpperBound: logKey(s.prefix, hi)})
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +265,7 @@ func (s *raftStorage) Term(i uint64) (uint64, error) {
 	if t, ok := s.cache.term(i); ok {
 		return t, nil
 	}
-	v, closer, err := s.db.Get(logKey(s.prefix, i))
+	v, closer, err := s.log.Get(logKey(s.prefix, i))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return 0, fmt.Errorf("%w: log entry %d missing", ErrCorrupt, i)
 	} else if err != nil {
@@ -284,9 +300,9 @@ func (s *raftStorage) Snapshot() (*raftpb.Snapshot, error) {
 	}}, nil
 }
 
-// append writes ents (consecutive, from raft) into b, removing any old
-// tail they replace (written so far, or earlier in b). Call appended after
-// b commits.
+// append writes ents (consecutive, from raft) into b, a batch of the raft
+// log's instance, removing any old tail they replace (written so far, or
+// earlier in b). Call appended after b commits.
 func (s *raftStorage) append(b *pebble.Batch, ents []*raftpb.Entry) error {
 	if len(ents) == 0 {
 		return nil
@@ -317,22 +333,24 @@ func (s *raftStorage) setHardState(b *pebble.Batch, hs *raftpb.HardState) error 
 	return s.setProto(b, suffixHardState, hs)
 }
 
-// truncate writes into b the removal of log entries up to and including
-// index, and the new truncated state. Call truncated after b commits.
+// truncate writes into b, a batch of the state store, the new truncated
+// state: the log is truncated up to and including index. The batch must
+// be synced (the applied index it carries must never read below the
+// truncation after a crash); call truncated after it commits.
 func (s *raftStorage) truncate(b *pebble.Batch, index uint64) (term uint64, err error) {
 	term, err = s.Term(index)
 	if err != nil {
 		return 0, err
 	}
-	if err := b.DeleteRange(logKey(s.prefix, s.truncIndex+1), logKey(s.prefix, index+1), nil); err != nil {
-		return 0, err
-	}
 	return term, b.Set(stateKey(s.prefix, suffixTruncated), encodeUint64s(index, term), nil)
 }
 
-func (s *raftStorage) truncated(index, term uint64) {
+// truncated removes the entries up to index from the log (unsynced: on
+// load, entries at or below the truncation are ignored) and from memory.
+func (s *raftStorage) truncated(index, term uint64) error {
 	s.truncIndex, s.truncTerm = index, term
 	s.cache.dropBelow(index + 1)
+	return s.log.DeleteRange(logKey(s.prefix, 0), logKey(s.prefix, index+1), pebble.NoSync)
 }
 
 func (s *raftStorage) setProto(b *pebble.Batch, suffix byte, m proto.Message) error {

@@ -16,7 +16,7 @@ func ent(index, term uint64, data string) *raftpb.Entry {
 
 func commitEnts(t *testing.T, st *raftStorage, ents ...*raftpb.Entry) {
 	t.Helper()
-	b := st.db.NewBatch()
+	b := st.log.NewBatch()
 	defer b.Close()
 	if err := st.append(b, ents); err != nil {
 		t.Fatal(err)
@@ -33,7 +33,7 @@ func TestRaftStorage(t *testing.T) {
 	for _, cached := range []bool{true, false} {
 		e := openEngine(t, vfs.NewMem())
 		defer e.Close()
-		st, found, err := loadRaftStorage(e.DB(), 4)
+		st, found, err := loadRaftStorage(e.DB(), e.LogDB(), 4)
 		if err != nil || found {
 			t.Fatalf("empty range: found %v, %v", found, err)
 		}
@@ -83,7 +83,7 @@ func TestRaftStorage(t *testing.T) {
 		if term, _ := st.Term(8); term != 7 {
 			t.Fatalf("term of overwritten entry %d", term)
 		}
-		reloaded, _, err := loadRaftStorage(e.DB(), 4)
+		reloaded, _, err := loadRaftStorage(e.DB(), e.LogDB(), 4)
 		if err != nil || reloaded.lastIndex != 8 {
 			t.Fatalf("reloaded last index %d, %v", reloaded.lastIndex, err)
 		}
@@ -127,7 +127,7 @@ func TestRaftStorage(t *testing.T) {
 func TestRaftStorageWrittenApart(t *testing.T) {
 	e := openEngine(t, vfs.NewMem())
 	defer e.Close()
-	st, _, err := loadRaftStorage(e.DB(), 4)
+	st, _, err := loadRaftStorage(e.DB(), e.LogDB(), 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,20 +140,25 @@ func TestRaftStorageWrittenApart(t *testing.T) {
 
 	first := []*raftpb.Entry{ent(6, 5, "a"), ent(7, 5, "b"), ent(8, 5, "c"), ent(9, 5, "d")}
 	second := []*raftpb.Entry{ent(8, 6, "C")}
-	b = e.DB().NewBatch()
+	b = e.LogDB().NewBatch()
 	if err := st.append(b, first); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.append(b, second); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.setHardState(b, &raftpb.HardState{Term: new(uint64(6)), Commit: new(uint64(6))}); err != nil {
-		t.Fatal(err)
-	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
 	_ = b.Close()
+	hb := e.DB().NewBatch()
+	if err := st.setHardState(hb, &raftpb.HardState{Term: new(uint64(6)), Commit: new(uint64(6))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := hb.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	_ = hb.Close()
 	st.appended(first)
 	st.appended(second)
 	if li, _ := st.LastIndex(); li != 8 {
@@ -164,7 +169,7 @@ func TestRaftStorageWrittenApart(t *testing.T) {
 	if err := e.DB().Set(stateKey(st.prefix, suffixApplied), encodeUint64s(8), pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	reloaded, found, err := loadRaftStorage(e.DB(), 4)
+	reloaded, found, err := loadRaftStorage(e.DB(), e.LogDB(), 4)
 	if err != nil || !found {
 		t.Fatalf("reload: found %v, %v", found, err)
 	}

@@ -681,6 +681,10 @@ func (r *Replica) apply(ents []*raftpb.Entry) error {
 			case r.st.merge.Frozen():
 				val = fmt.Errorf("%w: range %d (for range %d)", ErrRangeFrozen, r.rangeID, r.st.merge.FrozenFor)
 			case kind == cmdSplit:
+				// Synced: the new range's entries go to the log's own
+				// store, synced, and must not outlive the state that
+				// makes the range (sweepLogs would drop them).
+				mustSync = true
 				val, err = r.applySplit(b, cmd, &splits)
 			default:
 				val = r.sm.Apply(b, cmd)
@@ -742,7 +746,9 @@ func (r *Replica) apply(ents []*raftpb.Entry) error {
 		}
 	}
 	commitOpt := pebble.NoSync
-	if mustSync {
+	if mustSync || truncIndex > 0 {
+		// A truncation is synced before its entries leave the log: a
+		// crash must not take the applied index back below it.
 		commitOpt = pebble.Sync
 	}
 	if err := b.Commit(commitOpt); err != nil {
@@ -758,7 +764,9 @@ func (r *Replica) apply(ents []*raftpb.Entry) error {
 	}
 	r.st.applied = applied
 	if truncIndex > 0 {
-		r.st.truncated(truncIndex, truncTerm)
+		if err := r.st.truncated(truncIndex, truncTerm); err != nil {
+			return err
+		}
 	}
 	if confChanged {
 		r.mu.Lock()

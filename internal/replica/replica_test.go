@@ -130,7 +130,7 @@ func TestReplayCommittedUnapplied(t *testing.T) {
 	}
 
 	// Rewind the applied index and the state machine by the last k commands.
-	st, _, err := loadRaftStorage(e.DB(), 3)
+	st, _, err := loadRaftStorage(e.DB(), e.LogDB(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestTruncation(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := loadRaftStorage(e.DB(), 9)
+	st, _, err := loadRaftStorage(e.DB(), e.LogDB(), 9)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestTruncation(t *testing.T) {
 	if err != nil || snap.GetMetadata().GetIndex() != st.applied || len(snap.GetMetadata().GetConfState().GetVoters()) != 1 {
 		t.Fatalf("snapshot %v, %v", snap, err)
 	}
-	if got := countLogKeys(t, e.DB(), st.prefix); got != int(st.lastIndex-st.truncIndex) {
+	if got := countLogKeys(t, e.LogDB(), st.prefix); got != int(st.lastIndex-st.truncIndex) {
 		t.Fatalf("%d log entries on disk, want %d", got, st.lastIndex-st.truncIndex)
 	}
 	if err := e.Close(); err != nil {

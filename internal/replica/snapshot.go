@@ -449,7 +449,18 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 			}
 		}
 		if err == nil {
+			// The log's entries past the snapshot go first, synced: they
+			// are of another history (raft installs a snapshot only where
+			// the log does not hold its index and term), and must not
+			// outlive the state that replaces them. Those up to its index
+			// go after: a load ignores entries at or below the truncation.
+			err = s.logDB.DeleteRange(logKey(r.st.prefix, idx+1), stateKey(r.st.prefix, suffixLog+1), pebble.Sync)
+		}
+		if err == nil {
 			err = s.db.Ingest(s.ctx, append(paths, p.paths...))
+		}
+		if err == nil {
+			err = s.logDB.DeleteRange(logKey(r.st.prefix, 0), logKey(r.st.prefix, idx+1), pebble.NoSync)
 		}
 		s.removeFiles(paths)
 	}

@@ -287,7 +287,7 @@ func (s *Store) finishSplit(left *Replica, sp *pendingSplit) error {
 	if sp.skip {
 		return nil
 	}
-	st, found, err := loadRaftStorage(s.db, sp.right.ID)
+	st, found, err := loadRaftStorage(s.db, s.logDB, sp.right.ID)
 	if err != nil || !found {
 		return fmt.Errorf("replica: range %d: load the state of its split-off range %d: found %v, %v", left.rangeID, sp.right.ID, found, err)
 	}

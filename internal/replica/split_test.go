@@ -309,7 +309,7 @@ func TestSplitFollowerBehindTruncation(t *testing.T) {
 	waitFor(t, "the leader to truncate past the follower", func() bool {
 		writes++
 		propose(t, left, "b")
-		st, _, err := loadRaftStorage(left.s.db, 1)
+		st, _, err := loadRaftStorage(left.s.db, left.s.logDB, 1)
 		return err == nil && st.truncIndex > lagApplied
 	})
 	up := without(nodes, lag)

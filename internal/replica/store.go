@@ -29,7 +29,8 @@ const maxInbound = 64 << 10
 // goroutine (see doc.go). Its methods are safe for concurrent use.
 type Store struct {
 	opts   Options
-	db     *pebble.DB
+	db     *pebble.DB // the state store
+	logDB  *pebble.DB // the raft logs' entries (Engine.LogDB)
 	log    *slog.Logger
 	nextID atomic.Uint64 // proposal ids; random start so ids of earlier runs are not reused
 
@@ -74,6 +75,7 @@ func NewStore(o Options) (*Store, error) {
 	s := &Store{
 		opts:  o,
 		db:    o.Engine.DB(),
+		logDB: o.Engine.LogDB(),
 		log:   o.Logger.With("node", o.NodeID),
 		wake:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
@@ -89,6 +91,12 @@ func NewStore(o Options) (*Store, error) {
 	// Snapshots received before a crash were never installed.
 	if err := o.Engine.FS().RemoveAll(o.Engine.FS().PathJoin(o.Engine.Dir(), snapshotDir)); err != nil {
 		return nil, fmt.Errorf("replica: clear %s: %w", snapshotDir, err)
+	}
+	if err := s.moveLogs(); err != nil {
+		return nil, err
+	}
+	if err := s.sweepLogs(); err != nil {
+		return nil, err
 	}
 	go s.writer()
 	go s.run()
@@ -183,7 +191,7 @@ func (s *Store) AddReplica(d rangedesc.Range, sm StateMachine) (*Replica, error)
 	if exists {
 		return nil, fmt.Errorf("%w: range %d", ErrReplicaExists, d.ID)
 	}
-	st, found, err := loadRaftStorage(s.db, d.ID)
+	st, found, err := loadRaftStorage(s.db, s.logDB, d.ID)
 	if err != nil {
 		return nil, fmt.Errorf("replica: load range %d: %w", d.ID, err)
 	}
@@ -324,6 +332,10 @@ func (s *Store) removeReplica(rangeID uint64) error {
 	}
 	if err != nil {
 		return fmt.Errorf("replica: remove range %d: %w", rangeID, err)
+	}
+	if err := s.dropLog(rangeID); err != nil {
+		// Swept at the next open (its state is gone).
+		s.log.Warn("could not drop a removed replica's raft log", "range", rangeID, "err", err)
 	}
 	if rs, ok := r.sm.(Restorer); ok {
 		rs.Restored(r.Descriptor())

@@ -8,8 +8,13 @@
 //
 // One pebble instance holds the state of every component of a node. The first
 // byte of a key says who owns it; nobody writes outside their prefix.
+// The ranges' raft logs are apart, in a second instance (Engine.LogDB,
+// in the subdirectory raftlog of db), under the same range-local keys
+// (0x01 'r' rangeID 'l' index): entries live there only until they are
+// applied and truncated, and the state store's memtables, flushes and
+// compactions see none of them.
 //
-//	0x01 'r' rangeID(8, BE) suffix   replica: raft log, hard state, applied index
+//	0x01 'r' rangeID(8, BE) suffix   replica: hard state, applied index, truncation
 //	0x02 'c' hash(32)                 segment: chunk index (hash -> segment, offset, length)
 //	0x02 's' ...                      segment: segment-store bookkeeping
 //	0x02 'w' hash(32)                 segment: copies wanted of the chunk in the cluster

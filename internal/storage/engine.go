@@ -71,28 +71,66 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Engine is a node's pebble instance together with the FS it lives on.
+// Engine is a node's pebble instances together with the FS they live on:
+// the state store, and the ranges' raft logs apart from it (LogDB).
 // Other components (segment store, replicas) share the FS for their own files.
 type Engine struct {
-	db   *pebble.DB
-	fs   vfs.FS
-	dir  string
-	opts *pebble.Options // with defaults: what tables built outside need
+	db    *pebble.DB
+	logDB *pebble.DB
+	fs    vfs.FS
+	dir   string
+	opts  *pebble.Options // with defaults: what tables built outside need
 }
 
-// Open opens (creating if needed) the pebble instance in opts.Dir.
+// LogDir is the raft log's pebble directory, inside the state store's.
+const LogDir = "raftlog"
+
+// The raft log's instance: entries live in it from their append until
+// they are applied and truncated, mostly within one memtable, and are
+// read back only by the entry cache's misses.
+const (
+	logCacheSize         = 8 << 20
+	logMemTableSize      = 64 << 20
+	logMemTableStopWrite = 4
+)
+
+// Open opens (creating if needed) the pebble instances in opts.Dir: the
+// state store there, and the raft log in its subdirectory LogDir.
 func Open(opts Options) (*Engine, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	e, err := open(opts, false)
+	if err != nil {
+		return nil, err
+	}
+	lo := opts
+	lo.Dir, lo.CacheSize = opts.FS.PathJoin(opts.Dir, LogDir), logCacheSize
+	l, err := open(lo, true)
+	if err != nil {
+		_ = e.db.Close()
+		return nil, err
+	}
+	e.logDB = l.db
+	return e, nil
+}
+
+// open opens one pebble instance: the state store, or with raftLog the
+// raft log's (no filters or version times: its keys are read by range and
+// index only).
+func open(opts Options, raftLog bool) (*Engine, error) {
 	if err := MkdirAllSync(opts.FS, opts.Dir); err != nil {
 		return nil, err
 	}
 	// Pebble reserves the memory of every memtable (the mutable one and
 	// those waiting to be flushed) in the block cache: a cache no larger
 	// than the memtables holds no block at all once two of them exist.
-	cache := pebble.NewCache(opts.CacheSize + memTableSize*memTableStopWrites)
+	memSize, memStop := memTableSize, memTableStopWrites
+	if raftLog {
+		memSize, memStop = logMemTableSize, logMemTableStopWrite
+	}
+	cache := pebble.NewCache(opts.CacheSize + int64(memSize*memStop))
 	defer cache.Unref()
 	po := &pebble.Options{
 		FS:                          opts.FS,
@@ -100,8 +138,8 @@ func Open(opts Options) (*Engine, error) {
 		Comparer:                    Comparer,
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      pebbleLogger{opts.Logger},
-		MemTableSize:                memTableSize,
-		MemTableStopWritesThreshold: memTableStopWrites,
+		MemTableSize:                uint64(memSize),
+		MemTableStopWritesThreshold: memStop,
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       1000,
 	}
@@ -110,8 +148,10 @@ func Open(opts Options) (*Engine, error) {
 	// built over the object of each version key (Comparer), a seek to the
 	// versions of an object that has none in a table (an insert's check for
 	// a newer version) skip the table.
-	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
-	po.BlockPropertyCollectors = []func() pebble.BlockPropertyCollector{versionTimesCollector}
+	if !raftLog {
+		po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+		po.BlockPropertyCollectors = []func() pebble.BlockPropertyCollector{versionTimesCollector}
+	}
 	po.EnsureDefaults()
 	db, err := pebble.Open(opts.Dir, po)
 	if err != nil && strings.Contains(err.Error(), "comparer name from file") {
@@ -137,8 +177,15 @@ func (e *Engine) ReaderOptions() sstable.ReaderOptions { return e.opts.MakeReade
 // /metrics: memtables, levels, block cache, compactions, WAL).
 func (e *Engine) Metrics() *pebble.Metrics { return e.db.Metrics() }
 
-// DB returns the pebble instance. It is owned by the Engine.
+// LogMetrics returns the raft log instance's metrics.
+func (e *Engine) LogMetrics() *pebble.Metrics { return e.logDB.Metrics() }
+
+// DB returns the state store's pebble instance. It is owned by the Engine.
 func (e *Engine) DB() *pebble.DB { return e.db }
+
+// LogDB returns the raft log's pebble instance (package replica's alone).
+// It is owned by the Engine.
+func (e *Engine) LogDB() *pebble.DB { return e.logDB }
 
 // FS returns the disk seam.
 func (e *Engine) FS() vfs.FS { return e.fs }
@@ -152,8 +199,8 @@ func (e *Engine) Close() error {
 	if e.db == nil {
 		return nil
 	}
-	err := e.db.Close()
-	e.db = nil
+	err := errors.Join(e.logDB.Close(), e.db.Close())
+	e.db, e.logDB = nil, nil
 	return err
 }
 
