@@ -47,6 +47,11 @@ func (s *Store) moveLogs() error {
 		}
 		if n := len(ranges); n == 0 || string(ranges[n-1]) != string(prefix) {
 			ranges = append(ranges, append([]byte(nil), prefix...))
+			// What the log's store holds of the range (a move cut
+			// short, then the older build run again) goes first.
+			if err := b.DeleteRange(logKey(prefix, 0), stateKey(prefix, suffixLog+1), nil); err != nil {
+				return err
+			}
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {

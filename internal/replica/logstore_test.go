@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -117,5 +118,68 @@ func writeAndClose(t *testing.T, o Options, n uint64) {
 	proposeSeq(t, r, 1, n)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFreshRangeIgnoresStrayLog adds a range over log entries an earlier
+// replica of its id left (stray, its state gone while the Store runs):
+// the new group starts from an empty log, and its own entries are what
+// loads.
+func TestFreshRangeIgnoresStrayLog(t *testing.T) {
+	e := openEngine(t, vfs.NewMem())
+	defer func() { _ = e.Close() }()
+	o := testOptions(1, e)
+	s := newStore(t, o)
+	stray := &raftStorage{prefix: rangePrefix(9)}
+	b := e.LogDB().NewBatch()
+	var ents []*raftpb.Entry
+	for i := uint64(6); i < 60; i++ {
+		ents = append(ents, ent(i, 9, "stray"))
+	}
+	if err := stray.append(b, ents); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.AddReplica(rangedesc.Range{ID: 9, Replicas: []uint64{1}}, &counterSM{rangeID: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLeader(t, r)
+	proposeSeq(t, r, 1, 5)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := loadRaftStorage(e.DB(), e.LogDB(), 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Entries(st.truncIndex+1, st.lastIndex+1, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range got {
+		if string(x.GetData()) == "stray" {
+			t.Fatalf("entry %d of the earlier replica loads as the new range's (last index %d)", x.GetIndex(), st.lastIndex)
+		}
+	}
+}
+
+// TestLoadRefusesLogGap loads a range whose log does not go on from its
+// truncation: ErrCorrupt, not a log raft finds holes in later.
+func TestLoadRefusesLogGap(t *testing.T) {
+	e := openEngine(t, vfs.NewMem())
+	defer func() { _ = e.Close() }()
+	writeAndClose(t, testOptions(1, e), 10)
+	st, _, err := loadRaftStorage(e.DB(), e.LogDB(), 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.LogDB().Delete(logKey(st.prefix, st.truncIndex+1), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := loadRaftStorage(e.DB(), e.LogDB(), 9); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("load with a gap after the truncation: %v, want ErrCorrupt", err)
 	}
 }

@@ -35,8 +35,12 @@ const (
 // never falls below it); a split is synced before the new range's entries
 // can reach the log (they must not outlive the state that makes the
 // range); a snapshot's install first drops the log's
-// entries past its index (synced), then ingests its state; and entries of
-// a range whose state is gone are swept at open (sweepLogs).
+// entries past its index (synced), then ingests its state; a removed
+// range's entries go (synced) before RemoveReplica returns, a group
+// bootstrapped fresh (AddReplica, a split) first drops any its id left,
+// and entries of a range whose state is gone are swept at open
+// (sweepLogs). A load refuses a log that does not go on from the
+// truncation without a gap.
 //
 // Only the Store's loop goroutine touches a raftStorage after AddReplica has
 // handed it to the loop.
@@ -131,6 +135,13 @@ func loadRaftStorage(db, log *pebble.DB, rangeID uint64) (s *raftStorage, found 
 	it, err := log.NewIter(&pebble.IterOptions{LowerBound: logKey(s.prefix, s.truncIndex+1), UpperBound: stateKey(s.prefix, suffixLog+1)})
 	if err != nil {
 		return nil, false, err
+	}
+	if it.First() {
+		// The log goes on from the truncation without a gap.
+		if idx, ok := logIndex(s.prefix, it.Key()); !ok || idx != s.truncIndex+1 {
+			_ = it.Close()
+			return nil, false, fmt.Errorf("%w: range %x: first log entry %x after the truncation at %d", ErrCorrupt, s.prefix, it.Key(), s.truncIndex)
+		}
 	}
 	if it.Last() {
 		idx, ok := logIndex(s.prefix, it.Key())

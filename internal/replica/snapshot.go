@@ -429,7 +429,13 @@ func (s *Store) installSnapshot(r *Replica, snap *raftpb.Snapshot, hs *raftpb.Ha
 		gone = s.subsumable(r.rangeID, p.start, p.end)
 	}
 	var ssts [][]byte
-	state, err := r.st.stateSST(hs, md.GetConfState(), idx, term, p, wo)
+	// The hard state saved with the snapshot commits no further than it:
+	// raft may already have matched a later append against the snapshot
+	// (its commit past idx), whose entries are not on disk until the
+	// writer persists them, with that hard state after them.
+	saved := proto.CloneOf(hs)
+	saved.Commit = new(min(hs.GetCommit(), idx))
+	state, err := r.st.stateSST(saved, md.GetConfState(), idx, term, p, wo)
 	ssts = append(ssts, state)
 	for _, id := range gone {
 		if err != nil {

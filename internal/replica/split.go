@@ -249,6 +249,12 @@ func (r *Replica) applySplit(b *pebble.Batch, cmd []byte, out *[]*pendingSplit) 
 	case err == nil:
 		prefix := rangePrefix(rightID)
 		err = b.DeleteRange(prefix, keys.PrefixEnd(prefix), nil)
+		if err == nil {
+			// The log's entries under the id too (there are none unless
+			// an earlier replica of it left them): the new group starts
+			// with an empty log.
+			err = r.s.dropLog(rightID)
+		}
 		var hs *raftpb.HardState
 		if ex != nil {
 			hs = ex.st.hs

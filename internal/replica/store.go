@@ -208,8 +208,13 @@ func (s *Store) AddReplica(d rangedesc.Range, sm StateMachine) (*Replica, error)
 		if !slices.Contains(d.Replicas, s.opts.NodeID) {
 			return nil, fmt.Errorf("replica: bootstrap range %d: node %d is not in Peers %v", d.ID, s.opts.NodeID, d.Replicas)
 		}
+		// No entry of an earlier replica of the range may read as
+		// this one's (dropLog after a removal normally took them).
+		err := s.dropLog(d.ID)
 		b := s.db.NewBatch()
-		err := st.bootstrap(b, d.Replicas, d.Start, d.End, nil)
+		if err == nil {
+			err = st.bootstrap(b, d.Replicas, d.Start, d.End, nil)
+		}
 		if err == nil {
 			err = b.Commit(pebble.Sync)
 		}
@@ -333,9 +338,10 @@ func (s *Store) removeReplica(rangeID uint64) error {
 	if err != nil {
 		return fmt.Errorf("replica: remove range %d: %w", rangeID, err)
 	}
+	// The range may come back under the same id in this process, before
+	// sweepLogs could see its old entries.
 	if err := s.dropLog(rangeID); err != nil {
-		// Swept at the next open (its state is gone).
-		s.log.Warn("could not drop a removed replica's raft log", "range", rangeID, "err", err)
+		return fmt.Errorf("replica: remove range %d: drop its raft log: %w", rangeID, err)
 	}
 	if rs, ok := r.sm.(Restorer); ok {
 		rs.Restored(r.Descriptor())
