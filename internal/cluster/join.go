@@ -745,7 +745,6 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 			cancel()
 			if err == nil {
 				n.log.Info("meta service member promoted to voter", "member", m.Name)
-				delete(n.promoteFailed, m.ID)
 				voters++
 				continue
 			}
@@ -774,18 +773,22 @@ const (
 func (n *Node) promoteFailedLog(m meta.Member, err error) {
 	now := n.cfg.Clock()
 	if n.promoteFailed == nil {
-		n.promoteFailed = map[uint64][2]time.Time{}
+		n.promoteFailed = map[uint64]promoteFailure{}
 	}
 	f, ok := n.promoteFailed[m.ID]
 	if !ok {
-		f = [2]time.Time{now, now}
+		f = promoteFailure{first: now, logged: now}
 	}
-	if now.Sub(f[1]) >= promoteWarnEvery {
-		n.log.Warn("could not promote a meta service learner to voter", "member", m.Name, "failing_for", now.Sub(f[0]).Round(time.Second), "err", err)
-		f[1] = now
+	if now.Sub(f.logged) >= promoteWarnEvery {
+		n.log.Warn("could not promote a meta service learner to voter", "member", m.Name, "failing_for", now.Sub(f.first).Round(time.Second), "err", err)
+		f.logged = now
 	}
 	n.promoteFailed[m.ID] = f
 }
+
+// promoteFailure is when a learner's promotion first failed, and when
+// that was last logged.
+type promoteFailure struct{ first, logged time.Time }
 
 // promoteWarnEvery is how often a learner that cannot be promoted is
 // logged.

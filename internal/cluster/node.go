@@ -431,9 +431,10 @@ type Node struct {
 	// unstarted is when reconcileMeta first saw each meta member that is
 	// added but not started; owned by that loop.
 	unstarted map[uint64]time.Time
-	// promoteFailed is when reconcileMeta first failed to promote each
-	// learner still unpromoted, and when it last said so; that loop's.
-	promoteFailed map[uint64][2]time.Time
+	// promoteFailed is, for each learner still unpromoted, when
+	// reconcileMeta first failed to promote it and when it last said so;
+	// that loop's.
+	promoteFailed map[uint64]promoteFailure
 	joins         challenges // join challenges answered (join.go)
 	chunks        *segment.Store
 	ranges        *replica.Store

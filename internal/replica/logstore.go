@@ -133,23 +133,23 @@ func (s *Store) sweepLogs() error {
 // hasLiveState reports whether the state store holds the raft state of
 // the range under prefix (a hard state, and no tombstone).
 func (s *Store) hasLiveState(prefix []byte) (bool, error) {
-	for _, suffix := range []byte{suffixTombstone, suffixHardState} {
-		_, closer, err := s.db.Get(stateKey(prefix, suffix))
-		if errors.Is(err, pebble.ErrNotFound) {
-			if suffix == suffixHardState {
-				return false, nil
-			}
-			continue
-		}
-		if err != nil {
-			return false, err
-		}
-		closer.Close()
-		if suffix == suffixTombstone {
-			return false, nil
-		}
+	if merged, err := s.hasStateKey(prefix, suffixTombstone); err != nil || merged {
+		return false, err
 	}
-	return true, nil
+	return s.hasStateKey(prefix, suffixHardState)
+}
+
+// hasStateKey reports whether the state store holds the range's key
+// under suffix.
+func (s *Store) hasStateKey(prefix []byte, suffix byte) (bool, error) {
+	_, closer, err := s.db.Get(stateKey(prefix, suffix))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, closer.Close()
 }
 
 // dropLog removes range id's entries from the log, synced: its state is

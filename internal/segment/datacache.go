@@ -80,6 +80,10 @@ func (e *dataEntry) verified() bool {
 	return !e.bad
 }
 
+// markVerified records that e's bytes were verified as they were read:
+// no read hashes them again.
+func (e *dataEntry) markVerified() { e.check.Do(func() {}) }
+
 // newDataCache returns a cache of bytes of memory, or nil when they are
 // too few for a block.
 func newDataCache(bytes int64, populate bool) (*dataCache, error) {
@@ -149,7 +153,7 @@ func (c *dataCache) epoch(h chunk.Hash) uint64 {
 // (e.bl.b), pushing out the oldest entries to make room; nil when none
 // could be had. The caller fills the block, sets e.b to the chunk's
 // bytes in it (capacity capped), marks it verified if it verified them
-// (e.check.Do with nothing to do), and hands the entry to fill, or
+// (markVerified), and hands the entry to fill, or
 // releases e.pin.
 func (c *dataCache) reserve(h chunk.Hash, n int) *dataEntry {
 	if !c.arena.fits(n) {

@@ -218,7 +218,7 @@ func TestDataCacheBounds(t *testing.T) {
 		for i := range e.b {
 			e.b[i] = h[0]
 		}
-		e.check.Do(func() {}) // (taken as verified: the bytes are not h's)
+		e.markVerified() // (the bytes are not h's: taken as verified all the same)
 		c.fill(e, ep)
 	}
 	cached := func(h chunk.Hash) bool { // (without making it the newest)

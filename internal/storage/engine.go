@@ -101,27 +101,26 @@ func Open(opts Options) (*Engine, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	e, err := open(opts, false)
+	db, po, err := open(opts, false)
 	if err != nil {
 		return nil, err
 	}
 	lo := opts
 	lo.Dir, lo.CacheSize = opts.FS.PathJoin(opts.Dir, LogDir), logCacheSize
-	l, err := open(lo, true)
+	logDB, _, err := open(lo, true)
 	if err != nil {
-		_ = e.db.Close()
+		_ = db.Close()
 		return nil, err
 	}
-	e.logDB = l.db
-	return e, nil
+	return &Engine{db: db, logDB: logDB, fs: opts.FS, dir: opts.Dir, opts: po}, nil
 }
 
 // open opens one pebble instance: the state store, or with raftLog the
 // raft log's (no filters or version times: its keys are read by range and
 // index only).
-func open(opts Options, raftLog bool) (*Engine, error) {
+func open(opts Options, raftLog bool) (*pebble.DB, *pebble.Options, error) {
 	if err := MkdirAllSync(opts.FS, opts.Dir); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Pebble reserves the memory of every memtable (the mutable one and
 	// those waiting to be flushed) in the block cache: a cache no larger
@@ -155,12 +154,12 @@ func open(opts Options, raftLog bool) (*Engine, error) {
 	po.EnsureDefaults()
 	db, err := pebble.Open(opts.Dir, po)
 	if err != nil && strings.Contains(err.Error(), "comparer name from file") {
-		return nil, fmt.Errorf("storage: %s holds a store of an earlier development format (its keys are ordered under another comparer; this build reads %q): start with an empty data directory, or copy the objects out with the build that wrote it: %w", opts.Dir, ComparerName, err)
+		return nil, nil, fmt.Errorf("storage: %s holds a store of an earlier development format (its keys are ordered under another comparer; this build reads %q): start with an empty data directory, or copy the objects out with the build that wrote it: %w", opts.Dir, ComparerName, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("storage: open pebble in %s: %w", opts.Dir, err)
+		return nil, nil, fmt.Errorf("storage: open pebble in %s: %w", opts.Dir, err)
 	}
-	return &Engine{db: db, fs: opts.FS, dir: opts.Dir, opts: po}, nil
+	return db, po, nil
 }
 
 // WriterOptions returns the options of a table built outside pebble for
