@@ -29,5 +29,9 @@
 //
 // The comparer (Comparer) orders keys as bytes and splits version keys
 // into object and timestamp (keys.Split), so the bloom filters skip the
-// tables that hold no version of an object a seek looks for.
+// tables that hold no version of an object a seek looks for. The state
+// store's tables are cut into 32 KiB blocks (256 KiB index blocks): older
+// versions go to value blocks, and pebble compresses each into a buffer
+// of its own held until the table is finished, so small blocks cost more
+// allocation than they save in reads.
 package storage
