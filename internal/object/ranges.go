@@ -36,6 +36,9 @@ var rangeKinds = map[rangeclient.Code]Kind{
 
 // FromRange maps a range client failure to the kind it stands for.
 func FromRange(err error) error {
+	if err == nil {
+		return nil // before the targets of errors.As, which escape
+	}
 	var e *rangeclient.Error
 	var ce *txn.ConflictError
 	var rce *rangeclient.ConflictError
@@ -136,6 +139,9 @@ func (st *Store) readOwn(ctx context.Context, s OpenSpace, obj []byte, version, 
 // settle resolves the locks that stopped a write or a listing (err, if it
 // is a *rangeclient.LockedError) and reports whether to try again.
 func (st *Store) settle(ctx context.Context, err error, attempt int) (bool, error) {
+	if err == nil {
+		return false, nil
+	}
 	var le *rangeclient.LockedError
 	if !errors.As(err, &le) {
 		return false, nil

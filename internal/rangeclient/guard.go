@@ -31,14 +31,14 @@ type tsGuard struct {
 	low     uint64
 	fresh   bool           // low includes a timestamp taken in this term
 	pending map[uint64]int // guarded writes in flight, by timestamp
-	changed chan struct{}  // closed when one settles
+	changed chan struct{}  // closed when one settles; nil while no read waits
 }
 
 func (c *Client) guard(rangeID uint64) *tsGuard {
 	if g, ok := c.guards.Load(rangeID); ok {
 		return g.(*tsGuard)
 	}
-	g, _ := c.guards.LoadOrStore(rangeID, &tsGuard{pending: map[uint64]int{}, changed: make(chan struct{})})
+	g, _ := c.guards.LoadOrStore(rangeID, &tsGuard{pending: map[uint64]int{}})
 	return g.(*tsGuard)
 }
 
@@ -87,8 +87,10 @@ func (g *tsGuard) settle(ts uint64) {
 	if g.pending[ts]--; g.pending[ts] <= 0 {
 		delete(g.pending, ts)
 	}
-	close(g.changed)
-	g.changed = make(chan struct{})
+	if g.changed != nil {
+		close(g.changed)
+		g.changed = nil
+	}
 }
 
 // read marks a read at ts in term and waits until no guarded write at or
@@ -108,6 +110,9 @@ func (g *tsGuard) read(ctx context.Context, term, ts uint64) error {
 		if !blocked {
 			g.mu.Unlock()
 			return nil
+		}
+		if g.changed == nil {
+			g.changed = make(chan struct{})
 		}
 		ch := g.changed
 		g.mu.Unlock()

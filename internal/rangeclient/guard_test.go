@@ -14,7 +14,7 @@ func TestGuard(t *testing.T) {
 	ctx := context.Background()
 	oracle := uint64(100)
 	now := func(context.Context) (uint64, error) { oracle++; return oracle, nil }
-	g := &tsGuard{pending: map[uint64]int{}, changed: make(chan struct{})}
+	g := &tsGuard{pending: map[uint64]int{}}
 
 	if err := g.admit(ctx, 1, 50, now); !errors.Is(err, ErrConflict) {
 		t.Fatalf("a write below the term's fresh timestamp: %v", err)
