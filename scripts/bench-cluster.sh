@@ -5,7 +5,8 @@
 # CPU per PUT from /proc (user + system time of every server process
 # across the PUT run): the three nodes' sum against the single node's
 # (target: at most 3.5x), and the raft loop's work per PUT from /metrics
-# (cycles, syncs, messages sent, entries appended and applied, WAL bytes),
+# (cycles, syncs, messages sent, entries appended and applied, WAL bytes,
+# record cache lookups that hit and missed),
 # single node and the three nodes summed.
 #
 #   scripts/bench-cluster.sh          # DURATION=8 CONC=50 by default
@@ -31,7 +32,7 @@ CACHE=(--chunk-cache "${CHUNK_CACHE:-67108864}")
 cpu_ticks() { local t=0; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' "/proc/$p/stat"))); done; echo "$t"; }
 clk=$(getconf CLK_TCK)
 # The raft loop's counters of a node (its /metrics), to divide by the PUTs.
-counters() { curl -sf "http://$1:7080/metrics" | grep -E '^cairn_raft_(cycles|syncs|messages_sent|entries_appended|entries_applied)_total |^cairn_(raft_log|storage)_wal_bytes_total ' || true; }
+counters() { curl -sf "http://$1:7080/metrics" | grep -E '^cairn_raft_(cycles|syncs|messages_sent|entries_appended|entries_applied)_total |^cairn_(raft_log|storage)_wal_bytes_total |^cairn_record_cache_lookup_(hits|misses)_total ' || true; }
 bench() { "$C" bench --server "$1" --duration "${DURATION}s" --json --size 1KiB --concurrency "$CONC" --keys 10000 --op "$2"; }
 
 echo "== single node"

@@ -57,6 +57,12 @@ func newMetrics(n *Node) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cairn_record_cache_records", Help: "Records in the latest-version cache.",
 		}, func() float64 { return float64(n.cache.Len()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "cairn_record_cache_lookup_hits_total", Help: "Lookups of a latest version the record cache answered: reads (cairn_record_cache_hits_total) and the writes applied.",
+		}, func() float64 { h, _ := n.cache.Stats(); return float64(h) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "cairn_record_cache_lookup_misses_total", Help: "Lookups of a latest version the record cache did not answer (pebble was read): reads (cairn_record_cache_misses_total) and the writes applied.",
+		}, func() float64 { _, m := n.cache.Stats(); return float64(m) }),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.chunkBytes, m.corrupt,

@@ -35,10 +35,11 @@ type Cache struct {
 const cacheShards = 64
 
 type cacheShard struct {
-	mu    sync.Mutex
-	seq   uint64
-	bytes int64
-	m     map[string]*cacheEntry
+	mu           sync.Mutex
+	seq          uint64
+	bytes        int64
+	hits, misses uint64 // Get's answers (Stats)
+	m            map[string]*cacheEntry
 }
 
 type cacheEntry struct {
@@ -82,8 +83,10 @@ func (c *Cache) Get(obj []byte) (*mvcc.Record, CacheToken) {
 	defer s.mu.Unlock()
 	e := s.m[string(obj)]
 	if e != nil && e.pending == 0 && e.rec != nil {
+		s.hits++
 		return e.rec, CacheToken{}
 	}
+	s.misses++
 	if e != nil && e.pending > 0 {
 		return nil, CacheToken{} // a write is being applied: read pebble, do not fill
 	}
@@ -207,6 +210,21 @@ func (c *Cache) Len() int {
 		s.mu.Unlock()
 	}
 	return n
+}
+
+// Stats returns how many Gets the cache answered (hits) and how many it
+// did not (misses: the caller read pebble), since it was made.
+func (c *Cache) Stats() (hits, misses uint64) {
+	if c == nil {
+		return 0, 0
+	}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		hits, misses = hits+s.hits, misses+s.misses
+		s.mu.Unlock()
+	}
+	return hits, misses
 }
 
 // recordSize estimates the memory a cached record holds.

@@ -58,6 +58,24 @@ func TestCacheFillAndWrite(t *testing.T) {
 	}
 }
 
+func TestCacheStats(t *testing.T) {
+	c := NewCache(1 << 20)
+	obj := []byte("obj")
+	_, tok := c.Get(obj) // miss
+	c.Fill(obj, &mvcc.Record{Version: 1}, tok)
+	c.Get(obj) // hit
+	c.Get(obj) // hit
+	c.begin(obj)
+	c.Get(obj) // pending: a miss
+	c.end(obj, &mvcc.Record{Version: 2})
+	if h, m := c.Stats(); h != 2 || m != 2 {
+		t.Fatalf("Stats = %d hits, %d misses; want 2, 2", h, m)
+	}
+	if h, m := (*Cache)(nil).Stats(); h != 0 || m != 0 {
+		t.Fatalf("nil cache Stats = %d, %d", h, m)
+	}
+}
+
 func TestCacheNilHoldsNothing(t *testing.T) {
 	c := NewCache(0)
 	if c != nil {
