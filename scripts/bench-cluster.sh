@@ -10,7 +10,8 @@
 # single node and the three nodes summed.
 #
 #   scripts/bench-cluster.sh          # DURATION=8 CONC=50 by default
-#   PROFILE=1 scripts/bench-cluster.sh  # also a CPU profile of node 2 during the 3-node PUT run
+#   PROFILE=1 scripts/bench-cluster.sh  # also CPU profiles of the three nodes during the 3-node PUT run
+#                                       # (PROFILE_DIR/cairn-node9.pprof, -10, -11; PROFILE_DIR defaults to /tmp)
 #
 # The three nodes listen on 127.0.0.9, .10 and .11 and share this
 # machine's cores with each other and the load generator. Each server gets
@@ -62,18 +63,20 @@ SEEDS=127.0.0.9:7070,127.0.0.10:7070,127.0.0.11:7070
 "$C" --server "$SEEDS" space create bench >/dev/null
 # Let the ranges get their three replicas and the leases spread.
 sleep "${SETTLE:-20}"
-PROF=
+PROF=()
 if [ -n "${PROFILE:-}" ]; then
-  (sleep 2; curl -s --aws-sigv4 "aws:amz:us-east-1:s3" --user "$CAIRN_ACCESS_KEY:$CAIRN_SECRET_KEY" \
-    -o "${PROFILE_OUT:-/tmp/cairn-node2.pprof}" "http://127.0.0.10:7080/_cairn/debug/pprof/profile?seconds=$((DURATION-3))") &
-  PROF=$!
+  for i in 9 10 11; do
+    (sleep 2; curl -s --aws-sigv4 "aws:amz:us-east-1:s3" --user "$CAIRN_ACCESS_KEY:$CAIRN_SECRET_KEY" \
+      -o "${PROFILE_DIR:-/tmp}/cairn-node$i.pprof" "http://127.0.0.$i:7080/_cairn/debug/pprof/profile?seconds=$((DURATION-3))") &
+    PROF+=($!)
+  done
 fi
 t0=$(cpu_ticks "${NODES[@]}")
 for i in 9 10 11; do counters "127.0.0.$i" >"$WORK/c$i.m0"; done
 c_put=$(bench "$SEEDS" put)
 c_cpu=$(($(cpu_ticks "${NODES[@]}") - t0))
 for i in 9 10 11; do counters "127.0.0.$i" >"$WORK/c$i.m1"; done
-[ -z "$PROF" ] || wait "$PROF"
+[ ${#PROF[@]} -eq 0 ] || wait "${PROF[@]}"
 c_get=$(bench "$SEEDS" get)
 echo "put: $c_put"
 echo "get: $c_get"
