@@ -158,10 +158,12 @@ func open(opts Options, raftLog bool) (*pebble.DB, *pebble.Options, error) {
 		// KiB: under KeepAll every PUT adds a version, and the older ones
 		// are written to value blocks, each compressed into a 32 KiB
 		// buffer that is held until its table is finished; at 4 KiB a
-		// block, flushes and compactions allocated ~12 KB of those
-		// buffers per 1 KiB PUT, half the server's allocation. A 1 KiB
-		// PUT and a GET each cost about 6% less server CPU
-		// (docs/benchmarks.md, "Larger blocks in the state store").
+		// block, flushes and compactions allocated 4-12 KB of those
+		// buffers per 1 KiB PUT, up to half the server's allocation. A
+		// 1 KiB PUT and a GET each cost about 6% less server CPU
+		// (docs/benchmarks.md, "Larger blocks in the state store"). A
+		// compressed 32 KiB block can outgrow its buffer (snappy then
+		// allocates): a size whose bound fits is worth measuring.
 		for i := range po.Levels {
 			po.Levels[i].BlockSize = stateBlockSize
 			po.Levels[i].IndexBlockSize = stateIndexBlockSize
