@@ -32,7 +32,8 @@ healthy() { for _ in $(seq 300); do curl -sf "http://$1:7080/healthz" >/dev/null
 CACHE=(--chunk-cache "${CHUNK_CACHE:-67108864}")
 cpu_ticks() { local t=0; for p in "$@"; do t=$((t + $(awk '{print $14+$15}' "/proc/$p/stat"))); done; echo "$t"; }
 clk=$(getconf CLK_TCK)
-# The raft loop's counters of a node (its /metrics), to divide by the PUTs.
+# A node's counters of the write path (its /metrics: the raft loop, both
+# stores' WAL bytes, the record cache's lookups), to divide by the PUTs.
 counters() { curl -sf "http://$1:7080/metrics" | grep -E '^cairn_raft_(cycles|syncs|messages_sent|entries_appended|entries_applied)_total |^cairn_(raft_log|storage)_wal_bytes_total |^cairn_record_cache_lookup_(hits|misses)_total ' || true; }
 bench() { "$C" bench --server "$1" --duration "${DURATION}s" --json --size 1KiB --concurrency "$CONC" --keys 10000 --op "$2"; }
 
@@ -100,8 +101,8 @@ def per_put(files, ops):
         for k in m1:
             d[k] = d.get(k, 0) + m1[k] - m0.get(k, 0)
     return "  ".join(f"{k} {v / max(ops, 1):.3f}" for k, v in sorted(d.items()))
-print("raft work per PUT, single:", per_put([(f"{work}/s.m0", f"{work}/s.m1")], sp["ops"]))
-print("raft work per PUT, 3 nodes (all three):", per_put([(f"{work}/c{i}.m0", f"{work}/c{i}.m1") for i in (9, 10, 11)], cp["ops"]))
+print("write-path work per PUT, single:", per_put([(f"{work}/s.m0", f"{work}/s.m1")], sp["ops"]))
+print("write-path work per PUT, 3 nodes (all three):", per_put([(f"{work}/c{i}.m0", f"{work}/c{i}.m1") for i in (9, 10, 11)], cp["ops"]))
 def row(name, s, c, target):
     r = c["ops_per_sec"] / s["ops_per_sec"]
     print(f"{name}: single {s['ops_per_sec']:,.0f} ops/s (p50 {s['p50_ms']} ms, p99 {s['p99_ms']} ms), 3 nodes {c['ops_per_sec']:,.0f} ops/s (p50 {c['p50_ms']} ms, p99 {c['p99_ms']} ms) = {r:.2f}x (target >= {target}x: {'MET' if r >= target else 'MISSED'})")
