@@ -188,12 +188,10 @@ func TestSIGTERM(t *testing.T) {
 		t.Fatal(errs)
 	}
 	srv.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- srv.cmd.Wait() }()
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("server exited with %v after SIGTERM; log:\n%s", err, srv.log)
+	case <-srv.exited:
+		if srv.waitErr != nil {
+			t.Fatalf("server exited with %v after SIGTERM; log:\n%s", srv.waitErr, srv.log)
 		}
 	case <-time.After(20 * time.Second):
 		srv.kill()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -76,6 +78,10 @@ type server struct {
 	peer, metaClient   int
 	native, healthzURL string
 	log                *syncBuffer
+	// exited is closed once the process has exited and been waited for;
+	// waitErr is then its exit status.
+	exited  chan struct{}
+	waitErr error
 	// creds is the credentials file the server writes its root key into
 	// (CAIRN_CREDENTIALS_FILE), beside its data directory; the CLI runs
 	// and clients of the test read it from there.
@@ -136,32 +142,73 @@ func startServerCreds(t *testing.T, bin, dir, creds string, ports [5]int, extra 
 		// default).
 		args = append(args, "--chunk-cache", fmt.Sprint(64<<20))
 	}
+	// A port the test reserved can still be taken when the server binds
+	// it (who took it is logged): try again a few times before failing.
+	for try := 1; ; try++ {
+		err := s.start(bin, args, hc)
+		if err == nil {
+			return s
+		}
+		if !strings.Contains(s.log.String(), "address already in use") || try == 3 {
+			t.Fatalf("%v; its log:\n%s", err, s.log)
+		}
+		t.Logf("try %d: the server could not bind a port; sockets on its ports:\n%s\nits log:\n%s", try, socketsOn(s), s.log)
+		s.log = &syncBuffer{}
+		time.Sleep(time.Duration(try) * 2 * time.Second)
+	}
+}
+
+// start runs the server process and waits until it answers /healthz, or
+// it exits, or 30 s pass (then it is killed).
+func (s *server) start(bin string, args []string, hc *http.Client) error {
 	s.cmd = exec.Command(bin, args...)
 	s.cmd.Env = s.env()
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
+	s.exited = make(chan struct{})
+	go func() {
+		s.waitErr = s.cmd.Wait()
+		close(s.exited)
+	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := hc.Get(s.healthzURL)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return s
+				return nil
 			}
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("server exited before it became healthy (%v)", s.waitErr)
+		default:
 		}
 		if time.Now().After(deadline) {
 			s.kill()
-			t.Fatalf("server did not become healthy in 30s; its log:\n%s", s.log)
+			return errors.New("server did not become healthy in 30s")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
+// socketsOn lists the sockets (with their processes, where ss may show
+// them) on the server's ports.
+func socketsOn(s *server) string {
+	var b strings.Builder
+	for _, p := range []int{s.port, s.http, s.meta, s.peer, s.metaClient} {
+		out, err := exec.Command("ss", "-tanp", fmt.Sprintf("( sport = :%d or dport = :%d )", p, p)).CombinedOutput()
+		fmt.Fprintf(&b, "port %d: %s%v\n", p, out, err)
+	}
+	return b.String()
+}
+
+// kill ends the server with SIGKILL and waits for it to exit.
 func (s *server) kill() {
 	s.cmd.Process.Signal(syscall.SIGKILL)
-	s.cmd.Wait()
+	<-s.exited
 }
 
 type ackedWrite struct {

@@ -166,6 +166,37 @@ func TestTxnWriteSkew(t *testing.T) {
 	}
 }
 
+// TestTxnRefusedCommitLeavesNoLocks: a two-phase commit refused for a
+// conflict has removed the locks it took by the time it answers, so a
+// transaction begun after it, writing the same keys, commits at once
+// rather than giving way to a lock of a transaction already over.
+func TestTxnRefusedCommitLeavesNoLocks(t *testing.T) {
+	ctx := context.Background()
+	n := openTestNode(t)
+	if _, err := n.CreateSpace(ctx, "refused", object.SpaceSettings{Ranges: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rangesHolding(n, "refused", "!a", "zb"); got != 2 {
+		t.Fatalf("the keys are in %d ranges", got)
+	}
+	for i := range 20 {
+		old := begin(t, n, false)
+		put(t, n, "refused", "!a", []byte("newer"))
+		// zb's lock is taken; !a's prewrite meets the newer version.
+		txnPut(t, old, "refused", "!a", "lost")
+		txnPut(t, old, "refused", "zb", "lost")
+		if _, err := old.Commit(ctx); !errors.Is(err, object.ErrTxnConflict) {
+			t.Fatalf("round %d: write-write conflict: %v", i, err)
+		}
+		next := begin(t, n, false)
+		txnPut(t, next, "refused", "zb", "won")
+		txnPut(t, next, "refused", "!a", "won")
+		if _, err := next.Commit(ctx); err != nil {
+			t.Fatalf("round %d: a commit after a refused one: %v", i, err)
+		}
+	}
+}
+
 // rangesHolding counts the ranges of space that hold the keys.
 func rangesHolding(n *Node, space string, ks ...string) int {
 	n.mu.RLock()

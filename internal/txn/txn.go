@@ -515,6 +515,11 @@ func (m *Manager) commitTwoPhase(ctx context.Context, startTS uint64, muts []mvc
 	hb := m.heartbeat(primary, startTS)
 	defer hb.stop()
 	prewritten := make([]bool, len(gs))
+	// rollback removes the locks before the refusal is answered, so a
+	// client retrying at once does not meet them: younger than they are,
+	// it would give way to a transaction already over. It outlives the
+	// caller's context (the locks must go even if the client left) but
+	// not the node's.
 	rollback := func() {
 		var done []group
 		for i, g := range gs {
@@ -522,7 +527,9 @@ func (m *Manager) commitTwoPhase(ctx context.Context, startTS uint64, muts []mvc
 				done = append(done, g)
 			}
 		}
-		m.background(func(ctx context.Context) { m.rollbackGroups(ctx, startTS, primary, done) })
+		rctx, cancel := context.WithTimeout(m.ctx, rangeclient.Patience)
+		defer cancel()
+		m.rollbackGroups(rctx, startTS, primary, done)
 	}
 	errs := make([]error, len(gs))
 	var wg sync.WaitGroup
