@@ -68,6 +68,9 @@ type StateMachine struct {
 
 	// ix writes the index entries of the versions the commands write.
 	ix indexer
+	// scratch is where BatchRW.SetRecord encodes a record for the batch,
+	// which copies it (apply runs on one goroutine).
+	scratch []byte
 	// decls are the range's field index declarations, when declsKnown
 	// (fieldDecls).
 	decls      []FieldDecl
@@ -165,7 +168,7 @@ func (m *StateMachine) Apply(b *pebble.Batch, cmd []byte) any {
 		return err
 	}
 	m.ix.rangeID, m.ix.decls = m.bounds.ID, decls
-	rw := BatchRW{B: b, locks: &m.locks, ix: &m.ix}
+	rw := BatchRW{B: b, locks: &m.locks, ix: &m.ix, scratch: &m.scratch}
 	switch c := c.(type) {
 	case *PutCmd:
 		if !m.bounds.ContainsKey(c.Obj) {
@@ -273,6 +276,8 @@ type BatchRW struct {
 	locks *lockSet
 	// ix, if set, keeps the range's index entries (IndexVersion).
 	ix *indexer
+	// scratch, if set, is reused by SetRecord for each encoding.
+	scratch *[]byte
 }
 
 // NewIter implements mvcc.Reader; reads see the batch's own writes.
@@ -297,6 +302,25 @@ func (rw BatchRW) Set(k, v []byte) error {
 	}
 	return rw.B.Set(k, v, nil)
 }
+
+// SetRecord implements mvcc.RecordSetter: rec is encoded into the
+// scratch buffer, which Set's consumers copy (the batch, the lock set),
+// instead of into a new allocation a version.
+func (rw BatchRW) SetRecord(k []byte, rec *mvcc.Record) error {
+	if rw.scratch == nil {
+		return rw.Set(k, rec.Marshal())
+	}
+	b := rec.AppendMarshal((*rw.scratch)[:0])
+	err := rw.Set(k, b)
+	if cap(b) > maxScratch {
+		b = nil // a large manifest: not kept for the next record
+	}
+	*rw.scratch = b
+	return err
+}
+
+// maxScratch bounds the encoding buffer a StateMachine keeps.
+const maxScratch = 64 << 10
 
 // Delete implements mvcc.Writer.
 func (rw BatchRW) Delete(k []byte) error {
