@@ -514,22 +514,19 @@ func (m *Manager) commitTwoPhase(ctx context.Context, startTS uint64, muts []mvc
 
 	hb := m.heartbeat(primary, startTS)
 	defer hb.stop()
-	prewritten := make([]bool, len(gs))
 	// rollback removes the locks before the refusal is answered, so a
 	// client retrying at once does not meet them: younger than they are,
-	// it would give way to a transaction already over. It outlives the
+	// it would give way to a transaction already over. Every group is
+	// rolled back, not only those whose prewrite succeeded: a group that
+	// failed may have locked some of its keys (one by one after a range
+	// moved), and a prewrite whose caller gave up may still apply; a
+	// rollback removes only this transaction's locks. It outlives the
 	// caller's context (the locks must go even if the client left) but
 	// not the node's.
 	rollback := func() {
-		var done []group
-		for i, g := range gs {
-			if prewritten[i] || i == 0 {
-				done = append(done, g)
-			}
-		}
 		rctx, cancel := context.WithTimeout(m.ctx, rangeclient.Patience)
 		defer cancel()
-		m.rollbackGroups(rctx, startTS, primary, done)
+		m.rollbackGroups(rctx, startTS, primary, gs)
 	}
 	errs := make([]error, len(gs))
 	var wg sync.WaitGroup
@@ -538,7 +535,6 @@ func (m *Manager) commitTwoPhase(ctx context.Context, startTS uint64, muts []mvc
 		go func() {
 			defer wg.Done()
 			errs[i] = m.prewrite(ctx, startTS, primary, gs[i])
-			prewritten[i] = errs[i] == nil
 		}()
 	}
 	wg.Wait()
