@@ -23,14 +23,7 @@ import (
 // commands). Each timed operation is one command in its own batch.
 // cpu-ns/op is the process's CPU time per transaction.
 func BenchmarkApplyOnePhase(b *testing.B) {
-	e, err := storage.Open(storage.Options{Dir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { e.Close() })
-	db := e.DB()
 	body := bytes.Repeat([]byte("x"), 512)
-	sm := &StateMachine{Cache: NewCache(64 << 20)}
 	ts := tstamp.Make(1, 0)
 	next := 0
 	txn := func() []byte {
@@ -43,18 +36,7 @@ func BenchmarkApplyOnePhase(b *testing.B) {
 		next++
 		return c.Encode()
 	}
-	applyBatch := func(n int) {
-		batch := db.NewIndexedBatch()
-		for range n {
-			if res, ok := sm.Apply(batch, txn()).(error); ok {
-				b.Fatal(res)
-			}
-		}
-		if err := batch.Commit(pebble.NoSync); err != nil {
-			b.Fatal(err)
-		}
-		sm.Committed()
-	}
+	_, applyBatch := benchApplier(b, txn)
 	for range 200000 / 4 / 16 {
 		applyBatch(16)
 	}
@@ -64,6 +46,32 @@ func BenchmarkApplyOnePhase(b *testing.B) {
 		applyBatch(1)
 	}
 	b.ReportMetric(float64(testenv.CPUTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// benchApplier opens a store on disk with a state machine (and a record
+// cache) over it, and returns the store and a function that applies n
+// commands made by cmd the way a replica's apply step does: in an indexed
+// batch committed without sync, then Committed.
+func benchApplier(b *testing.B, cmd func() []byte) (*pebble.DB, func(n int)) {
+	e, err := storage.Open(storage.Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	db := e.DB()
+	sm := &StateMachine{Cache: NewCache(64 << 20)}
+	return db, func(n int) {
+		batch := db.NewIndexedBatch()
+		for range n {
+			if res, ok := sm.Apply(batch, cmd()).(error); ok {
+				b.Fatal(res)
+			}
+		}
+		if err := batch.Commit(pebble.NoSync); err != nil {
+			b.Fatal(err)
+		}
+		sm.Committed()
+	}
 }
 
 // BenchmarkApplyFirstWrites applies 1 KiB PUTs of keys never written
@@ -79,14 +87,7 @@ func BenchmarkApplyFirstWrites(b *testing.B) {
 			name = "after-80MB"
 		}
 		b.Run(name, func(b *testing.B) {
-			e, err := storage.Open(storage.Options{Dir: b.TempDir()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { e.Close() })
-			db := e.DB()
 			body := bytes.Repeat([]byte("x"), 1024)
-			sm := &StateMachine{Cache: NewCache(64 << 20)}
 			ts := tstamp.Make(1, 0)
 			next := 0
 			put := func() []byte {
@@ -95,18 +96,7 @@ func BenchmarkApplyFirstWrites(b *testing.B) {
 				obj := keys.Object(1, nil, fmt.Appendf(nil, "bench-%09d", next*7919%1000000007))
 				return (&PutCmd{Obj: obj, Rec: &mvcc.Record{Version: ts, Size: int64(len(body)), ETag: "9b2cf535f27731c974343645a3985328", Inline: body}}).Encode()
 			}
-			applyBatch := func(n int) {
-				batch := db.NewIndexedBatch()
-				for range n {
-					if res, ok := sm.Apply(batch, put()).(error); ok {
-						b.Fatal(res)
-					}
-				}
-				if err := batch.Commit(pebble.NoSync); err != nil {
-					b.Fatal(err)
-				}
-				sm.Committed()
-			}
+			db, applyBatch := benchApplier(b, put)
 			for range preload / 16 {
 				applyBatch(16)
 			}
